@@ -1,0 +1,260 @@
+//! Game state, move replay and the termination check (spec `engine.md` §2).
+
+use shakmaty::zobrist::Zobrist64;
+use shakmaty::{Chess, EnPassantMode, Move, MoveList, Position};
+
+use crate::vocab;
+
+/// Why a game ended (spec §2.2 codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Termination {
+    Checkmate = 0,
+    Stalemate = 1,
+    SeventyFiveMoveRule = 2,
+    FivefoldRepetition = 3,
+    InsufficientMaterial = 4,
+    PlyLimit = 5,
+}
+
+impl Termination {
+    /// Spec code 0–5.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// Outcome token of a game that ended this way after `length` plies (spec §2.3).
+    pub fn outcome_token(self, length: usize) -> u16 {
+        use vocab::outcome::*;
+        match self {
+            Termination::Checkmate if length % 2 == 1 => WHITE_CHECKMATES,
+            Termination::Checkmate => BLACK_CHECKMATES,
+            Termination::Stalemate => STALEMATE,
+            Termination::SeventyFiveMoveRule
+            | Termination::FivefoldRepetition
+            | Termination::InsufficientMaterial => DRAW_BY_RULE,
+            Termination::PlyLimit => PLY_LIMIT,
+        }
+    }
+}
+
+/// Error raised when a token cannot be played in the current position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IllegalToken {
+    /// Ply (0-based) at which the token was offered.
+    pub ply: usize,
+    /// The offending token id.
+    pub token: u16,
+}
+
+impl std::fmt::Display for IllegalToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match vocab::token_to_uci(self.token) {
+            Some(u) => write!(f, "illegal move token {} ({u}) at ply {}", self.token, self.ply),
+            None => write!(f, "token {} at ply {} is not a move", self.token, self.ply),
+        }
+    }
+}
+
+impl std::error::Error for IllegalToken {}
+
+/// One game from the standard start position, with the engine's own halfmove clock and the
+/// history of position keys needed for the fivefold rule (spec §2.1).
+#[derive(Clone, Debug)]
+pub struct GameState {
+    pos: Chess,
+    tokens: Vec<u16>,
+    halfmove_clock: u32,
+    /// Zobrist key of every position reached, the start included. The key includes the en
+    /// passant square only when an en-passant capture is legal (§2.1).
+    keys: Vec<u64>,
+}
+
+impl Default for GameState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Position key (§2.1): placement, side to move, castling rights, legal en passant square.
+pub fn position_key(pos: &Chess) -> u64 {
+    let z: Zobrist64 = pos.zobrist_hash(EnPassantMode::Legal);
+    u64::from(z)
+}
+
+impl GameState {
+    /// A game at the standard start position.
+    pub fn new() -> Self {
+        let pos = Chess::default();
+        let key = position_key(&pos);
+        GameState { pos, tokens: Vec::new(), halfmove_clock: 0, keys: vec![key] }
+    }
+
+    /// The current position.
+    pub fn position(&self) -> &Chess {
+        &self.pos
+    }
+
+    /// Plies played so far.
+    pub fn ply(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Tokens played so far.
+    pub fn tokens(&self) -> &[u16] {
+        &self.tokens
+    }
+
+    /// The engine's halfmove clock (§2.1): plies since the last pawn move or capture.
+    pub fn halfmove_clock(&self) -> u32 {
+        self.halfmove_clock
+    }
+
+    /// Legal moves in shakmaty's generation order (§2.4).
+    pub fn legal_moves(&self) -> MoveList {
+        self.pos.legal_moves()
+    }
+
+    /// Legal move tokens in generation order.
+    pub fn legal_tokens(&self) -> Vec<u16> {
+        self.legal_moves().iter().filter_map(vocab::move_to_token).collect()
+    }
+
+    /// Play a move known to be legal here. The token is derived from the move.
+    pub fn play_unchecked(&mut self, m: &Move) {
+        let token = vocab::move_to_token(m).expect("standard chess move has a token");
+        let resets = m.is_capture() || m.role() == shakmaty::Role::Pawn;
+        self.pos.play_unchecked(*m);
+        self.halfmove_clock = if resets { 0 } else { self.halfmove_clock + 1 };
+        self.tokens.push(token);
+        self.keys.push(position_key(&self.pos));
+    }
+
+    /// The legal move whose token is `token`, if any (§1.4: the input is accepted only if it
+    /// equals the token of one legal move).
+    pub fn find_move(&self, token: u16) -> Option<Move> {
+        if token as usize >= vocab::NUM_ACTIONS {
+            return None;
+        }
+        self.legal_moves().into_iter().find(|m| vocab::move_to_token(m) == Some(token))
+    }
+
+    /// Play `token` if it is legal; on error the state is unchanged.
+    pub fn play_token(&mut self, token: u16) -> Result<Move, IllegalToken> {
+        match self.find_move(token) {
+            Some(m) => {
+                self.play_unchecked(&m);
+                Ok(m)
+            }
+            None => Err(IllegalToken { ply: self.ply(), token }),
+        }
+    }
+
+    /// Number of times the current position key occurs in the history (itself included).
+    /// Only positions since the last irreversible move can repeat, so the scan stops there.
+    pub fn repetition_count(&self) -> usize {
+        let cur = *self.keys.last().expect("history is never empty");
+        let window = (self.halfmove_clock as usize + 1).min(self.keys.len());
+        self.keys[self.keys.len() - window..]
+            .iter()
+            .rev()
+            .step_by(2) // same side to move only
+            .filter(|&&k| k == cur)
+            .count()
+    }
+
+    /// Termination check of spec §2.2, first match wins, given the legal-move count of the
+    /// current position (so callers that already generated moves do not generate them twice).
+    pub fn termination_with(&self, n_legal: usize, max_ply: usize) -> Option<Termination> {
+        if n_legal == 0 {
+            return Some(if self.pos.is_check() {
+                Termination::Checkmate
+            } else {
+                Termination::Stalemate
+            });
+        }
+        if self.ply() >= max_ply {
+            return Some(Termination::PlyLimit);
+        }
+        if self.halfmove_clock >= 150 {
+            return Some(Termination::SeventyFiveMoveRule);
+        }
+        if self.repetition_count() >= 5 {
+            return Some(Termination::FivefoldRepetition);
+        }
+        if self.pos.is_insufficient_material() {
+            return Some(Termination::InsufficientMaterial);
+        }
+        None
+    }
+
+    /// Termination check of spec §2.2 for the current position.
+    pub fn termination(&self, max_ply: usize) -> Option<Termination> {
+        self.termination_with(self.legal_moves().len(), max_ply)
+    }
+}
+
+/// Replay `tokens` from the start position, calling `visit(state, ply)` on every position
+/// *before* move `ply` (0 ≤ ply < len) and finally once with `ply = len` after the last move.
+pub fn replay<F: FnMut(&GameState, usize)>(tokens: &[u16], mut visit: F) -> Result<GameState, IllegalToken> {
+    let mut g = GameState::new();
+    for (ply, &t) in tokens.iter().enumerate() {
+        visit(&g, ply);
+        g.play_token(t)?;
+    }
+    visit(&g, tokens.len());
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn play(uci: &[&str]) -> GameState {
+        let mut g = GameState::new();
+        for u in uci {
+            g.play_token(vocab::uci_to_token(u).unwrap()).unwrap();
+        }
+        g
+    }
+
+    #[test]
+    fn fools_mate_is_black_checkmates() {
+        let g = play(&["f2f3", "e7e5", "g2g4", "d8h4"]);
+        let t = g.termination(512).unwrap();
+        assert_eq!(t, Termination::Checkmate);
+        assert_eq!(t.outcome_token(g.ply()), vocab::outcome::BLACK_CHECKMATES);
+    }
+
+    #[test]
+    fn knight_shuffle_reaches_fivefold_after_16_plies() {
+        let cycle = ["g1f3", "g8f6", "f3g1", "f6g8"];
+        let mut moves = Vec::new();
+        for _ in 0..4 {
+            moves.extend_from_slice(&cycle);
+        }
+        let g = play(&moves[..15]);
+        assert_eq!(g.termination(512), None);
+        let g = play(&moves);
+        assert_eq!(g.repetition_count(), 5);
+        assert_eq!(g.termination(512), Some(Termination::FivefoldRepetition));
+        // Ply limit beats the draw rule.
+        assert_eq!(g.termination(16), Some(Termination::PlyLimit));
+    }
+
+    #[test]
+    fn castling_token_is_king_two_squares() {
+        let g = play(&["e2e4", "e7e5", "g1f3", "b8c6", "f1c4", "g8f6"]);
+        assert!(g.legal_tokens().contains(&102));
+        assert!(!g.legal_tokens().contains(&103));
+    }
+
+    #[test]
+    fn illegal_token_leaves_state_unchanged() {
+        let mut g = GameState::new();
+        let err = g.play_token(vocab::uci_to_token("e2e5").unwrap()).unwrap_err();
+        assert_eq!(err.ply, 0);
+        assert_eq!(g.ply(), 0);
+        assert!(g.play_token(vocab::PAD_TOKEN).is_err());
+    }
+}

@@ -1,0 +1,23 @@
+//! The PyO3 binding layer: the only code that knows Python. Each submodule converts NumPy
+//! arrays and Python objects to and from the pure-Rust core and registers its functions.
+//! Errors from bad input become Python exceptions (`TypeError`, `ValueError`), never aborts.
+
+use pyo3::prelude::*;
+
+mod common;
+mod vocab;
+
+/// The native module `pawn._engine`.
+#[pymodule]
+fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(hello, m)?)?;
+    vocab::register(m)?;
+    Ok(())
+}
+
+/// Liveness check: returns `"pawn-engine ready"`.
+#[pyfunction]
+fn hello() -> &'static str {
+    crate::hello()
+}

@@ -1,0 +1,72 @@
+//! Vocabulary bindings: constants, token ↔ UCI, decomposition tables.
+
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::vocab;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("NUM_ACTIONS", vocab::NUM_ACTIONS)?;
+    m.add("PAD_TOKEN", vocab::PAD_TOKEN)?;
+    m.add("OUTCOME_TOKEN_BASE", vocab::OUTCOME_TOKEN_BASE)?;
+    m.add("N_OUTCOMES", vocab::N_OUTCOMES)?;
+    m.add("VOCAB_SIZE", vocab::VOCAB_SIZE)?;
+    m.add("MAX_SEQ_LEN", vocab::MAX_SEQ_LEN)?;
+    m.add("OUTCOME_NAMES", vocab::outcome::NAMES.to_vec())?;
+    m.add_function(wrap_pyfunction!(token_to_uci, m)?)?;
+    m.add_function(wrap_pyfunction!(uci_to_token, m)?)?;
+    m.add_function(wrap_pyfunction!(action_table, m)?)?;
+    m.add_function(wrap_pyfunction!(promo_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(export_move_vocabulary, m)?)?;
+    Ok(())
+}
+
+/// UCI string of a move token, or None for PAD/outcome/out-of-range ids.
+#[pyfunction]
+fn token_to_uci(token: i64) -> Option<String> {
+    u16::try_from(token).ok().and_then(vocab::token_to_uci)
+}
+
+/// Token of a UCI string, or None if it is not in the vocabulary.
+#[pyfunction]
+fn uci_to_token(uci: &str) -> Option<u16> {
+    vocab::uci_to_token(uci)
+}
+
+/// `(src, dst, promo)` uint8 arrays of length 1968 in id order (promo 0 none, 1 q, 2 r, 3 b, 4 n).
+#[pyfunction]
+fn action_table(py: Python<'_>) -> (Bound<'_, PyArray1<u8>>, Bound<'_, PyArray1<u8>>, Bound<'_, PyArray1<u8>>) {
+    let a = vocab::actions();
+    (
+        PyArray1::from_vec(py, a.iter().map(|x| x.src).collect()),
+        PyArray1::from_vec(py, a.iter().map(|x| x.dst).collect()),
+        PyArray1::from_vec(py, a.iter().map(|x| x.promo).collect()),
+    )
+}
+
+/// The 44 promotion (src, dst) pairs of spec §1.7.
+#[pyfunction]
+fn promo_pairs() -> Vec<(u8, u8)> {
+    vocab::promo_pairs().to_vec()
+}
+
+/// Spec §1.8 export: square_names, promo_pieces, promo_pairs, token_to_move, move_to_token.
+#[pyfunction]
+fn export_move_vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    let names: Vec<String> = (0..64u8).map(vocab::square_name).collect();
+    d.set_item("square_names", names)?;
+    d.set_item("promo_pieces", vec!["q", "r", "b", "n"])?;
+    d.set_item("promo_pairs", vocab::promo_pairs().to_vec())?;
+    let t2m = PyDict::new(py);
+    let m2t = PyDict::new(py);
+    for (id, a) in vocab::actions().iter().enumerate() {
+        let u = a.uci();
+        t2m.set_item(id, &u)?;
+        m2t.set_item(&u, id)?;
+    }
+    d.set_item("token_to_move", t2m)?;
+    d.set_item("move_to_token", m2t)?;
+    Ok(d)
+}

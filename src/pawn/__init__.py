@@ -1,0 +1,14 @@
+"""PAWN: chess world-model transformers trained on uniformly random legal games.
+
+The Rust engine lives in :mod:`pawn.engine` (random games, legal masks, board states, PGN/UCI);
+vocabulary constants live once in :mod:`pawn.vocab`.
+"""
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+try:
+    __version__ = _version("pawn")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]
