@@ -1,0 +1,230 @@
+"""Run configurations (spec ``training-and-adapters.md`` §3) as pydantic-settings models.
+
+Every field can be set four ways; the first that gives a value wins:
+
+1. a command-line flag (``--total-steps 300``),
+2. an environment variable with the ``PAWN_`` prefix (``PAWN_TOTAL_STEPS=300``),
+3. a config file passed with ``--config FILE`` (JSON, or TOML with a ``.toml`` suffix; the
+   same field names, flat),
+4. the defaults below.
+
+Unknown fields are errors everywhere (file, environment keys are matched by name only).
+Cross-field rules are validators that fail at parse time with a message naming the fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from pawn.config import NAMED_CONFIGS, SUPERNETS, ModelConfig
+from pawn.train.schedules import Schedule, build_schedule
+from pawn.vocab import MAX_SEQ_LEN
+
+VAL_SEED_PUBLISHED = 2**63 - 1
+"""Seed of the published validation set (spec eval §1.1)."""
+
+_config_file: ContextVar[Optional[Path]] = ContextVar("pawn_config_file", default=None)
+
+
+class ConfigFileError(ValueError):
+    """A config file that cannot be read; the message names the file."""
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a flat JSON or TOML config file into a dict.
+
+    Raises:
+        ConfigFileError: missing file, bad syntax, or a top level that is not a table/object.
+    """
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as e:
+        raise ConfigFileError(f"{path}: cannot read config file ({e.strerror or e})") from None
+    try:
+        data = tomllib.loads(text) if Path(path).suffix.lower() == ".toml" else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as e:
+        raise ConfigFileError(f"{path}: not valid {'TOML' if Path(path).suffix.lower() == '.toml' else 'JSON'} ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigFileError(f"{path}: the top level must be a table of field = value")
+    return data
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """Settings source for ``--config FILE`` (lowest priority above defaults)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = _config_file.get()
+        return read_config_file(path) if path is not None else {}
+
+
+class _Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PAWN_", extra="forbid", validate_default=True)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+    @classmethod
+    def load(cls, config_file: Optional[Path] = None, **cli: Any):
+        """Build the config from CLI values (only those the user gave), ``PAWN_*`` environment
+        variables, an optional config file and defaults, in that order of precedence.
+
+        Raises:
+            ConfigFileError: unreadable config file.
+            pydantic.ValidationError: unknown fields, bad values, broken cross-field rules.
+        """
+        token = _config_file.set(Path(config_file) if config_file else None)
+        try:
+            return cls(**{k: v for k, v in cli.items() if v is not None})
+        finally:
+            _config_file.reset(token)
+
+
+class PretrainConfig(_Settings):
+    """Configuration of ``pawn pretrain``. Defaults follow the published v1.0.0 run (spec
+    training §1.1): lr 3e-4 peak, AdamW (β 0.9/0.95, ε 1e-8) with decoupled weight decay 0.01 on
+    all parameters, global-norm clip 1.0, batch 256, 512-ply sequences, cosine schedule floored at
+    0.1 × peak, warmup 5 % of total steps (10,000 at 200K).
+
+    Defaults decided here (the spec leaves them open): β2 = 0.95 (the single-model trainer's
+    value; the published cotrain path may have used 0.999); the supernet ``large`` is trained
+    when neither ``supernet`` nor ``variant`` is given; ``seed = 42`` so batch s is games
+    ``[s·B, (s+1)·B)`` of ``random_games(seed=42)``, as in the published stream's base seed;
+    ``steps_per_chunk`` is the largest divisor ≤ 50 of gcd(total_steps, val_every,
+    checkpoint_every); the last 3 checkpoints are kept.
+    """
+
+    # model
+    supernet: Optional[Literal["tiny", "large"]] = Field(None, description="Train a supernet jointly over its nested variants.")
+    variant: Optional[Literal["toy", "small", "base", "large"]] = Field(None, description="Train one model of this size.")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators.")
+    remat: bool = Field(False, description="Rematerialise layers in the backward pass (less memory, more compute).")
+    # optimisation
+    total_steps: int = Field(..., description="Optimizer steps to run (required).")
+    batch_size: int = Field(256, description="Games per step (global, over all devices).")
+    seq_len: int = Field(512, description="Sequence length in tokens (pure moves: = max plies).")
+    lr: float = Field(3e-4, description="Peak learning rate.")
+    lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = "cosine"
+    warmup_steps: Optional[int] = Field(None, description="Warmup steps; default int(warmup_frac · total_steps).")
+    warmup_frac: float = 0.05
+    min_lr_ratio: float = Field(0.1, description="Cosine floor as a fraction of the peak (pretraining: 0.1).")
+    decay_frac: float = 0.1
+    wsd_decay_shape: Literal["linear", "cosine"] = "linear"
+    cooldown_frac: float = 0.2
+    stable_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.95
+    max_grad_norm: float = 1.0
+    steps_per_chunk: Optional[int] = Field(None, description="K: optimizer steps per compiled lax.scan chunk.")
+    # data
+    seed: int = Field(42, description="Game stream seed: batch s = games [s·B, (s+1)·B).")
+    model_seed: Optional[int] = Field(None, description="Parameter init seed; default = seed.")
+    prepend_outcome: bool = Field(False, description="Put the outcome token before the moves (published models: off).")
+    mate_boost: float = 0.0
+    corpus_dir: Optional[Path] = Field(None, description="Read games from an on-disk corpus (built there once if missing).")
+    prefetch_chunks: int = Field(2, description="Chunks generated ahead of the device by the background thread.")
+    # validation, checkpoints, output
+    val_games: int = 2048
+    val_seed: int = VAL_SEED_PUBLISHED
+    val_every: int = 1000
+    checkpoint_every: int = 5000
+    keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all).")
+    out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")
+    resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> "PretrainConfig":
+        if self.supernet is not None and self.variant is not None:
+            raise ValueError("give either supernet or variant, not both")
+        for name in ("total_steps", "batch_size", "seq_len", "val_every", "checkpoint_every", "prefetch_chunks"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("val_games", "keep_checkpoints"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        if self.seq_len > MAX_SEQ_LEN:
+            raise ValueError(f"seq_len ({self.seq_len}) exceeds the model context max_seq_len ({MAX_SEQ_LEN})")
+        if self.prepend_outcome and self.seq_len < 2:
+            raise ValueError("seq_len must be ≥ 2 with prepend_outcome (outcome token + at least one move)")
+        for name in ("warmup_frac", "decay_frac", "cooldown_frac", "min_lr_ratio", "stable_lr_ratio", "mate_boost"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {v}")
+        if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
+            raise ValueError(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.weight_decay < 0 or self.max_grad_norm <= 0:
+            raise ValueError("weight_decay must be ≥ 0 and max_grad_norm > 0")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be ≥ 0, got {self.warmup_steps}")
+        self.schedule()  # raises ValueError naming warmup/decay/cooldown vs total_steps
+        k = self.chunk_steps
+        for name in ("total_steps", "val_every", "checkpoint_every"):
+            if getattr(self, name) % k:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be a multiple of steps_per_chunk ({k})")
+        return self
+
+    # ---------------------------------------------------------------- resolved values
+    @property
+    def resolved_warmup_steps(self) -> int:
+        """W: ``warmup_steps`` if given, else ``int(warmup_frac · total_steps)``."""
+        return self.warmup_steps if self.warmup_steps is not None else int(self.warmup_frac * self.total_steps)
+
+    @property
+    def chunk_steps(self) -> int:
+        """K, the steps per compiled chunk (see the class docstring for the default)."""
+        if self.steps_per_chunk is not None:
+            if self.steps_per_chunk <= 0:
+                raise ValueError(f"steps_per_chunk must be > 0, got {self.steps_per_chunk}")
+            return self.steps_per_chunk
+        g = math.gcd(math.gcd(self.total_steps, self.val_every), self.checkpoint_every)
+        return max(d for d in range(1, min(g, 50) + 1) if g % d == 0)
+
+    def schedule(self) -> Schedule:
+        """The resolved LR schedule (spec §2)."""
+        return build_schedule(
+            self.lr_schedule, self.lr, self.total_steps, self.resolved_warmup_steps,
+            min_ratio=self.min_lr_ratio, decay_frac=self.decay_frac, cooldown_frac=self.cooldown_frac,
+            stable_ratio=self.stable_lr_ratio, decay_shape=self.wsd_decay_shape,
+        )
+
+    def model_configs(self) -> tuple[ModelConfig, dict[str, ModelConfig]]:
+        """``(stored model config, {variant name: config})``. For a supernet the stored model
+        is the supernet and the dict its nested variants (all trained jointly); for a single
+        variant both are that config."""
+        if self.variant is not None:
+            cfg = NAMED_CONFIGS[self.variant]
+            return cfg, {self.variant: cfg}
+        sup, variants = SUPERNETS[self.supernet or "large"]
+        return sup, dict(variants)
+
+    @property
+    def max_ply(self) -> int:
+        """Plies per game: seq_len, or seq_len − 1 with the outcome prefix (spec engine §3.4)."""
+        return self.seq_len - 1 if self.prepend_outcome else self.seq_len
+
+
+def format_validation_error(e: ValidationError) -> str:
+    """One line per problem, naming the field (or the model for cross-field rules)."""
+    lines = []
+    for err in e.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "config"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "required (set --" + loc.replace("_", "-") + ", PAWN_" + loc.upper() + " or the config file)"
+        elif err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        lines.append(f"{loc}: {msg}")
+    return "; ".join(lines)

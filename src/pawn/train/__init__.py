@@ -1,0 +1,1 @@
+"""Pretraining: LR schedules, losses, the K-step compiled loop, metrics and run lifecycle."""
