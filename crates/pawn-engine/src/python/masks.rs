@@ -94,13 +94,16 @@ fn legal_move_masks_sparse<'py>(
     Ok(PyArray1::from_vec(py, flat))
 }
 
+/// `(grid, promo)` arrays of [`legal_move_grid`].
+type GridPair<'py> = (Bound<'py, PyArray3<u64>>, Bound<'py, PyArray4<bool>>);
+
 /// Legal-move grid: (grid uint64 [B, T, 64], promo bool [B, T, 44, 4]) (spec §4).
 #[pyfunction]
 fn legal_move_grid<'py>(
     py: Python<'py>,
     tokens: &Bound<'py, PyAny>,
     lengths: &Bound<'py, PyAny>,
-) -> PyResult<(Bound<'py, PyArray3<u64>>, Bound<'py, PyArray4<bool>>)> {
+) -> PyResult<GridPair<'py>> {
     let gb = game_batch(tokens, lengths)?;
     let (b, t) = (gb.n_games, gb.max_ply);
     let (grid, promo) = py.detach(|| masks::legal_move_grid(&games(&gb), t)).map_err(batch_error)?;
