@@ -22,6 +22,11 @@ def action_table() -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.ND
 def promo_pairs() -> list[tuple[int, int]]: ...
 def export_move_vocabulary() -> dict: ...
 
+# --- games (spec engine.md §3) ------------------------------------------------------------------
+def random_games(
+    n_games: int, max_ply: int = 512, seed: int = 0, mate_boost: float = 0.0, discard_ply_limit: bool = False
+) -> dict[str, npt.NDArray]: ...
+
 # --- masks and board states (spec engine.md §4, §5) ---------------------------------------------
 def legal_move_masks(
     tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16], vocab_size: int = 1969

@@ -5,6 +5,7 @@
 pub mod board;
 pub mod game;
 pub mod masks;
+pub mod random;
 pub mod vocab;
 
 /// Liveness check string, as in the original engine (spec §9).

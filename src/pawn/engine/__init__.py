@@ -10,5 +10,7 @@ helpers live in :mod:`pawn.vocab`; this package groups the engine by area:
 
 from __future__ import annotations
 
-from pawn.engine.masks import align_masks_to_positions, legal_move_counts, legal_move_grid, legal_move_masks, legal_move_masks_sparse, perft  # noqa: E402,F401
-from pawn.engine.boards import BoardStates, board_states, probe_targets  # noqa: E402,F401
+from pawn.engine.games import RandomGames, random_games
+from pawn.engine.boards import BoardStates, board_states, probe_targets
+from pawn.engine.masks import (align_masks_to_positions, legal_move_counts, legal_move_grid, legal_move_masks,
+                               legal_move_masks_sparse, perft)
