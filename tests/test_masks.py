@@ -253,3 +253,14 @@ def test_perft_rejects_bad_fen_and_negative_depth():
         engine.perft("not a fen", 1)
     with pytest.raises(ValueError, match="depth"):
         engine.perft("startpos", -1)
+
+
+def test_engine_random_games_replay_with_every_move_legal_under_its_mask():
+    g = engine.random_games(40, max_ply=200, seed=5)
+    mask = engine.legal_move_masks(g.tokens, g.lengths)
+    counts = engine.legal_move_counts(g.tokens, g.lengths)
+    np.testing.assert_array_equal(mask[:, :, :PAD].sum(axis=-1), counts)
+    b, t = np.nonzero(np.arange(200)[None, :] < g.lengths[:, None])
+    assert mask[b, t, g.tokens[b, t]].all()
+    # The game ends because of the rules, not the mask: PAD only where length < max_ply.
+    assert (mask[:, :, PAD].sum(axis=1) == (g.lengths < 200)).all()

@@ -261,7 +261,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "slow in debug builds; run with --release --ignored"]
     fn perft_start_position_depth_5() {
         assert_eq!(perft("startpos", 5).unwrap(), 4_865_609);
     }
@@ -274,7 +273,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "slow in debug builds; run with --release --ignored"]
     fn perft_kiwipete_depth_4() {
         assert_eq!(perft(KIWIPETE, 4).unwrap(), 4_085_603);
     }
@@ -288,7 +286,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "slow in debug builds; run with --release --ignored"]
     fn perft_position_3_depth_5() {
         assert_eq!(perft(POS3, 5).unwrap(), 674_624);
     }
@@ -303,7 +300,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "slow in debug builds; run with --release --ignored"]
     fn perft_position_4_depth_4() {
         assert_eq!(perft(POS4, 4).unwrap(), 422_333);
     }
@@ -316,7 +312,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "slow in debug builds; run with --release --ignored"]
     fn perft_position_5_depth_4() {
         assert_eq!(perft(POS5, 4).unwrap(), 2_103_487);
     }
