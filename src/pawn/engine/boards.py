@@ -142,8 +142,8 @@ def probe_targets(tokens: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarr
     piece_type = states.boards.reshape(n_games, max_ply, 64)
     castling = (states.castling_rights[..., None] >> np.arange(4, dtype=np.uint8)) & 1
     ep = np.where(states.ep_square < 0, NO_EP_SQUARE, states.ep_square).astype(np.int8)
-    codes = np.array([1, 2, 3, 4, 5, 7, 8, 9, 10, 11], dtype=np.int8)
-    material = (piece_type[..., None] == codes).sum(axis=2).astype(np.int8)
+    codes = (1, 2, 3, 4, 5, 7, 8, 9, 10, 11)  # MATERIAL_ORDER as board codes
+    material = np.stack([(piece_type == c).sum(axis=-1, dtype=np.int8) for c in codes], axis=-1)
 
     occupied = (piece_type != 0).sum(axis=-1)
     minor_major = material[..., [1, 2, 3, 4, 6, 7, 8, 9]].sum(axis=-1)
