@@ -27,3 +27,20 @@ def random_games(
     n_games: int, max_ply: int = 512, seed: int = 0, mate_boost: float = 0.0, discard_ply_limit: bool = False,
     first_game: int = 0,
 ) -> dict[str, npt.NDArray]: ...
+
+# --- masks and board states (spec engine.md §4, §5) ---------------------------------------------
+def legal_move_masks(
+    tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16], vocab_size: int = 1969
+) -> npt.NDArray[np.bool_]: ...  # [B, T, V]
+def legal_move_masks_sparse(
+    tokens: npt.NDArray[np.int16],
+    lengths: npt.NDArray[np.int16],
+    seq_len: int | None = None,
+    vocab_size: int = 1980,
+) -> npt.NDArray[np.int64]: ...  # [N] flat indices b*seq_len*V + t*V + token
+def legal_move_grid(
+    tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]: ...  # [B, T, 64], [B, T, 44, 4]
+def legal_move_counts(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> npt.NDArray[np.int16]: ...
+def board_states(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> dict[str, np.ndarray]: ...
+def perft(fen: str, depth: int) -> int: ...

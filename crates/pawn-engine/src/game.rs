@@ -206,6 +206,44 @@ impl GameState {
     }
 }
 
+/// Error from [`GameState::from_fen`]: the FEN text is malformed or describes an illegal
+/// position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FenError(pub String);
+
+impl std::fmt::Display for FenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FenError {}
+
+impl GameState {
+    /// A game starting from the position of a FEN string (standard chess, castling rights as in
+    /// the FEN). Used by perft and tests; games in PAWN data always start with [`GameState::new`].
+    ///
+    /// The engine halfmove clock starts at the FEN's halfmove field, [`GameState::ply`] counts
+    /// plies played since this position (starting at 0), and the key history holds only this
+    /// position. The literal `"startpos"` gives the standard start position.
+    ///
+    /// Errors: [`FenError`] when the text is not a FEN or the position is illegal.
+    pub fn from_fen(fen: &str) -> Result<Self, FenError> {
+        let fen = fen.trim();
+        if fen == "startpos" {
+            return Ok(Self::new());
+        }
+        let parsed = shakmaty::fen::Fen::from_ascii(fen.as_bytes())
+            .map_err(|e| FenError(format!("invalid FEN {fen:?}: {e}")))?;
+        let pos: Chess = parsed
+            .into_position(shakmaty::CastlingMode::Standard)
+            .map_err(|e| FenError(format!("illegal position in FEN {fen:?}: {e}")))?;
+        let key = position_key(&pos);
+        let halfmove_clock = pos.halfmoves();
+        Ok(GameState { pos, tokens: Vec::new(), halfmove_clock, keys: vec![key] })
+    }
+}
+
 /// Replay `tokens` from the start position, calling `visit(state, ply)` on every position
 /// *before* move `ply` (0 ≤ ply < len) and finally once with `ply = len` after the last move.
 pub fn replay<F: FnMut(&GameState, usize)>(tokens: &[u16], mut visit: F) -> Result<GameState, IllegalToken> {
@@ -259,6 +297,19 @@ mod tests {
         let g = play(&["e2e4", "e7e5", "g1f3", "b8c6", "f1c4", "g8f6"]);
         assert!(g.legal_tokens().contains(&102));
         assert!(!g.legal_tokens().contains(&103));
+    }
+
+    #[test]
+    fn from_fen_startpos_equals_new_and_bad_fen_is_an_error() {
+        let a = GameState::from_fen("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1").unwrap();
+        let b = GameState::from_fen("startpos").unwrap();
+        assert_eq!(a.legal_tokens(), GameState::new().legal_tokens());
+        assert_eq!(position_key(a.position()), position_key(b.position()));
+        let c = GameState::from_fen("8/8/8/8/8/8/8/K6k w - - 37 80").unwrap();
+        assert_eq!(c.halfmove_clock(), 37);
+        assert_eq!(c.ply(), 0);
+        assert!(GameState::from_fen("not a fen").is_err());
+        assert!(GameState::from_fen("8/8/8/8/8/8/8/8 w - - 0 1").is_err()); // no kings
     }
 
     #[test]

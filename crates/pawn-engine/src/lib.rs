@@ -2,7 +2,9 @@
 //! states, PGN/UCI parsing and diagnostics. Pure Rust; `python` (feature-gated) is the only
 //! module that knows PyO3. Facts follow `shared/spec/engine.md`.
 
+pub mod board;
 pub mod game;
+pub mod masks;
 pub mod random;
 pub mod vocab;
 

@@ -4,8 +4,13 @@ Every function states the shapes and dtypes it takes and returns. Token ids and 
 helpers live in :mod:`pawn.vocab`; this package groups the engine by area:
 
 - :mod:`pawn.engine.games`: random games (spec §3)
+- :mod:`pawn.engine.masks`: legal-move masks, their alignment to positions, perft (spec §4)
+- :mod:`pawn.engine.boards`: board states and probe targets (spec §5)
 """
 
 from __future__ import annotations
 
 from pawn.engine.games import RandomGames, random_games
+from pawn.engine.boards import BoardStates, board_states, probe_targets
+from pawn.engine.masks import (align_masks_to_positions, legal_move_counts, legal_move_grid, legal_move_masks,
+                               legal_move_masks_sparse, perft)

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 
 mod common;
 mod games;
+mod masks;
 mod vocab;
 
 /// The native module `pawn._engine`.
@@ -15,6 +16,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hello, m)?)?;
     vocab::register(m)?;
     games::register(m)?;
+    masks::register(m)?;
     Ok(())
 }
 

@@ -1,0 +1,54 @@
+"""python-chess oracle for mask and board-state tests: seeded uniform random games, tokenized,
+with the per-ply facts the engine must reproduce."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import chess
+import numpy as np
+
+PAD = 1968
+PIECE_SYMBOLS = ".PNBRQKpnbrqk"  # index = §5 piece code
+
+
+@dataclass
+class OracleGames:
+    """B games of at most T plies, PAD-filled tokens, and per-(game, ply) facts for t < length."""
+
+    tokens: np.ndarray  # int16 [B, T]
+    lengths: np.ndarray  # int16 [B]
+    legal: list[list[list[int]]] = field(default_factory=list)  # [b][t] legal tokens
+    boards: list[list[chess.Board]] = field(default_factory=list)  # [b][t] position before move t
+
+
+def load_vocab(shared_data: Path) -> dict[str, int]:
+    return json.loads((shared_data / "searchless_chess_vocabulary.json").read_text())["move_to_action"]
+
+
+def random_games(uci_to_id: dict[str, int], n_games: int, max_ply: int, seed: int) -> OracleGames:
+    """Uniform random legal moves from a seeded ``random.Random``, until no legal move is left or
+    ``max_ply`` plies are played. Castling is tokenized as the king's two-square step."""
+    rng = random.Random(seed)
+    tokens = np.full((n_games, max_ply), PAD, dtype=np.int16)
+    lengths = np.zeros(n_games, dtype=np.int16)
+    out = OracleGames(tokens, lengths)
+    for b in range(n_games):
+        board = chess.Board()
+        legal_g, boards_g = [], []
+        for t in range(max_ply):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            legal_g.append([uci_to_id[m.uci()] for m in moves])
+            boards_g.append(board.copy(stack=False))
+            move = rng.choice(moves)
+            tokens[b, t] = uci_to_id[move.uci()]
+            board.push(move)
+        lengths[b] = len(legal_g)
+        out.legal.append(legal_g)
+        out.boards.append(boards_g)
+    return out
