@@ -3,6 +3,8 @@
 //! module that knows PyO3. Facts follow `shared/spec/engine.md`.
 
 pub mod game;
+pub mod pgn;
+pub mod uci;
 pub mod vocab;
 
 /// Liveness check string, as in the original engine (spec §9).
