@@ -145,6 +145,14 @@ pub struct GameSpan {
     pub end: usize,
 }
 
+/// A game end (blank line) followed by enough spaces to cover pgn-reader's look-ahead.
+static TAIL_PADDING: [u8; 320] = {
+    let mut p = [b' '; 320];
+    p[0] = b'\n';
+    p[1] = b'\n';
+    p
+};
+
 const BOM: &[u8] = b"\xef\xbb\xbf";
 
 fn find_from(data: &[u8], from: usize, needle: u8) -> Option<usize> {
@@ -532,7 +540,9 @@ fn outcome_str(o: Outcome) -> &'static str {
 pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min_ply: usize) -> Result<Game, Skipped> {
     let skip = |ply: usize, reason: SkipReason| Skipped { game: index, ply, reason };
     let bytes = &data[span.start..span.end];
-    let mut reader = Reader::build(bytes).set_supported_comment_length(4096).finish();
+    // The padding keeps pgn-reader's look-ahead (`ensure_bytes`) satisfied up to the game's
+    // last byte; without it every token near the end of the slice shifts the buffer.
+    let mut reader = Reader::new(std::io::Read::chain(bytes, &TAIL_PADDING[..]));
     let raw = match reader.read_game(&mut Collect) {
         Ok(Some(raw)) => raw,
         Ok(None) => return Err(skip(0, SkipReason::TooShort)),

@@ -55,6 +55,37 @@ fn counts_dict<'py>(py: Python<'py>, n_read: usize, kept: usize, skipped: &[Skip
     Ok(d)
 }
 
+/// Space-joined UCI of move tokens (non-move ids are left out).
+fn join_uci(tokens: &[u16]) -> String {
+    let mut s = String::with_capacity(tokens.len() * 5);
+    for a in tokens.iter().filter_map(|&t| vocab::decompose(t)) {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        for sq in [a.src, a.dst] {
+            s.push((b'a' + sq % 8) as char);
+            s.push((b'1' + sq / 8) as char);
+        }
+        if a.promo > 0 {
+            s.push(['q', 'r', 'b', 'n'][(a.promo - 1) as usize]);
+        }
+    }
+    s
+}
+
+/// Space-joined SAN.
+fn join_san(san: &[pgn_reader::SanPlus]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(san.len() * 5);
+    for (i, x) in san.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        let _ = write!(s, "{x}");
+    }
+    s
+}
+
 fn batch_to_dict<'py>(py: Python<'py>, b: PgnBatch, max_ply: usize) -> PyResult<Bound<'py, PyDict>> {
     let n = b.games.len();
     let mut tokens = Array2::<i16>::from_elem((n, max_ply), vocab::PAD_TOKEN as i16);
@@ -82,17 +113,11 @@ fn batch_to_dict<'py>(py: Python<'py>, b: PgnBatch, max_ply: usize) -> PyResult<
     d.set_item("black_elo", be.into_pyarray(py))?;
     d.set_item("game_index", Array1::from(col(&|g| g.index as i64)).into_pyarray(py))?;
     d.set_item("full_length", Array1::from(col(&|g| g.full_length as i64)).into_pyarray(py))?;
-    let san: Vec<String> = b
-        .games
-        .iter()
-        .map(|g| g.san.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "))
-        .collect();
+    let (san, uci): (Vec<String>, Vec<String>) = py.detach(|| {
+        use rayon::prelude::*;
+        b.games.par_iter().map(|g| (join_san(&g.san), join_uci(&g.tokens))).unzip()
+    });
     d.set_item("san_joined", san)?;
-    let uci: Vec<String> = b
-        .games
-        .iter()
-        .map(|g| g.tokens.iter().filter_map(|&t| vocab::token_to_uci(t)).collect::<Vec<_>>().join(" "))
-        .collect();
     d.set_item("uci_joined", uci)?;
     let headers = PyDict::new(py);
     type Getter = fn(&pgn::Headers) -> &str;
@@ -204,7 +229,7 @@ fn parse_uci_bytes<'py>(py: Python<'py>, data: &[u8], max_ply: i64, min_ply: i64
     d.set_item("game_index", idx.into_pyarray(py))?;
     let uci: Vec<String> = rows
         .iter()
-        .map(|(_, t)| t.iter().filter_map(|&x| vocab::token_to_uci(x)).collect::<Vec<_>>().join(" "))
+        .map(|(_, t)| join_uci(t))
         .collect();
     d.set_item("uci_joined", uci)?;
     d.set_item("skipped", skipped_list(py, &skipped)?)?;
