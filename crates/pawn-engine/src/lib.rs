@@ -4,6 +4,7 @@
 
 pub mod game;
 pub mod pgn;
+pub mod random;
 pub mod uci;
 pub mod vocab;
 

@@ -9,5 +9,6 @@ helpers live in :mod:`pawn.vocab`; this package groups the engine by area:
 
 from __future__ import annotations
 
+from pawn.engine.games import RandomGames, random_games
 from pawn.engine.pgn import PgnGames, parse_pgn
 from pawn.engine.uci import UciGames, parse_uci_file, san_to_uci, tokens_to_san, tokens_to_uci, uci_to_san, uci_to_tokens

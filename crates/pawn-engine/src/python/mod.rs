@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 
 mod common;
+mod games;
 mod pgn;
 mod vocab;
 
@@ -14,6 +15,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(hello, m)?)?;
     vocab::register(m)?;
+    games::register(m)?;
     pgn::register(m)?;
     Ok(())
 }
