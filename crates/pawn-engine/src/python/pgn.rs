@@ -12,6 +12,11 @@ use crate::pgn::{self, PgnBatch, SkipReason, Skipped};
 use crate::uci::{self, MoveError};
 use crate::vocab;
 
+/// `(tokens int16 [N, T], lengths int16 [N])` as NumPy arrays.
+type TokenArrays<'py> = (Bound<'py, numpy::PyArray2<i16>>, Bound<'py, numpy::PyArray1<i16>>);
+/// A per-game move-list conversion returning the moves done and the first error.
+type MoveConvert = fn(&[String]) -> (Vec<String>, Option<MoveError>);
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_pgn_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_pgn_path, m)?)?;
@@ -248,7 +253,7 @@ fn uci_to_tokens<'py>(
     games: Vec<Vec<String>>,
     max_ply: i64,
     on_error: &str,
-) -> PyResult<(Bound<'py, numpy::PyArray2<i16>>, Bound<'py, numpy::PyArray1<i16>>)> {
+) -> PyResult<TokenArrays<'py>> {
     let (max_ply, _) = check_plies(max_ply, 0)?;
     let raise = match on_error {
         "raise" => true,
@@ -315,7 +320,7 @@ fn tokens_to_san(py: Python<'_>, tokens: &Bound<'_, PyAny>, lengths: &Bound<'_, 
 fn convert_games(
     py: Python<'_>,
     games: Vec<Vec<String>>,
-    f: fn(&[String]) -> (Vec<String>, Option<MoveError>),
+    f: MoveConvert,
 ) -> PyResult<Vec<Vec<String>>> {
     let out = py.detach(|| {
         use rayon::prelude::*;
@@ -333,11 +338,11 @@ fn convert_games(
 /// UCI lists → SAN lists. Raises ValueError naming game and ply of a bad move.
 #[pyfunction]
 fn uci_to_san(py: Python<'_>, games: Vec<Vec<String>>) -> PyResult<Vec<Vec<String>>> {
-    convert_games(py, games, |g| uci::uci_game_to_san(g))
+    convert_games(py, games, uci::uci_game_to_san)
 }
 
 /// SAN lists → UCI lists (castling as `e1g1`). Raises ValueError naming game and ply.
 #[pyfunction]
 fn san_to_uci(py: Python<'_>, games: Vec<Vec<String>>) -> PyResult<Vec<Vec<String>>> {
-    convert_games(py, games, |g| uci::san_game_to_uci(g))
+    convert_games(py, games, uci::san_game_to_uci)
 }
