@@ -5,7 +5,9 @@
 pub mod board;
 pub mod game;
 pub mod masks;
+pub mod pgn;
 pub mod random;
+pub mod uci;
 pub mod vocab;
 
 /// Liveness check string, as in the original engine (spec §9).

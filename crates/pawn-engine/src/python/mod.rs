@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod common;
 mod games;
 mod masks;
+mod pgn;
 mod vocab;
 
 /// The native module `pawn._engine`.
@@ -17,6 +18,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     vocab::register(m)?;
     games::register(m)?;
     masks::register(m)?;
+    pgn::register(m)?;
     Ok(())
 }
 

@@ -1,0 +1,184 @@
+//! UCI and SAN move lists ↔ tokens (spec `engine.md` §6.7, §1.4).
+//!
+//! UCI moves are 4–5 characters, the promotion letter is case-insensitive, a pawn move onto
+//! the back rank needs a letter, and castling is the king moving two squares (`e1g1`):
+//! king-takes-rook `e1h1` is an ordinary rook move id and is not castling. A move is accepted
+//! only if its token equals the token of a legal move (§1.4).
+
+use shakmaty::san::{San, SanPlus};
+use shakmaty::{Chess, Move, Position};
+
+use crate::vocab;
+
+/// What went wrong with a move, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveError {
+    /// 0-based ply of the failing move.
+    pub ply: usize,
+    /// The move text (or token id as text) that failed.
+    pub text: String,
+    /// True if the text is not a move at all; false if it is well formed but illegal.
+    pub malformed: bool,
+}
+
+impl std::fmt::Display for MoveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.malformed {
+            write!(f, "malformed move {:?} at ply {}", self.text, self.ply)
+        } else {
+            write!(f, "illegal move {:?} at ply {}", self.text, self.ply)
+        }
+    }
+}
+
+impl std::error::Error for MoveError {}
+
+/// The legal move of `pos` whose token is `token`, if any.
+pub fn legal_move_for_token(pos: &Chess, token: u16) -> Option<Move> {
+    pos.legal_moves().into_iter().find(|m| vocab::move_to_token(m) == Some(token))
+}
+
+/// Resolve one UCI string in `pos` (ply `ply` for errors).
+pub fn uci_to_move(pos: &Chess, uci: &str, ply: usize) -> Result<Move, MoveError> {
+    let err = |malformed| MoveError { ply, text: uci.to_owned(), malformed };
+    let token = vocab::uci_to_token(uci).ok_or_else(|| err(true))?;
+    legal_move_for_token(pos, token).ok_or_else(|| err(false))
+}
+
+/// Resolve one SAN string (`Nf3`, `exd5`, `O-O`, `0-0`, `e8=Q+`) in `pos`.
+pub fn san_to_move(pos: &Chess, san: &str, ply: usize) -> Result<Move, MoveError> {
+    let err = |malformed| MoveError { ply, text: san.to_owned(), malformed };
+    let text = san.trim_end_matches(['!', '?']);
+    let normalised;
+    let text = if text.starts_with("0-0") {
+        normalised = text.replace('0', "O");
+        normalised.as_str()
+    } else {
+        text
+    };
+    let sp = SanPlus::from_ascii(text.as_bytes()).map_err(|_| err(true))?;
+    if sp.san == San::Null {
+        return Err(err(true));
+    }
+    sp.san.to_move(pos).map_err(|_| err(false))
+}
+
+/// Replay a game given as move strings with `resolve`, returning every token until the end or
+/// the first failure (and that failure).
+fn replay_with<S: AsRef<str>>(
+    moves: &[S],
+    resolve: impl Fn(&Chess, &str, usize) -> Result<Move, MoveError>,
+    mut on_move: impl FnMut(&Chess, &Move, u16),
+) -> Result<(), MoveError> {
+    let mut pos = Chess::default();
+    for (ply, mv) in moves.iter().enumerate() {
+        let m = resolve(&pos, mv.as_ref(), ply)?;
+        let token = vocab::move_to_token(&m).ok_or(MoveError { ply, text: mv.as_ref().to_owned(), malformed: false })?;
+        on_move(&pos, &m, token);
+        pos.play_unchecked(m);
+    }
+    Ok(())
+}
+
+/// Tokens of a UCI game: all moves replayed (legality checked even past `max_ply`), tokens
+/// kept up to `max_ply`. Returns the kept tokens and the first error, if any; tokens before the
+/// error are returned either way.
+pub fn uci_game_to_tokens<S: AsRef<str>>(moves: &[S], max_ply: usize) -> (Vec<u16>, Option<MoveError>) {
+    let mut tokens = Vec::with_capacity(moves.len().min(max_ply));
+    let r = replay_with(moves, uci_to_move, |_, _, t| {
+        if tokens.len() < max_ply {
+            tokens.push(t)
+        }
+    });
+    (tokens, r.err())
+}
+
+/// UCI of a SAN game, up to the first failure (returned with it).
+pub fn san_game_to_uci<S: AsRef<str>>(moves: &[S]) -> (Vec<String>, Option<MoveError>) {
+    let mut out = Vec::with_capacity(moves.len());
+    let r = replay_with(moves, san_to_move, |_, _, t| out.push(vocab::token_to_uci(t).expect("move token")));
+    (out, r.err())
+}
+
+/// SAN (with `+`/`#`, `O-O`, `e8=Q`, minimal disambiguation) of a UCI game, up to the first
+/// failure (returned with it).
+pub fn uci_game_to_san<S: AsRef<str>>(moves: &[S]) -> (Vec<String>, Option<MoveError>) {
+    let mut out = Vec::with_capacity(moves.len());
+    let r = replay_with(moves, uci_to_move, |pos, m, _| out.push(SanPlus::from_move(pos.clone(), *m).to_string()));
+    (out, r.err())
+}
+
+/// SAN of a token game, up to the first token that is not a legal move (returned with it).
+pub fn tokens_to_san(tokens: &[u16]) -> (Vec<String>, Option<MoveError>) {
+    let mut pos = Chess::default();
+    let mut out = Vec::with_capacity(tokens.len());
+    for (ply, &t) in tokens.iter().enumerate() {
+        let Some(m) = ((t as usize) < vocab::NUM_ACTIONS).then(|| legal_move_for_token(&pos, t)).flatten() else {
+            let text = vocab::token_to_uci(t).map_or_else(|| format!("token {t}"), |u| format!("token {t} ({u})"));
+            return (out, Some(MoveError { ply, text, malformed: t as usize >= vocab::NUM_ACTIONS }));
+        };
+        out.push(SanPlus::from_move_and_play_unchecked(&mut pos, m).to_string());
+    }
+    (out, None)
+}
+
+/// A trailing result token of a UCI line (dropped by [`parse_uci_line`]).
+pub fn is_result_token(s: &str) -> bool {
+    matches!(s, "1-0" | "0-1" | "1/2-1/2" | "*")
+}
+
+/// Split one line of a UCI file into moves: whitespace-separated, a trailing result dropped.
+pub fn parse_uci_line(line: &str) -> Vec<&str> {
+    let mut moves: Vec<&str> = line.split_whitespace().collect();
+    if moves.last().is_some_and(|m| is_result_token(m)) {
+        moves.pop();
+    }
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn castling_is_king_two_squares_and_king_takes_rook_is_rejected() {
+        let game = ["e2e4", "e7e5", "g1f3", "b8c6", "f1c4", "f8c5", "e1g1"];
+        let (t, e) = uci_game_to_tokens(&game, 512);
+        assert_eq!(e, None);
+        assert_eq!(t[6], 102);
+        let mut bad = game;
+        bad[6] = "e1h1";
+        let (t, e) = uci_game_to_tokens(&bad, 512);
+        assert_eq!(t.len(), 6);
+        assert_eq!(e.unwrap(), MoveError { ply: 6, text: "e1h1".into(), malformed: false });
+    }
+
+    #[test]
+    fn promotion_letter_is_case_insensitive_and_required() {
+        let pre = ["a2a4", "b7b5", "a4b5", "a7a6", "b5a6", "c8b7", "a6a7", "b7c6"];
+        let mut g: Vec<&str> = pre.to_vec();
+        g.push("a7b8Q");
+        assert_eq!(uci_game_to_tokens(&g, 512).1, None);
+        *g.last_mut().unwrap() = "a7a8";
+        let e = uci_game_to_tokens(&g, 512).1.unwrap();
+        assert_eq!((e.ply, e.malformed), (8, false));
+        *g.last_mut().unwrap() = "a7a8x";
+        assert!(uci_game_to_tokens(&g, 512).1.unwrap().malformed);
+    }
+
+    #[test]
+    fn san_round_trip_with_check_and_mate_suffixes() {
+        let uci = ["f2f3", "e7e5", "g2g4", "d8h4"];
+        let (san, e) = uci_game_to_san(&uci);
+        assert_eq!(e, None);
+        assert_eq!(san, ["f3", "e5", "g4", "Qh4#"]);
+        assert_eq!(san_game_to_uci(&san).0, uci);
+        let tokens = uci_game_to_tokens(&uci, 512).0;
+        assert_eq!(tokens_to_san(&tokens).0, san);
+    }
+
+    #[test]
+    fn trailing_result_is_dropped() {
+        assert_eq!(parse_uci_line(" e2e4 e7e5  1-0 "), ["e2e4", "e7e5"]);
+    }
+}

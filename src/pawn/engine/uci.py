@@ -1,0 +1,127 @@
+"""UCI and SAN move lists ↔ tokens (spec ``engine.md`` §6.7, §1.4), with clear errors.
+
+UCI moves are 4–5 characters; the promotion letter is case-insensitive; a pawn move onto the
+back rank without a letter is rejected; castling is the king moving two squares (``e1g1``) —
+king-takes-rook ``e1h1`` is an ordinary rook move id, never castling. Every move is checked for
+legality by replaying the game from the standard start position.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from pawn import _engine
+from pawn.engine.pgn import _check_plies
+
+
+def uci_to_tokens(
+    games: Sequence[Sequence[str]],
+    max_ply: int = 512,
+    on_error: Literal["raise", "truncate"] = "raise",
+) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int16]]:
+    """UCI games → ``(tokens int16 [N, max_ply] PAD-filled, lengths int16 [N])``.
+
+    Games longer than max_ply are cut at max_ply (later moves are still checked).
+
+    Raises:
+        ValueError: with ``on_error="raise"``, a malformed or illegal move, naming the game
+            (0-based) and ply; ``"truncate"`` instead keeps the moves before it. Also for
+            max_ply outside 1..32767 or an unknown ``on_error``.
+    """
+    _check_plies(max_ply, 0)
+    return _engine.uci_to_tokens([list(g) for g in games], max_ply, on_error)
+
+
+def tokens_to_uci(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> list[list[str]]:
+    """``tokens int16 [B, T]``, ``lengths int16 [B]`` → UCI lists (no legality check).
+
+    Raises:
+        TypeError: wrong dtype or rank. ValueError: a length out of range or a non-move token
+            (PAD, outcome) within a game's length, naming game and ply.
+    """
+    return _engine.tokens_to_uci(tokens, lengths)
+
+
+def tokens_to_san(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> list[list[str]]:
+    """``tokens int16 [B, T]``, ``lengths int16 [B]`` → SAN lists (``+``/``#``, ``O-O``,
+    ``e8=Q``, minimal disambiguation).
+
+    Raises:
+        TypeError: wrong dtype or rank. ValueError: a length out of range or a token that is
+            not a legal move, naming game and ply.
+    """
+    return _engine.tokens_to_san(tokens, lengths)
+
+
+def uci_to_san(games: Sequence[Sequence[str]]) -> list[list[str]]:
+    """UCI lists → SAN lists. Raises ValueError naming game and ply of a bad move."""
+    return _engine.uci_to_san([list(g) for g in games])
+
+
+def san_to_uci(games: Sequence[Sequence[str]]) -> list[list[str]]:
+    """SAN lists (glyphs such as ``e4!?`` and ``0-0`` accepted) → UCI lists (castling
+    ``e1g1``). Raises ValueError naming game and ply of a bad move."""
+    return _engine.san_to_uci([list(g) for g in games])
+
+
+@dataclass(frozen=True)
+class UciGames:
+    """Games parsed from a UCI file (N kept games, T = ``max_ply``).
+
+    Attributes:
+        tokens: int16 [N, T] PAD-filled. lengths: int16 [N].
+        game_index: int64 [N] 1-based number of the non-empty line of each kept game.
+        skipped: (game number, ply, reason) with reason ``illegal_move``, ``unreadable_move``
+            or ``too_short``. counts: ``read``, ``kept`` and one count per reason.
+        path: the file read.
+    """
+
+    tokens: npt.NDArray[np.int16]
+    lengths: npt.NDArray[np.int16]
+    game_index: npt.NDArray[np.int64]
+    skipped: list[tuple[int, int, str]]
+    counts: dict[str, int]
+    path: Path
+    _uci_joined: list[str]
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @cached_property
+    def uci(self) -> list[list[str]]:
+        """UCI of each kept move."""
+        return [s.split() for s in self._uci_joined]
+
+
+def parse_uci_file(path: str | os.PathLike, max_ply: int = 512, min_ply: int = 1) -> UciGames:
+    """Read a UCI file (spec §6.7): one game per non-empty line, whitespace-separated moves, a
+    trailing result token (``1-0``, ``0-1``, ``1/2-1/2``, ``*``) dropped.
+
+    A game with a malformed or illegal move is skipped and reported (game, ply, reason); a game
+    longer than max_ply is truncated; one with fewer than min_ply moves is skipped.
+
+    Raises:
+        FileNotFoundError: the path does not exist (the message names it).
+        ValueError: max_ply outside 1..32767 or min_ply outside 0..max_ply.
+    """
+    _check_plies(max_ply, min_ply)
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"UCI file not found: {p}")
+    raw = _engine.parse_uci_bytes(p.read_bytes(), max_ply, min_ply)
+    return UciGames(
+        tokens=raw["tokens"],
+        lengths=raw["lengths"],
+        game_index=raw["game_index"],
+        skipped=[tuple(s) for s in raw["skipped"]],
+        counts=raw["counts"],
+        path=p,
+        _uci_joined=raw["uci_joined"],
+    )
