@@ -2,6 +2,8 @@
 //! states, PGN/UCI parsing and diagnostics. Pure Rust; `python` (feature-gated) is the only
 //! module that knows PyO3. Facts follow `shared/spec/engine.md`.
 
+pub mod diagnostics;
+pub mod env;
 pub mod game;
 pub mod random;
 pub mod vocab;

@@ -5,6 +5,8 @@
 use pyo3::prelude::*;
 
 mod common;
+mod diagnostics;
+mod env;
 mod vocab;
 
 /// The native module `pawn._engine`.
@@ -13,6 +15,8 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(hello, m)?)?;
     vocab::register(m)?;
+    diagnostics::register(m)?;
+    env::register(m)?;
     Ok(())
 }
 
