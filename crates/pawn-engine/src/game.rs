@@ -65,8 +65,9 @@ pub struct GameState {
     pos: Chess,
     tokens: Vec<u16>,
     halfmove_clock: u32,
-    /// Zobrist key of every position reached, the start included. The key includes the en
-    /// passant square only when an en-passant capture is legal (§2.1).
+    /// Zobrist keys of the positions reached since the last pawn move or capture (the current
+    /// one last). Earlier positions cannot repeat, so the full history of §2.1 is not needed.
+    /// The key includes the en passant square only when an en-passant capture is legal.
     keys: Vec<u64>,
 }
 
@@ -124,10 +125,22 @@ impl GameState {
     pub fn play_unchecked(&mut self, m: &Move) {
         let token = vocab::move_to_token(m).expect("standard chess move has a token");
         let resets = m.is_capture() || m.role() == shakmaty::Role::Pawn;
+        let cur = Zobrist64(*self.keys.last().expect("history is never empty"));
+        let incremental = self.pos.update_zobrist_hash(cur, *m, EnPassantMode::Legal);
         self.pos.play_unchecked(*m);
-        self.halfmove_clock = if resets { 0 } else { self.halfmove_clock + 1 };
         self.tokens.push(token);
-        self.keys.push(position_key(&self.pos));
+        if resets {
+            // Positions before a pawn move or capture can never occur again.
+            self.halfmove_clock = 0;
+            self.keys.clear();
+        } else {
+            self.halfmove_clock += 1;
+        }
+        let key = match incremental {
+            Some(z) => u64::from(z),
+            None => position_key(&self.pos),
+        };
+        self.keys.push(key);
     }
 
     /// The legal move whose token is `token`, if any (§1.4: the input is accepted only if it
@@ -150,12 +163,11 @@ impl GameState {
         }
     }
 
-    /// Number of times the current position key occurs in the history (itself included).
-    /// Only positions since the last irreversible move can repeat, so the scan stops there.
+    /// Number of times the current position key occurs in the game (itself included).
+    /// Only positions since the last pawn move or capture can repeat, so only those are kept.
     pub fn repetition_count(&self) -> usize {
         let cur = *self.keys.last().expect("history is never empty");
-        let window = (self.halfmove_clock as usize + 1).min(self.keys.len());
-        self.keys[self.keys.len() - window..]
+        self.keys
             .iter()
             .rev()
             .step_by(2) // same side to move only
@@ -256,5 +268,20 @@ mod tests {
         assert_eq!(err.ply, 0);
         assert_eq!(g.ply(), 0);
         assert!(g.play_token(vocab::PAD_TOKEN).is_err());
+    }
+
+    #[test]
+    fn incremental_position_keys_equal_keys_from_scratch() {
+        use crate::random::{random_games, RandomGameOptions};
+        let opts = RandomGameOptions { max_ply: 300, seed: 5, mate_boost: 0.0, discard_ply_limit: false };
+        let b = random_games(30, opts).unwrap();
+        for i in 0..30 {
+            let row = &b.tokens[i * 300..i * 300 + b.lengths[i] as usize];
+            let mut g = GameState::new();
+            for &t in row {
+                g.play_token(t).unwrap();
+                assert_eq!(*g.keys.last().unwrap(), position_key(g.position()));
+            }
+        }
     }
 }

@@ -7,3 +7,5 @@ helpers live in :mod:`pawn.vocab`; this package groups the engine by area:
 """
 
 from __future__ import annotations
+
+from pawn.engine.games import RandomGames, random_games

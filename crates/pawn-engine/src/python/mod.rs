@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod common;
 mod diagnostics;
 mod env;
+mod games;
 mod vocab;
 
 /// The native module `pawn._engine`.
@@ -15,6 +16,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(hello, m)?)?;
     vocab::register(m)?;
+    games::register(m)?;
     diagnostics::register(m)?;
     env::register(m)?;
     Ok(())

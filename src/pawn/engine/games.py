@@ -1,0 +1,82 @@
+"""Uniformly random legal games from the Rust engine (spec ``engine.md`` §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pawn import _engine
+from pawn.vocab import PAD_TOKEN
+
+
+@dataclass(frozen=True)
+class RandomGames:
+    """A batch of random games.
+
+    Attributes:
+        tokens: int16 [N, max_ply]. Move tokens in slots ``0 … length−1``; every later slot is
+            PAD (1968), never 0 (token 0 is the real move ``a1b1``).
+        lengths: int16 [N]. Plies played, ``0 ≤ length ≤ max_ply``.
+        termination: uint8 [N]. Spec §2.2 codes: 0 checkmate, 1 stalemate, 2 seventy-five-move
+            rule, 3 fivefold repetition, 4 insufficient material, 5 ply limit
+            (names in :data:`pawn.vocab.TERMINATION_NAMES`).
+        outcome: int16 [N]. Outcome token per spec §2.3 (1969–1973).
+        seed: the call's base seed.
+    """
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    termination: np.ndarray
+    outcome: np.ndarray
+    seed: int
+
+    def __len__(self) -> int:
+        return int(self.lengths.shape[0])
+
+    @property
+    def max_ply(self) -> int:
+        """Width of the ply axis of :attr:`tokens`."""
+        return int(self.tokens.shape[1])
+
+    def attention_mask(self) -> np.ndarray:
+        """bool [N, max_ply]: true on real move slots (``token != PAD``)."""
+        return self.tokens != PAD_TOKEN
+
+
+def random_games(
+    n_games: int,
+    max_ply: int = 512,
+    seed: int = 0,
+    *,
+    mate_boost: float = 0.0,
+    discard_ply_limit: bool = False,
+) -> RandomGames:
+    """Play ``n_games`` uniformly random legal games from the start position (spec §3.1).
+
+    Each ply runs the termination check of spec §2.2 (checkmate/stalemate, then the ply cap,
+    then the 75-move rule, fivefold repetition and insufficient material) and otherwise picks a
+    legal move uniformly. Game ``i`` depends only on ``(seed, i, max_ply, mate_boost)``: per-game
+    ChaCha8 seeds are derived from ``seed`` (spec §3.2), so results do not change with the thread
+    count or with ``n_games`` (the first k games of a larger call are the k games of a smaller
+    one). Work runs in parallel over rayon's pool (``RAYON_NUM_THREADS``) with the GIL released.
+
+    Args:
+        n_games: number of games N (≥ 0).
+        max_ply: ply cap and width of the token array (1–65535). The published models use 512.
+        seed: base seed, an unsigned 64-bit integer.
+        mate_boost: probability in [0, 1] of playing an available mate in one (spec §3.1); the
+            published runs used 0.
+        discard_ply_limit: drop games that hit the ply cap, generating in rounds of
+            ``max(4096, 2N)`` games with base seed ``seed + k·round`` (spec §3.3).
+
+    Returns:
+        :class:`RandomGames` with ``tokens`` int16 [N, max_ply] (PAD-filled), ``lengths`` int16
+        [N], ``termination`` uint8 [N] and ``outcome`` int16 [N].
+
+    Raises:
+        ValueError: ``n_games < 0``, ``max_ply`` outside 1–65535, ``mate_boost`` outside [0, 1].
+        OverflowError: ``seed`` negative or ≥ 2**64.
+    """
+    out = _engine.random_games(int(n_games), int(max_ply), int(seed), float(mate_boost), bool(discard_ply_limit))
+    return RandomGames(seed=int(seed), **out)
