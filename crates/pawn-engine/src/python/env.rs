@@ -36,6 +36,12 @@ fn token_u16(t: i64) -> u16 {
     u16::try_from(t).unwrap_or(vocab::PAD_TOKEN)
 }
 
+/// [`env::legal_structured`] with the piece lists widened so PyO3 returns lists, not `bytes`.
+fn structured(g: &GameState) -> (Vec<u16>, Vec<(u8, Vec<u16>)>) {
+    let (grid, promos) = env::legal_structured(g);
+    (grid, promos.into_iter().map(|(p, v)| (p, v.into_iter().map(u16::from).collect())).collect())
+}
+
 /// One game from the standard start position (spec §8.1). `max_ply` only affects
 /// `check_termination` (PlyLimit); moves are never refused for the cap or a draw rule.
 #[pyclass(name = "GameState", module = "pawn._engine")]
@@ -115,8 +121,8 @@ impl PyGameState {
 
     /// `(grid_indices, promotions)`: `src*64+dst` per legal (src, dst) pair (promotions of a pair
     /// collapsed) and `(pair_index §1.7, [piece 0–3 = q r b n])` per promotion pair.
-    fn legal_moves_structured(&self) -> (Vec<u16>, Vec<(u8, Vec<u8>)>) {
-        env::legal_structured(&self.game)
+    fn legal_moves_structured(&self) -> (Vec<u16>, Vec<(u8, Vec<u16>)>) {
+        structured(&self.game)
     }
 
     /// 4,096 bools, index `src*64+dst`: some legal move goes src → dst.
@@ -126,8 +132,8 @@ impl PyGameState {
 
     /// `(grid_indices, promotions, mask)`: the two calls above at once.
     #[allow(clippy::type_complexity)]
-    fn legal_moves_full(&self) -> (Vec<u16>, Vec<(u8, Vec<u8>)>, Vec<bool>) {
-        let (g, p) = env::legal_structured(&self.game);
+    fn legal_moves_full(&self) -> (Vec<u16>, Vec<(u8, Vec<u16>)>, Vec<bool>) {
+        let (g, p) = structured(&self.game);
         (g, p, env::legal_grid_mask(&self.game))
     }
 
