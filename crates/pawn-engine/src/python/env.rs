@@ -1,5 +1,7 @@
 //! Stateful classes (spec §8): `GameState` (one game) and `BatchEnv` (N games for generation and
 //! RL). Documented in `pawn.engine.state`.
+// Bindings return tuples of NumPy arrays, which clippy counts as complex types.
+#![allow(clippy::type_complexity)]
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
@@ -85,7 +87,7 @@ impl PyGameState {
 
     /// True when white is to move.
     fn is_white_to_move(&self) -> bool {
-        self.game.ply() % 2 == 0
+        self.game.ply().is_multiple_of(2)
     }
 
     /// True when the side to move is in check.
@@ -131,7 +133,6 @@ impl PyGameState {
     }
 
     /// `(grid_indices, promotions, mask)`: the two calls above at once.
-    #[allow(clippy::type_complexity)]
     fn legal_moves_full(&self) -> (Vec<u16>, Vec<(u8, Vec<u16>)>, Vec<bool>) {
         let (g, p) = structured(&self.game);
         (g, p, env::legal_grid_mask(&self.game))
@@ -375,7 +376,6 @@ impl PyBatchEnv {
 
     /// RL state of all games: `(terminated bool [N], forfeited bool [N], reward float32 [N],
     /// agent_plies uint32 [N], code int8 [N], agent_is_white bool [N])`.
-    #[allow(clippy::type_complexity)]
     fn rl_outcomes<'py>(
         &self,
         py: Python<'py>,
