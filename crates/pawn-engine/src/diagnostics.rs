@@ -543,12 +543,18 @@ pub fn diagnostic_sets(
 /// 1/N_legal at every position t < len of a game (the best any predictor can do in expectation
 /// against a uniform random mover). Errors with the first illegal token.
 pub fn inverse_legal_counts(tokens: &[u16]) -> Result<Vec<f64>, IllegalToken> {
+    let mut g = GameState::new();
     let mut out = Vec::with_capacity(tokens.len());
-    crate::game::replay(tokens, |g, t| {
-        if t < tokens.len() {
-            out.push(1.0 / g.legal_moves().len().max(1) as f64);
-        }
-    })?;
+    for (ply, &tok) in tokens.iter().enumerate() {
+        let moves = g.legal_moves();
+        out.push(1.0 / moves.len().max(1) as f64);
+        let m = moves
+            .iter()
+            .find(|m| crate::vocab::move_to_token(m) == Some(tok))
+            .copied()
+            .ok_or(IllegalToken { ply, token: tok })?;
+        g.play_unchecked(&m);
+    }
     Ok(out)
 }
 
