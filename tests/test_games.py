@@ -114,3 +114,10 @@ def test_discard_ply_limit_drops_capped_games():
     games = random_games(20, max_ply=80, seed=3, discard_ply_limit=True)
     assert (games.termination != TERM_PLY).all()
     replay_and_check(games, 80)
+
+
+def test_first_game_selects_the_same_games_as_a_larger_call():
+    whole = random_games(40, 96, seed=77)
+    part = random_games(15, 96, seed=77, first_game=20)
+    np.testing.assert_array_equal(whole.tokens[20:35], part.tokens)
+    np.testing.assert_array_equal(whole.termination[20:35], part.termination)

@@ -11,4 +11,11 @@ try:
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "load_model"]
+
+
+def load_model(path_or_hub_id):
+    """Load a PAWN model: ``(PAWNModel, ModelConfig)``; see :func:`pawn.checkpoint.load_model`."""
+    from pawn.checkpoint import load_model as _load
+
+    return _load(path_or_hub_id)

@@ -24,7 +24,8 @@ def export_move_vocabulary() -> dict: ...
 
 # --- games (spec engine.md §3) ------------------------------------------------------------------
 def random_games(
-    n_games: int, max_ply: int = 512, seed: int = 0, mate_boost: float = 0.0, discard_ply_limit: bool = False
+    n_games: int, max_ply: int = 512, seed: int = 0, mate_boost: float = 0.0, discard_ply_limit: bool = False,
+    first_game: int = 0,
 ) -> dict[str, npt.NDArray]: ...
 
 # --- diagnostics (spec engine.md §7) ------------------------------------------------------------

@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn incremental_position_keys_equal_keys_from_scratch() {
         use crate::random::{random_games, RandomGameOptions};
-        let opts = RandomGameOptions { max_ply: 300, seed: 5, mate_boost: 0.0, discard_ply_limit: false };
+        let opts = RandomGameOptions { max_ply: 300, seed: 5, mate_boost: 0.0, discard_ply_limit: false, first_game: 0 };
         let b = random_games(30, opts).unwrap();
         for i in 0..30 {
             let row = &b.tokens[i * 300..i * 300 + b.lengths[i] as usize];

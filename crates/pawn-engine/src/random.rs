@@ -35,9 +35,8 @@ pub fn uniform_f64(rng: &mut ChaCha8Rng) -> f64 {
 /// 64-bit word per game, in game order. Returns `n` seeds for games `offset .. offset + n`.
 pub fn game_seeds(seed: u64, offset: usize, n: usize) -> Vec<u64> {
     let mut master = ChaCha8Rng::seed_from_u64(seed);
-    for _ in 0..offset {
-        master.next_u64();
-    }
+    // Each seed is one 64-bit draw = two 32-bit words of the stream: jump straight to game `offset`.
+    master.set_word_pos(2 * offset as u128);
     (0..n).map(|_| master.next_u64()).collect()
 }
 
@@ -139,6 +138,9 @@ pub struct RandomGameOptions {
     pub mate_boost: f64,
     /// Keep only games that did not hit the ply cap, generated in rounds (§3.3).
     pub discard_ply_limit: bool,
+    /// Index of the first game in the seed's stream: the call returns games
+    /// `first_game .. first_game + n` (ignored with `discard_ply_limit`).
+    pub first_game: usize,
 }
 
 /// Error for options outside their domain.
@@ -169,7 +171,7 @@ pub fn random_games(n_games: usize, opts: RandomGameOptions) -> Result<GameBatch
     }
     if !opts.discard_ply_limit {
         let mut batch = GameBatch::with_capacity(n_games, opts.max_ply);
-        batch.fill(&game_seeds(opts.seed, 0, n_games), opts.mate_boost);
+        batch.fill(&game_seeds(opts.seed, opts.first_game, n_games), opts.mate_boost);
         return Ok(batch);
     }
     let round = (2 * n_games).max(4096);
@@ -220,7 +222,7 @@ mod tests {
 
     #[test]
     fn games_do_not_depend_on_batch_size_or_threads() {
-        let opts = RandomGameOptions { max_ply: 128, seed: 7, mate_boost: 0.0, discard_ply_limit: false };
+        let opts = RandomGameOptions { max_ply: 128, seed: 7, mate_boost: 0.0, discard_ply_limit: false, first_game: 0 };
         let big = random_games(40, opts).unwrap();
         let small = random_games(5, opts).unwrap();
         assert_eq!(&big.tokens[..5 * 128], &small.tokens[..]);
@@ -231,8 +233,17 @@ mod tests {
     }
 
     #[test]
+    fn first_game_offset_selects_a_window_of_the_same_stream() {
+        let opts = RandomGameOptions { max_ply: 64, seed: 99, mate_boost: 0.0, discard_ply_limit: false, first_game: 0 };
+        let all = random_games(30, opts).unwrap();
+        let window = random_games(10, RandomGameOptions { first_game: 17, ..opts }).unwrap();
+        assert_eq!(&all.tokens[17 * 64..27 * 64], &window.tokens[..]);
+        assert_eq!(&all.lengths[17..27], &window.lengths[..]);
+    }
+
+    #[test]
     fn every_game_replays_and_pads_with_pad() {
-        let opts = RandomGameOptions { max_ply: 512, seed: 0, mate_boost: 0.0, discard_ply_limit: false };
+        let opts = RandomGameOptions { max_ply: 512, seed: 0, mate_boost: 0.0, discard_ply_limit: false, first_game: 0 };
         let b = random_games(64, opts).unwrap();
         for i in 0..64 {
             let l = b.lengths[i] as usize;
@@ -246,7 +257,7 @@ mod tests {
 
     #[test]
     fn discard_ply_limit_keeps_no_capped_game() {
-        let opts = RandomGameOptions { max_ply: 60, seed: 3, mate_boost: 0.0, discard_ply_limit: true };
+        let opts = RandomGameOptions { max_ply: 60, seed: 3, mate_boost: 0.0, discard_ply_limit: true, first_game: 0 };
         let b = random_games(10, opts).unwrap();
         assert!(b.termination.iter().all(|&t| t != Termination::PlyLimit.code()));
         assert!(b.lengths.iter().all(|&l| l < 60));
@@ -255,7 +266,7 @@ mod tests {
     #[test]
     fn mate_boost_one_always_takes_the_mate() {
         // With mate_boost = 1 no game can end with a mate-in-one left unplayed; checkmates rise.
-        let opts = RandomGameOptions { max_ply: 512, seed: 11, mate_boost: 1.0, discard_ply_limit: false };
+        let opts = RandomGameOptions { max_ply: 512, seed: 11, mate_boost: 1.0, discard_ply_limit: false, first_game: 0 };
         let boosted = random_games(200, opts).unwrap();
         let plain = random_games(200, RandomGameOptions { mate_boost: 0.0, ..opts }).unwrap();
         let mates = |b: &GameBatch| b.termination.iter().filter(|&&t| t == 0).count();
@@ -264,9 +275,9 @@ mod tests {
 
     #[test]
     fn option_errors_are_reported() {
-        let bad = RandomGameOptions { max_ply: 0, seed: 0, mate_boost: 0.0, discard_ply_limit: false };
+        let bad = RandomGameOptions { max_ply: 0, seed: 0, mate_boost: 0.0, discard_ply_limit: false, first_game: 0 };
         assert!(random_games(1, bad).is_err());
-        let bad = RandomGameOptions { max_ply: 10, seed: 0, mate_boost: 1.5, discard_ply_limit: false };
+        let bad = RandomGameOptions { max_ply: 10, seed: 0, mate_boost: 1.5, discard_ply_limit: false, first_game: 0 };
         assert!(random_games(1, bad).is_err());
     }
 }

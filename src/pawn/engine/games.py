@@ -51,6 +51,7 @@ def random_games(
     *,
     mate_boost: float = 0.0,
     discard_ply_limit: bool = False,
+    first_game: int = 0,
 ) -> RandomGames:
     """Play ``n_games`` uniformly random legal games from the start position (spec §3.1).
 
@@ -69,6 +70,9 @@ def random_games(
             published runs used 0.
         discard_ply_limit: drop games that hit the ply cap, generating in rounds of
             ``max(4096, 2N)`` games with base seed ``seed + k·round`` (spec §3.3).
+        first_game: index of the first game in the seed's stream; the call returns games
+            ``first_game … first_game + N − 1`` of that stream, so training batch s of size B
+            is ``random_games(B, T, seed, first_game=s·B)``. Ignored with ``discard_ply_limit``.
 
     Returns:
         :class:`RandomGames` with ``tokens`` int16 [N, max_ply] (PAD-filled), ``lengths`` int16
@@ -78,5 +82,7 @@ def random_games(
         ValueError: ``n_games < 0``, ``max_ply`` outside 1–65535, ``mate_boost`` outside [0, 1].
         OverflowError: ``seed`` negative or ≥ 2**64.
     """
-    out = _engine.random_games(int(n_games), int(max_ply), int(seed), float(mate_boost), bool(discard_ply_limit))
+    out = _engine.random_games(
+        int(n_games), int(max_ply), int(seed), float(mate_boost), bool(discard_ply_limit), int(first_game)
+    )
     return RandomGames(seed=int(seed), **out)

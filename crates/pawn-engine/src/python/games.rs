@@ -15,7 +15,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// Random games as a dict of NumPy arrays: tokens int16 [N, max_ply] (PAD-filled), lengths
 /// int16 [N], termination uint8 [N], outcome int16 [N]. Runs without the GIL.
 #[pyfunction]
-#[pyo3(signature = (n_games, max_ply=512, seed=0, mate_boost=0.0, discard_ply_limit=false))]
+#[pyo3(signature = (n_games, max_ply=512, seed=0, mate_boost=0.0, discard_ply_limit=false, first_game=0))]
 fn random_games<'py>(
     py: Python<'py>,
     n_games: i64,
@@ -23,6 +23,7 @@ fn random_games<'py>(
     seed: u64,
     mate_boost: f64,
     discard_ply_limit: bool,
+    first_game: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
     if n_games < 0 {
         return Err(PyValueError::new_err(format!("n_games must be ≥ 0, got {n_games}")));
@@ -30,7 +31,7 @@ fn random_games<'py>(
     if !(1..=u16::MAX as i64).contains(&max_ply) {
         return Err(PyValueError::new_err(format!("max_ply must be in 1..=65535, got {max_ply}")));
     }
-    let opts = RandomGameOptions { max_ply: max_ply as usize, seed, mate_boost, discard_ply_limit };
+    let opts = RandomGameOptions { max_ply: max_ply as usize, seed, mate_boost, discard_ply_limit, first_game: first_game as usize };
     let n = n_games as usize;
     let batch = py
         .detach(|| random::random_games(n, opts))

@@ -1,0 +1,327 @@
+"""v2 checkpoints: safetensors weights, JSON config and a SHA-256 ``.complete`` manifest, written
+atomically (spec ``model-and-checkpoints.md`` §5).
+
+A checkpoint is a directory::
+
+    model.safetensors        16 fp32 tensors with canonical names (spec §5.2), stacked layers
+    config.json              {"format_version": 1, "model_config": {...}, ["run_config": {...}]}
+    optimizer.safetensors    optional: flattened optimizer state (used by ``pretrain --resume``)
+    training_state.json      optional: step, data position, RNG, ... (used by ``--resume``)
+    .complete                {"format_version": 1, "files": {name: sha256}}, written last
+
+Loading verifies every hash first. No pickle is used anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from pawn.config import ModelConfig
+
+FORMAT_VERSION = 1
+MANIFEST = ".complete"
+MODEL_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+OPTIMIZER_FILE = "optimizer.safetensors"
+TRAINING_STATE_FILE = "training_state.json"
+
+
+class CheckpointError(Exception):
+    """Base class of every checkpoint problem; the message names the directory and file."""
+
+
+class IncompleteCheckpointError(CheckpointError):
+    """The directory has no ``.complete`` manifest: the write never finished (spec §5.4)."""
+
+
+class CheckpointIntegrityError(CheckpointError):
+    """A file is missing, unlisted, or its SHA-256 does not match the manifest; or the tensor set
+    is not the canonical one (spec §5.4, §5.6)."""
+
+
+class UnsupportedCheckpointVersionError(CheckpointError):
+    """``config.json`` has a ``format_version`` other than 1 (spec §5.3)."""
+
+
+class IncompatibleCheckpointError(CheckpointError):
+    """The checkpoint's model cannot be used by PAWN (e.g. legacy vocabulary; spec §4.6)."""
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file, streamed in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            h.update(b)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as 2-space-indented UTF-8 JSON, fsynced (inside a staging directory)."""
+    _write_bytes(path, json.dumps(obj, indent=2, allow_nan=False).encode("utf-8"))
+
+
+def write_manifest(directory: Path) -> dict[str, str]:
+    """Hash every regular file in ``directory`` (except ``.complete``; subdirectories are
+    skipped) and write the ``.complete`` manifest. Returns ``{name: sha256}``."""
+    files = {
+        p.name: sha256_file(p)
+        for p in sorted(directory.iterdir())
+        if p.is_file() and not p.is_symlink() and p.name != MANIFEST
+    }
+    write_json(directory / MANIFEST, {"format_version": FORMAT_VERSION, "files": files})
+    return files
+
+
+def verify_manifest(directory: Path) -> dict[str, str]:
+    """Check a checkpoint directory against its manifest (spec §5.4, strict rules).
+
+    Raises:
+        IncompleteCheckpointError: no ``.complete``.
+        CheckpointIntegrityError: unreadable manifest, a listed file missing, an unlisted file
+            present, or a SHA-256 mismatch; the message names the file.
+    """
+    directory = Path(directory)
+    man = directory / MANIFEST
+    if not man.is_file():
+        raise IncompleteCheckpointError(f"{directory}: no {MANIFEST} manifest (the checkpoint was never completed)")
+    try:
+        listed = json.loads(man.read_text("utf-8"))["files"]
+        if not isinstance(listed, dict):
+            raise TypeError
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointIntegrityError(f"{man}: unreadable manifest ({e.__class__.__name__})") from None
+    present = {p.name for p in directory.iterdir() if p.is_file() and p.name != MANIFEST}
+    for name in sorted(set(listed) - present):
+        raise CheckpointIntegrityError(f"{directory / name}: listed in {MANIFEST} but missing")
+    for name in sorted(present - set(listed)):
+        raise CheckpointIntegrityError(f"{directory / name}: not listed in {MANIFEST} (unexpected file)")
+    for name, digest in sorted(listed.items()):
+        if sha256_file(directory / name) != digest:
+            raise CheckpointIntegrityError(f"{directory / name}: SHA-256 does not match {MANIFEST}")
+    return listed
+
+
+def atomic_replace_dir(staging: Path, target: Path) -> None:
+    """Move a finished ``staging`` directory to ``target`` with rename-aside (spec §5.5): a
+    previous ``target`` is renamed to ``<target>.bak`` first and removed only after the new
+    directory is in place, so ``target`` never goes missing without a loadable copy."""
+    bak = target.with_name(target.name + ".bak")
+    if bak.exists() and not target.exists():
+        bak.rename(target)  # an earlier swap crashed between the two renames
+    if bak.exists():
+        shutil.rmtree(bak)
+    if target.exists():
+        target.rename(bak)
+    try:
+        staging.rename(target)
+    except BaseException:
+        if bak.exists() and not target.exists():
+            bak.rename(target)
+        raise
+    _fsync_dir(target.parent)
+    if bak.exists():
+        shutil.rmtree(bak)
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    params: dict[str, Any],
+    config: ModelConfig,
+    *,
+    run_config: Optional[dict] = None,
+    optimizer_state: Optional[dict[str, Any]] = None,
+    training_state: Optional[dict] = None,
+) -> Path:
+    """Write a v2 checkpoint directory atomically.
+
+    Files are staged in the sibling ``<name>.tmp`` (a stale one is removed), the manifest is
+    written last, then the directory is renamed into place (spec §5.5). A crash at any moment
+    leaves either the previous complete checkpoint or the new one.
+
+    Args:
+        path: the checkpoint directory to create or replace.
+        params: the 16 canonical arrays (``PAWNModel.params()``); saved as fp32.
+        config: the model config, stored under ``model_config``.
+        run_config: JSON-serialisable training-run config (stored under ``run_config``).
+        optimizer_state: flat ``{name: array}`` of optimizer state (``optimizer.safetensors``).
+        training_state: JSON-serialisable resume state (``training_state.json``).
+
+    Returns:
+        The final checkpoint path.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(target.name + ".tmp")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    try:
+        tensors = {k: np.ascontiguousarray(np.asarray(v, dtype=np.float32)) for k, v in params.items()}
+        save_file(tensors, str(staging / MODEL_FILE))
+        cfg: dict[str, Any] = {"format_version": FORMAT_VERSION, "model_config": config.to_json_dict()}
+        if run_config is not None:
+            cfg["run_config"] = run_config
+        write_json(staging / CONFIG_FILE, cfg)
+        if optimizer_state is not None:
+            save_file({k: np.ascontiguousarray(np.asarray(v)) for k, v in optimizer_state.items()}, str(staging / OPTIMIZER_FILE))
+        if training_state is not None:
+            write_json(staging / TRAINING_STATE_FILE, training_state)
+        write_manifest(staging)
+        _fsync_dir(staging)
+        atomic_replace_dir(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def read_model_config(cfg_json: dict, where: Path) -> ModelConfig:
+    """Parse ``config.json`` contents per spec §5.3.
+
+    Raises:
+        UnsupportedCheckpointVersionError: ``format_version`` ≠ 1.
+        CheckpointError: no ``model_config``, unknown fields (e.g. v1's ``dropout``: convert the
+            checkpoint first), missing required fields or invalid values.
+    """
+    version = cfg_json.get("format_version")
+    if version != FORMAT_VERSION:
+        raise UnsupportedCheckpointVersionError(f"{where}: format_version {version!r} is not supported (expected 1)")
+    if "model_config" not in cfg_json:
+        raise CheckpointError(f"{where}: no model_config")
+    mc = cfg_json["model_config"]
+    fields = set(ModelConfig.model_fields)
+    unknown = sorted(set(mc) - fields)
+    if unknown:
+        raise CheckpointError(
+            f"{where}: model_config has fields {unknown} that a v2 checkpoint does not have; "
+            "if this is a published v1 checkpoint, run `pawn convert` on it first"
+        )
+    missing = sorted(f for f in ("d_model", "n_layers", "n_heads", "d_ff") if f not in mc)
+    if missing:
+        raise CheckpointError(f"{where}: model_config lacks required fields {missing}")
+    try:
+        return ModelConfig(**mc)
+    except Exception as e:  # pydantic.ValidationError: report in one line
+        raise CheckpointError(f"{where}: invalid model_config: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from None
+
+
+@dataclass
+class Checkpoint:
+    """Everything read from a verified checkpoint directory.
+
+    Attributes:
+        path: the directory.
+        config: the model config.
+        params: the 16 canonical arrays, float32 NumPy.
+        run_config: the training-run config, if stored.
+        optimizer_state: flat optimizer arrays, if stored.
+        training_state: resume state, if stored.
+    """
+
+    path: Path
+    config: ModelConfig
+    params: dict[str, np.ndarray]
+    run_config: Optional[dict] = None
+    optimizer_state: Optional[dict[str, np.ndarray]] = None
+    training_state: Optional[dict] = field(default=None)
+
+
+def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Verify and read a v2 checkpoint directory (spec §5.6), shapes checked against the config.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a directory.
+        IncompleteCheckpointError, CheckpointIntegrityError, UnsupportedCheckpointVersionError,
+        CheckpointError: see :func:`verify_manifest` and :func:`read_model_config`; also a tensor
+            set other than the 16 canonical names or a tensor whose shape disagrees with the
+            config (named in the message).
+    """
+    from pawn.model import PARAM_NAMES, param_shapes
+
+    d = Path(path)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such checkpoint directory")
+    files = verify_manifest(d)
+    for required in (MODEL_FILE, CONFIG_FILE):
+        if required not in files:
+            raise CheckpointIntegrityError(f"{d}: {required} is missing")
+    try:
+        cfg_json = json.loads((d / CONFIG_FILE).read_text("utf-8"))
+    except ValueError as e:
+        raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: not valid JSON ({e})") from None
+    config = read_model_config(cfg_json, d / CONFIG_FILE)
+    params = load_file(str(d / MODEL_FILE))
+    if set(params) != set(PARAM_NAMES):
+        raise CheckpointIntegrityError(
+            f"{d / MODEL_FILE}: tensor names differ from the v2 schema: missing "
+            f"{sorted(set(PARAM_NAMES) - set(params))}, unexpected {sorted(set(params) - set(PARAM_NAMES))}"
+        )
+    for name, shape in param_shapes(config).items():
+        if tuple(params[name].shape) != shape:
+            raise CheckpointIntegrityError(
+                f"{d / MODEL_FILE}: tensor {name} has shape {tuple(params[name].shape)}, model_config needs {shape}"
+            )
+    opt = load_file(str(d / OPTIMIZER_FILE)) if OPTIMIZER_FILE in files else None
+    ts = json.loads((d / TRAINING_STATE_FILE).read_text("utf-8")) if TRAINING_STATE_FILE in files else None
+    return Checkpoint(d, config, params, cfg_json.get("run_config"), opt, ts)
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def is_hub_id(source: str) -> bool:
+    """True if ``source`` looks like a Hugging Face repo id (``owner/name``) and is not an
+    existing local path."""
+    return bool(_HUB_ID.match(source)) and not Path(source).exists()
+
+
+def load_model(path_or_hub_id: str | os.PathLike):
+    """Load a model for use: ``(PAWNModel, ModelConfig)``.
+
+    ``path_or_hub_id`` is a v2 checkpoint directory (hashes verified before use), or a Hugging
+    Face repo id of a published v1 model (``thomas-schweich/pawn-base``), which is downloaded and
+    converted once into the conversion cache (:func:`pawn.convert.convert`).
+
+    Raises:
+        FileNotFoundError: no such directory and not a repo id.
+        CheckpointError (and subclasses): see :func:`load_checkpoint`.
+        pawn.convert.ConversionError: download or conversion failed (one-line message).
+    """
+    from pawn.model import PAWNModel
+
+    src = str(path_or_hub_id)
+    if is_hub_id(src):
+        from pawn.convert import convert
+
+        src = str(convert(src).path)
+    ckpt = load_checkpoint(src)
+    return PAWNModel(ckpt.config, params=ckpt.params), ckpt.config

@@ -1,0 +1,126 @@
+"""Model configurations: ``ModelConfig`` and the named supernets and variants
+(spec ``model-and-checkpoints.md`` §3)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from pawn.vocab import MAX_SEQ_LEN, N_OUTCOMES, VOCAB_SIZE
+
+
+class ModelConfig(BaseModel):
+    """Shape of a PAWN transformer (spec §3.1). Frozen and hashable, so it can be a static
+    argument of jitted functions. Field order is the ``config.json`` serialization order.
+
+    Attributes:
+        d_model: residual width d.
+        n_layers: number of transformer blocks L.
+        n_heads: attention heads H; ``head_dim = d_model // n_heads`` must be even (RoPE pairs).
+        d_ff: SwiGLU hidden width F (4·d for every published size).
+        vocab_size: V, 1980 for the published vocabulary.
+        max_seq_len: context in tokens; sizes RoPE tables and the KV cache.
+        n_outcomes: rows of ``outcome_embed`` (11).
+        rope_base: RoPE base θ (10000.0).
+
+    Raises:
+        pydantic.ValidationError: unknown fields, non-positive sizes, ``d_model % n_heads != 0``
+            or an odd head_dim.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int
+    vocab_size: int = VOCAB_SIZE
+    max_seq_len: int = MAX_SEQ_LEN
+    n_outcomes: int = N_OUTCOMES
+    rope_base: float = 10000.0
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> "ModelConfig":
+        for name in ("d_model", "n_layers", "n_heads", "d_ff", "vocab_size", "max_seq_len", "n_outcomes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim = d_model / n_heads = {self.head_dim} must be even for RoPE pairs")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        """Per-head width ``d_model // n_heads``."""
+        return self.d_model // self.n_heads
+
+    @property
+    def name(self) -> str:
+        """Metric key of this shape, ``d{d}_L{L}_F{F}`` (spec §3.5)."""
+        return f"d{self.d_model}_L{self.n_layers}_F{self.d_ff}"
+
+    def to_json_dict(self) -> dict:
+        """All fields in serialization order (spec §5.3)."""
+        return self.model_dump()
+
+
+def param_count(cfg: ModelConfig) -> int:
+    """Number of parameters, ``P = 145·d + L·(4d² + 3·d·F + 2d) + d + V·d`` (spec §3.3):
+    embeddings (64 + 64 + 5 + 1 pad + O outcome rows, with O = 11 giving 145), per layer q/k/v/o,
+    SwiGLU and two norms, the final norm and the untied ``lm_head``."""
+    d, L, F, V = cfg.d_model, cfg.n_layers, cfg.d_ff, cfg.vocab_size
+    return (64 + 64 + 5 + 1 + cfg.n_outcomes) * d + L * (4 * d * d + 3 * d * F + 2 * d) + d + V * d
+
+
+TOY = ModelConfig(d_model=64, n_layers=2, n_heads=4, d_ff=256)
+"""Test-only config (head_dim 16); nests into neither supernet."""
+
+SUPERNET = ModelConfig(d_model=640, n_layers=10, n_heads=10, d_ff=2560)
+"""The production supernet (head_dim 64); its largest variant is ``VARIANTS["large"]``."""
+
+VARIANTS: dict[str, ModelConfig] = {
+    "small": ModelConfig(d_model=256, n_layers=8, n_heads=4, d_ff=1024),
+    "base": ModelConfig(d_model=512, n_layers=8, n_heads=8, d_ff=2048),
+    "large": SUPERNET,
+}
+"""Nested variants of :data:`SUPERNET` (spec §3.2). v2 large has 10 heads; the published v1 large
+has 8 (head_dim 80) and is *not* a variant: converted checkpoints keep their own head count."""
+
+TINY_SUPERNET = ModelConfig(d_model=192, n_layers=4, n_heads=3, d_ff=768)
+"""Small supernet for laptops and tests (head_dim 64)."""
+
+TINY_VARIANTS: dict[str, ModelConfig] = {
+    "small": ModelConfig(d_model=64, n_layers=2, n_heads=1, d_ff=256),
+    "base": ModelConfig(d_model=128, n_layers=3, n_heads=2, d_ff=512),
+    "large": TINY_SUPERNET,
+}
+"""Nested variants of :data:`TINY_SUPERNET`."""
+
+SUPERNETS: dict[str, tuple[ModelConfig, dict[str, ModelConfig]]] = {
+    "large": (SUPERNET, VARIANTS),
+    "tiny": (TINY_SUPERNET, TINY_VARIANTS),
+}
+"""Supernets by CLI name: ``(supernet config, nested variants)``."""
+
+NAMED_CONFIGS: dict[str, ModelConfig] = {"toy": TOY, **VARIANTS}
+"""Single-model configs by CLI name (``--variant``)."""
+
+
+def validate_nested(variant: ModelConfig, supernet: ModelConfig) -> None:
+    """Check that ``variant`` is a prefix slice of ``supernet`` (spec §3.4).
+
+    Raises:
+        ValueError: naming the first rule broken: equal head_dim; equal vocab_size, max_seq_len,
+            n_outcomes and rope_base; d_model, n_layers and d_ff each ≤ the supernet's.
+    """
+    if variant.head_dim != supernet.head_dim:
+        raise ValueError(
+            f"variant head_dim {variant.head_dim} != supernet head_dim {supernet.head_dim}: "
+            "width slices must drop whole heads"
+        )
+    for f in ("vocab_size", "max_seq_len", "n_outcomes", "rope_base"):
+        if getattr(variant, f) != getattr(supernet, f):
+            raise ValueError(f"variant {f}={getattr(variant, f)} differs from supernet {f}={getattr(supernet, f)}")
+    for f in ("d_model", "n_layers", "d_ff"):
+        if getattr(variant, f) > getattr(supernet, f):
+            raise ValueError(f"variant {f}={getattr(variant, f)} exceeds supernet {f}={getattr(supernet, f)}")

@@ -1,0 +1,347 @@
+"""The PAWN transformer in Equinox (spec ``model-and-checkpoints.md`` §2).
+
+Decoder-only, pre-norm; factored move embeddings; RMSNorm (ε = 1e-6, fp32 math); attention with a
+causal and key-padding mask, no biases; RoPE on interleaved adjacent channel pairs; SwiGLU; final
+norm; untied ``lm_head``. Per-layer weights are stacked on a leading ``L`` axis and the layers run
+under ``lax.scan``. Parameters are fp32; the compute dtype is chosen per call. This module knows no
+files, no engine and no CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+from pawn.config import ModelConfig, validate_nested
+from pawn.vocab import NUM_ACTIONS, OUTCOME_TOKEN_BASE, PAD_TOKEN, action_table
+
+RMS_EPS = 1e-6
+"""RMSNorm epsilon (spec §2.2)."""
+INIT_STD = 0.02
+"""Standard deviation of the normal init of every matrix (spec §2.7)."""
+
+PARAM_NAMES: tuple[str, ...] = (
+    "src_embed", "dst_embed", "promo_embed", "pad_embed", "outcome_embed",
+    "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down",
+    "final_norm", "lm_head",
+)
+"""The 16 canonical parameter names, in declaration order (spec §5.2)."""
+
+
+def param_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Shape of every canonical parameter for ``cfg`` (spec §5.2; linear weights ``[in, out]``)."""
+    d, L, F = cfg.d_model, cfg.n_layers, cfg.d_ff
+    return {
+        "src_embed": (64, d), "dst_embed": (64, d), "promo_embed": (5, d), "pad_embed": (d,),
+        "outcome_embed": (cfg.n_outcomes, d), "attn_norm": (L, d),
+        "wq": (L, d, d), "wk": (L, d, d), "wv": (L, d, d), "wo": (L, d, d),
+        "ffn_norm": (L, d), "w_gate": (L, d, F), "w_up": (L, d, F), "w_down": (L, F, d),
+        "final_norm": (d,), "lm_head": (d, cfg.vocab_size),
+    }
+
+
+def _decomposition() -> np.ndarray:
+    src, dst, promo = action_table()
+    return np.stack([src, dst, promo], axis=1).astype(np.int32)  # [1968, 3]
+
+
+_DECOMP = _decomposition()
+
+
+def resolve_dtype(dtype: Optional[str | jnp.dtype]) -> jnp.dtype:
+    """Compute dtype: ``None``/``"auto"`` → float32 on CPU, bfloat16 on accelerators."""
+    if dtype is None or dtype == "auto":
+        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    return jnp.dtype(dtype)
+
+
+def rms_norm(x: Float[Array, "... d"], w: Float[Array, " d"]) -> Float[Array, "... d"]:
+    """RMSNorm (spec §2.2, v2 order): normalise and scale in fp32, cast once to ``x.dtype``."""
+    x32 = x.astype(jnp.float32)
+    y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + RMS_EPS)
+    return (y * w.astype(jnp.float32)).astype(x.dtype)
+
+
+def rope_tables(positions: Int[Array, " T"], head_dim: int, base: float) -> tuple[Array, Array]:
+    """cos, sin fp32 [T, head_dim/2] with θ[p, j] = p / base^(2j/head_dim) (spec §2.4)."""
+    inv_freq = 1.0 / (base ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+    theta = positions.astype(jnp.float32)[:, None] * inv_freq[None, :]
+    return jnp.cos(theta), jnp.sin(theta)
+
+
+def apply_rope(x: Float[Array, "B T H hd"], cos: Array, sin: Array) -> Float[Array, "B T H hd"]:
+    """Rotate interleaved channel pairs (2j, 2j+1) by θ (spec §2.4); fp32 math, input dtype out.
+    ``cos``/``sin`` are [T, hd/2]."""
+    B, T, H, hd = x.shape
+    xp = x.astype(jnp.float32).reshape(B, T, H, hd // 2, 2)
+    x0, x1 = xp[..., 0], xp[..., 1]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    out = jnp.stack([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1)
+    return out.reshape(B, T, H, hd).astype(x.dtype)
+
+
+def _attend(q, k, v, keep, all_masked):
+    """Scaled dot-product attention. q [B,Tq,H,hd]; k, v [B,Tk,H,hd]; keep bool [B,Tq,Tk];
+    all_masked bool [B,Tq]. Softmax in fp32; rows with no key kept get zero output (spec §2.3)."""
+    hd = q.shape[-1]
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) * (hd ** -0.5)
+    keep4 = keep[:, None, :, :]
+    am4 = all_masked[:, None, :, None]
+    # Fully-masked rows see their unmasked scores (finite gradients), then their weights are zeroed.
+    masked = jnp.where(keep4 | am4, scores, -jnp.inf)
+    w = jax.nn.softmax(masked, axis=-1)
+    w = jnp.where(am4, 0.0, w).astype(v.dtype)
+    return jnp.einsum("bhqk,bkhd->bqhd", w, v)
+
+
+class KVCache(eqx.Module):
+    """Keys (post-RoPE) and values of every layer: ``k``, ``v`` [L, B, H, T_max, hd] with
+    T_max = ``max_seq_len`` (spec §2.10), in the compute dtype."""
+
+    k: Array
+    v: Array
+
+
+class PAWNModel(eqx.Module):
+    """The PAWN transformer. Parameters are the 16 canonical arrays of spec §5.2 (fp32), linear
+    weights in ``[in, out]`` orientation, per-layer arrays stacked on a leading L axis.
+
+    Call ``model(tokens, attn_mask)`` for logits; see :meth:`__call__`, :meth:`prefill` and
+    :meth:`decode`.
+    """
+
+    src_embed: Float[Array, "64 d"]
+    dst_embed: Float[Array, "64 d"]
+    promo_embed: Float[Array, "5 d"]
+    pad_embed: Float[Array, " d"]
+    outcome_embed: Float[Array, "O d"]
+    attn_norm: Float[Array, "L d"]
+    wq: Float[Array, "L d d"]
+    wk: Float[Array, "L d d"]
+    wv: Float[Array, "L d d"]
+    wo: Float[Array, "L d d"]
+    ffn_norm: Float[Array, "L d"]
+    w_gate: Float[Array, "L d F"]
+    w_up: Float[Array, "L d F"]
+    w_down: Float[Array, "L F d"]
+    final_norm: Float[Array, " d"]
+    lm_head: Float[Array, "d V"]
+    config: ModelConfig = eqx.field(static=True)
+
+    def __init__(self, config: ModelConfig, key: Optional[jax.Array] = None, *, params: Optional[dict] = None):
+        """Build a model from a config, either freshly initialised from ``key`` (spec §2.7:
+        matrices N(0, 0.02), one key per array by ``fold_in(key, i)`` in declaration order; norm
+        scales ones; ``pad_embed`` zeros) or from ``params`` (a dict of the 16 canonical arrays).
+
+        Raises:
+            ValueError: neither or both of ``key``/``params``; a missing, extra or mis-shaped
+                parameter (the message names it and both shapes).
+        """
+        if (key is None) == (params is None):
+            raise ValueError("give exactly one of key (fresh init) or params (existing weights)")
+        shapes = param_shapes(config)
+        if params is None:
+            params = {}
+            for i, name in enumerate(PARAM_NAMES):
+                shape = shapes[name]
+                if name in ("attn_norm", "ffn_norm", "final_norm"):
+                    params[name] = jnp.ones(shape, jnp.float32)
+                elif name == "pad_embed":
+                    params[name] = jnp.zeros(shape, jnp.float32)
+                else:
+                    params[name] = INIT_STD * jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32)
+        else:
+            missing = [n for n in PARAM_NAMES if n not in params]
+            extra = sorted(set(params) - set(PARAM_NAMES))
+            if missing or extra:
+                raise ValueError(f"parameter set mismatch: missing {missing}, unexpected {extra}")
+            for name in PARAM_NAMES:
+                got = tuple(params[name].shape)
+                if got != shapes[name]:
+                    raise ValueError(f"parameter {name} has shape {got}, config {config.name} needs {shapes[name]}")
+        self.config = config
+        for name in PARAM_NAMES:
+            setattr(self, name, jnp.asarray(params[name], jnp.float32))
+
+    # ------------------------------------------------------------------ parameters
+    def params(self) -> dict[str, Array]:
+        """The 16 canonical arrays by name (spec §5.2)."""
+        return {n: getattr(self, n) for n in PARAM_NAMES}
+
+    def num_params(self) -> int:
+        """Number of scalar parameters (equals :func:`pawn.config.param_count`)."""
+        return int(sum(np.prod(getattr(self, n).shape) for n in PARAM_NAMES))
+
+    # ------------------------------------------------------------------ pieces
+    def embed(self, tokens: Int[Array, "B T"]) -> Float[Array, "B T d"]:
+        """Factored input embedding (spec §2.1), fp32 [B, T, d]: ids are clamped into the action
+        range for the table lookup, then PAD rows become ``pad_embed`` and outcome ids
+        ``outcome_embed[clamp(x − 1969, 0, O−1)]``."""
+        decomp = jnp.asarray(_DECOMP)
+        a = decomp[jnp.clip(tokens, 0, NUM_ACTIONS - 1)]
+        e = self.src_embed[a[..., 0]] + self.dst_embed[a[..., 1]] + self.promo_embed[a[..., 2]]
+        e = jnp.where((tokens == PAD_TOKEN)[..., None], self.pad_embed, e)
+        out_idx = jnp.clip(tokens - OUTCOME_TOKEN_BASE, 0, self.config.n_outcomes - 1)
+        return jnp.where((tokens >= OUTCOME_TOKEN_BASE)[..., None], self.outcome_embed[out_idx], e)
+
+    def _layer_weights(self, dtype) -> dict[str, Array]:
+        w = {n: getattr(self, n) for n in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")}
+        w = {n: a.astype(dtype) for n, a in w.items()}
+        w["attn_norm"], w["ffn_norm"] = self.attn_norm, self.ffn_norm  # norms stay fp32
+        return w
+
+    def _qkv(self, x, lw, cos, sin):
+        B, T, d = x.shape
+        H, hd = self.config.n_heads, self.config.head_dim
+        q = (x @ lw["wq"]).reshape(B, T, H, hd)
+        k = (x @ lw["wk"]).reshape(B, T, H, hd)
+        v = (x @ lw["wv"]).reshape(B, T, H, hd)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def _ffn(self, h, lw):
+        x = rms_norm(h, lw["ffn_norm"])
+        return (jax.nn.silu(x @ lw["w_gate"]) * (x @ lw["w_up"])) @ lw["w_down"]
+
+    def _head(self, h: Array) -> Float[Array, "... V"]:
+        x = rms_norm(h, self.final_norm)
+        return (x @ self.lm_head.astype(h.dtype)).astype(jnp.float32)
+
+    def _run(self, tokens, attn_mask, dtype, *, return_hidden: bool, return_kv: bool, remat: bool):
+        B, T = tokens.shape
+        cfg = self.config
+        if T > cfg.max_seq_len:
+            raise ValueError(f"sequence length {T} exceeds max_seq_len {cfg.max_seq_len}")
+        if attn_mask is None:
+            attn_mask = tokens != PAD_TOKEN
+        attn_mask = attn_mask.astype(bool)
+        cos, sin = rope_tables(jnp.arange(T), cfg.head_dim, cfg.rope_base)
+        causal = jnp.tril(jnp.ones((T, T), bool))
+        keep = causal[None] & attn_mask[:, None, :]
+        all_masked = jnp.cumsum(attn_mask.astype(jnp.int32), axis=1) == 0
+        h0 = self.embed(tokens).astype(dtype)
+
+        def layer(h, lw):
+            x = rms_norm(h, lw["attn_norm"])
+            q, k, v = self._qkv(x, lw, cos, sin)
+            ctx = _attend(q, k, v, keep, all_masked).reshape(B, T, cfg.d_model)
+            h = h + ctx @ lw["wo"]
+            h = h + self._ffn(h, lw)
+            ys = (h if return_hidden else None, (k, v) if return_kv else None)
+            return h, ys
+
+        if remat:
+            layer = jax.checkpoint(layer)
+        h, (hidden, kv) = jax.lax.scan(layer, h0, self._layer_weights(dtype))
+        return h0, h, hidden, kv
+
+    # ------------------------------------------------------------------ public calls
+    def __call__(
+        self,
+        tokens: Int[Array, "B T"],
+        attn_mask: Optional[Bool[Array, "B T"]] = None,
+        *,
+        dtype: Optional[str] = None,
+        return_hidden: bool = False,
+        remat: bool = False,
+    ):
+        """Full forward pass.
+
+        Args:
+            tokens: int32 [B, T] token ids, T ≤ ``max_seq_len``.
+            attn_mask: bool [B, T], true at real (non-PAD) positions; padding masks keys only.
+                Defaults to ``tokens != PAD``.
+            dtype: compute dtype (``"float32"``, ``"bfloat16"``); ``None`` = fp32 on CPU, bf16 on
+                accelerators. Parameters stay fp32; norms, softmax and logits are fp32.
+            return_hidden: also return the residual stream in the compute dtype,
+                [L+1, B, T, d]: index 0 = embedding output, ℓ+1 = after layer ℓ (pre-final-norm).
+            remat: rematerialise each layer in the backward pass (memory only).
+
+        Returns:
+            logits float32 [B, T, V], or ``(logits, hidden)`` with ``return_hidden``.
+
+        Raises:
+            ValueError: T > ``max_seq_len``.
+        """
+        dt = resolve_dtype(dtype)
+        h0, h, hidden, _ = self._run(tokens, attn_mask, dt, return_hidden=return_hidden, return_kv=False, remat=remat)
+        logits = self._head(h)
+        if return_hidden:
+            return logits, jnp.concatenate([h0[None], hidden], axis=0)
+        return logits
+
+    def prefill(
+        self, tokens: Int[Array, "B T"], attn_mask: Optional[Bool[Array, "B T"]] = None, *, dtype: Optional[str] = None
+    ) -> tuple[Float[Array, "B T V"], KVCache]:
+        """Forward pass that also returns a :class:`KVCache` (slots [0, T) filled, the rest zero).
+        Logits equal :meth:`__call__`'s. For decoding, every prefix slot must be a real token
+        and all rows must share the prefix length (spec §2.10)."""
+        dt = resolve_dtype(dtype)
+        _, h, _, (k, v) = self._run(tokens, attn_mask, dt, return_hidden=False, return_kv=True, remat=False)
+        T = tokens.shape[1]
+        pad = ((0, 0), (0, 0), (0, self.config.max_seq_len - T), (0, 0), (0, 0))
+        # scan stacks [L, B, T, H, hd]; the cache layout is [L, B, H, T_max, hd].
+        k = jnp.pad(k, pad).transpose(0, 1, 3, 2, 4)
+        v = jnp.pad(v, pad).transpose(0, 1, 3, 2, 4)
+        return self._head(h), KVCache(k=k, v=v)
+
+    def decode(
+        self, token: Int[Array, " B"], pos: Int[Array, ""], cache: KVCache
+    ) -> tuple[Float[Array, "B V"], KVCache]:
+        """One incremental step: embed ``token`` int32 [B] at position ``pos`` (a traced int32
+        scalar, so one compilation serves every position), write its K/V into slot ``pos`` of
+        every layer, attend to slots ≤ pos. Returns logits float32 [B, V] (equal to the full
+        forward's at ``pos`` within 1e-5 in fp32) and the updated cache. No padding mask."""
+        cfg = self.config
+        dt = cache.k.dtype
+        B = token.shape[0]
+        H, hd, Tm = cfg.n_heads, cfg.head_dim, cfg.max_seq_len
+        cos_all, sin_all = rope_tables(jnp.arange(Tm), hd, cfg.rope_base)
+        cos = jax.lax.dynamic_slice_in_dim(cos_all, pos, 1, axis=0)
+        sin = jax.lax.dynamic_slice_in_dim(sin_all, pos, 1, axis=0)
+        keep = (jnp.arange(Tm) <= pos)[None, None, :].repeat(B, axis=0)  # [B, 1, Tm]
+        no_row_masked = jnp.zeros((B, 1), bool)
+        h0 = self.embed(token[:, None]).astype(dt)
+
+        def layer(h, xs):
+            lw, kc, vc = xs  # kc, vc: [B, H, Tm, hd]
+            x = rms_norm(h, lw["attn_norm"])
+            q, k, v = self._qkv(x, lw, cos, sin)  # [B, 1, H, hd]
+            kc = jax.lax.dynamic_update_slice_in_dim(kc, k.transpose(0, 2, 1, 3), pos, axis=2)
+            vc = jax.lax.dynamic_update_slice_in_dim(vc, v.transpose(0, 2, 1, 3), pos, axis=2)
+            ctx = _attend(q, kc.transpose(0, 2, 1, 3), vc.transpose(0, 2, 1, 3), keep, no_row_masked)
+            h = h + ctx.reshape(B, 1, cfg.d_model) @ lw["wo"]
+            h = h + self._ffn(h, lw)
+            return h, (kc, vc)
+
+        h, (k, v) = jax.lax.scan(layer, h0, (self._layer_weights(dt), cache.k, cache.v))
+        return self._head(h)[:, 0], KVCache(k=k, v=v)
+
+
+def sliced(model: PAWNModel, variant: ModelConfig) -> PAWNModel:
+    """The nested ``variant`` of a supernet: prefix slices of every array (spec §3.5). Runs the
+    first ``variant.n_layers`` layers at width ``variant.d_model`` with the shared final norm and
+    ``lm_head`` rows ``[:d]``. Slicing with the model's own config is the identity.
+
+    Raises:
+        ValueError: ``variant`` does not nest in ``model.config`` (see
+            :func:`pawn.config.validate_nested`).
+    """
+    validate_nested(variant, model.config)
+    d, L, F = variant.d_model, variant.n_layers, variant.d_ff
+    p = model.params()
+    out = {
+        "src_embed": p["src_embed"][:, :d], "dst_embed": p["dst_embed"][:, :d],
+        "promo_embed": p["promo_embed"][:, :d], "outcome_embed": p["outcome_embed"][:, :d],
+        "pad_embed": p["pad_embed"][:d], "final_norm": p["final_norm"][:d],
+        "attn_norm": p["attn_norm"][:L, :d], "ffn_norm": p["ffn_norm"][:L, :d],
+        "w_gate": p["w_gate"][:L, :d, :F], "w_up": p["w_up"][:L, :d, :F], "w_down": p["w_down"][:L, :F, :d],
+        "lm_head": p["lm_head"][:d, :],
+    }
+    for n in ("wq", "wk", "wv", "wo"):
+        out[n] = p[n][:L, :d, :d]
+    return PAWNModel(variant, params=out)

@@ -1,0 +1,207 @@
+"""PAWNModel (spec model-and-checkpoints.md §2–3): shapes, parameter counts, masking, RoPE,
+KV-cache parity and supernet slicing."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pawn.config import (
+    SUPERNET,
+    TINY_SUPERNET,
+    TINY_VARIANTS,
+    TOY,
+    VARIANTS,
+    ModelConfig,
+    param_count,
+    validate_nested,
+)
+from pawn.model import PAWNModel, apply_rope, rope_tables, sliced
+from pawn.vocab import PAD_TOKEN
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return PAWNModel(TOY, jax.random.key(0))
+
+
+def random_tokens(B, T, seed=0):
+    return jnp.asarray(np.random.default_rng(seed).integers(0, 1968, (B, T)), jnp.int32)
+
+
+@pytest.mark.parametrize(
+    "cfg,expected",
+    [
+        (TOY, 267_392),
+        (VARIANTS["small"], 8_936_960),
+        (VARIANTS["base"], 34_651_136),
+        (VARIANTS["large"], 66_909_440),
+        (TINY_VARIANTS["small"], 267_392),
+        (TINY_VARIANTS["base"], 1_059_328),
+        (TINY_SUPERNET, 2_769_024),
+        (ModelConfig(d_model=640, n_layers=10, n_heads=8, d_ff=2560), 66_909_440),  # converted v1 large
+    ],
+)
+def test_parameter_counts_match_spec_table(cfg, expected):
+    assert param_count(cfg) == expected
+
+
+def test_built_model_has_the_formula_count(toy):
+    assert toy.num_params() == param_count(TOY)
+    tiny = PAWNModel(TINY_SUPERNET, jax.random.key(1))
+    assert tiny.num_params() == 2_769_024
+
+
+def test_init_follows_spec(toy):
+    assert float(jnp.abs(toy.pad_embed).max()) == 0.0
+    assert bool((toy.attn_norm == 1).all() and (toy.final_norm == 1).all())
+    assert abs(float(toy.lm_head.std()) - 0.02) < 0.002
+
+
+def test_config_validation_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="divisible"):
+        ModelConfig(d_model=100, n_layers=1, n_heads=3, d_ff=10)
+    with pytest.raises(ValueError, match="even"):
+        ModelConfig(d_model=12, n_layers=1, n_heads=4, d_ff=10)  # head_dim 3
+    with pytest.raises(ValueError):
+        ModelConfig(d_model=64, n_layers=2, n_heads=4, d_ff=256, dropout=0.1)
+
+
+def test_logits_shape_and_dtype(toy):
+    logits = toy(random_tokens(3, 17))
+    assert logits.shape == (3, 17, 1980) and logits.dtype == jnp.float32
+
+
+def test_sequence_longer_than_context_is_an_error(toy):
+    with pytest.raises(ValueError, match="max_seq_len"):
+        toy(jnp.zeros((1, 513), jnp.int32))
+
+
+def test_causal_future_tokens_do_not_change_past_logits(toy):
+    a = random_tokens(1, 12, seed=1)
+    b = a.at[0, 8].set(5)
+    la, lb = toy(a), toy(b)
+    np.testing.assert_array_equal(np.asarray(la[0, :8]), np.asarray(lb[0, :8]))
+    assert float(jnp.abs(la[0, 8] - lb[0, 8]).max()) > 1e-4
+
+
+def test_padding_masks_keys_only_and_fully_masked_rows_are_finite(toy):
+    t = random_tokens(2, 10, seed=2)
+    t = t.at[0, 6:].set(PAD_TOKEN)
+    mask = t != PAD_TOKEN
+    base = toy(t, mask)
+    # Changing what sits in masked key slots must not move any real position's logits.
+    t2 = t.at[0, 7].set(33)
+    mask2 = mask.at[0, 7].set(False)
+    np.testing.assert_allclose(np.asarray(toy(t2, mask2)[0, :6]), np.asarray(base[0, :6]), atol=1e-6)
+    # A leading PAD row has no real key at position 0: its output must be finite, not NaN.
+    t3 = t.at[1, 0].set(PAD_TOKEN)
+    out = toy(t3)
+    assert bool(jnp.isfinite(out).all())
+
+
+def test_embedding_overrides_pad_and_outcome_rows(toy):
+    e = toy.embed(jnp.array([[PAD_TOKEN, 1969, 1979, 1967, 2000]], jnp.int32))[0]
+    np.testing.assert_array_equal(np.asarray(e[0]), np.asarray(toy.pad_embed))
+    np.testing.assert_array_equal(np.asarray(e[1]), np.asarray(toy.outcome_embed[0]))
+    np.testing.assert_array_equal(np.asarray(e[2]), np.asarray(toy.outcome_embed[10]))
+    np.testing.assert_array_equal(np.asarray(e[4]), np.asarray(toy.outcome_embed[10]))  # clamped
+    expect = toy.src_embed[55] + toy.dst_embed[62] + toy.promo_embed[4]  # h7g8n
+    np.testing.assert_allclose(np.asarray(e[3]), np.asarray(expect), atol=1e-7)
+
+
+def test_rope_rotates_adjacent_pairs():
+    cos, sin = rope_tables(jnp.arange(3), 4, 10000.0)
+    x = jnp.array([1.0, 0.0, 1.0, 0.0]).reshape(1, 1, 1, 4).repeat(3, axis=1)
+    out = np.asarray(apply_rope(x, cos, sin))[0, :, 0]
+    # pair 0 rotates by θ = p, pair 1 by θ = p / 100 (base^(2/4) = 100)
+    np.testing.assert_allclose(out[2], [np.cos(2), np.sin(2), np.cos(0.02), np.sin(0.02)], atol=1e-6)
+
+
+def test_hidden_states_have_embedding_plus_every_layer(toy):
+    t = random_tokens(2, 9)
+    logits, hidden = toy(t, return_hidden=True)
+    assert hidden.shape == (TOY.n_layers + 1, 2, 9, TOY.d_model)
+    np.testing.assert_array_equal(np.asarray(hidden[0]), np.asarray(toy.embed(t)))
+    np.testing.assert_array_equal(np.asarray(logits), np.asarray(toy(t)))
+
+
+@pytest.mark.parametrize("prefix", [1, 5])
+def test_kv_cache_decode_equals_full_forward(toy, prefix):
+    t = random_tokens(2, 14, seed=3).at[:, 0].set(1970)
+    full = np.asarray(toy(t))
+    logits, cache = toy.prefill(t[:, :prefix])
+    np.testing.assert_allclose(np.asarray(logits), full[:, :prefix], atol=1e-5)
+    assert cache.k.shape == (TOY.n_layers, 2, TOY.n_heads, TOY.max_seq_len, TOY.head_dim)
+    step = eqx.filter_jit(lambda m, tok, pos, c: m.decode(tok, pos, c))
+    worst = 0.0
+    for pos in range(prefix, 14):
+        lg, cache = step(toy, t[:, pos], jnp.int32(pos), cache)
+        worst = max(worst, float(np.abs(np.asarray(lg) - full[:, pos]).max()))
+    assert worst <= 1e-5, worst
+
+
+def test_bfloat16_compute_returns_float32_logits_close_to_fp32(toy):
+    t = random_tokens(2, 16)
+    lo = toy(t, dtype="bfloat16")
+    assert lo.dtype == jnp.float32
+    assert float(jnp.abs(lo - toy(t, dtype="float32")).max()) < 0.05
+
+
+def _standalone_slices(model: PAWNModel, v: ModelConfig) -> dict:
+    """The slice rule written out separately, per tensor, from NumPy copies (spec §3.5)."""
+    p = {k: np.asarray(a) for k, a in model.params().items()}
+    d, L, F = v.d_model, v.n_layers, v.d_ff
+    return {
+        "src_embed": p["src_embed"][:, :d].copy(), "dst_embed": p["dst_embed"][:, :d].copy(),
+        "promo_embed": p["promo_embed"][:, :d].copy(), "pad_embed": p["pad_embed"][:d].copy(),
+        "outcome_embed": p["outcome_embed"][:, :d].copy(),
+        "attn_norm": np.stack([p["attn_norm"][i, :d] for i in range(L)]),
+        "ffn_norm": np.stack([p["ffn_norm"][i, :d] for i in range(L)]),
+        "wq": np.stack([p["wq"][i, :d, :d] for i in range(L)]), "wk": np.stack([p["wk"][i, :d, :d] for i in range(L)]),
+        "wv": np.stack([p["wv"][i, :d, :d] for i in range(L)]), "wo": np.stack([p["wo"][i, :d, :d] for i in range(L)]),
+        "w_gate": np.stack([p["w_gate"][i, :d, :F] for i in range(L)]),
+        "w_up": np.stack([p["w_up"][i, :d, :F] for i in range(L)]),
+        "w_down": np.stack([p["w_down"][i, :F, :d] for i in range(L)]),
+        "final_norm": p["final_norm"][:d].copy(), "lm_head": p["lm_head"][:d, :].copy(),
+    }
+
+
+@pytest.mark.parametrize("name", ["small", "base", "large"])
+def test_sliced_variant_equals_standalone_model_from_same_slices(name):
+    # Perturb norms and pad so every slice matters.
+    sup = PAWNModel(TINY_SUPERNET, jax.random.key(4))
+    rng = np.random.default_rng(0)
+    params = {k: np.asarray(v) for k, v in sup.params().items()}
+    for k in ("attn_norm", "ffn_norm", "final_norm", "pad_embed"):
+        params[k] = params[k] + 0.1 * rng.standard_normal(params[k].shape).astype(np.float32)
+    sup = PAWNModel(TINY_SUPERNET, params=params)
+    v = TINY_VARIANTS[name]
+    t = random_tokens(2, 11).at[1, 8:].set(PAD_TOKEN)
+    standalone = PAWNModel(v, params=_standalone_slices(sup, v))
+    np.testing.assert_array_equal(np.asarray(sliced(sup, v)(t)), np.asarray(standalone(t)))
+    if name == "large":
+        np.testing.assert_array_equal(np.asarray(sliced(sup, v)(t)), np.asarray(sup(t)))
+
+
+def test_validate_nested_rejects_non_nesting_configs():
+    validate_nested(VARIANTS["small"], SUPERNET)
+    with pytest.raises(ValueError, match="head_dim"):
+        validate_nested(TOY, SUPERNET)
+    with pytest.raises(ValueError, match="head_dim"):
+        validate_nested(ModelConfig(d_model=640, n_layers=10, n_heads=8, d_ff=2560), SUPERNET)
+    with pytest.raises(ValueError, match="n_layers"):
+        validate_nested(ModelConfig(d_model=64, n_layers=5, n_heads=1, d_ff=256), TINY_SUPERNET)
+    with pytest.raises(ValueError):
+        sliced(PAWNModel(TOY, jax.random.key(0)), VARIANTS["small"])
+
+
+def test_params_wrong_shape_is_named():
+    m = PAWNModel(TOY, jax.random.key(0))
+    p = dict(m.params())
+    p["wq"] = p["wq"][:, :, :8]
+    with pytest.raises(ValueError, match="wq"):
+        PAWNModel(TOY, params=p)
