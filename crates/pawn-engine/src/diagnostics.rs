@@ -677,7 +677,7 @@ fn rollout_hits(g: &GameState, moves: &MoveList, class: u8, half: usize, base: u
 pub fn accuracy_ceiling(opts: CeilingOptions) -> Result<Ceiling, OptionError> {
     let games = random_games(
         opts.n_games,
-        RandomGameOptions { max_ply: opts.max_ply, seed: opts.seed, mate_boost: 0.0, discard_ply_limit: false },
+        RandomGameOptions { max_ply: opts.max_ply, seed: opts.seed, mate_boost: 0.0, discard_ply_limit: false, first_game: 0 },
     )?;
     let mut sampler = ChaCha8Rng::seed_from_u64(opts.seed.wrapping_add(999));
     let mut picks: Vec<(usize, usize)> = Vec::new();
@@ -877,7 +877,7 @@ mod tests {
     fn ceiling_positions_are_all_positions_when_rate_is_one() {
         let c = accuracy_ceiling(CeilingOptions { n_games: 4, max_ply: 40, n_rollouts: 0, sample_rate: 1.0, seed: 5 })
             .unwrap();
-        let games = random_games(4, RandomGameOptions { max_ply: 40, seed: 5, mate_boost: 0.0, discard_ply_limit: false })
+        let games = random_games(4, RandomGameOptions { max_ply: 40, seed: 5, mate_boost: 0.0, discard_ply_limit: false, first_game: 0 })
             .unwrap();
         let total: usize = games.lengths.iter().map(|&l| l as usize).sum();
         assert_eq!(c.unconditional.len(), total);
