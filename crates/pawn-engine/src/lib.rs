@@ -3,6 +3,8 @@
 //! module that knows PyO3. Facts follow `shared/spec/engine.md`.
 
 pub mod board;
+pub mod diagnostics;
+pub mod env;
 pub mod game;
 pub mod masks;
 pub mod pgn;

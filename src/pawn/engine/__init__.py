@@ -7,6 +7,8 @@ helpers live in :mod:`pawn.vocab`; this package groups the engine by area:
 - :mod:`pawn.engine.masks`: legal-move masks, their alignment to positions, perft (spec §4)
 - :mod:`pawn.engine.boards`: board states and probe targets (spec §5)
 - :mod:`pawn.engine.pgn`: Lichess PGN parsing (spec §6.1–§6.4); :mod:`pawn.engine.uci`: UCI/SAN ↔ tokens (§6.7)
+- :mod:`pawn.engine.diagnostics`: validation, edge-case bits, diagnostic sets, accuracy ceiling (spec §7)
+- :mod:`pawn.engine.state`: stateful ``GameState`` and ``BatchEnv`` (spec §8)
 """
 
 from __future__ import annotations
@@ -17,3 +19,6 @@ from pawn.engine.masks import (align_masks_to_positions, legal_move_counts, lega
                                legal_move_masks_sparse, perft)
 from pawn.engine.pgn import PgnGames, parse_pgn
 from pawn.engine.uci import UciGames, parse_uci_file, san_to_uci, tokens_to_san, tokens_to_uci, uci_to_san, uci_to_tokens
+from pawn.engine.diagnostics import (accuracy_ceiling, accuracy_ceiling_of, edge_case_bits, edge_stats_per_ply,
+                                     generate_diagnostic_sets, validate_games)
+from pawn.engine.state import BatchEnv, GameState

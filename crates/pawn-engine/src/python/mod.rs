@@ -5,6 +5,8 @@
 use pyo3::prelude::*;
 
 mod common;
+mod diagnostics;
+mod env;
 mod games;
 mod masks;
 mod pgn;
@@ -19,6 +21,8 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     games::register(m)?;
     masks::register(m)?;
     pgn::register(m)?;
+    diagnostics::register(m)?;
+    env::register(m)?;
     Ok(())
 }
 
