@@ -86,9 +86,16 @@ pub fn position_key(pos: &Chess) -> u64 {
 impl GameState {
     /// A game at the standard start position.
     pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// A game at the standard start position with room for `plies` moves reserved up front
+    /// (avoids regrowing the history in hot loops).
+    pub fn with_capacity(plies: usize) -> Self {
         let pos = Chess::default();
-        let key = position_key(&pos);
-        GameState { pos, tokens: Vec::new(), halfmove_clock: 0, keys: vec![key] }
+        let mut keys = Vec::with_capacity(plies.clamp(1, 152));
+        keys.push(position_key(&pos));
+        GameState { pos, tokens: Vec::with_capacity(plies), halfmove_clock: 0, keys }
     }
 
     /// The current position.
@@ -104,6 +111,11 @@ impl GameState {
     /// Tokens played so far.
     pub fn tokens(&self) -> &[u16] {
         &self.tokens
+    }
+
+    /// Consume the state, returning the tokens played.
+    pub fn into_tokens(self) -> Vec<u16> {
+        self.tokens
     }
 
     /// The engine's halfmove clock (§2.1): plies since the last pawn move or capture.
@@ -191,7 +203,8 @@ impl GameState {
         if self.halfmove_clock >= 150 {
             return Some(Termination::SeventyFiveMoveRule);
         }
-        if self.repetition_count() >= 5 {
+        // Five occurrences need at least 16 reversible plies since the last pawn move or capture.
+        if self.halfmove_clock >= 16 && self.repetition_count() >= 5 {
             return Some(Termination::FivefoldRepetition);
         }
         if self.pos.is_insufficient_material() {

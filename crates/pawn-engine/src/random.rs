@@ -61,11 +61,11 @@ fn first_mating_move(g: &GameState, moves: &[Move]) -> Option<Move> {
 /// available mate is played with probability `mate_boost` (always, and without using the RNG,
 /// when `mate_boost ≥ 1`).
 pub fn play_random_game(rng: &mut ChaCha8Rng, max_ply: usize, mate_boost: f64) -> RandomGame {
-    let mut g = GameState::new();
+    let mut g = GameState::with_capacity(max_ply);
     loop {
         let moves = g.legal_moves();
         if let Some(t) = g.termination_with(moves.len(), max_ply) {
-            return RandomGame { tokens: g.tokens().to_vec(), termination: t };
+            return RandomGame { tokens: g.into_tokens(), termination: t };
         }
         let mut chosen = None;
         if mate_boost > 0.0 {
