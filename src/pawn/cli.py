@@ -67,3 +67,67 @@ def convert(
     else:
         typer.echo(f"converted {source} ({shape}) in {res.seconds:.1f} s; parity max |Δlogit| = {res.max_abs_dlogit:.2e}")
     typer.echo(str(res.path))
+
+
+def _pretrain(config: Optional[Path] = None, **fields) -> None:
+    from pydantic import ValidationError
+
+    from pawn.settings import ConfigFileError, PretrainConfig, format_validation_error
+    from pawn.train.pretrain import TrainingError, run_pretrain
+
+    try:
+        cfg = PretrainConfig.load(config, **fields)
+    except ConfigFileError as e:
+        raise _fail(str(e), 2)
+    except ValidationError as e:
+        raise _fail(format_validation_error(e), 2)
+    try:
+        res = run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True))
+    except TrainingError as e:
+        raise _fail(str(e))
+    except KeyboardInterrupt:
+        raise _fail("interrupted twice; stopped without a final checkpoint (the last complete one is still loadable)", 130)
+    if res.reason == "sigterm":
+        typer.echo(f"stopped by signal at step {res.step}; checkpoint {res.checkpoint} (resume with --resume {res.run_dir})")
+        return
+    if res.reason == "paused":
+        typer.echo(f"paused at step {res.step}; checkpoint {res.checkpoint} (resume with --resume {res.run_dir})")
+        return
+    if res.reason == "resume_no_op":
+        typer.echo(f"nothing to do: {res.run_dir} already reached step {res.step}")
+        return
+    typer.echo(f"finished {res.step} steps; run directory {res.run_dir}")
+    if res.last_val:
+        vals = {k: v for k, v in res.last_val.items() if k.startswith("val/")}
+        typer.echo("validation: " + ", ".join(f"{k[4:]}={v:.4f}" for k, v in sorted(vals.items()) if isinstance(v, float)))
+    typer.echo(f"checkpoint: {res.checkpoint}")
+    for name, p in res.variant_checkpoints.items():
+        typer.echo(f"variant {name}: {p}")
+
+
+def _register_pretrain() -> None:
+    import inspect
+
+    from pawn.cli_options import settings_parameters
+    from pawn.settings import PretrainConfig
+
+    config_param = inspect.Parameter(
+        "config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],
+        default=typer.Option(None, "--config", help="JSON or TOML file of config fields (lowest priority above defaults).", show_default=False),
+    )
+
+    def pretrain(**kwargs) -> None:
+        _pretrain(**kwargs)
+
+    pretrain.__signature__ = inspect.Signature([config_param, *settings_parameters(PretrainConfig)])  # type: ignore[attr-defined]
+    pretrain.__doc__ = (
+        "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
+        "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
+        "precedence: command line > environment > config file > defaults. "
+        "Writes metrics.jsonl, config.json, schedule_health.json and checkpoints/step_XXXXXXXX "
+        "under --out; SIGTERM/Ctrl-C checkpoints and stops; --resume DIR|auto continues exactly."
+    )
+    app.command("pretrain")(pretrain)
+
+
+_register_pretrain()

@@ -144,6 +144,7 @@ class PretrainConfig(_Settings):
     keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all).")
     out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
+    pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).")
 
     @model_validator(mode="after")
     def _cross_field(self) -> "PretrainConfig":
@@ -171,9 +172,10 @@ class PretrainConfig(_Settings):
             raise ValueError(f"warmup_steps must be ≥ 0, got {self.warmup_steps}")
         self.schedule()  # raises ValueError naming warmup/decay/cooldown vs total_steps
         k = self.chunk_steps
-        for name in ("total_steps", "val_every", "checkpoint_every"):
-            if getattr(self, name) % k:
-                raise ValueError(f"{name} ({getattr(self, name)}) must be a multiple of steps_per_chunk ({k})")
+        for name in ("total_steps", "val_every", "checkpoint_every", "pause_after_steps"):
+            v = getattr(self, name)
+            if v is not None and (v <= 0 or v % k):
+                raise ValueError(f"{name} ({v}) must be a positive multiple of steps_per_chunk ({k})")
         return self
 
     # ---------------------------------------------------------------- resolved values

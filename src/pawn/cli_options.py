@@ -1,0 +1,42 @@
+"""Build Typer options from a pydantic settings model, so every config field is a CLI flag with
+the field's description as help and a ``PAWN_`` environment variable named in it."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from pydantic import BaseModel
+
+
+def _cli_type(annotation: Any) -> Any:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return str
+    if origin is typing.Union and args:
+        return _cli_type(args[0])
+    if annotation in (int, float, str, bool, Path):
+        return annotation
+    return str
+
+
+def settings_parameters(model: type[BaseModel], env_prefix: str = "PAWN_") -> list[inspect.Parameter]:
+    """One keyword parameter per model field, default ``None`` (= not given on the command line,
+    so environment, config file and defaults apply in that order)."""
+    params = []
+    for name, f in model.model_fields.items():
+        typ = _cli_type(f.annotation)
+        choices = typing.get_args(f.annotation)
+        lit = [a for a in choices if typing.get_origin(a) is typing.Literal] or ([f.annotation] if typing.get_origin(f.annotation) is typing.Literal else [])
+        extra = f" One of: {', '.join(map(str, typing.get_args(lit[0])))}." if lit else ""
+        default = "" if f.is_required() else f" [default: {f.default}]"
+        help_text = f"{f.description or ''}{extra}{default} Env: {env_prefix}{name.upper()}."
+        flag = "--" + name.replace("_", "-")
+        decls = [f"{flag}/--no-{name.replace('_', '-')}"] if typ is bool else [flag]
+        opt = typer.Option(None, *decls, help=help_text.strip(), show_default=False)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[typ]))
+    return params

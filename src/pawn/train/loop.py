@@ -1,0 +1,178 @@
+"""The compiled training loop: K optimizer steps per ``lax.scan`` inside one jitted function
+with donated buffers (spec ``training-and-adapters.md`` §1.4–1.5), sharded over devices with
+``jax.sharding``.
+
+The host stages a chunk ``[K, B, T]``, calls :func:`TrainProgram.run_chunk` once, and gets back
+the new state and per-step metrics stacked ``[K]``; it only logs, validates and checkpoints
+between chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from pawn.config import ModelConfig
+from pawn.model import PAWNModel
+from pawn.train.losses import joint_loss
+from pawn.train.schedules import Schedule
+
+DATA_AXIS = "data"
+
+
+class TrainState(eqx.Module):
+    """Everything the compiled loop carries: the model (fp32 master weights), the optax state
+    (Adam moments and count) and the number of optimizer steps taken (int32 scalar)."""
+
+    model: PAWNModel
+    opt_state: optax.OptState
+    step: jax.Array
+
+
+def make_optimizer(schedule: Schedule, *, b1: float, b2: float, weight_decay: float, max_grad_norm: float) -> optax.GradientTransformation:
+    """``clip_by_global_norm(max_grad_norm)`` then AdamW (ε 1e-8, decoupled weight decay on all
+    parameters) driven by ``schedule`` (spec §1.4)."""
+    return optax.chain(
+        optax.clip_by_global_norm(max_grad_norm),
+        optax.adamw(schedule, b1=b1, b2=b2, eps=1e-8, weight_decay=weight_decay),
+    )
+
+
+def init_state(model: PAWNModel, optimizer: optax.GradientTransformation, step: int = 0) -> TrainState:
+    """A fresh optimizer state for ``model`` at ``step``."""
+    return TrainState(model, optimizer.init(eqx.filter(model, eqx.is_array)), jnp.int32(step))
+
+
+def _tree_where(pred, new, old):
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
+
+
+@dataclass
+class TrainProgram:
+    """The jitted K-step chunk for one run configuration.
+
+    Attributes:
+        optimizer: the optax transformation.
+        schedule: LR schedule (reported per step).
+        variants: ``(config, weight)`` pairs trained jointly.
+        dtype: compute dtype name or None (auto).
+        remat: rematerialise layers in the backward pass.
+        mesh: device mesh with one ``data`` axis; the batch axis is sharded over it.
+    """
+
+    optimizer: optax.GradientTransformation
+    schedule: Schedule
+    variants: Sequence[tuple[ModelConfig, float]]
+    dtype: Optional[str]
+    remat: bool
+    mesh: Mesh
+
+    def __post_init__(self):
+        self.variants = tuple(self.variants)
+        self._chunk = eqx.filter_jit(self._chunk_impl, donate="all")
+
+    # ------------------------------------------------------------------ sharding
+    @property
+    def replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, PartitionSpec())
+
+    @property
+    def chunk_sharding(self) -> NamedSharding:
+        """[K, B, T] arrays: batch axis split over devices."""
+        return NamedSharding(self.mesh, PartitionSpec(None, DATA_AXIS, None))
+
+    def place_state(self, state: TrainState) -> TrainState:
+        """Replicate the state on every device of the mesh."""
+        return eqx.filter_shard(state, self.replicated)
+
+    def place_chunk(self, chunk: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        """Turn this process's part of a chunk into global arrays sharded over the mesh."""
+        return {k: jax.make_array_from_process_local_data(self.chunk_sharding, v) for k, v in chunk.items()}
+
+    # ------------------------------------------------------------------ compiled step
+    def _step(self, state: TrainState, batch: dict[str, jax.Array]):
+        def loss_fn(model):
+            return joint_loss(model, batch, self.variants, dtype=self.dtype, remat=self.remat)
+
+        (loss, (per_variant, count)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(state.model)
+        grad_norm = optax.global_norm(grads)
+        params = eqx.filter(state.model, eqx.is_array)
+        updates, new_opt = self.optimizer.update(grads, state.opt_state, params)
+        new_model = eqx.apply_updates(state.model, updates)
+        # A batch with nothing supervised changes nothing: no decay, optimizer count kept.
+        skip = count == 0
+        model = _tree_where(skip, eqx.filter(state.model, eqx.is_array), eqx.filter(new_model, eqx.is_array))
+        model = eqx.combine(model, state.model)
+        opt_state = _tree_where(skip, state.opt_state, new_opt)
+        metrics = {
+            "loss": loss,
+            "grad_norm": grad_norm,
+            "n_supervised": count,
+            "lr": self.schedule(state.step).astype(jnp.float32),
+            **{f"loss_{name}": v for name, v in per_variant.items()},
+        }
+        return TrainState(model, opt_state, state.step + 1), metrics
+
+    def _chunk_impl(self, state: TrainState, chunk: dict[str, jax.Array]):
+        return jax.lax.scan(self._step, state, chunk)
+
+    def run_chunk(self, state: TrainState, chunk: dict[str, jax.Array]) -> tuple[TrainState, dict[str, jax.Array]]:
+        """Run K steps (K = leading axis of the chunk arrays). ``state`` and ``chunk`` are donated:
+        do not use them afterwards. Returns the new state and metrics stacked [K]."""
+        return self._chunk(state, chunk)
+
+
+def make_mesh(devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
+    """A 1-D ``data`` mesh over ``devices`` (default: all devices of all processes)."""
+    devs = np.asarray(devices if devices is not None else jax.devices())
+    return Mesh(devs, (DATA_AXIS,))
+
+
+# ---------------------------------------------------------------------- optimizer (de)serialisation
+
+
+def _leaf_names(tree) -> list[tuple[str, jax.Array]]:
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return [(jax.tree_util.keystr(path), leaf) for path, leaf in leaves]
+
+
+def optimizer_to_arrays(opt_state) -> dict[str, np.ndarray]:
+    """Flatten an optax state to ``{path: array}`` for ``optimizer.safetensors``."""
+    return {name: np.asarray(leaf) for name, leaf in _leaf_names(opt_state) if hasattr(leaf, "shape")}
+
+
+def optimizer_from_arrays(template, arrays: dict[str, np.ndarray]):
+    """Rebuild an optax state with the structure of ``template`` from saved arrays.
+
+    Raises:
+        ValueError: a leaf missing from ``arrays`` or of the wrong shape (named).
+    """
+    flat, treedef = jax.tree_util.tree_flatten_with_path(template)
+    out = []
+    for path, leaf in flat:
+        name = jax.tree_util.keystr(path)
+        if not hasattr(leaf, "shape"):
+            out.append(leaf)
+            continue
+        if name not in arrays:
+            raise ValueError(f"optimizer state has no entry {name}")
+        a = arrays[name]
+        if tuple(a.shape) != tuple(leaf.shape):
+            raise ValueError(f"optimizer entry {name} has shape {a.shape}, expected {leaf.shape}")
+        out.append(jnp.asarray(a, dtype=leaf.dtype))
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def with_count(opt_state, step: int):
+    """Set every optax ``count`` leaf to ``step`` (resuming without saved optimizer state keeps
+    the LR schedule position)."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(opt_state)
+    leaves = [jnp.asarray(step, leaf.dtype) if jax.tree_util.keystr(p).endswith(".count") else leaf for p, leaf in flat]
+    return jax.tree_util.tree_unflatten(treedef, leaves)

@@ -1,0 +1,148 @@
+"""JSONL metrics log (spec ``eval-probe-generate-sweep-bench.md`` §8.1, ``training-and-adapters.md``
+§1.6): one typed record per line (``config``, ``train``, ``val``) with an ISO timestamp and
+elapsed seconds, NaN/Inf written as ``null``, host memory, flushed after every record."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import resource
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+
+def jsonable(value: Any) -> Any:
+    """Convert NumPy/JAX scalars and arrays, paths and nested containers to plain JSON values;
+    NaN and ±Inf become ``None``."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # numpy / jax arrays and scalars
+        arr = np.asarray(value)
+        return jsonable(arr.item() if arr.ndim == 0 else arr.tolist())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (np.floating,)):
+        return jsonable(float(value))
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    return value
+
+
+def host_memory() -> dict[str, float]:
+    """Host memory of this process in GiB: current RSS (``mem/rss_gb``) and peak RSS
+    (``mem/peak_rss_gb``), plus the system total/used when /proc/meminfo exists."""
+    out: dict[str, float] = {}
+    try:
+        with open("/proc/self/statm") as f:
+            rss_pages = int(f.read().split()[1])
+        out["mem/rss_gb"] = rss_pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (OSError, ValueError, IndexError):
+        pass
+    out["mem/peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    try:
+        info = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                k, v = line.split(":", 1)
+                info[k] = int(v.split()[0])
+        out["mem/system_total_gb"] = info["MemTotal"] / 2**20
+        out["mem/system_used_gb"] = (info["MemTotal"] - info.get("MemAvailable", info["MemFree"])) / 2**20
+    except (OSError, KeyError, ValueError):
+        pass
+    return out
+
+
+def device_memory() -> dict[str, float]:
+    """Peak and current accelerator memory in GiB, when the backend reports it."""
+    import jax
+
+    out: dict[str, float] = {}
+    try:
+        stats = jax.local_devices()[0].memory_stats() or {}
+    except Exception:  # backends without memory stats
+        return out
+    if "peak_bytes_in_use" in stats:
+        out["mem/device_peak_gb"] = stats["peak_bytes_in_use"] / 2**30
+    if "bytes_in_use" in stats:
+        out["mem/device_current_gb"] = stats["bytes_in_use"] / 2**30
+    return out
+
+
+class MetricsLogger:
+    """Append typed records to ``metrics.jsonl``.
+
+    Args:
+        path: the JSONL file (created if missing, appended otherwise).
+        elapsed_offset: seconds already spent by earlier segments of the run (on resume).
+    """
+
+    def __init__(self, path: Path, *, elapsed_offset: float = 0.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "a", encoding="utf-8")
+        self._t0 = time.monotonic() - elapsed_offset
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the run started (across resumes)."""
+        return time.monotonic() - self._t0
+
+    def write(self, record_type: str, step: Optional[int] = None, **fields: Any) -> dict:
+        """Write one record: ``type``, ``step`` (if given), the fields, ``timestamp`` (ISO 8601,
+        UTC), ``elapsed`` (s, 3 dp) and host memory. Returns the record as written."""
+        rec: dict[str, Any] = {"type": record_type}
+        if step is not None:
+            rec["step"] = int(step)
+        rec.update(fields)
+        rec["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+        rec["elapsed"] = round(self.elapsed, 3)
+        if record_type != "config":
+            rec.update(host_memory())
+            rec.update(device_memory())
+        rec = jsonable(rec)
+        self._f.write(json.dumps(rec, allow_nan=False) + "\n")
+        self._f.flush()
+        return rec
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """Parse a metrics file line by line (a torn last line from a crash is skipped)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def truncate_metrics(path: Path, last_step: int) -> float:
+    """Keep only records with ``step ≤ last_step`` (and step-less records) before a resume,
+    rewriting the file atomically. Returns the largest ``elapsed`` kept (0 if none)."""
+    if not path.exists():
+        return 0.0
+    kept = [r for r in read_metrics(path) if r.get("step") is None or r["step"] <= last_step]
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in kept:
+            f.write(json.dumps(r, allow_nan=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return max((r.get("elapsed") or 0.0 for r in kept if r.get("type") != "config"), default=0.0)

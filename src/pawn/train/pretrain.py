@@ -1,0 +1,362 @@
+"""``pawn pretrain``: train a supernet (or one model) on engine games.
+
+Data flow per chunk: the background :class:`~pawn.data.stream.ChunkStream` builds K batches
+(batch s = games ``[s·B, (s+1)·B)`` of the run seed's stream), the host shards them over the
+device mesh, one jitted ``lax.scan`` runs K optimizer steps, then the host logs, validates and
+checkpoints. Resuming from a checkpoint at step s continues with batch s and the saved optimizer
+state, so on CPU a stopped-and-resumed run reproduces the uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pawn.checkpoint import load_checkpoint, save_checkpoint, write_json
+from pawn.config import ModelConfig
+from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
+from pawn.model import PAWNModel, sliced
+from pawn.settings import PretrainConfig
+from pawn.train.lifecycle import (
+    StopFlag,
+    complete_checkpoints,
+    find_resume_checkpoint,
+    rotate_checkpoints,
+    step_dir_name,
+    write_schedule_health,
+)
+from pawn.train.loop import (
+    TrainProgram,
+    TrainState,
+    init_state,
+    make_mesh,
+    make_optimizer,
+    optimizer_from_arrays,
+    optimizer_to_arrays,
+    with_count,
+)
+from pawn.train.metrics import MetricsLogger, truncate_metrics
+
+
+class TrainingError(Exception):
+    """A run that cannot start or continue; the message is one line naming the cause."""
+
+
+# Fields that may differ between a checkpoint's run config and the resuming command.
+RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints"}
+
+
+@dataclass
+class PretrainResult:
+    """What a finished (or stopped) run produced.
+
+    Attributes:
+        run_dir: the run directory. checkpoint: the last checkpoint written (None if none).
+        step: optimizer steps done. reason: ``reason_for_stop`` (spec §1.10).
+        variant_checkpoints: standalone checkpoints of each nested variant (supernet runs that
+            completed). last_train / last_val: the last metrics records written.
+    """
+
+    run_dir: Path
+    checkpoint: Optional[Path]
+    step: int
+    reason: str
+    variant_checkpoints: dict[str, Path] = field(default_factory=dict)
+    last_train: Optional[dict] = None
+    last_val: Optional[dict] = None
+
+
+def maybe_initialize_distributed() -> None:
+    """Join a multi-host run through ``jax.distributed.initialize()`` when the coordinator is
+    configured in the environment (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
+    ``JAX_PROCESS_ID``; on managed clusters JAX also auto-detects SLURM/TPU settings)."""
+    if os.environ.get("JAX_COORDINATOR_ADDRESS") and jax.process_count() == 1 and not getattr(maybe_initialize_distributed, "_done", False):
+        jax.distributed.initialize()
+        maybe_initialize_distributed._done = True  # type: ignore[attr-defined]
+
+
+def _default_run_dir() -> Path:
+    return Path("runs") / ("pretrain-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+
+
+def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]]:
+    """Find the checkpoint to resume and reconcile the stored run config with this command."""
+    if cfg.resume is None:
+        return cfg, None
+    try:
+        ckpt_dir = find_resume_checkpoint(cfg.resume, cfg.out)
+    except FileNotFoundError as e:
+        raise TrainingError(str(e)) from None
+    if ckpt_dir is None:  # --resume auto with nothing yet: start fresh
+        return cfg, None
+    stored = json.loads((ckpt_dir / "config.json").read_text()).get("run_config")
+    if stored is None:
+        raise TrainingError(f"{ckpt_dir}: not a pretraining checkpoint (config.json has no run_config)")
+    if "prepend_outcome" not in stored:
+        raise TrainingError(f"{ckpt_dir}: run_config lacks prepend_outcome; refusing to guess the sequence format")
+    given = cfg.model_dump(mode="json", exclude_unset=True)
+    conflicts = sorted(k for k, v in given.items() if k not in RESUME_MUTABLE and stored.get(k) != v)
+    if conflicts:
+        raise TrainingError(
+            f"--resume {ckpt_dir}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
+            "resume continues the stored run exactly, so drop those flags"
+        )
+    merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
+    merged["out"] = str(cfg.out) if cfg.out is not None else str(ckpt_dir.parent.parent)
+    merged["resume"] = str(ckpt_dir)
+    return PretrainConfig.load(**merged), ckpt_dir
+
+
+def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
+    stored, variants = cfg.model_configs()
+    return stored, list(variants.items())
+
+
+def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elapsed: float, k: int):
+    model = jax.device_get(state.model)
+    params = {k_: np.asarray(v) for k_, v in model.params().items()}
+    opt = optimizer_to_arrays(jax.device_get(state.opt_state))
+    ts = {
+        "format_version": 1,
+        "step": int(step),
+        "next_game": int(step) * cfg.batch_size,
+        "seed": cfg.seed,
+        "val_seed": cfg.val_seed,
+        "steps_per_chunk": k,
+        "elapsed": round(elapsed, 3),
+        "rng": "none: data is a pure function of (seed, game index); init used model_seed",
+    }
+    return params, opt, ts
+
+
+def run_pretrain(
+    cfg: PretrainConfig,
+    *,
+    log: Callable[[str], None] = print,
+    progress: bool = True,
+    install_signal_handlers: bool = True,
+) -> PretrainResult:
+    """Run (or resume) a pretraining job described by ``cfg``.
+
+    Args:
+        cfg: the run configuration.
+        log: receives one-line status messages.
+        progress: show a rich progress bar (step, loss, tokens/s, ETA).
+        install_signal_handlers: SIGTERM/SIGINT finish the chunk, checkpoint and stop.
+
+    Returns:
+        :class:`PretrainResult`.
+
+    Raises:
+        TrainingError: bad resume target, batch not divisible over devices, corpus mismatch, or
+            a NaN/Inf loss (no checkpoint is written from non-finite weights).
+    """
+    maybe_initialize_distributed()
+    cfg, resume_dir = _resolve_resume(cfg)
+    n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
+    if cfg.batch_size % n_dev:
+        raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {n_dev} devices it is sharded over")
+    K = cfg.chunk_steps
+    schedule = cfg.schedule()
+    stored_cfg, variants = _variant_list(cfg)
+    optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
+    dtype = None if cfg.dtype == "auto" else cfg.dtype
+
+    # ---- model and optimizer state
+    start_step, elapsed0 = 0, 0.0
+    if resume_dir is not None:
+        ck = load_checkpoint(resume_dir)
+        if ck.config != stored_cfg:
+            raise TrainingError(f"{resume_dir}: model config {ck.config.name} does not match the run's {stored_cfg.name}")
+        model = PAWNModel(ck.config, params=ck.params)
+        start_step = int((ck.training_state or {}).get("step", 0))
+        elapsed0 = float((ck.training_state or {}).get("elapsed", 0.0))
+        template = optimizer.init(eqx.filter(model, eqx.is_array))
+        if ck.optimizer_state is None:
+            log(f"WARNING: {resume_dir} has no optimizer state: Adam moments restart from zero at step {start_step}")
+            opt_state = with_count(template, start_step)
+        else:
+            try:
+                opt_state = optimizer_from_arrays(template, ck.optimizer_state)
+            except ValueError as e:
+                raise TrainingError(f"{resume_dir}: {e}") from None
+        state = TrainState(model, opt_state, jnp.int32(start_step))
+        log(f"resuming from {resume_dir} at step {start_step}")
+    else:
+        model_seed = cfg.model_seed if cfg.model_seed is not None else cfg.seed
+        state = init_state(PAWNModel(stored_cfg, jax.random.key(model_seed)), optimizer)
+
+    # ---- data
+    if cfg.corpus_dir is not None:
+        n_needed = cfg.total_steps * cfg.batch_size
+        if not (Path(cfg.corpus_dir) / "corpus.json").exists():
+            log(f"building corpus of {n_needed:,} games in {cfg.corpus_dir}")
+            build_corpus(Path(cfg.corpus_dir), n_needed, cfg.max_ply, cfg.seed, mate_boost=cfg.mate_boost)
+        try:
+            source = CorpusSource(Path(cfg.corpus_dir), seed=cfg.seed, max_ply=cfg.max_ply, mate_boost=cfg.mate_boost, n_games=n_needed)
+        except ValueError as e:
+            raise TrainingError(str(e)) from None
+    else:
+        source = EngineSource(cfg.seed, cfg.max_ply, cfg.mate_boost)
+    val_set = None
+    if cfg.val_games > 0:
+        from pawn.engine import random_games
+
+        val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed)
+
+    # ---- run directory (only now: every check above has passed)
+    run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
+    ckpt_root = run_dir / "checkpoints"
+    is_main = proc == 0
+    if is_main:
+        ckpt_root.mkdir(parents=True, exist_ok=True)
+        run_cfg_json = cfg.model_dump(mode="json")
+        tmp = run_dir / "config.json.tmp"
+        write_json(tmp, run_cfg_json)
+        tmp.replace(run_dir / "config.json")
+    metrics_path = run_dir / "metrics.jsonl"
+    if resume_dir is not None and is_main:
+        truncate_metrics(metrics_path, start_step)
+    logger = MetricsLogger(metrics_path, elapsed_offset=elapsed0) if is_main else None
+    if logger:
+        logger.write(
+            "config", run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
+            variants={n: c.to_json_dict() for n, c in variants}, param_count=int(state.model.num_params()),
+            steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+            jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
+        )
+
+    mesh = make_mesh()
+    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, cfg.remat, mesh)
+    state = program.place_state(state)
+    stop = StopFlag(install_signal_handlers)
+    end_step = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
+    stream = ChunkStream(
+        source, start_step=start_step, end_step=end_step, k=K, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+        prepend_outcome=cfg.prepend_outcome, prefetch=cfg.prefetch_chunks, process_index=proc, process_count=n_proc,
+    )
+
+    step, reason, last_ckpt = start_step, "completed", None
+    last_train = last_val = None
+    tokens_per_chunk = K * cfg.batch_size * cfg.seq_len
+
+    def save(at_step: int) -> Path:
+        params, opt, ts = _checkpoint_payload(state, cfg, at_step, logger.elapsed if logger else 0.0, K)
+        path = ckpt_root / step_dir_name(at_step)
+        if is_main:
+            save_checkpoint(path, params, stored_cfg, run_config=cfg.model_dump(mode="json"), optimizer_state=opt, training_state=ts)
+            rotate_checkpoints(ckpt_root, cfg.keep_checkpoints)
+        return path
+
+    def validate(at_step: int) -> Optional[dict]:
+        if val_set is None or logger is None:
+            return None
+        from pawn.evaluate.accuracy import evaluate_games
+
+        fields: dict = {}
+        model_now = jax.device_get(state.model)
+        for name, vcfg in variants:
+            m = model_now if vcfg == model_now.config else sliced(model_now, vcfg)
+            rep = evaluate_games(
+                m, val_set.tokens, val_set.lengths, val_set.outcome, seq_len=cfg.seq_len,
+                batch_size=cfg.batch_size, prepend_outcome=cfg.prepend_outcome, dtype=dtype,
+            ).to_dict()
+            for key in ("published/loss", "published/top1", "published/top5", "published/legal_rate",
+                        "published/late_legal_rate", "published/game_completion_rate"):
+                if key in rep:
+                    fields[f"val/{key.split('/', 1)[1]}_{vcfg.name}"] = rep[key]
+        return logger.write("val", step=at_step, **fields)
+
+    bar = None
+    if progress and is_main:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        bar = Progress(
+            TextColumn("step {task.completed:>7}/{task.total}"), BarColumn(),
+            TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+        )
+        bar.start()
+        task = bar.add_task("pretrain", total=end_step, completed=start_step, loss="-", tps="-")
+
+    try:
+        t_prev = time.perf_counter()
+        wait_prev = 0.0
+        for s0, host_chunk in stream:
+            chunk = program.place_chunk(host_chunk)
+            state, m = program.run_chunk(state, chunk)
+            m = jax.device_get(m)
+            step = s0 + K
+            now = time.perf_counter()
+            dt, wait = now - t_prev, stream.wait_s - wait_prev
+            t_prev, wait_prev = now, stream.wait_s
+            losses = np.asarray(m["loss"])
+            if not np.all(np.isfinite(losses)):
+                bad = s0 + int(np.argmax(~np.isfinite(losses)))
+                raise TrainingError(
+                    f"loss became {losses[bad - s0]} at step {bad}; stopping without writing a checkpoint from these weights"
+                    + (f" (last good checkpoint: {last_ckpt})" if last_ckpt else "")
+                )
+            rec = {
+                "loss": float(losses[-1]), "loss_mean": float(losses.mean()),
+                "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
+                "grad_norm_mean": float(np.mean(m["grad_norm"])), "n_supervised_mean": float(np.mean(m["n_supervised"])),
+                **{k: float(v[-1]) for k, v in m.items() if k.startswith("loss_d")},
+                "chunk_wall_s": dt, "tokens_per_s": tokens_per_chunk / dt, "games_per_s": K * cfg.batch_size / dt,
+                "data_wait_s": wait, "data_wait_frac": wait / dt if dt > 0 else 0.0, "step_start": s0,
+                "includes_compile": s0 == start_step,
+            }
+            if logger:
+                last_train = logger.write("train", step=step, **rec)
+            if bar is not None:
+                bar.update(task, completed=step, loss=f"{rec['loss']:.4f}", tps=f"{rec['tokens_per_s']:,.0f}")
+            if step % cfg.val_every == 0 or step == cfg.total_steps:
+                last_val = validate(step) or last_val
+            if step % cfg.checkpoint_every == 0 and step < end_step:
+                last_ckpt = save(step)
+            if stop.requested:
+                reason = "sigterm"
+                break
+        if reason == "completed" and step < cfg.total_steps:
+            reason = "paused"
+        if last_ckpt is None or last_ckpt.name != step_dir_name(step):
+            if step > start_step or resume_dir is None:
+                last_ckpt = save(step)
+            else:
+                reason = "resume_no_op"
+    except TrainingError:
+        reason = "exception"
+        raise
+    except BaseException:
+        reason = "exception"
+        raise
+    finally:
+        stream.close()
+        stop.restore()
+        if bar is not None:
+            bar.stop()
+        if is_main:
+            write_schedule_health(run_dir / "schedule_health.json", schedule, step, reason)
+        if logger:
+            logger.close()
+
+    variant_ckpts: dict[str, Path] = {}
+    if reason == "completed" and len(variants) > 1 and is_main:
+        final = jax.device_get(state.model)
+        for name, vcfg in variants:
+            vm = sliced(final, vcfg)
+            variant_ckpts[name] = save_checkpoint(
+                run_dir / "variants" / name, {k: np.asarray(v) for k, v in vm.params().items()}, vcfg,
+                run_config={"supernet_checkpoint": str(last_ckpt), "variant": name, **cfg.model_dump(mode="json")},
+            )
+    return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val)
