@@ -131,3 +131,7 @@ def _register_pretrain() -> None:
 
 
 _register_pretrain()
+
+
+if __name__ == "__main__":
+    app()

@@ -102,7 +102,7 @@ class TrainProgram:
             return joint_loss(model, batch, self.variants, dtype=self.dtype, remat=self.remat)
 
         (loss, (per_variant, count)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(state.model)
-        grad_norm = optax.global_norm(grads)
+        grad_norm = optax.tree.norm(grads)
         params = eqx.filter(state.model, eqx.is_array)
         updates, new_opt = self.optimizer.update(grads, state.opt_state, params)
         new_model = eqx.apply_updates(state.model, updates)
@@ -164,6 +164,8 @@ def optimizer_from_arrays(template, arrays: dict[str, np.ndarray]):
         if name not in arrays:
             raise ValueError(f"optimizer state has no entry {name}")
         a = arrays[name]
+        if leaf.ndim == 0 and a.size == 1:
+            a = a.reshape(())  # safetensors round-trips 0-d arrays as shape [1]
         if tuple(a.shape) != tuple(leaf.shape):
             raise ValueError(f"optimizer entry {name} has shape {a.shape}, expected {leaf.shape}")
         out.append(jnp.asarray(a, dtype=leaf.dtype))

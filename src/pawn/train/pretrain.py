@@ -111,6 +111,7 @@ def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]
             f"--resume {ckpt_dir}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
             "resume continues the stored run exactly, so drop those flags"
         )
+    stored = {k: v for k, v in stored.items() if k != "pause_after_steps"}  # a pause applies to one invocation
     merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
     merged["out"] = str(cfg.out) if cfg.out is not None else str(ckpt_dir.parent.parent)
     merged["resume"] = str(ckpt_dir)
