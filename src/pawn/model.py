@@ -85,6 +85,13 @@ def apply_rope(x: Float[Array, "B T H hd"], cos: Array, sin: Array) -> Float[Arr
     return out.reshape(B, T, H, hd).astype(x.dtype)
 
 
+def dense(x: Float[Array, "... n"], w: Float[Array, "n m"]) -> Float[Array, "... m"]:
+    """``x @ w`` computed on a 2-D view of ``x``: XLA:CPU runs the backward pass of a batched
+    ``[B, T, n] @ [n, m]`` about 3× slower than the same product on ``[B·T, n]``."""
+    lead = x.shape[:-1]
+    return (x.reshape(-1, x.shape[-1]) @ w).reshape(*lead, w.shape[-1])
+
+
 def _attend(q, k, v, keep, all_masked):
     """Scaled dot-product attention. q [B,Tq,H,hd]; k, v [B,Tk,H,hd]; keep bool [B,Tq,Tk];
     all_masked bool [B,Tq]. Softmax in fp32; rows with no key kept get zero output (spec §2.3)."""
@@ -198,18 +205,18 @@ class PAWNModel(eqx.Module):
     def _qkv(self, x, lw, cos, sin):
         B, T, d = x.shape
         H, hd = self.config.n_heads, self.config.head_dim
-        q = (x @ lw["wq"]).reshape(B, T, H, hd)
-        k = (x @ lw["wk"]).reshape(B, T, H, hd)
-        v = (x @ lw["wv"]).reshape(B, T, H, hd)
+        q = dense(x, lw["wq"]).reshape(B, T, H, hd)
+        k = dense(x, lw["wk"]).reshape(B, T, H, hd)
+        v = dense(x, lw["wv"]).reshape(B, T, H, hd)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def _ffn(self, h, lw):
         x = rms_norm(h, lw["ffn_norm"])
-        return (jax.nn.silu(x @ lw["w_gate"]) * (x @ lw["w_up"])) @ lw["w_down"]
+        return dense(jax.nn.silu(dense(x, lw["w_gate"])) * dense(x, lw["w_up"]), lw["w_down"])
 
     def _head(self, h: Array) -> Float[Array, "... V"]:
         x = rms_norm(h, self.final_norm)
-        return (x @ self.lm_head.astype(h.dtype)).astype(jnp.float32)
+        return dense(x, self.lm_head.astype(h.dtype)).astype(jnp.float32)
 
     def _run(self, tokens, attn_mask, dtype, *, return_hidden: bool, return_kv: bool, remat: bool):
         B, T = tokens.shape
@@ -229,7 +236,7 @@ class PAWNModel(eqx.Module):
             x = rms_norm(h, lw["attn_norm"])
             q, k, v = self._qkv(x, lw, cos, sin)
             ctx = _attend(q, k, v, keep, all_masked).reshape(B, T, cfg.d_model)
-            h = h + ctx @ lw["wo"]
+            h = h + dense(ctx, lw["wo"])
             h = h + self._ffn(h, lw)
             ys = (h if return_hidden else None, (k, v) if return_kv else None)
             return h, ys
@@ -314,7 +321,7 @@ class PAWNModel(eqx.Module):
             kc = jax.lax.dynamic_update_slice_in_dim(kc, k.transpose(0, 2, 1, 3), pos, axis=2)
             vc = jax.lax.dynamic_update_slice_in_dim(vc, v.transpose(0, 2, 1, 3), pos, axis=2)
             ctx = _attend(q, kc.transpose(0, 2, 1, 3), vc.transpose(0, 2, 1, 3), keep, no_row_masked)
-            h = h + ctx.reshape(B, 1, cfg.d_model) @ lw["wo"]
+            h = h + dense(ctx.reshape(B, 1, cfg.d_model), lw["wo"])
             h = h + self._ffn(h, lw)
             return h, (kc, vc)
 
