@@ -148,7 +148,8 @@ class AccuracyReport:
             (PAD legal at the terminal slot) — spec §1.4.
 
     Moves-only (v2) convention — ``moves_only/*``: positions with a move target; top1/top5 with
-    argmax over the 1,968 actions; ``top1_full_vocab`` with the full-vocab argmax; loss (full
+    argmax over the 1,968 actions; ``top1_full_vocab``/``top5_full_vocab`` over the full
+    vocabulary (the Lichess convention of §4.1); loss (full
     vocab CE); legal_rate (grid bit of the full-vocab argmax); phases by sequence position.
 
     Ceiling — ``ceiling/*``: E[1/N_legal] over every ply < length of the same games (§5),
@@ -181,6 +182,7 @@ class AccuracyReport:
     moves_only_top1: float
     moves_only_top5: float
     moves_only_top1_full_vocab: float
+    moves_only_top5_full_vocab: float
     moves_only_legal_rate: float
     phases: dict[str, dict[str, float]]
     ceiling: float
@@ -207,7 +209,7 @@ class AccuracyReport:
                "max_forfeit_ply", "illegal_pred_rate", "illegal_prob_mass", "late_ply")
         out: dict[str, Any] = {f"published/{k}": d[k] for k in pub}
         out["published/top1_over_ceiling"] = self.top1_over_ceiling
-        for k in ("loss", "top1", "top5", "top1_full_vocab", "legal_rate"):
+        for k in ("loss", "top1", "top5", "top1_full_vocab", "top5_full_vocab", "legal_rate"):
             out[f"moves_only/{k}"] = d[f"moves_only_{k}"]
         out["moves_only/top1_over_ceiling"] = self.moves_only_top1_over_ceiling
         for name, ph in self.phases.items():
@@ -232,7 +234,7 @@ class _Totals:
         self.batch_late: list[float] = []
         self.s: dict[str, float] = dict.fromkeys(
             ("n_pos", "n_move", "n_late", "illegal_pred", "illegal_mass", "mo_nll", "mo_top1", "mo_top5",
-             "mo_top1_full", "mo_legal", "ceil_sum", "ceil_n", "ceil_mo_sum", "ceil_mo_n"), 0.0)
+             "mo_top1_full", "mo_top5_full", "mo_legal", "ceil_sum", "ceil_n", "ceil_mo_sum", "ceil_mo_n"), 0.0)
         self.phase = {name: [0, 0] for name, _, _ in PHASES}
         self.first_forfeit: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
@@ -343,6 +345,7 @@ def evaluate_games(
         s["mo_top1"] += int(act_hit.sum())
         s["mo_top5"] += int((sc["act_in_top5"] & move).sum())
         s["mo_top1_full"] += int((hit & move).sum())
+        s["mo_top5_full"] += int((sc["in_top5"] & move).sum())
         s["mo_legal"] += int((g_legal & move).sum())
         for name, lo, hi in PHASES:
             sel = move & (pos >= lo) & (pos < (hi if hi is not None else seq_len))
@@ -406,6 +409,7 @@ def evaluate_games(
         moves_only_top1=ratio(s["mo_top1"], s["n_move"]),
         moves_only_top5=ratio(s["mo_top5"], s["n_move"]),
         moves_only_top1_full_vocab=ratio(s["mo_top1_full"], s["n_move"]),
+        moves_only_top5_full_vocab=ratio(s["mo_top5_full"], s["n_move"]),
         moves_only_legal_rate=ratio(s["mo_legal"], s["n_move"]),
         phases={k: {"correct": c, "total": t, "accuracy": ratio(c, t)} for k, (c, t) in tot.phase.items()},
         ceiling=ceiling,
@@ -414,3 +418,84 @@ def evaluate_games(
         settings={"seq_len": seq_len, "batch_size": batch_size, "prepend_outcome": prepend_outcome,
                   "dtype": None if dtype is None else str(dtype), "late_ply": late_ply},
     )
+
+
+# --------------------------------------------------------------------------- Lichess (§4.1)
+DEFAULT_ELO_EDGES: tuple[int, ...] = (600, 1000, 1400, 1800, 2200)
+"""Elo band edges of the v1 Lichess eval: [600,1000), [1000,1400), [1400,1800), [1800,2200)."""
+MISSING_ELO = 1500
+"""Elo used for a player whose rating header is missing (v1)."""
+LICHESS_PERPLEXITY_CAP = 1e6
+
+
+def elo_bands(white_elo: np.ndarray, black_elo: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
+    """Band index of each game by the **average** of both Elos (missing → 1500): band k is
+    ``[edges[k], edges[k+1])``; −1 outside every band. int64 [N]."""
+    w = np.where(np.asarray(white_elo) == 0, MISSING_ELO, white_elo).astype(np.float64)
+    b = np.where(np.asarray(black_elo) == 0, MISSING_ELO, black_elo).astype(np.float64)
+    avg = (w + b) / 2.0
+    band = np.searchsorted(np.asarray(edges, np.float64), avg, side="right") - 1
+    return np.where((band >= 0) & (band < len(edges) - 1), band, -1)
+
+
+def evaluate_pgn(
+    model: Callable,
+    pgn: str,
+    *,
+    seq_len: int,
+    elo_edges: tuple[int, ...] = DEFAULT_ELO_EDGES,
+    max_games_per_band: int = 1000,
+    min_ply: int = 10,
+    prepend_outcome: bool = False,
+    batch_size: int = 64,
+    dtype: Optional[str] = None,
+) -> dict[str, Any]:
+    """Accuracy on human moves, stratified by Elo (spec §4.1, v1 definitions).
+
+    Games are parsed by the engine (``max_ply = seq_len − offset``, shorter than ``min_ply``
+    skipped), bucketed by the average Elo of both players, and at most ``max_games_per_band``
+    per band (file order) are scored. With the outcome prefix, every game gets a dummy
+    PLY_LIMIT outcome (v1). Per band, over positions with a move target: ``loss`` (full-vocab
+    CE), ``perplexity`` (exp, capped at 1e6), ``top1``/``top5`` (full vocabulary), and
+    ``legal_rate`` (argmax legal by the grid bit), all position-weighted.
+
+    Returns:
+        dict with ``file``, ``parser`` (counts: read, kept, one per skip reason),
+        ``n_out_of_band`` and ``bands`` {``elo_<lo>_<hi>``: {elo_range, n_games, n_positions,
+        loss, perplexity, top1, top5, legal_rate}} (bands without games are reported with
+        ``n_games`` 0 and NaN metrics).
+
+    Raises:
+        FileNotFoundError: no such PGN file. ValueError: fewer than two Elo edges or unsorted.
+    """
+    from pawn.engine import parse_pgn
+    from pawn.vocab import PLY_LIMIT
+
+    edges = tuple(int(e) for e in elo_edges)
+    if len(edges) < 2 or list(edges) != sorted(set(edges)):
+        raise ValueError(f"elo edges must be at least two strictly increasing values, got {edges}")
+    offset = 1 if prepend_outcome else 0
+    games = parse_pgn(pgn, max_ply=seq_len - offset, min_ply=min_ply)
+    band = elo_bands(games.white_elo, games.black_elo, edges)
+    out: dict[str, Any] = {
+        "file": str(pgn), "parser": dict(games.counts), "n_out_of_band": int((band < 0).sum()), "bands": {},
+    }
+    for k in range(len(edges) - 1):
+        lo, hi = edges[k], edges[k + 1]
+        idx = np.nonzero(band == k)[0][:max_games_per_band]
+        rec: dict[str, Any] = {"elo_range": [lo, hi], "n_games": int(idx.size)}
+        if idx.size:
+            r = evaluate_games(
+                model, games.tokens[idx], games.lengths[idx], np.full(idx.size, PLY_LIMIT, np.int16),
+                seq_len=seq_len, batch_size=batch_size, prepend_outcome=prepend_outcome, dtype=dtype,
+            )
+            rec.update(
+                n_positions=r.n_move_positions, loss=r.moves_only_loss,
+                perplexity=min(math.exp(min(r.moves_only_loss, 700.0)), LICHESS_PERPLEXITY_CAP),
+                top1=r.moves_only_top1_full_vocab, top5=r.moves_only_top5_full_vocab, legal_rate=r.moves_only_legal_rate,
+            )
+        else:
+            rec.update(n_positions=0, loss=float("nan"), perplexity=float("nan"), top1=float("nan"),
+                       top5=float("nan"), legal_rate=float("nan"))
+        out["bands"][f"elo_{lo}_{hi}"] = rec
+    return out
