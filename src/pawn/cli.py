@@ -224,3 +224,175 @@ def eval_cmd(
                           "dtype": dtype, "variant": variant, "pgn": None if pgn is None else str(pgn), "elo_edges": list(edges),
                           "pgn_games_per_band": pgn_games_per_band, "pgn_min_ply": pgn_min_ply, "wall_s": time.perf_counter() - t0}
     _write_json(json_out, record)
+
+
+@app.command("probe")
+def probe_cmd(
+    checkpoint: Annotated[str, typer.Argument(help="v2 checkpoint directory (a supernet probes every nested variant) or a Hub id.")],
+    games: GamesOpt = 4096,
+    val_games: Annotated[int, typer.Option("--val-games", min=1, help="Validation games (seed + 1).")] = 1024,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Training-corpus seed; validation uses seed + 1, probe init seed + 7.")] = 12345,
+    max_ply: Annotated[Optional[int], typer.Option("--max-ply", min=1, help="Ply cap of the probe games (default: min(context, 256)).")] = None,
+    epochs: Annotated[int, typer.Option("--epochs", min=0, help="Training epochs.")] = 20,
+    lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate.")] = 1e-3,
+    probe: Annotated[Optional[list[str]], typer.Option("--probe", help="Probe to run (repeatable; default all nine).")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw accuracy (R² for regression) by layer to this PNG (needs matplotlib).")] = None,
+    variant: VariantOpt = None,
+    dtype: DtypeOpt = None,
+    prepend_outcome: PrefixOpt = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Train the nine linear probes of the spec on the embedding output and every layer; report the
+    best layer per probe (accuracy, or R² and MAE) and the whole per-layer table in --json."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pawn.evaluate.probes import PROBES, REGRESSION, ProbeConfig, plot_probes, run_probes
+
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise _fail("--plot needs matplotlib: pip install 'pawn[plot]' (or pip install matplotlib)")
+    names = tuple(probe) if probe else tuple(PROBES)
+    bad = sorted(set(names) - set(PROBES))
+    if bad:
+        raise _fail(f"unknown probe(s) {bad}; choose from {', '.join(PROBES)}")
+    models = _load(checkpoint, variant)
+    console = Console()
+    record: dict = {"checkpoint": checkpoint, "models": []}
+    for lm in models:
+        layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
+        cfg = ProbeConfig(n_train_games=games, n_val_games=val_games, max_ply=max_ply, seed=seed, n_epochs=epochs, lr=lr,
+                          prepend_outcome=layout, probes=names, dtype=dtype)
+        res = run_probes(lm.model, cfg, progress=lambda s, n=lm.name: console.print(f"[dim]{n}: {s}[/dim]"))
+        record["models"].append({"name": lm.name, "model_config": lm.config.to_json_dict(), **res})
+        tab = Table(title=f"{lm.name}: linear probes ({games}/{val_games} games, {epochs} epochs, max_ply {res['settings']['max_ply']})")
+        for c in ("Probe", "Best layer", "Best"):
+            tab.add_column(c, justify="right" if c == "Best" else "left")
+        for k, b in res["best"].items():
+            val = f"R² {b['best_accuracy']:.2f} (MAE {b['mae']:.1f})" if k in REGRESSION else f"{100 * b['best_accuracy']:.1f}%"
+            tab.add_row(k, b["layer"], val)
+        console.print(tab)
+        if plot is not None:
+            target = plot if len(models) == 1 else plot.with_name(f"{plot.stem}_{lm.name.replace('/', '_')}{plot.suffix}")
+            plot_probes(res, str(target), title=f"{lm.name} linear probes")
+            typer.echo(f"wrote {target}")
+    _write_json(json_out, record)
+
+
+@app.command("generate")
+def generate_cmd(
+    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Sample games from this checkpoint (v2 directory or Hub id).")] = None,
+    random: Annotated[bool, typer.Option("--random", help="Uniformly random games from the engine instead of a model.")] = False,
+    games: GamesOpt = 64,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Sampling seed (or random-game seed with --random).")] = 0,
+    max_ply: Annotated[Optional[int], typer.Option("--max-ply", min=1, help="Ply cap (default: the model context, 512 with --random).")] = None,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (> 0).")] = 1.0,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Sample only among the k most likely tokens.")] = None,
+    mask_illegal: Annotated[bool, typer.Option("--mask-illegal/--no-mask-illegal", help="Restrict sampling to legal moves.")] = False,
+    outcome: Annotated[Optional[str], typer.Option("--outcome", help="Condition on this outcome token name (e.g. WHITE_CHECKMATES); only for models trained with the outcome prefix.")] = None,
+    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Start every game from these UCI moves (space-separated) or from the first game of a PGN file.")] = None,
+    kv_cache: Annotated[bool, typer.Option("--kv-cache/--no-kv-cache", help="Decode with the KV cache (default) or recompute the full forward each step.")] = True,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Games per batch.")] = 64,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the games to this parquet file (tokens, UCI, SAN, length, termination, outcome).")] = None,
+    pgn_out: Annotated[Optional[Path], typer.Option("--pgn-out", help="Also write the games as PGN.")] = None,
+    diagnostics: Annotated[bool, typer.Option("--diagnostics", help="Run the five outcome-conditioned tests and the edge-case diagnostics.")] = False,
+    edge_positions: Annotated[int, typer.Option("--edge-positions", min=1, help="Positions per edge-case category (spec: 10,000).")] = 10_000,
+    outcome_prefix_trained: PrefixOpt = None,
+    variant: VariantOpt = None,
+    dtype: DtypeOpt = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Generate games from a checkpoint (autoregressive, Gumbel-max sampling, KV cache) or --random
+    games from the engine; report the autoregressive completion (forfeit) rate and where forfeits
+    happen; write parquet (--out) and PGN (--pgn-out)."""
+    import numpy as np
+    from rich.console import Console
+
+    from pawn.evaluate.generation import analyze, autoregressive_generate, games_table, write_games
+    from pawn.vocab import OUTCOME_NAMES, OUTCOME_TOKEN_BASE
+
+    if (checkpoint is None) == (not random):
+        raise _fail("give exactly one of --checkpoint CKPT or --random")
+    if not temperature > 0:
+        raise _fail(f"--temperature must be > 0, got {temperature}")
+    console = Console()
+    record: dict = {"settings": {"checkpoint": checkpoint, "random": random, "games": games, "seed": seed, "max_ply": max_ply,
+                                 "temperature": temperature, "top_k": top_k, "mask_illegal": mask_illegal, "outcome": outcome,
+                                 "prefix": prefix, "kv_cache": kv_cache, "batch_size": batch_size}, "models": []}
+    if random:
+        from pawn.engine import random_games
+
+        g = random_games(games, max_ply or 512, seed)
+        table = games_table(g.tokens, g.lengths, g.termination)
+        write_games(table, out, pgn_out, event="PAWN random games")
+        record["random_games"] = {"n_games": games, "mean_game_length": float(g.lengths.mean()),
+                                  "termination_counts": {str(k): int(v) for k, v in zip(*np.unique(table.column("termination_name").to_numpy(zero_copy_only=False), return_counts=True))}}
+        console.print(f"{games} random games, mean length {g.lengths.mean():.1f} plies")
+        for p in (out, pgn_out):
+            if p is not None:
+                typer.echo(f"wrote {p}")
+        _write_json(json_out, record)
+        return
+    token = None
+    if outcome is not None:
+        if outcome not in OUTCOME_NAMES:
+            raise _fail(f"unknown outcome {outcome!r}; choose from {', '.join(OUTCOME_NAMES)}")
+        token = OUTCOME_TOKEN_BASE + OUTCOME_NAMES.index(outcome)
+    pre_moves = pre_len = None
+    if prefix is not None:
+        from pawn.engine import parse_pgn, uci_to_tokens
+
+        try:
+            if Path(prefix).is_file():
+                pg = parse_pgn(prefix, max_ply=512, min_ply=1)
+                if len(pg) == 0:
+                    raise ValueError(f"no readable game in {prefix}")
+                t1, l1 = pg.tokens[:1], pg.lengths[:1]
+            else:
+                t1, l1 = uci_to_tokens([prefix.split()], 512)
+        except ValueError as e:
+            raise _fail(f"bad --prefix: {e}")
+        pre_moves, pre_len = np.repeat(t1, games, 0), np.repeat(l1, games, 0)
+    models = _load(checkpoint, variant)
+    for lm in models:
+        trained = bool(outcome_prefix_trained if outcome_prefix_trained is not None else (lm.prepend_outcome or False))
+        offset = 0 if token is None else 1
+        T = lm.config.max_seq_len if max_ply is None else min(lm.config.max_seq_len, max_ply + offset)
+        try:
+            res = autoregressive_generate(lm.model, games, outcome_token=token, prefix_moves=pre_moves, prefix_lengths=pre_len,
+                                          max_seq_len=T, temperature=temperature, top_k=top_k, mask_illegal=mask_illegal,
+                                          batch_size=batch_size, seed=seed, use_kv_cache=kv_cache, dtype=dtype)
+        except ValueError as e:
+            raise _fail(str(e))
+        stats = analyze(res, outcome)
+        rec = {"name": lm.name, "model_config": lm.config.to_json_dict(), "generation": stats}
+        console.print(f"[bold]{lm.name}[/bold]: {games} games, mean length {stats['mean_game_length']:.1f}, "
+                      f"forfeit rate {100 * stats['forfeit_rate']:.2f}% ({'masked' if mask_illegal else 'unmasked'}), "
+                      f"AR completion {100 * (1 - stats['forfeit_rate'] - stats['premature_padding_rate']):.2f}%")
+        console.print(f"  outcomes: {stats['outcome_distribution']}")
+        console.print(f"  forfeit plies: {stats['forfeit_plies']}")
+        if out is not None or pgn_out is not None:
+            table = games_table(res.moves, res.game_lengths, res.term_codes, {"forfeit_ply": res.forfeit_ply.tolist()})
+            suffix = "" if len(models) == 1 else "_" + lm.name.replace("/", "_")
+            o = None if out is None else out.with_name(out.stem + suffix + out.suffix)
+            p = None if pgn_out is None else pgn_out.with_name(pgn_out.stem + suffix + pgn_out.suffix)
+            write_games(table, o, p, event=f"PAWN {lm.name}")
+            for f in (o, p):
+                if f is not None:
+                    typer.echo(f"wrote {f}")
+        if diagnostics:
+            from pawn.evaluate.diagnostics import edge_case_diagnostics, run_outcome_tests
+
+            rec["outcome_tests"] = run_outcome_tests(lm.model, outcome_prefix_trained=trained, seed=seed, batch_size=min(batch_size, 32),
+                                                     use_kv_cache=kv_cache, dtype=dtype)
+            for t, r in rec["outcome_tests"].items():
+                if "_skipped" in r:
+                    console.print(f"  {t}: skipped — {r['_skipped']}")
+            rec["edge_cases"] = edge_case_diagnostics(lm.model, n_per_category=edge_positions, prepend_outcome=trained, dtype=dtype)
+            for c, r in rec["edge_cases"].items():
+                what = f"P(PAD) {100 * r['mean_pad_prob']:.1f}%" if r["terminal"] else f"legal {100 * r['mean_legal_rate']:.1f}%"
+                console.print(f"  edge {c}: {what} over {r['n_positions']} positions")
+        record["models"].append(rec)
+    _write_json(json_out, record)
