@@ -132,6 +132,334 @@ def _register_pretrain() -> None:
 
 _register_pretrain()
 
+# ============================================================================ eval / probe / generate
+PUBLISHED_VAL_SEED = 2**63 - 1
+"""Seed of the published 2,048-game validation set (spec eval §1.1)."""
+
+GamesOpt = Annotated[int, typer.Option("--games", min=1, help="Number of games.")]
+JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write every figure and the exact settings to this JSON file.")]
+VariantOpt = Annotated[Optional[str], typer.Option("--variant", help="For a supernet checkpoint: evaluate only this nested variant (default: all).")]
+DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Compute dtype (float32, bfloat16). Default: float32 on CPU, bfloat16 on accelerators.")]
+PrefixOpt = Annotated[
+    Optional[bool],
+    typer.Option("--prepend-outcome/--pure-moves", help="Sequence layout. Default: what the checkpoint records, else pure moves (the published models)."),
+]
+
+
+def _json_safe(obj):
+    """Replace NaN/±Inf by None recursively (JSON has no NaN)."""
+    import math
+
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def _write_json(path: Optional[Path], data: dict) -> None:
+    if path is None:
+        return
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_json_safe(data), indent=2) + "\n", encoding="utf-8")
+    typer.echo(f"wrote {path}")
+
+
+def _load(checkpoint: str, variant: Optional[str]):
+    """Load models for a command; every loading problem becomes a one-line error."""
+    from pawn.checkpoint import CheckpointError
+    from pawn.convert import ConversionError
+    from pawn.evaluate.loading import load_models
+
+    try:
+        return load_models(checkpoint, variant)
+    except (CheckpointError, ConversionError, FileNotFoundError, ValueError) as e:
+        raise _fail(str(e))
+
+
+def _pct(x) -> str:
+    return "—" if x is None or x != x else f"{100 * x:.4f}%"
+
+
+@app.command("eval")
+def eval_cmd(
+    checkpoint: Annotated[str, typer.Argument(help="v2 checkpoint directory (a supernet evaluates every nested variant) or a Hub id (converted on the fly).")],
+    games: GamesOpt = 2048,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**64 - 1, help="Random-game seed; default is the published validation seed 2^63 − 1.")] = PUBLISHED_VAL_SEED,
+    max_ply: Annotated[int, typer.Option("--max-ply", min=1, help="Ply cap of the random games; the sequence length is max_ply (+1 with the outcome prefix), capped at the model context.")] = 512,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Games per model call; also the batch of the published per-batch means (256 in the published runs).")] = 256,
+    late_ply: Annotated[Optional[int], typer.Option("--late-ply", help="First sequence position of the late-game legal rate (default: sequence length // 2 = 256).")] = None,
+    pgn: Annotated[Optional[Path], typer.Option("--pgn", help="Also evaluate on Lichess games from this PGN file, by Elo band.")] = None,
+    elo_edges: Annotated[str, typer.Option("--elo-edges", help="Comma-separated Elo band edges for --pgn (average of both players).")] = "600,1000,1400,1800,2200",
+    pgn_games_per_band: Annotated[int, typer.Option("--pgn-games-per-band", min=1, help="At most this many games per Elo band.")] = 1000,
+    pgn_min_ply: Annotated[int, typer.Option("--pgn-min-ply", min=0, help="Skip PGN games shorter than this.")] = 10,
+    variant: VariantOpt = None,
+    dtype: DtypeOpt = None,
+    prepend_outcome: PrefixOpt = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Move accuracy, legality, game completion and the accuracy ceiling on random games.
+
+    Reports both conventions of the spec: published (v1 val: terminal PAD slot included, argmax
+    over all 1,980 tokens, mean of per-batch means) and moves-only (terminal slot excluded, argmax
+    over the 1,968 actions, position-weighted). With --pgn, top-1/top-5/legal rate on human moves
+    by Elo band.
+    """
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from pawn.engine import random_games
+    from pawn.evaluate.accuracy import evaluate_games, evaluate_pgn
+
+    try:
+        edges = tuple(int(x) for x in elo_edges.split(","))
+    except ValueError:
+        raise _fail(f"--elo-edges must be comma-separated integers, got {elo_edges!r}")
+    if pgn is not None and not pgn.is_file():
+        raise _fail(f"PGN file not found: {pgn}")
+    models = _load(checkpoint, variant)
+    console = Console()
+    record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
+    t0 = time.perf_counter()
+    game_cache: dict[int, object] = {}
+    for lm in models:
+        layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
+        seq_len = min(lm.config.max_seq_len, max_ply + int(layout))
+        if max_ply not in game_cache:
+            game_cache[max_ply] = random_games(games, max_ply, seed)
+        g = game_cache[max_ply]
+        t = time.perf_counter()
+        try:
+            rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=batch_size,
+                                 prepend_outcome=layout, dtype=dtype, late_ply=late_ply)
+            lichess = None
+            if pgn is not None:
+                lichess = evaluate_pgn(lm.model, str(pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=pgn_games_per_band,
+                                       min_ply=pgn_min_ply, prepend_outcome=layout, batch_size=min(batch_size, 64), dtype=dtype)
+        except ValueError as e:
+            raise _fail(str(e))
+        wall = time.perf_counter() - t
+        d = rep.to_dict()
+        d["settings"].update(games=games, seed=seed, max_ply=max_ply)
+        rec = {"name": lm.name, "model_config": lm.config.to_json_dict(), "prepend_outcome": layout,
+               "random_games": d, "eval_wall_s": wall}
+        if lichess is not None:
+            rec["lichess"] = lichess
+        record["models"].append(rec)
+
+        tab = Table(title=f"{lm.name}: {games} random games, seed {seed}, max_ply {max_ply}, seq_len {seq_len}"
+                    f"{' (outcome prefix)' if layout else ''}")
+        tab.add_column("Metric")
+        tab.add_column("Published (v1)", justify="right")
+        tab.add_column("Moves-only", justify="right")
+        tab.add_row("Loss (nats)", f"{rep.loss:.4f}", f"{rep.moves_only_loss:.4f}")
+        tab.add_row("Perplexity", f"{rep.perplexity:.2f}", "")
+        tab.add_row("Top-1", _pct(rep.top1), _pct(rep.moves_only_top1))
+        tab.add_row("Top-5", _pct(rep.top5), _pct(rep.moves_only_top5))
+        tab.add_row("Top-1 / ceiling", _pct(rep.top1_over_ceiling), _pct(rep.moves_only_top1_over_ceiling))
+        tab.add_row("Ceiling E[1/N_legal]", _pct(rep.ceiling), _pct(rep.ceiling_moves_only))
+        tab.add_row("Legal move rate", _pct(rep.legal_rate), _pct(rep.moves_only_legal_rate))
+        tab.add_row(f"Late legal rate (pos ≥ {rep.late_ply})", _pct(rep.late_legal_rate), "")
+        tab.add_row("Illegal prediction rate", _pct(rep.illegal_pred_rate), "")
+        tab.add_row("Illegal probability mass", _pct(rep.illegal_prob_mass), "")
+        tab.add_row("Game completion (teacher-forced)", _pct(rep.completion_rate), "")
+        tab.add_row("Avg plies completed", f"{rep.avg_plies_completed:.1f}", "")
+        tab.add_row("Avg % of game completed", _pct(rep.avg_pct_completion), "")
+        tab.add_row("Forfeit ply min / median / max", f"{rep.min_forfeit_ply} / {rep.median_forfeit_ply} / {rep.max_forfeit_ply}", "")
+        tab.add_row("Positions", f"{rep.n_positions}", f"{rep.n_move_positions}")
+        console.print(tab)
+        if lichess is not None:
+            lt = Table(title=f"{lm.name}: Lichess {pgn.name} (parsed {lichess['parser'].get('kept', 0)} of "
+                       f"{lichess['parser'].get('read', 0)}, {lichess['n_out_of_band']} outside the bands)")
+            for c in ("Elo band", "Games", "Positions", "Loss", "Top-1", "Top-5", "Legal rate"):
+                lt.add_column(c, justify="right")
+            for key, b in lichess["bands"].items():
+                lt.add_row(key, str(b["n_games"]), str(b["n_positions"]), f"{b['loss']:.4f}", _pct(b["top1"]),
+                           _pct(b["top5"]), _pct(b["legal_rate"]))
+            console.print(lt)
+    record["settings"] = {"games": games, "seed": seed, "max_ply": max_ply, "batch_size": batch_size, "late_ply": late_ply,
+                          "dtype": dtype, "variant": variant, "pgn": None if pgn is None else str(pgn), "elo_edges": list(edges),
+                          "pgn_games_per_band": pgn_games_per_band, "pgn_min_ply": pgn_min_ply, "wall_s": time.perf_counter() - t0}
+    _write_json(json_out, record)
+
+
+@app.command("probe")
+def probe_cmd(
+    checkpoint: Annotated[str, typer.Argument(help="v2 checkpoint directory (a supernet probes every nested variant) or a Hub id.")],
+    games: GamesOpt = 4096,
+    val_games: Annotated[int, typer.Option("--val-games", min=1, help="Validation games (seed + 1).")] = 1024,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Training-corpus seed; validation uses seed + 1, probe init seed + 7.")] = 12345,
+    max_ply: Annotated[Optional[int], typer.Option("--max-ply", min=1, help="Ply cap of the probe games (default: min(context, 256)).")] = None,
+    epochs: Annotated[int, typer.Option("--epochs", min=0, help="Training epochs.")] = 20,
+    lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate.")] = 1e-3,
+    probe: Annotated[Optional[list[str]], typer.Option("--probe", help="Probe to run (repeatable; default all nine).")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw accuracy (R² for regression) by layer to this PNG (needs matplotlib).")] = None,
+    variant: VariantOpt = None,
+    dtype: DtypeOpt = None,
+    prepend_outcome: PrefixOpt = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Train the nine linear probes of the spec on the embedding output and every layer; report the
+    best layer per probe (accuracy, or R² and MAE) and the whole per-layer table in --json."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pawn.evaluate.probes import PROBES, REGRESSION, ProbeConfig, plot_probes, run_probes
+
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise _fail("--plot needs matplotlib: pip install 'pawn[plot]' (or pip install matplotlib)")
+    names = tuple(probe) if probe else tuple(PROBES)
+    bad = sorted(set(names) - set(PROBES))
+    if bad:
+        raise _fail(f"unknown probe(s) {bad}; choose from {', '.join(PROBES)}")
+    models = _load(checkpoint, variant)
+    console = Console()
+    record: dict = {"checkpoint": checkpoint, "models": []}
+    for lm in models:
+        layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
+        cfg = ProbeConfig(n_train_games=games, n_val_games=val_games, max_ply=max_ply, seed=seed, n_epochs=epochs, lr=lr,
+                          prepend_outcome=layout, probes=names, dtype=dtype)
+        res = run_probes(lm.model, cfg, progress=lambda s, n=lm.name: console.print(f"[dim]{n}: {s}[/dim]"))
+        record["models"].append({"name": lm.name, "model_config": lm.config.to_json_dict(), **res})
+        tab = Table(title=f"{lm.name}: linear probes ({games}/{val_games} games, {epochs} epochs, max_ply {res['settings']['max_ply']})")
+        for c in ("Probe", "Best layer", "Best"):
+            tab.add_column(c, justify="right" if c == "Best" else "left")
+        for k, b in res["best"].items():
+            val = f"R² {b['best_accuracy']:.2f} (MAE {b['mae']:.1f})" if k in REGRESSION else f"{100 * b['best_accuracy']:.1f}%"
+            tab.add_row(k, b["layer"], val)
+        console.print(tab)
+        if plot is not None:
+            target = plot if len(models) == 1 else plot.with_name(f"{plot.stem}_{lm.name.replace('/', '_')}{plot.suffix}")
+            plot_probes(res, str(target), title=f"{lm.name} linear probes")
+            typer.echo(f"wrote {target}")
+    _write_json(json_out, record)
+
+
+@app.command("generate")
+def generate_cmd(
+    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Sample games from this checkpoint (v2 directory or Hub id).")] = None,
+    random: Annotated[bool, typer.Option("--random", help="Uniformly random games from the engine instead of a model.")] = False,
+    games: GamesOpt = 64,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Sampling seed (or random-game seed with --random).")] = 0,
+    max_ply: Annotated[Optional[int], typer.Option("--max-ply", min=1, help="Ply cap (default: the model context, 512 with --random).")] = None,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (> 0).")] = 1.0,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Sample only among the k most likely tokens.")] = None,
+    mask_illegal: Annotated[bool, typer.Option("--mask-illegal/--no-mask-illegal", help="Restrict sampling to legal moves.")] = False,
+    outcome: Annotated[Optional[str], typer.Option("--outcome", help="Condition on this outcome token name (e.g. WHITE_CHECKMATES); only for models trained with the outcome prefix.")] = None,
+    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Start every game from these UCI moves (space-separated) or from the first game of a PGN file.")] = None,
+    kv_cache: Annotated[bool, typer.Option("--kv-cache/--no-kv-cache", help="Decode with the KV cache (default) or recompute the full forward each step.")] = True,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Games per batch.")] = 64,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the games to this parquet file (tokens, UCI, SAN, length, termination, outcome).")] = None,
+    pgn_out: Annotated[Optional[Path], typer.Option("--pgn-out", help="Also write the games as PGN.")] = None,
+    diagnostics: Annotated[bool, typer.Option("--diagnostics", help="Run the five outcome-conditioned tests and the edge-case diagnostics.")] = False,
+    edge_positions: Annotated[int, typer.Option("--edge-positions", min=1, help="Positions per edge-case category (spec: 10,000).")] = 10_000,
+    outcome_prefix_trained: PrefixOpt = None,
+    variant: VariantOpt = None,
+    dtype: DtypeOpt = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Generate games from a checkpoint (autoregressive, Gumbel-max sampling, KV cache) or --random
+    games from the engine; report the autoregressive completion (forfeit) rate and where forfeits
+    happen; write parquet (--out) and PGN (--pgn-out)."""
+    import numpy as np
+    from rich.console import Console
+
+    from pawn.evaluate.generation import analyze, autoregressive_generate, games_table, write_games
+    from pawn.vocab import OUTCOME_NAMES, OUTCOME_TOKEN_BASE
+
+    if (checkpoint is None) == (not random):
+        raise _fail("give exactly one of --checkpoint CKPT or --random")
+    if not temperature > 0:
+        raise _fail(f"--temperature must be > 0, got {temperature}")
+    console = Console()
+    record: dict = {"settings": {"checkpoint": checkpoint, "random": random, "games": games, "seed": seed, "max_ply": max_ply,
+                                 "temperature": temperature, "top_k": top_k, "mask_illegal": mask_illegal, "outcome": outcome,
+                                 "prefix": prefix, "kv_cache": kv_cache, "batch_size": batch_size}, "models": []}
+    if random:
+        from pawn.engine import random_games
+
+        g = random_games(games, max_ply or 512, seed)
+        table = games_table(g.tokens, g.lengths, g.termination)
+        write_games(table, out, pgn_out, event="PAWN random games")
+        record["random_games"] = {"n_games": games, "mean_game_length": float(g.lengths.mean()),
+                                  "termination_counts": {str(k): int(v) for k, v in zip(*np.unique(table.column("termination_name").to_numpy(zero_copy_only=False), return_counts=True))}}
+        console.print(f"{games} random games, mean length {g.lengths.mean():.1f} plies")
+        for p in (out, pgn_out):
+            if p is not None:
+                typer.echo(f"wrote {p}")
+        _write_json(json_out, record)
+        return
+    token = None
+    if outcome is not None:
+        if outcome not in OUTCOME_NAMES:
+            raise _fail(f"unknown outcome {outcome!r}; choose from {', '.join(OUTCOME_NAMES)}")
+        token = OUTCOME_TOKEN_BASE + OUTCOME_NAMES.index(outcome)
+    pre_moves = pre_len = None
+    if prefix is not None:
+        from pawn.engine import parse_pgn, uci_to_tokens
+
+        try:
+            if Path(prefix).is_file():
+                pg = parse_pgn(prefix, max_ply=512, min_ply=1)
+                if len(pg) == 0:
+                    raise ValueError(f"no readable game in {prefix}")
+                t1, l1 = pg.tokens[:1], pg.lengths[:1]
+            else:
+                t1, l1 = uci_to_tokens([prefix.split()], 512)
+        except ValueError as e:
+            raise _fail(f"bad --prefix: {e}")
+        pre_moves, pre_len = np.repeat(t1, games, 0), np.repeat(l1, games, 0)
+    models = _load(checkpoint, variant)
+    for lm in models:
+        trained = bool(outcome_prefix_trained if outcome_prefix_trained is not None else (lm.prepend_outcome or False))
+        offset = 0 if token is None else 1
+        T = lm.config.max_seq_len if max_ply is None else min(lm.config.max_seq_len, max_ply + offset)
+        try:
+            res = autoregressive_generate(lm.model, games, outcome_token=token, prefix_moves=pre_moves, prefix_lengths=pre_len,
+                                          max_seq_len=T, temperature=temperature, top_k=top_k, mask_illegal=mask_illegal,
+                                          batch_size=batch_size, seed=seed, use_kv_cache=kv_cache, dtype=dtype)
+        except ValueError as e:
+            raise _fail(str(e))
+        stats = analyze(res, outcome)
+        rec = {"name": lm.name, "model_config": lm.config.to_json_dict(), "generation": stats}
+        console.print(f"[bold]{lm.name}[/bold]: {games} games, mean length {stats['mean_game_length']:.1f}, "
+                      f"forfeit rate {100 * stats['forfeit_rate']:.2f}% ({'masked' if mask_illegal else 'unmasked'}), "
+                      f"AR completion {100 * (1 - stats['forfeit_rate'] - stats['premature_padding_rate']):.2f}%")
+        console.print(f"  outcomes: {stats['outcome_distribution']}")
+        console.print(f"  forfeit plies: {stats['forfeit_plies']}")
+        if out is not None or pgn_out is not None:
+            table = games_table(res.moves, res.game_lengths, res.term_codes, {"forfeit_ply": res.forfeit_ply.tolist()})
+            suffix = "" if len(models) == 1 else "_" + lm.name.replace("/", "_")
+            o = None if out is None else out.with_name(out.stem + suffix + out.suffix)
+            p = None if pgn_out is None else pgn_out.with_name(pgn_out.stem + suffix + pgn_out.suffix)
+            write_games(table, o, p, event=f"PAWN {lm.name}")
+            for f in (o, p):
+                if f is not None:
+                    typer.echo(f"wrote {f}")
+        if diagnostics:
+            from pawn.evaluate.diagnostics import edge_case_diagnostics, run_outcome_tests
+
+            rec["outcome_tests"] = run_outcome_tests(lm.model, outcome_prefix_trained=trained, seed=seed, batch_size=min(batch_size, 32),
+                                                     use_kv_cache=kv_cache, dtype=dtype)
+            for t, r in rec["outcome_tests"].items():
+                if "_skipped" in r:
+                    console.print(f"  {t}: skipped — {r['_skipped']}")
+            rec["edge_cases"] = edge_case_diagnostics(lm.model, n_per_category=edge_positions, prepend_outcome=trained, dtype=dtype)
+            for c, r in rec["edge_cases"].items():
+                what = f"P(PAD) {100 * r['mean_pad_prob']:.1f}%" if r["terminal"] else f"legal {100 * r['mean_legal_rate']:.1f}%"
+                console.print(f"  edge {c}: {what} over {r['n_positions']} positions")
+        record["models"].append(rec)
+    _write_json(json_out, record)
+
 
 if __name__ == "__main__":
     app()

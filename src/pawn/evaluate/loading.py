@@ -1,0 +1,81 @@
+"""Load the model(s) a command evaluates: a v2 checkpoint, every nested variant of a supernet
+checkpoint, or a Hub id converted on the fly (spec ``model-and-checkpoints.md`` §3.5, §5, §6)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pawn.config import SUPERNETS, ModelConfig
+
+
+@dataclass
+class LoadedModel:
+    """One model to evaluate.
+
+    Attributes:
+        name: ``"<supernet>/<variant>"`` for a nested variant, else the config's shape name.
+        model: the :class:`pawn.model.PAWNModel`.
+        config: its :class:`ModelConfig`.
+        prepend_outcome: the layout it was trained with, when the checkpoint records it
+            (``run_config["prepend_outcome"]``), else None (unknown; published models are
+            pure-moves).
+        source: the path or Hub id given.
+    """
+
+    name: str
+    model: Any
+    config: ModelConfig
+    prepend_outcome: Optional[bool]
+    source: str
+
+
+def _supernet_of(config: ModelConfig, run_config: Optional[dict]) -> Optional[str]:
+    """Supernet name recorded in the run config, else the supernet whose config equals ``config``."""
+    if run_config:
+        if run_config.get("variant"):
+            return None
+        name = run_config.get("supernet")
+        if name in SUPERNETS:
+            return name
+    for name, (sup, _) in SUPERNETS.items():
+        if sup == config:
+            return name
+    return None
+
+
+def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> list[LoadedModel]:
+    """Models to evaluate from ``source``.
+
+    A supernet checkpoint (its run config names a supernet, or its config equals one of
+    :data:`pawn.config.SUPERNETS`) yields every nested variant (``small``, ``base``, ``large``),
+    or only ``variant``; any other checkpoint yields itself.
+
+    Raises:
+        FileNotFoundError, pawn.checkpoint.CheckpointError, pawn.convert.ConversionError: from
+            loading; ValueError: ``variant`` given for a checkpoint that is not a supernet, or
+            not one of its variants.
+    """
+    from pawn.checkpoint import is_hub_id, load_checkpoint, load_model
+    from pawn.model import PAWNModel, sliced
+
+    src = str(source)
+    run_config: Optional[dict] = None
+    if is_hub_id(src):
+        model, config = load_model(src)
+    else:
+        ckpt = load_checkpoint(src)
+        model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
+    layout = run_config.get("prepend_outcome") if run_config else None
+    layout = None if layout is None else bool(layout)
+    sup = _supernet_of(config, run_config)
+    if sup is None:
+        if variant is not None:
+            raise ValueError(f"{src} is not a supernet checkpoint; --variant {variant} does not apply")
+        return [LoadedModel(config.name, model, config, layout, src)]
+    variants = SUPERNETS[sup][1]
+    if variant is not None and variant not in variants:
+        raise ValueError(f"variant {variant!r} is not one of supernet {sup!r}'s variants {sorted(variants)}")
+    names = [variant] if variant is not None else list(variants)
+    return [LoadedModel(f"{sup}/{v}", sliced(model, variants[v]), variants[v], layout, src) for v in names]

@@ -1,0 +1,219 @@
+"""Teacher-forced evaluation (spec eval-probe-generate-sweep-bench.md §1, §4.1, §5) against
+hand-built models whose right answers are known, and the ``pawn eval`` command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pawn.checkpoint import save_checkpoint
+from pawn.cli import app
+from pawn.config import TOY
+from pawn.data.packing import pack_games
+from pawn.engine import legal_move_counts, random_games
+from pawn.evaluate.accuracy import aligned_legal, elo_bands, evaluate_games, evaluate_pgn, lower_median
+from pawn.model import PAWNModel
+from pawn.vocab import NUM_ACTIONS, PAD_TOKEN, VOCAB_SIZE
+
+
+class HostModel:
+    """A model with PAWNModel's call signature whose logits a NumPy function computes from the
+    input tokens on the host (``jax.pure_callback``)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, tokens, attn_mask, dtype=None):
+        shape = jax.ShapeDtypeStruct(tokens.shape + (VOCAB_SIZE,), jnp.float32)
+        return jax.pure_callback(lambda t: self.fn(np.asarray(t)).astype(np.float32), shape, tokens)
+
+
+def _moves_of(ids: np.ndarray, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Recover (tokens int16 [B, T − offset], lengths int16 [B]) from packed input ids."""
+    moves = ids[:, offset:]
+    lens = (moves < NUM_ACTIONS).sum(axis=1)
+    return np.where(moves < NUM_ACTIONS, moves, PAD_TOKEN).astype(np.int16), lens.astype(np.int16)
+
+
+def legal_uniform(offset: int = 0, bad_position=None):
+    """"Perfect" model: logit 0 on every legal target of each position, −1e9 elsewhere.
+    ``bad_position(lengths) -> int [B]`` optionally names a position per row where PAD (never a
+    legal move there) gets logit +10 instead."""
+
+    def fn(ids):
+        tok, lens = _moves_of(ids, offset)
+        legal, _ = aligned_legal(tok, lens, ids.shape[1], offset == 1)
+        logits = np.where(legal, 0.0, -1e9)
+        if bad_position is not None:
+            p = bad_position(lens.astype(np.int64))
+            rows = np.nonzero(p >= 0)[0]
+            logits[rows, p[rows], PAD_TOKEN] = 10.0
+        return logits
+
+    return HostModel(fn)
+
+
+UNIFORM = HostModel(lambda ids: np.zeros(ids.shape + (VOCAB_SIZE,)))
+
+
+@pytest.fixture(scope="module")
+def games():
+    return random_games(96, 48, seed=5)
+
+
+def test_perfect_model_has_legal_rate_one_and_completes_every_game(games):
+    r = evaluate_games(legal_uniform(), games.tokens, games.lengths, games.outcome, seq_len=48, batch_size=32)
+    assert r.legal_rate == 1.0 and r.late_legal_rate == 1.0 and r.moves_only_legal_rate == 1.0
+    assert r.completion_rate == 1.0 and r.avg_pct_completion == 1.0 and r.n_forfeits == 0
+    assert r.avg_plies_completed == pytest.approx(games.lengths.astype(float).mean())
+    assert r.illegal_pred_rate == 0.0 and r.illegal_prob_mass < 1e-6
+    assert r.min_forfeit_ply == r.median_forfeit_ply == r.max_forfeit_ply == 0
+
+
+def test_perfect_model_loss_is_mean_log_legal_count(games):
+    r = evaluate_games(legal_uniform(), games.tokens, games.lengths, games.outcome, seq_len=48, batch_size=96)
+    counts = legal_move_counts(games.tokens, games.lengths).astype(np.float64)
+    # Position p predicts ply p + 1, for p + 1 < length.
+    valid = (np.arange(1, 48)[None, :] < games.lengths[:, None])
+    expected = np.log(counts[:, 1:][valid]).mean()
+    assert r.moves_only_loss == pytest.approx(expected, rel=1e-5)
+    # One batch: the published loss adds one zero-loss terminal slot per game (PAD is certain).
+    assert r.loss == pytest.approx(expected * valid.sum() / (valid.sum() + len(games)), rel=1e-5)
+    assert r.top1 > r.moves_only_top1
+
+
+def test_legal_uniform_top1_equals_ceiling_within_sampling_error():
+    g = random_games(256, 64, seed=11)
+    r = evaluate_games(legal_uniform(), g.tokens, g.lengths, g.outcome, seq_len=64, batch_size=128)
+    se = math.sqrt(r.ceiling_moves_only * (1 - r.ceiling_moves_only) / r.n_move_positions)
+    assert abs(r.moves_only_top1 - r.ceiling_moves_only) < 4 * se
+    assert r.moves_only_top1_over_ceiling == pytest.approx(1.0, abs=8 * se / r.ceiling_moves_only)
+    assert 0.03 < r.ceiling < 0.08
+
+
+def test_uniform_model_loss_is_log_vocab_and_illegal_mass_is_exact(games):
+    r = evaluate_games(UNIFORM, games.tokens, games.lengths, games.outcome, seq_len=48, batch_size=40)
+    assert r.loss == pytest.approx(math.log(VOCAB_SIZE), rel=1e-6)
+    assert r.moves_only_loss == pytest.approx(math.log(VOCAB_SIZE), rel=1e-6)
+    counts = legal_move_counts(games.tokens, games.lengths).astype(np.float64)
+    valid = np.arange(1, 48)[None, :] < games.lengths[:, None]
+    n_legal = np.concatenate([counts[:, 1:][valid], np.ones(len(games))])  # terminal slot: {PAD}
+    assert r.illegal_prob_mass == pytest.approx(np.mean(1 - n_legal / VOCAB_SIZE), rel=1e-5)
+    # argmax of equal logits is token 0 (a1b1); published top-1 is the mean of per-batch means.
+    batch_top1 = []
+    for s in range(0, len(games), 40):
+        p = pack_games(games.tokens[s:s + 40], games.lengths[s:s + 40], games.outcome[s:s + 40], 48)
+        batch_top1.append((p["targets"][p["loss_mask"]] == 0).mean())
+    assert r.top1 == pytest.approx(np.mean(batch_top1))
+    assert r.n_batches == 3
+
+
+def test_forfeit_statistics_follow_first_illegal_position(games):
+    bad = legal_uniform(bad_position=lambda lens: np.where(lens > 20, 7 + (lens % 3), -1))
+    r = evaluate_games(bad, games.tokens, games.lengths, games.outcome, seq_len=48, batch_size=32)
+    lens = games.lengths.astype(np.int64)
+    first = np.where(lens > 20, 7 + lens % 3, -1)
+    forfeit = first >= 0
+    assert r.n_forfeits == forfeit.sum()
+    assert r.completion_rate == pytest.approx(1 - forfeit.mean())
+    assert r.avg_plies_completed == pytest.approx(np.where(forfeit, first, lens).mean())
+    assert r.avg_pct_completion == pytest.approx(np.where(forfeit, first / lens, 1.0).mean())
+    assert (r.min_forfeit_ply, r.max_forfeit_ply) == (first[forfeit].min(), first[forfeit].max())
+    assert r.median_forfeit_ply == lower_median(first[forfeit])
+
+
+def test_lower_median_takes_the_lower_middle_value():
+    assert lower_median(np.array([5, 1, 9, 3])) == 3
+    assert lower_median(np.array([4])) == 4
+    assert lower_median(np.array([], np.int64)) == 0
+
+
+def test_outcome_prefix_layout_aligns_legal_sets_with_positions(games):
+    r = evaluate_games(legal_uniform(offset=1), games.tokens, games.lengths, games.outcome,
+                       seq_len=49, batch_size=48, prepend_outcome=True)
+    assert r.legal_rate == 1.0 and r.completion_rate == 1.0 and r.illegal_prob_mass < 1e-6
+    # With the prefix, ply 0 is a target: moves-only positions are exactly the ceiling's plies.
+    assert r.n_move_positions == r.n_ceiling_positions == int(games.lengths.sum())
+    assert r.ceiling_moves_only == pytest.approx(r.ceiling)
+
+
+def test_games_longer_than_the_context_are_cut_and_end_with_pad():
+    g = random_games(12, 80, seed=3)
+    r = evaluate_games(legal_uniform(), g.tokens, g.lengths, g.outcome, seq_len=32, batch_size=12)
+    assert r.completion_rate == 1.0
+    assert r.n_positions == int(np.minimum(g.lengths, 32).sum())
+
+
+def test_moves_only_metrics_do_not_depend_on_batch_size():
+    g = random_games(20, 40, seed=9)
+    m = PAWNModel(TOY, jax.random.PRNGKey(0))
+    a = evaluate_games(m, g.tokens, g.lengths, g.outcome, seq_len=40, batch_size=7)
+    b = evaluate_games(m, g.tokens, g.lengths, g.outcome, seq_len=40, batch_size=20)
+    assert a.moves_only_top1 == b.moves_only_top1 and a.completion_rate == b.completion_rate
+    assert a.moves_only_loss == pytest.approx(b.moves_only_loss, rel=1e-5)
+    assert a.n_batches == 3 and b.n_batches == 1
+
+
+def test_report_dict_labels_both_conventions(games):
+    r = evaluate_games(UNIFORM, games.tokens[:8], games.lengths[:8], games.outcome[:8], seq_len=48, batch_size=8)
+    d = r.to_dict()
+    for key in ("published/loss", "published/top1", "published/top5", "published/perplexity",
+                "published/legal_rate", "published/late_legal_rate", "published/completion_rate",
+                "published/avg_plies_completed", "published/avg_pct_completion", "published/median_forfeit_ply",
+                "published/illegal_prob_mass", "published/top1_over_ceiling", "moves_only/top1",
+                "moves_only/top5", "moves_only/top1_over_ceiling", "ceiling/e_inv_n_legal", "counts/n_games"):
+        assert key in d, key
+    assert d["settings"]["seq_len"] == 48
+    json.dumps(d)
+
+
+def test_elo_bands_use_the_average_and_default_missing_to_1500():
+    w = np.array([700, 0, 2500, 1000], np.uint16)
+    b = np.array([900, 1300, 2500, 999], np.uint16)
+    assert elo_bands(w, b, (600, 1000, 1400, 1800, 2200)).tolist() == [0, 2, -1, 0]  # (1500 + 1300) / 2 = 1400
+
+
+def test_pgn_eval_stratifies_shared_lichess_games_by_elo(lichess_pgns):
+    pgn = next(p for p in lichess_pgns if "first32" in p.name)
+    m = PAWNModel(TOY, jax.random.PRNGKey(1))
+    out = evaluate_pgn(m, str(pgn), seq_len=64, elo_edges=(0, 1500, 3000), batch_size=16)
+    assert out["parser"]["read"] == 32
+    scored = sum(b["n_games"] for b in out["bands"].values())
+    assert scored + out["n_out_of_band"] == out["parser"]["kept"]
+    assert out["parser"]["kept"] + sum(v for k, v in out["parser"].items() if k not in ("read", "kept")) == 32
+    for b in out["bands"].values():
+        if b["n_games"]:
+            assert 0 <= b["top1"] <= b["top5"] <= 1 and 0 <= b["legal_rate"] <= 1 and b["n_positions"] > 0
+
+
+@pytest.fixture(scope="module")
+def toy_checkpoint(tmp_path_factory):
+    m = PAWNModel(TOY, jax.random.PRNGKey(2))
+    return save_checkpoint(tmp_path_factory.mktemp("ckpt") / "toy", m.params(), TOY)
+
+
+def test_eval_command_writes_every_figure_and_the_settings(toy_checkpoint, tmp_path, lichess_pgns):
+    out = tmp_path / "eval.json"
+    pgn = next(p for p in lichess_pgns if "first32" in p.name)
+    res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--games", "6", "--max-ply", "24", "--seed", "3",
+                                   "--batch-size", "4", "--json", str(out), "--pgn", str(pgn), "--elo-edges", "0,1500,3000"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    (model_rec,) = data["models"]
+    assert model_rec["random_games"]["counts/n_games"] == 6
+    assert "published/top1" in model_rec["random_games"] and "moves_only/top1" in model_rec["random_games"]
+    assert set(model_rec["lichess"]["bands"]) == {"elo_0_1500", "elo_1500_3000"}
+    assert data["settings"]["games"] == 6 and data["settings"]["seed"] == 3 and data["settings"]["max_ply"] == 24
+    assert "Top-1" in res.output
+
+
+def test_eval_command_reports_a_missing_checkpoint_in_one_line(tmp_path):
+    res = CliRunner().invoke(app, ["eval", str(tmp_path / "nope")])
+    assert res.exit_code == 1
+    assert "error:" in res.output and "Traceback" not in res.output
