@@ -161,3 +161,14 @@ def test_four_devices_give_the_same_losses_as_one(tmp_path):
     np.testing.assert_allclose(results[4], results[1], rtol=1e-5)
     cfg4 = json.loads((tmp_path / "d4" / "metrics.jsonl").read_text().splitlines()[0])
     assert cfg4["devices"] == 4
+
+
+def test_validation_records_carry_per_variant_v1_metrics(tmp_path):
+    res = run_pretrain(cfg(tmp_path, total_steps=4, val_every=4, checkpoint_every=4, val_games=12),
+                       progress=False, install_signal_handlers=False)
+    val = [r for r in read_metrics(res.run_dir / "metrics.jsonl") if r["type"] == "val"]
+    assert len(val) == 1 and val[0]["step"] == 4
+    for key in ("loss", "accuracy", "top5_accuracy", "legal_move_rate", "late_legal_move_rate", "game_completion_rate"):
+        assert f"val/{key}_d64_L2_F256" in val[0], key
+    assert 0.0 <= val[0]["val/legal_move_rate_d64_L2_F256"] <= 1.0
+    assert 6.0 < val[0]["val/loss_d64_L2_F256"] < 9.0  # near ln(1980) = 7.59 for a barely trained toy

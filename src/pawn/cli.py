@@ -98,8 +98,18 @@ def _pretrain(config: Optional[Path] = None, **fields) -> None:
         return
     typer.echo(f"finished {res.step} steps; run directory {res.run_dir}")
     if res.last_val:
-        vals = {k: v for k, v in res.last_val.items() if k.startswith("val/")}
-        typer.echo("validation: " + ", ".join(f"{k[4:]}={v:.4f}" for k, v in sorted(vals.items()) if isinstance(v, float)))
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"validation at step {res.last_val['step']}")
+        cols = ("loss", "accuracy", "top5_accuracy", "legal_move_rate", "game_completion_rate")
+        table.add_column("model")
+        for c in ("loss", "top-1", "top-5", "legal rate", "completion"):
+            table.add_column(c, justify="right")
+        names = sorted({k.rsplit("_", 3)[-3] + "_" + "_".join(k.rsplit("_", 3)[-2:]) for k in res.last_val if k.startswith("val/loss_")})
+        for n in names:
+            table.add_row(n, *(f"{res.last_val.get(f'val/{c}_{n}', float('nan')):.4f}" for c in cols))
+        Console().print(table)
     typer.echo(f"checkpoint: {res.checkpoint}")
     for name, p in res.variant_checkpoints.items():
         typer.echo(f"variant {name}: {p}")

@@ -52,6 +52,15 @@ class TrainingError(Exception):
     """A run that cannot start or continue; the message is one line naming the cause."""
 
 
+VAL_KEYS = {
+    "published/loss": "loss", "published/perplexity": "perplexity", "published/top1": "accuracy",
+    "published/top5": "top5_accuracy", "published/legal_rate": "legal_move_rate",
+    "published/late_legal_rate": "late_legal_move_rate", "published/completion_rate": "game_completion_rate",
+    "published/avg_plies_completed": "avg_plies_completed", "published/avg_pct_completion": "avg_pct_completion",
+    "published/median_forfeit_ply": "median_forfeit_ply", "moves_only/top1": "moves_only_top1",
+}
+"""Evaluation keys written to ``val`` records, with their v1 metric names (spec eval §1.2)."""
+
 # Fields that may differ between a checkpoint's run config and the resuming command.
 RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints"}
 
@@ -272,10 +281,9 @@ def run_pretrain(
                 m, val_set.tokens, val_set.lengths, val_set.outcome, seq_len=cfg.seq_len,
                 batch_size=cfg.batch_size, prepend_outcome=cfg.prepend_outcome, dtype=dtype,
             ).to_dict()
-            for key in ("published/loss", "published/top1", "published/top5", "published/legal_rate",
-                        "published/late_legal_rate", "published/game_completion_rate"):
-                if key in rep:
-                    fields[f"val/{key.split('/', 1)[1]}_{vcfg.name}"] = rep[key]
+            # v1 names (spec eval §1.2), suffixed by the variant's metric key.
+            for key, name_v1 in VAL_KEYS.items():
+                fields[f"val/{name_v1}_{vcfg.name}"] = rep[key]
         return logger.write("val", step=at_step, **fields)
 
     bar = None
