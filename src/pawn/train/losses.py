@@ -23,8 +23,11 @@ def masked_cross_entropy(
     Returns:
         ``(loss float32 scalar, count int32 scalar)``.
     """
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    nll = -jnp.take_along_axis(logp, targets[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    logits = logits.astype(jnp.float32)
+    # −log softmax[target] = logsumexp(logits) − logits[target]; the target logit is read with a
+    # one-hot product rather than a gather, whose scatter-add backward is slow on XLA:CPU.
+    target_logit = (logits * jax.nn.one_hot(targets, logits.shape[-1], dtype=logits.dtype)).sum(-1)
+    nll = jax.nn.logsumexp(logits, axis=-1) - target_logit
     m = loss_mask.astype(jnp.float32)
     count = loss_mask.sum(dtype=jnp.int32)
     return (nll * m).sum() / jnp.maximum(count, 1).astype(jnp.float32), count
