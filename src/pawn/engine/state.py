@@ -41,6 +41,8 @@ per §2.2, −3 forfeited by an illegal token.
   forfeited, reward, agent_plies, code, agent_is_white arrays).
 
 Index and token arguments accept Python int sequences or 1-D integer NumPy arrays.
+``BatchEnv(n_games)`` or ``legal_token_masks(..., vocab_size)`` too large to allocate raise
+``MemoryError``.
 """
 
 from __future__ import annotations

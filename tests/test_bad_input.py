@@ -1,0 +1,52 @@
+"""Bad input from Python gives a clear exception — never a panic, an abort or silent garbage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pawn import engine
+
+
+@pytest.fixture(scope="module")
+def games():
+    return engine.random_games(4, max_ply=64, seed=1)
+
+
+def test_random_games_too_large_to_allocate_raises_memory_error_not_abort():
+    with pytest.raises(MemoryError, match="random_games"):
+        engine.random_games(2**62, max_ply=512)
+    with pytest.raises(MemoryError, match="random_games"):
+        engine.random_games(10**15, max_ply=512)
+
+
+def test_dense_masks_with_huge_vocab_size_raise_memory_error_not_panic(games):
+    with pytest.raises(MemoryError, match="legal_move_masks"):
+        engine.legal_move_masks(games.tokens, games.lengths, vocab_size=2**62)
+
+
+def test_sparse_masks_reject_flat_indices_beyond_int64(games):
+    with pytest.raises(ValueError, match="int64"):
+        engine.legal_move_masks_sparse(games.tokens, games.lengths, vocab_size=2**62)
+    with pytest.raises(ValueError, match="int64"):
+        engine.legal_move_masks_sparse(games.tokens, games.lengths, seq_len=2**62)
+
+
+def test_batch_env_too_large_to_allocate_raises_memory_error():
+    with pytest.raises(MemoryError, match="BatchEnv"):
+        engine.BatchEnv(2**62)
+    env = engine.BatchEnv(2)
+    env.reset()
+    with pytest.raises(MemoryError, match="legal_token_masks"):
+        env.legal_token_masks([0], vocab_size=2**62)
+
+
+def test_accuracy_ceiling_too_large_to_allocate_raises_memory_error():
+    with pytest.raises(MemoryError, match="accuracy_ceiling"):
+        engine.accuracy_ceiling(10**15, max_ply=8)
+
+
+def test_diagnostic_sets_too_large_to_allocate_raise_memory_error():
+    quotas = np.zeros(64, np.int32)
+    with pytest.raises(MemoryError, match="generate_diagnostic_sets"):
+        engine.generate_diagnostic_sets(quotas, quotas, 2**62)
