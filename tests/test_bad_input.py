@@ -50,3 +50,8 @@ def test_diagnostic_sets_too_large_to_allocate_raise_memory_error():
     quotas = np.zeros(64, np.int32)
     with pytest.raises(MemoryError, match="generate_diagnostic_sets"):
         engine.generate_diagnostic_sets(quotas, quotas, 2**62)
+
+
+def test_discard_ply_limit_with_max_ply_below_four_raises_instead_of_looping_forever():
+    with pytest.raises(ValueError, match="max_ply ≥ 4"):
+        engine.random_games(3, max_ply=3, discard_ply_limit=True)
