@@ -55,3 +55,11 @@ def test_diagnostic_sets_too_large_to_allocate_raise_memory_error():
 def test_discard_ply_limit_with_max_ply_below_four_raises_instead_of_looping_forever():
     with pytest.raises(ValueError, match="max_ply ≥ 4"):
         engine.random_games(3, max_ply=3, discard_ply_limit=True)
+
+
+def test_negative_token_is_named_as_written(games):
+    tokens = games.tokens.copy()
+    tokens[3, 0] = -5
+    for fn in (engine.edge_stats_per_ply, engine.accuracy_ceiling_of, engine.tokens_to_san):
+        with pytest.raises(ValueError, match=r"game 3.*-5"):
+            fn(tokens, games.lengths)
