@@ -63,3 +63,11 @@ def test_negative_token_is_named_as_written(games):
     for fn in (engine.edge_stats_per_ply, engine.accuracy_ceiling_of, engine.tokens_to_san):
         with pytest.raises(ValueError, match=r"game 3.*-5"):
             fn(tokens, games.lengths)
+
+
+def test_uci_file_with_bom_keeps_its_first_game(tmp_path):
+    path = tmp_path / "games.txt"
+    path.write_bytes(b"\xef\xbb\xbfe2e4\te7e5\r\n\r\ng1f3 0-1\r\n")
+    parsed = engine.parse_uci_file(path)
+    assert parsed.skipped == []
+    assert parsed.uci == [["e2e4", "e7e5"], ["g1f3"]]
