@@ -71,3 +71,23 @@ def test_uci_file_with_bom_keeps_its_first_game(tmp_path):
     parsed = engine.parse_uci_file(path)
     assert parsed.skipped == []
     assert parsed.uci == [["e2e4", "e7e5"], ["g1f3"]]
+
+
+def test_directory_paths_raise_is_a_directory_error(tmp_path):
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
+        engine.parse_pgn(tmp_path)
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
+        engine.parse_pgn(str(tmp_path))
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
+        engine.parse_uci_file(tmp_path)
+    with pytest.raises(ValueError, match="empty string"):
+        engine.parse_pgn("")
+
+
+def test_move_lists_given_as_strings_are_split_not_read_per_character():
+    tokens, lengths = engine.uci_to_tokens(["e2e4 e7e5", ["g1f3"]])
+    assert lengths.tolist() == [2, 1]
+    assert engine.uci_to_san(["e2e4 e7e5"]) == [["e4", "e5"]]
+    assert engine.san_to_uci(["e4 e5 Nf3"]) == [["e2e4", "e7e5", "g1f3"]]
+    with pytest.raises(TypeError, match="single string"):
+        engine.uci_to_tokens("e2e4 e7e5")
