@@ -91,3 +91,16 @@ def test_move_lists_given_as_strings_are_split_not_read_per_character():
     assert engine.san_to_uci(["e4 e5 Nf3"]) == [["e2e4", "e7e5", "g1f3"]]
     with pytest.raises(TypeError, match="single string"):
         engine.uci_to_tokens("e2e4 e7e5")
+
+
+def test_rl_moves_with_one_wrong_turn_change_no_game():
+    env = engine.BatchEnv(4)
+    env.reset()  # games 0, 1: agent white; games 2, 3: agent black
+    with pytest.raises(ValueError, match="game 3"):
+        env.apply_agent_moves([0, 3], [317, 317])
+    with pytest.raises(ValueError, match="game 0"):
+        env.apply_agent_moves([0, 0], [317, 1497])
+    with pytest.raises(ValueError, match="game 0"):
+        env.apply_opponent_moves([2, 0], [317, 317])
+    assert env.plies([0, 1, 2, 3]).tolist() == [0, 0, 0, 0]
+    assert env.apply_agent_moves([0, 1], [317, 317]) == [True, True]

@@ -285,18 +285,22 @@ impl PyBatchEnv {
     }
 
     /// Agent moves (RL): returns played flags [k]. Illegal → game terminated and forfeited,
-    /// reward −1; ValueError if a running game is not waiting for the agent.
+    /// reward −1; ValueError, with no game changed, if a running game is not waiting for the
+    /// agent (or is listed twice).
     fn apply_agent_moves(&mut self, indices: &Bound<'_, PyAny>, tokens: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let idx = self.env.check_indices(&indices_vec(indices)?).map_err(env_err)?;
         let toks = tokens_vec(tokens, idx.len())?;
+        self.env.check_turns(&idx, true).map_err(env_err)?;
         idx.iter().zip(&toks).map(|(&i, &t)| self.env.apply_agent_move(i, t).map_err(env_err)).collect()
     }
 
     /// External opponent moves: played flags [k]. Illegal → game terminated, reward 0, not
-    /// forfeited; ValueError if a running game is not waiting for the opponent.
+    /// forfeited; ValueError, with no game changed, if a running game is not waiting for the
+    /// opponent (or is listed twice).
     fn apply_opponent_moves(&mut self, indices: &Bound<'_, PyAny>, tokens: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let idx = self.env.check_indices(&indices_vec(indices)?).map_err(env_err)?;
         let toks = tokens_vec(tokens, idx.len())?;
+        self.env.check_turns(&idx, false).map_err(env_err)?;
         idx.iter().zip(&toks).map(|(&i, &t)| self.env.apply_opponent_move(i, t).map_err(env_err)).collect()
     }
 
