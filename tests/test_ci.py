@@ -26,3 +26,14 @@ def test_ci_venv_is_recreated_on_every_run():
     # `python3 -m venv DIR` keeps an existing DIR with everything installed by an earlier run.
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert re.search(r"python3 -m venv --clear \.venv-ci", ci)
+
+
+def test_readme_demo_prints_what_the_readme_says():
+    readme = (REPO_ROOT / "README.md").read_text()
+    demo = re.search(r'python -c "(.*random_games.*)"', readme).group(1)
+    shape, mean = re.search(r"`(\(\d+, \d+\)) ([\d.]+)` for seed 0", readme).groups()
+    from pawn.engine import random_games
+
+    g = random_games(1000, max_ply=512, seed=0)
+    assert "random_games(1000, max_ply=512, seed=0)" in demo
+    assert (str(g.tokens.shape), f"{g.lengths.mean():.3f}") == (shape, mean)
