@@ -104,3 +104,13 @@ def test_rl_moves_with_one_wrong_turn_change_no_game():
         env.apply_opponent_moves([2, 0], [317, 317])
     assert env.plies([0, 1, 2, 3]).tolist() == [0, 0, 0, 0]
     assert env.apply_agent_moves([0, 1], [317, 317]) == [True, True]
+
+
+def test_token_to_uci_rejects_floats_and_returns_none_for_any_out_of_range_int():
+    from pawn import vocab
+
+    assert vocab.token_to_uci(np.int16(317)) == "e2e4"
+    assert vocab.token_to_uci(2**70) is None
+    assert vocab.token_to_uci(-(2**70)) is None
+    with pytest.raises(TypeError):
+        vocab.token_to_uci(3.7)
