@@ -93,7 +93,7 @@ fn legal_move_masks_sparse<'py>(
     let v = vocab_size as usize;
     // Flat indices run up to B·seq_len·V; beyond i64 they would wrap silently.
     let span = [gb.n_games, seq_len, v].iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
-    if !span.is_some_and(|n| n <= i64::MAX as usize) {
+    if span.is_none_or(|n| n > i64::MAX as usize) {
         return Err(PyValueError::new_err(format!(
             "n_games × seq_len × vocab_size = {} × {seq_len} × {v} exceeds the int64 range of the flat indices",
             gb.n_games
