@@ -8,6 +8,8 @@ Layout: ids 0–1967 are move actions (id 0 is the real move ``a1b1``, never pad
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from pawn import _engine
@@ -45,8 +47,14 @@ TERMINATION_NAMES: tuple[str, ...] = (
 
 
 def token_to_uci(token: int) -> str | None:
-    """UCI string of a move token (``317 -> "e2e4"``); ``None`` for PAD, outcomes and ids out of range."""
-    return _engine.token_to_uci(int(token))
+    """UCI string of a move token (``317 -> "e2e4"``); ``None`` for PAD, outcomes and ids out of range.
+
+    Raises:
+        TypeError: ``token`` is not an integer (Python or NumPy int); a float such as ``3.7`` is
+            not silently truncated to a move.
+    """
+    t = operator.index(token)
+    return _engine.token_to_uci(t) if 0 <= t < NUM_ACTIONS else None
 
 
 def uci_to_token(uci: str) -> int | None:

@@ -269,6 +269,23 @@ impl BatchEnv {
         Ok(code)
     }
 
+    /// Check, before anything is applied, that every running game in `indices` waits for the
+    /// agent's (`agent = true`) or the opponent's move, so a batch is applied whole or not at
+    /// all. A running game listed twice fails too: after its first move the other side is to
+    /// play.
+    pub fn check_turns(&self, indices: &[usize], agent: bool) -> Result<(), EnvError> {
+        let slots = self.slots()?;
+        let mut seen = vec![false; slots.len()];
+        for &i in indices {
+            let s = &slots[i];
+            if !s.terminated && (seen[i] || s.agents_turn() != agent) {
+                return Err(EnvError::WrongTurn { index: i, agent });
+            }
+            seen[i] = true;
+        }
+        Ok(())
+    }
+
     /// Agent move (§8.2): terminated game → false; illegal → terminated, forfeited, reward −1
     /// (code stays −1); legal → agent plies + 1 and finalisation with rewards.
     pub fn apply_agent_move(&mut self, i: usize, token: u16) -> Result<bool, EnvError> {
@@ -362,6 +379,18 @@ mod tests {
         assert_eq!(env.apply_move(0, 317).unwrap_err(), EnvError::NotReset);
         env.reset();
         assert_eq!(env.all_terminated(), Ok(false));
+    }
+
+    #[test]
+    fn a_batch_with_one_wrong_turn_changes_no_game() {
+        let mut env = BatchEnv::new(4, 512, 0);
+        env.reset();
+        // Games 0, 1: agent white (its turn); games 2, 3: agent black (opponent's turn).
+        assert!(env.check_turns(&[0, 3], true).is_err());
+        assert!(env.check_turns(&[0, 0], true).is_err());
+        assert!(env.check_turns(&[0, 1], true).is_ok());
+        assert!(env.check_turns(&[2, 3], false).is_ok());
+        assert!(env.slots().unwrap().iter().all(|s| s.game.ply() == 0));
     }
 
     #[test]

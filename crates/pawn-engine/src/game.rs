@@ -49,9 +49,11 @@ pub struct IllegalToken {
 
 impl std::fmt::Display for IllegalToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Token arrays are int16 in NumPy: show the id as the caller wrote it (−5, not 65531).
+        let shown = self.token as i16;
         match vocab::token_to_uci(self.token) {
-            Some(u) => write!(f, "illegal move token {} ({u}) at ply {}", self.token, self.ply),
-            None => write!(f, "token {} at ply {} is not a move", self.token, self.ply),
+            Some(u) => write!(f, "illegal move token {shown} ({u}) at ply {}", self.ply),
+            None => write!(f, "token {shown} at ply {} is not a move", self.ply),
         }
     }
 }
@@ -272,6 +274,14 @@ pub fn replay<F: FnMut(&GameState, usize)>(tokens: &[u16], mut visit: F) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn illegal_token_message_shows_negative_ids_as_written() {
+        let e = IllegalToken { ply: 3, token: -5i16 as u16 };
+        assert_eq!(e.to_string(), "token -5 at ply 3 is not a move");
+        let e = IllegalToken { ply: 0, token: 0 };
+        assert_eq!(e.to_string(), "illegal move token 0 (a1b1) at ply 0");
+    }
 
     fn play(uci: &[&str]) -> GameState {
         let mut g = GameState::new();

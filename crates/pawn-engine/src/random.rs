@@ -161,13 +161,22 @@ impl std::error::Error for OptionError {}
 /// made in rounds of max(4096, 2n); round k uses base seed `seed + k·round_size`, and games that
 /// ended by the ply cap are dropped until n are collected (§3.3).
 ///
-/// Errors: `max_ply` of 0 or above 65,535; `mate_boost` outside [0, 1] or NaN.
+/// Errors: `max_ply` of 0 or above 65,535; `mate_boost` outside [0, 1] or NaN; `max_ply` below
+/// 4 with `discard_ply_limit` (every game would hit the cap).
 pub fn random_games(n_games: usize, opts: RandomGameOptions) -> Result<GameBatch, OptionError> {
     if opts.max_ply == 0 || opts.max_ply > u16::MAX as usize {
         return Err(OptionError(format!("max_ply must be in 1..=65535, got {}", opts.max_ply)));
     }
     if !(0.0..=1.0).contains(&opts.mate_boost) {
         return Err(OptionError(format!("mate_boost must be in [0, 1], got {}", opts.mate_boost)));
+    }
+    // The shortest game that ends before the cap is fool's mate (4 plies): below that every game
+    // hits the cap and the discard loop would never finish.
+    if opts.discard_ply_limit && n_games > 0 && opts.max_ply < 4 {
+        return Err(OptionError(format!(
+            "discard_ply_limit needs max_ply ≥ 4 (no game can end before ply 4), got {}",
+            opts.max_ply
+        )));
     }
     if !opts.discard_ply_limit {
         let mut batch = GameBatch::with_capacity(n_games, opts.max_ply);
@@ -261,6 +270,13 @@ mod tests {
         let b = random_games(10, opts).unwrap();
         assert!(b.termination.iter().all(|&t| t != Termination::PlyLimit.code()));
         assert!(b.lengths.iter().all(|&l| l < 60));
+    }
+
+    #[test]
+    fn discard_ply_limit_below_four_plies_is_an_error_not_an_endless_loop() {
+        let opts = RandomGameOptions { max_ply: 3, seed: 0, mate_boost: 0.0, discard_ply_limit: true, first_game: 0 };
+        assert!(random_games(1, opts).is_err());
+        assert_eq!(random_games(0, opts).unwrap().lengths.len(), 0);
     }
 
     #[test]

@@ -114,7 +114,9 @@ pub fn tokens_to_san(tokens: &[u16]) -> (Vec<String>, Option<MoveError>) {
     let mut out = Vec::with_capacity(tokens.len());
     for (ply, &t) in tokens.iter().enumerate() {
         let Some(m) = ((t as usize) < vocab::NUM_ACTIONS).then(|| legal_move_for_token(&pos, t)).flatten() else {
-            let text = vocab::token_to_uci(t).map_or_else(|| format!("token {t}"), |u| format!("token {t} ({u})"));
+            // Shown as the int16 the caller passed (−5, not 65531).
+            let shown = t as i16;
+            let text = vocab::token_to_uci(t).map_or_else(|| format!("token {shown}"), |u| format!("token {shown} ({u})"));
             return (out, Some(MoveError { ply, text, malformed: t as usize >= vocab::NUM_ACTIONS }));
         };
         out.push(SanPlus::from_move_and_play_unchecked(&mut pos, m).to_string());

@@ -106,7 +106,7 @@ def generate_diagnostic_sets(
 
     Raises:
         TypeError: quotas not int32 arrays; ValueError: fewer than 64 quotas, bad max_ply or
-        factor.
+        factor; MemoryError: ``total_games × max_ply`` outputs cannot be allocated.
     """
     return _engine.generate_diagnostic_sets(
         quotas_white, quotas_black, total_games, max_ply, seed, max_simulated_factor
@@ -141,6 +141,7 @@ def accuracy_ceiling(
 
     Raises:
         ValueError: ``max_ply`` outside 1…65535 or ``sample_rate <= 0``.
+        MemoryError: the ``n_games × max_ply`` games cannot be allocated.
     """
     return _engine.accuracy_ceiling(n_games, max_ply, sample_rate, seed, n_rollouts)
 

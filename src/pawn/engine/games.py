@@ -79,8 +79,10 @@ def random_games(
         [N], ``termination`` uint8 [N] and ``outcome`` int16 [N].
 
     Raises:
-        ValueError: ``n_games < 0``, ``max_ply`` outside 1–65535, ``mate_boost`` outside [0, 1].
+        ValueError: ``n_games < 0``, ``max_ply`` outside 1–65535, ``mate_boost`` outside [0, 1],
+            or ``max_ply < 4`` with ``discard_ply_limit`` (every game would hit the cap).
         OverflowError: ``seed`` negative or ≥ 2**64.
+        MemoryError: the token array [N, max_ply] cannot be allocated.
     """
     out = _engine.random_games(
         int(n_games), int(max_ply), int(seed), float(mate_boost), bool(discard_ply_limit), int(first_game)

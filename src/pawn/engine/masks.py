@@ -12,6 +12,8 @@ Errors shared by all of them:
 * ``TypeError``: ``tokens`` is not a 2-D int16 array or ``lengths`` not a 1-D int16 array.
 * ``ValueError``: batch sizes differ, a length is negative or above T, or a token is not legal
   when replayed (the message names the game index, the ply and the token).
+* ``MemoryError``: the output array (e.g. [B, T, V] for a huge ``vocab_size``) cannot be
+  allocated.
 
 The work runs in Rust, one game per rayon task, with the GIL released.
 """
@@ -69,7 +71,8 @@ def legal_move_masks_sparse(
 
     Raises:
         TypeError, ValueError: see the module docstring; ``ValueError`` also for
-        ``vocab_size <= 1968`` or ``seq_len`` below the longest game.
+        ``vocab_size <= 1968``, ``seq_len`` below the longest game, or ``B·seq_len·V`` beyond
+        the int64 range of the flat indices.
     """
     return _engine.legal_move_masks_sparse(tokens, lengths, None if seq_len is None else int(seq_len), int(vocab_size))
 

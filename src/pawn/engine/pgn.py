@@ -121,7 +121,8 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
 
     Raises:
         FileNotFoundError: the path does not exist (the message names it).
-        ValueError: max_ply outside 1..32767 or min_ply outside 0..max_ply.
+        IsADirectoryError: the path is a directory.
+        ValueError: max_ply outside 1..32767, min_ply outside 0..max_ply, or an empty string.
     """
     _check_plies(max_ply, min_ply)
     path: Path | None = None
@@ -129,7 +130,11 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
         data = source.encode("utf-8") if isinstance(source, str) else bytes(source)
         raw = _engine.parse_pgn_bytes(data, max_ply, min_ply)
     else:
+        if source == "":
+            raise ValueError("parse_pgn got an empty string: pass a file path or PGN text")
         path = Path(source)
+        if path.is_dir():
+            raise IsADirectoryError(f"PGN path is a directory, not a file: {path}")
         if not path.is_file():
             raise FileNotFoundError(f"PGN file not found: {path}")
         raw = _engine.parse_pgn_path(str(path), max_ply, min_ply)

@@ -36,11 +36,14 @@ per §2.2, −3 forfeited by an illegal token.
 - RL: games ``0 … N//2 − 1`` have the agent as white, the rest as black.
   ``active_agent_games()``, ``active_opponent_games()``, ``apply_agent_moves(indices, tokens)``
   (illegal → forfeit, reward −1), ``apply_opponent_moves(indices, tokens)`` (illegal → ended,
-  reward 0), ``apply_random_opponent_moves() -> list[int]``, ``rewards() -> float32 [N]``
+  reward 0); both raise ``ValueError`` before anything is applied if a running game listed is
+  not waiting for that side (or is listed twice), ``apply_random_opponent_moves() -> list[int]``, ``rewards() -> float32 [N]``
   (+1 opponent mated, −1 agent mated or forfeited, else 0), ``rl_outcomes()`` (terminated,
   forfeited, reward, agent_plies, code, agent_is_white arrays).
 
 Index and token arguments accept Python int sequences or 1-D integer NumPy arrays.
+``BatchEnv(n_games)`` or ``legal_token_masks(..., vocab_size)`` too large to allocate raise
+``MemoryError``.
 """
 
 from __future__ import annotations

@@ -21,22 +21,35 @@ from pawn import _engine
 from pawn.engine.pgn import _check_plies
 
 
+def _move_lists(games: Sequence[Sequence[str] | str]) -> list[list[str]]:
+    """Games as lists of move strings; a game given as one string is split on whitespace
+    (without this, ``list("e2e4 e7e5")`` would turn every character into a move)."""
+    if isinstance(games, (str, bytes)):
+        raise TypeError(
+            "games must be a sequence of games (each a list of moves or a space-separated string), "
+            "got a single string"
+        )
+    return [g.split() if isinstance(g, str) else list(g) for g in games]
+
+
 def uci_to_tokens(
-    games: Sequence[Sequence[str]],
+    games: Sequence[Sequence[str] | str],
     max_ply: int = 512,
     on_error: Literal["raise", "truncate"] = "raise",
 ) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int16]]:
     """UCI games → ``(tokens int16 [N, max_ply] PAD-filled, lengths int16 [N])``.
 
-    Games longer than max_ply are cut at max_ply (later moves are still checked).
+    Each game is a list of UCI strings or one space-separated string. Games longer than
+    max_ply are cut at max_ply (later moves are still checked).
 
     Raises:
         ValueError: with ``on_error="raise"``, a malformed or illegal move, naming the game
             (0-based) and ply; ``"truncate"`` instead keeps the moves before it. Also for
             max_ply outside 1..32767 or an unknown ``on_error``.
+        TypeError: ``games`` is a single string.
     """
     _check_plies(max_ply, 0)
-    return _engine.uci_to_tokens([list(g) for g in games], max_ply, on_error)
+    return _engine.uci_to_tokens(_move_lists(games), max_ply, on_error)
 
 
 def tokens_to_uci(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> list[list[str]]:
@@ -60,15 +73,17 @@ def tokens_to_san(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16])
     return _engine.tokens_to_san(tokens, lengths)
 
 
-def uci_to_san(games: Sequence[Sequence[str]]) -> list[list[str]]:
-    """UCI lists → SAN lists. Raises ValueError naming game and ply of a bad move."""
-    return _engine.uci_to_san([list(g) for g in games])
+def uci_to_san(games: Sequence[Sequence[str] | str]) -> list[list[str]]:
+    """UCI lists (or space-separated strings) → SAN lists. Raises ValueError naming game and
+    ply of a bad move, TypeError if ``games`` is a single string."""
+    return _engine.uci_to_san(_move_lists(games))
 
 
-def san_to_uci(games: Sequence[Sequence[str]]) -> list[list[str]]:
-    """SAN lists (glyphs such as ``e4!?`` and ``0-0`` accepted) → UCI lists (castling
-    ``e1g1``). Raises ValueError naming game and ply of a bad move."""
-    return _engine.san_to_uci([list(g) for g in games])
+def san_to_uci(games: Sequence[Sequence[str] | str]) -> list[list[str]]:
+    """SAN lists or space-separated strings (glyphs such as ``e4!?`` and ``0-0`` accepted) →
+    UCI lists (castling ``e1g1``). Raises ValueError naming game and ply of a bad move,
+    TypeError if ``games`` is a single string."""
+    return _engine.san_to_uci(_move_lists(games))
 
 
 @dataclass(frozen=True)
@@ -109,10 +124,13 @@ def parse_uci_file(path: str | os.PathLike, max_ply: int = 512, min_ply: int = 1
 
     Raises:
         FileNotFoundError: the path does not exist (the message names it).
+        IsADirectoryError: the path is a directory.
         ValueError: max_ply outside 1..32767 or min_ply outside 0..max_ply.
     """
     _check_plies(max_ply, min_ply)
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"UCI path is a directory, not a file: {p}")
     if not p.is_file():
         raise FileNotFoundError(f"UCI file not found: {p}")
     raw = _engine.parse_uci_bytes(p.read_bytes(), max_ply, min_ply)

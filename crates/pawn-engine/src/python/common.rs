@@ -1,7 +1,7 @@
 //! Shared conversions for the binding layer: validated views of game batches.
 
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 /// A batch of games borrowed from NumPy: `tokens` int16 [B, T] row-major, `lengths` int16 [B].
@@ -68,4 +68,18 @@ pub fn describe(obj: &Bound<'_, PyAny>) -> String {
         (Some(d), Some(s)) => format!("array of dtype {d} and shape {s}"),
         _ => format!("an object of type {}", obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()),
     }
+}
+
+/// Raise `MemoryError` naming `what` and its shape unless an array of `dims` elements of
+/// `elem_bytes` bytes each can be allocated: the size must not overflow and the allocator must
+/// grant it (tried and released at once). Without this check a huge request (`n_games=10**12`,
+/// `vocab_size=2**62`) aborts the process or panics instead of raising.
+pub fn ensure_allocatable(what: &str, dims: &[usize], elem_bytes: usize) -> PyResult<()> {
+    let bytes = dims.iter().try_fold(elem_bytes, |acc, &d| acc.checked_mul(d));
+    let granted = bytes.is_some_and(|b| b <= isize::MAX as usize && Vec::<u8>::new().try_reserve_exact(b).is_ok());
+    if granted {
+        return Ok(());
+    }
+    let size = bytes.map_or_else(|| "more than 2**64 bytes".to_owned(), |b| format!("{b} bytes"));
+    Err(PyMemoryError::new_err(format!("{what} of shape {dims:?} needs {size}, which cannot be allocated")))
 }

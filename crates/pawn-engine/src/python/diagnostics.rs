@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::common::{describe, game_batch};
+use super::common::{describe, ensure_allocatable, game_batch};
 use crate::diagnostics as d;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -105,6 +105,8 @@ fn generate_diagnostic_sets<'py>(
             "max_simulated_factor must be a finite number ≥ 0, got {max_simulated_factor}"
         )));
     }
+    // Up to total_games rows of int16 tokens and uint64 per-ply stats.
+    ensure_allocatable("generate_diagnostic_sets: games", &[total_games, max_ply], 2 + 8)?;
     let s = py.detach(|| d::diagnostic_sets(&qw, &qb, total_games, max_ply, seed, max_simulated_factor));
     let n = s.n_games;
     let out = PyDict::new(py);
@@ -137,6 +139,7 @@ fn accuracy_ceiling<'py>(
     if sample_rate.is_nan() || sample_rate <= 0.0 {
         return Err(PyValueError::new_err(format!("sample_rate must be > 0, got {sample_rate}")));
     }
+    ensure_allocatable("accuracy_ceiling: games", &[n_games, max_ply], 2 * std::mem::size_of::<u16>())?;
     let opts = d::CeilingOptions { n_games, max_ply, n_rollouts, sample_rate, seed };
     let c = py.detach(|| d::accuracy_ceiling(opts)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let out = PyDict::new(py);

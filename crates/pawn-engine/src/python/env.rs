@@ -7,7 +7,7 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::common::{describe, game_batch};
+use super::common::{describe, ensure_allocatable, game_batch};
 use crate::env::{self, BatchEnv, EnvError};
 use crate::game::GameState;
 use crate::vocab;
@@ -201,6 +201,7 @@ impl PyBatchEnv {
     #[pyo3(signature = (n_games, max_ply=512, seed=42))]
     fn new(n_games: usize, max_ply: usize, seed: u64) -> PyResult<Self> {
         check_max_ply(max_ply)?;
+        ensure_allocatable("BatchEnv: games", &[n_games], std::mem::size_of::<env::Slot>())?;
         Ok(PyBatchEnv { env: BatchEnv::new(n_games, max_ply, seed) })
     }
 
@@ -284,18 +285,22 @@ impl PyBatchEnv {
     }
 
     /// Agent moves (RL): returns played flags [k]. Illegal → game terminated and forfeited,
-    /// reward −1; ValueError if a running game is not waiting for the agent.
+    /// reward −1; ValueError, with no game changed, if a running game is not waiting for the
+    /// agent (or is listed twice).
     fn apply_agent_moves(&mut self, indices: &Bound<'_, PyAny>, tokens: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let idx = self.env.check_indices(&indices_vec(indices)?).map_err(env_err)?;
         let toks = tokens_vec(tokens, idx.len())?;
+        self.env.check_turns(&idx, true).map_err(env_err)?;
         idx.iter().zip(&toks).map(|(&i, &t)| self.env.apply_agent_move(i, t).map_err(env_err)).collect()
     }
 
     /// External opponent moves: played flags [k]. Illegal → game terminated, reward 0, not
-    /// forfeited; ValueError if a running game is not waiting for the opponent.
+    /// forfeited; ValueError, with no game changed, if a running game is not waiting for the
+    /// opponent (or is listed twice).
     fn apply_opponent_moves(&mut self, indices: &Bound<'_, PyAny>, tokens: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let idx = self.env.check_indices(&indices_vec(indices)?).map_err(env_err)?;
         let toks = tokens_vec(tokens, idx.len())?;
+        self.env.check_turns(&idx, false).map_err(env_err)?;
         idx.iter().zip(&toks).map(|(&i, &t)| self.env.apply_opponent_move(i, t).map_err(env_err)).collect()
     }
 
@@ -317,6 +322,7 @@ impl PyBatchEnv {
         use rayon::prelude::*;
         let idx = self.env.check_indices(&indices_vec(indices)?).map_err(env_err)?;
         let slots = self.env.slots().map_err(env_err)?;
+        ensure_allocatable("legal_token_masks: mask", &[idx.len(), vocab_size], 1)?;
         let flat: Vec<bool> =
             py.detach(|| idx.par_iter().flat_map_iter(|&i| env::legal_token_mask(&slots[i], vocab_size)).collect());
         PyArray1::from_vec(py, flat).reshape([idx.len(), vocab_size])

@@ -5,6 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use super::common::ensure_allocatable;
 use crate::random::{self, RandomGameOptions};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -31,8 +32,9 @@ fn random_games<'py>(
     if !(1..=u16::MAX as i64).contains(&max_ply) {
         return Err(PyValueError::new_err(format!("max_ply must be in 1..=65535, got {max_ply}")));
     }
-    let opts = RandomGameOptions { max_ply: max_ply as usize, seed, mate_boost, discard_ply_limit, first_game: first_game as usize };
     let n = n_games as usize;
+    ensure_allocatable("random_games: tokens", &[n, max_ply as usize], 2 * std::mem::size_of::<u16>())?;
+    let opts = RandomGameOptions { max_ply: max_ply as usize, seed, mate_boost, discard_ply_limit, first_game: first_game as usize };
     let batch = py
         .detach(|| random::random_games(n, opts))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;

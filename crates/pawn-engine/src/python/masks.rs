@@ -6,7 +6,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::common::{game_batch, GameBatch};
+use super::common::{ensure_allocatable, game_batch, GameBatch};
 use crate::masks::BatchError;
 use crate::{board, masks, vocab};
 
@@ -57,6 +57,7 @@ fn legal_move_masks<'py>(
     let v = vocab_size as usize;
     let gb = game_batch(tokens, lengths)?;
     let (b, t) = (gb.n_games, gb.max_ply);
+    ensure_allocatable("legal_move_masks: mask", &[b, t, v], 1)?;
     let flat = py.detach(|| masks::legal_token_masks(&games(&gb), t, v)).map_err(batch_error)?;
     Ok(Array3::from_shape_vec((b, t, v), flat).map_err(shape_err)?.into_pyarray(py))
 }
@@ -90,6 +91,14 @@ fn legal_move_masks_sparse<'py>(
         }
     };
     let v = vocab_size as usize;
+    // Flat indices run up to B·seq_len·V; beyond i64 they would wrap silently.
+    let span = [gb.n_games, seq_len, v].iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    if span.is_none_or(|n| n > i64::MAX as usize) {
+        return Err(PyValueError::new_err(format!(
+            "n_games × seq_len × vocab_size = {} × {seq_len} × {v} exceeds the int64 range of the flat indices",
+            gb.n_games
+        )));
+    }
     let flat = py.detach(|| masks::legal_token_masks_sparse(&games(&gb), seq_len, v)).map_err(batch_error)?;
     Ok(PyArray1::from_vec(py, flat))
 }
@@ -106,6 +115,7 @@ fn legal_move_grid<'py>(
 ) -> PyResult<GridPair<'py>> {
     let gb = game_batch(tokens, lengths)?;
     let (b, t) = (gb.n_games, gb.max_ply);
+    ensure_allocatable("legal_move_grid: grid and promo", &[b, t], 64 * 8 + 44 * 4)?;
     let (grid, promo) = py.detach(|| masks::legal_move_grid(&games(&gb), t)).map_err(batch_error)?;
     Ok((
         Array3::from_shape_vec((b, t, 64), grid).map_err(shape_err)?.into_pyarray(py),
@@ -137,6 +147,7 @@ fn board_states<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let gb = game_batch(tokens, lengths)?;
     let (b, t) = (gb.n_games, gb.max_ply);
+    ensure_allocatable("board_states: boards", &[b, t], 64 + 5)?;
     let s = py.detach(|| board::board_states(&games(&gb), t)).map_err(batch_error)?;
     let d = PyDict::new(py);
     d.set_item("boards", Array4::from_shape_vec((b, t, 8, 8), s.boards).map_err(shape_err)?.into_pyarray(py))?;

@@ -189,7 +189,8 @@ fn parse_uci_bytes<'py>(py: Python<'py>, data: &[u8], max_ply: i64, min_ply: i64
     use rayon::prelude::*;
     let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
     let (n_read, rows, skipped) = py.detach(|| {
-        let text = pgn::decode_text(data);
+        // A UTF-8 BOM would otherwise stick to the first move and make game 1 unreadable.
+        let text = pgn::decode_text(data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data));
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let results: Vec<Result<Vec<u16>, Skipped>> = lines
             .par_iter()
