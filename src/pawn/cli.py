@@ -106,7 +106,8 @@ def _pretrain(config: Optional[Path] = None, **fields) -> None:
         table.add_column("model")
         for c in ("loss", "top-1", "top-5", "legal rate", "completion"):
             table.add_column(c, justify="right")
-        names = sorted({k.rsplit("_", 3)[-3] + "_" + "_".join(k.rsplit("_", 3)[-2:]) for k in res.last_val if k.startswith("val/loss_")})
+        names = sorted((k[len("val/loss_"):] for k in res.last_val if k.startswith("val/loss_")),
+                       key=lambda n: int(n.split("_")[0][1:]))
         for n in names:
             table.add_row(n, *(f"{res.last_val.get(f'val/{c}_{n}', float('nan')):.4f}" for c in cols))
         Console().print(table)

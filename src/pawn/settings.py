@@ -32,6 +32,9 @@ from pawn.vocab import MAX_SEQ_LEN
 VAL_SEED_PUBLISHED = 2**63 - 1
 """Seed of the published validation set (spec eval §1.1)."""
 
+LAPTOP_PRESET: dict[str, Any] = {"batch_size": 16, "seq_len": 128, "val_games": 256, "val_every": 100, "checkpoint_every": 100}
+"""Defaults of ``--supernet tiny`` and ``--variant toy`` runs (see ``PretrainConfig``)."""
+
 _config_file: ContextVar[Optional[Path]] = ContextVar("pawn_config_file", default=None)
 
 
@@ -145,6 +148,17 @@ class PretrainConfig(_Settings):
     out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
     pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _laptop_preset(cls, data: Any) -> Any:
+        """The tiny supernet and the toy model are for laptops and first runs: unless given,
+        they train on batches of 16 games × 128 plies, validate on 256 games and validate and
+        checkpoint every 100 steps, so ``pawn pretrain --supernet tiny --total-steps 300``
+        finishes in minutes on a CPU. Every other choice uses the published defaults."""
+        if isinstance(data, dict) and (data.get("supernet") == "tiny" or data.get("variant") == "toy"):
+            return {**LAPTOP_PRESET, **data}
+        return data
 
     @model_validator(mode="after")
     def _cross_field(self) -> "PretrainConfig":
