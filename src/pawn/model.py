@@ -23,6 +23,8 @@ from pawn.vocab import NUM_ACTIONS, OUTCOME_TOKEN_BASE, PAD_TOKEN, action_table
 RMS_EPS = 1e-6
 """RMSNorm epsilon (spec §2.2)."""
 INIT_STD = 0.02
+MASK_FILL = -1e30
+"""Score given to masked keys before the fp32 softmax (exp underflows to exactly 0)."""
 """Standard deviation of the normal init of every matrix (spec §2.7)."""
 
 PARAM_NAMES: tuple[str, ...] = (
@@ -97,12 +99,11 @@ def _attend(q, k, v, keep, all_masked):
     all_masked bool [B,Tq]. Softmax in fp32; rows with no key kept get zero output (spec §2.3)."""
     hd = q.shape[-1]
     scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) * (hd ** -0.5)
-    keep4 = keep[:, None, :, :]
-    am4 = all_masked[:, None, :, None]
-    # Fully-masked rows see their unmasked scores (finite gradients), then their weights are zeroed.
-    masked = jnp.where(keep4 | am4, scores, -jnp.inf)
+    # A finite fill keeps fully-masked rows (no real key at or before the query) free of NaN in
+    # both passes; their weights are then zeroed, so their output is exactly 0 (spec §2.3).
+    masked = jnp.where(keep[:, None, :, :], scores, MASK_FILL)
     w = jax.nn.softmax(masked, axis=-1)
-    w = jnp.where(am4, 0.0, w).astype(v.dtype)
+    w = (w * (~all_masked)[:, None, :, None]).astype(v.dtype)
     return jnp.einsum("bhqk,bkhd->bqhd", w, v)
 
 
