@@ -52,3 +52,15 @@ def random_games(uci_to_id: dict[str, int], n_games: int, max_ply: int, seed: in
         out.legal.append(legal_g)
         out.boards.append(boards_g)
     return out
+
+
+def insufficient_material(b: chess.Board) -> bool:
+    """Spec engine.md §2.2 (shakmaty) insufficient material, computed independently of the engine."""
+    if b.pawns | b.rooks | b.queens:
+        return False
+    others = b.occupied & ~b.kings
+    if not others or (others == b.knights and chess.popcount(others) == 1):
+        return True
+    if others == b.bishops:
+        return not (others & chess.BB_DARK_SQUARES) or not (others & chess.BB_LIGHT_SQUARES)
+    return False

@@ -6,6 +6,7 @@ import math
 import random
 
 import chess
+from _chess_oracle import insufficient_material
 import numpy as np
 import pytest
 
@@ -208,18 +209,6 @@ def test_edge_stats_illegal_move_names_game_and_ply():
         edge_stats_per_ply(tokens, lengths)
 
 
-def _insufficient(b: chess.Board) -> bool:
-    """Spec §2.2 (shakmaty) insufficient material."""
-    if b.pawns | b.rooks | b.queens:
-        return False
-    others = b.occupied & ~b.kings
-    if not others or (others == b.knights and chess.popcount(others) == 1):
-        return True
-    if others == b.bishops:
-        return not (others & chess.BB_DARK_SQUARES) or not (others & chess.BB_LIGHT_SQUARES)
-    return False
-
-
 def oracle_bits(b: chess.Board, prev_rights: tuple[bool, bool] | None, last: chess.Move | None,
                 last_captured: chess.PieceType | None, final: bool) -> tuple[int, int]:
     """(bits, mask of checked bits) for every bit except PIN_RESTRICTS_MOVEMENT."""
@@ -273,7 +262,7 @@ def oracle_bits(b: chess.Board, prev_rights: tuple[bool, bool] | None, last: che
             bits |= BITS["SEVENTY_FIVE_MOVE_RULE"]
         if b.is_repetition(5):
             bits |= BITS["FIVEFOLD_REPETITION"]
-        if _insufficient(b):
+        if insufficient_material(b):
             bits |= BITS["INSUFFICIENT_MATERIAL"]
     return bits, ((1 << 43) - 1) & ~BITS["PIN_RESTRICTS_MOVEMENT"]
 

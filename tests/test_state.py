@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import chess
+from _chess_oracle import insufficient_material
 import numpy as np
 import pytest
 
@@ -26,18 +27,6 @@ def chess_random_games(n: int, max_plies: int, seed: int) -> list[list[str]]:
     return out
 
 
-def _insufficient(b: chess.Board) -> bool:
-    """Spec §2.2 (shakmaty) insufficient material."""
-    if b.pawns | b.rooks | b.queens:
-        return False
-    others = b.occupied & ~b.kings
-    if not others or (others == b.knights and chess.popcount(others) == 1):
-        return True
-    if others == b.bishops:
-        return not (others & chess.BB_DARK_SQUARES) or not (others & chess.BB_LIGHT_SQUARES)
-    return False
-
-
 def oracle_termination(b: chess.Board, max_ply: int) -> int:
     """Spec §2.2 order, computed with python-chess."""
     if not any(b.legal_moves):
@@ -48,7 +37,7 @@ def oracle_termination(b: chess.Board, max_ply: int) -> int:
         return 2
     if b.is_repetition(5):
         return 3
-    if _insufficient(b):
+    if insufficient_material(b):
         return 4
     return -1
 
