@@ -45,6 +45,11 @@ def test_tiny_supernet_loss_decreases_and_variants_are_exported(tmp_path):
     assert set(res.variant_checkpoints) == {"small", "base", "large"}
     model, config = load_model(res.variant_checkpoints["base"])
     assert (config.d_model, config.n_layers) == (128, 3)
+    from pawn.evaluate.loading import load_models
+
+    # A variant checkpoint is one model, not a supernet to slice again.
+    assert [m.config for m in load_models(res.variant_checkpoints["large"])] == [c.model_configs()[0]]
+    assert len(load_models(res.checkpoint)) == 3
     health = json.loads((res.run_dir / "schedule_health.json").read_text())
     assert health["reason_for_stop"] == "completed" and health["actual_total_steps"] == 24
 
