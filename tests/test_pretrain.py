@@ -177,3 +177,12 @@ def test_validation_records_carry_per_variant_v1_metrics(tmp_path):
         assert f"val/{key}_d64_L2_F256" in val[0], key
     assert 0.0 <= val[0]["val/legal_move_rate_d64_L2_F256"] <= 1.0
     assert 6.0 < val[0]["val/loss_d64_L2_F256"] < 9.0  # near ln(1980) = 7.59 for a barely trained toy
+
+
+def test_on_disk_corpus_trains_exactly_like_fresh_games(tmp_path):
+    fresh = run_pretrain(cfg(tmp_path / "fresh", total_steps=4, val_every=4, checkpoint_every=4), progress=False, install_signal_handlers=False)
+    corpus = tmp_path / "corpus"
+    disk = run_pretrain(cfg(tmp_path / "disk", total_steps=4, val_every=4, checkpoint_every=4, corpus_dir=corpus),
+                        progress=False, install_signal_handlers=False)
+    assert json.loads((corpus / "corpus.json").read_text())["n_games"] == 16
+    assert train_losses(fresh.run_dir) == train_losses(disk.run_dir)

@@ -135,7 +135,7 @@ def _register_pretrain() -> None:
         "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
         "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
         "precedence: command line > environment > config file > defaults. "
-        "Writes metrics.jsonl, config.json, schedule_health.json and checkpoints/step_XXXXXXXX "
+        "Writes metrics.jsonl, config.json, schedule_health.json and checkpoints/step_NNNNNNNN "
         "under --out; SIGTERM/Ctrl-C checkpoints and stops; --resume DIR|auto continues exactly."
     )
     app.command("pretrain")(pretrain)
