@@ -40,9 +40,9 @@ PEAK_SOURCE = "vendor datasheet dense (no sparsity) figures, TFLOP/s; fp32 = non
 GPU_PEAKS: tuple[tuple[str, float, float], ...] = (
     ("GB200", 2500.0, 80.0),
     ("B200", 2250.0, 75.0),
+    ("GH200", 989.4, 66.9),
     ("H200 NVL", 835.0, 60.0),
     ("H200", 989.4, 66.9),
-    ("GH200", 989.4, 66.9),
     ("H100 PCIe", 756.0, 51.2),
     ("H100 NVL", 835.0, 60.0),
     ("H100", 989.4, 66.9),
@@ -260,12 +260,13 @@ san = tokens_to_san(g.tokens, g.lengths)
 parts = []
 for i, moves in enumerate(san):
     body = " ".join((f"{k // 2 + 1}. " if k % 2 == 0 else "") + m for k, m in enumerate(moves))
-    parts.append(f'[Event "bench"]\n[Site "?"]\n[White "a"]\n[Black "b"]\n[Result "*"]\n\n{body} *\n')
+    parts.append(f'[Event "bench"]\n[Site "?"]\n[White "a"]\n[Black "b"]\n[Result "1/2-1/2"]\n[Termination "Normal"]\n\n{body} 1/2-1/2\n')
 text = "\n".join(parts).encode()
 parse_pgn(text, max_ply=max_ply)
 t = []
 for rep in range(repeats):
     t0 = time.perf_counter(); p = parse_pgn(text, max_ply=max_ply); t.append(time.perf_counter() - t0)
+assert len(p) == n, f"the PGN parser kept {len(p)} of {n} games: {p.counts}"
 out["parse_pgn"] = {"samples_s": t, "games": len(p), "mb": len(text) / 1e6}
 mt, ml = np.ascontiguousarray(g.tokens[:mask_games]), np.ascontiguousarray(g.lengths[:mask_games])
 legal_move_masks(mt, ml)
