@@ -144,11 +144,11 @@ class BenchSettings:
     engine_max_ply: int = 512
     mask_games: int = 64
     chess_games: int = 20
-    data_chunks: int = 6
+    data_chunks: int = 4
     concurrency: int = 2
     concurrency_chunks: int = 3
     decode_games: int = 8
-    decode_len: int = 256
+    decode_len: int = 128
     matmul_n: int = 1024
     quick: bool = False
     seed: int = 0
@@ -713,7 +713,7 @@ def bench_decode(s: BenchSettings) -> dict[str, Any]:
                                                mask_illegal=True, batch_size=s.decode_games, seed=0, use_kv_cache=kv)
             return res["r"].sequences
 
-        st = time_call(run, repeats=max(1, min(s.repeats, 3)), warmup=s.warmup)
+        st = time_call(run, repeats=max(1, min(s.repeats, 2)), warmup=s.warmup)
         toks = int(res["r"].game_lengths.astype(np.int64).sum())
         out["forms"][name] = {**st, **rates(st, toks, "tokens_per_s"), "tokens": toks}
     f = out["forms"]

@@ -494,7 +494,7 @@ def bench_cmd(
     """
     import os
 
-    from pawn.bench import SECTIONS, BenchSettings, parse_only
+    from pawn.bench import BenchSettings, parse_only
 
     try:
         sections = parse_only(only)
@@ -515,16 +515,24 @@ def bench_cmd(
 
     from pawn.bench import print_report, run_bench
 
-    console = Console(stderr=False)
+    console = Console()
+    err = Console(stderr=True)
+
+    def progress(name: str) -> None:
+        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)})"
+        if err.is_terminal:
+            status.update(msg)
+        else:
+            err.print(msg)
+
     try:
         settings.check()
-        with console.status("") as status:
-            report = run_bench(settings, sections, progress=lambda name: status.update(f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)})"))
+        with err.status("") as status:
+            report = run_bench(settings, sections, progress=progress)
     except ValueError as e:
         raise _fail(str(e), 2)
     except RuntimeError as e:
         raise _fail(str(e))
-    assert set(sections) <= set(SECTIONS)
     print_report(report, console)
     _write_json(json_out, report)
 
