@@ -386,13 +386,22 @@ def make_setup(s: BenchSettings, model_seed: int = 0) -> StepSetup:
     return StepSetup(program, state, batches[0], chunk, cfg, variants, label)
 
 
+def fresh_state(setup: StepSetup):
+    """A placed copy of the setup's initial state: the compiled step donates its state, so every
+    measurement starts from its own buffers and ``setup.state`` stays valid."""
+    import jax
+
+    copied = jax.tree_util.tree_map(lambda x: x.copy() if isinstance(x, jax.Array) else x, setup.state)
+    return setup.program.place_state(copied)
+
+
 def _chunk_timing(setup: StepSetup, s: BenchSettings, repeats: int) -> dict[str, Any]:
     """Time ``TrainProgram.run_chunk`` (state and chunk are donated, so the chunk is placed
     afresh before each call, outside the timing)."""
     import jax
 
     prog = setup.program
-    holder = {"state": prog.place_state(setup.state)}
+    holder = {"state": fresh_state(setup)}
     samples, first = [], None
     for i in range(s.warmup + repeats):
         chunk = jax.block_until_ready(prog.place_chunk(setup.chunk))
@@ -432,7 +441,7 @@ def bench_step(s: BenchSettings, setup: Optional[StepSetup] = None) -> dict[str,
     batch = {k: jnp.asarray(v) for k, v in setup.batch.items()}
 
     # eager: the same step function with jit disabled (op-by-op dispatch)
-    holder = {"state": prog.place_state(setup.state)}
+    holder = {"state": fresh_state(setup)}
 
     def eager():
         with jax.disable_jit():
@@ -445,7 +454,7 @@ def bench_step(s: BenchSettings, setup: Optional[StepSetup] = None) -> dict[str,
 
     # jitted single step, driven from Python
     jstep = eqx.filter_jit(lambda b, state: prog._step(state, b), donate="all-except-first")
-    holder = {"state": prog.place_state(setup.state)}
+    holder = {"state": fresh_state(setup)}
 
     def jitted():
         holder["state"], m = jstep(batch, holder["state"])
@@ -586,7 +595,7 @@ def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None) -> dict[str,
                                         **rates(st, B * T, "tokens_per_s")}
         setup = setup or make_setup(s)
         prog = setup.program
-        state = prog.place_state(setup.state)
+        state = fresh_state(setup)
         state, _ = prog.run_chunk(state, prog.place_chunk(setup.chunk))  # compile outside the timing
         jax.block_until_ready(state)
         for name, src in sources.items():
