@@ -472,5 +472,71 @@ def generate_cmd(
     _write_json(json_out, record)
 
 
+# ============================================================================ bench
+@app.command("bench")
+def bench_cmd(
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only these sections (repeatable or comma list): engine, step, mfu, data, concurrency, decode. Default: all.")] = None,
+    variant: Annotated[Optional[str], typer.Option("--variant", help="Benchmark one model of this size (toy, small, base, large).")] = None,
+    supernet: Annotated[Optional[str], typer.Option("--supernet", help="Benchmark the joint step of this supernet (tiny, large). Default: tiny (toy variant with --quick).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Games per train step (default 16; 4 with --quick).", show_default=False)] = None,
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=1, help="Train-step sequence length (default 128; 32 with --quick).", show_default=False)] = None,
+    steps_per_chunk: Annotated[Optional[int], typer.Option("--steps-per-chunk", min=1, help="K, optimizer steps per lax.scan chunk (default 10; 2 with --quick).", show_default=False)] = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Run 1..N independent training processes at once (spawned) and report aggregate and per-process tokens/s (default 2).", show_default=False)] = None,
+    repeats: Annotated[Optional[int], typer.Option("--repeats", min=1, help="Timed runs per measurement (median, min, max) (default 5; 2 with --quick).", show_default=False)] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Every section at tiny sizes (a smoke run, about a minute on two CPU cores).")] = False,
+    json_out: JsonOpt = None,
+) -> None:
+    """Measure where time goes: engine games/s, train step (eager, jit, lax.scan chunk), MFU, the
+    data path, concurrent training processes and KV-cache decoding.
+
+    Prints rich tables; --json FILE writes every figure with the header (device, JAX version,
+    threads, CPU model) and the settings. Medians over repeated runs after warm-up, min and max shown.
+    `pawn bench --concurrency 4 --only concurrency` shows whether sharing one machine pays.
+    """
+    import os
+
+    from pawn.bench import BenchSettings, parse_only
+
+    try:
+        sections = parse_only(only)
+    except ValueError as e:
+        raise _fail(str(e), 2)
+    if variant is not None and supernet is not None:
+        raise _fail("give either --variant or --supernet, not both", 2)
+    fields = BenchSettings.quick_defaults() if quick else {}
+    if variant is not None or supernet is not None:
+        fields.update(variant=variant, supernet=supernet)
+    given = {"batch_size": batch_size, "seq_len": seq_len, "steps_per_chunk": steps_per_chunk, "concurrency": concurrency, "repeats": repeats}
+    fields.update({k: v for k, v in given.items() if v is not None})
+    settings = BenchSettings(**fields)
+    if "concurrency" in sections:
+        # Child processes must share an accelerator: this process must not grab 75 % of its memory.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    from rich.console import Console
+
+    from pawn.bench import print_report, run_bench
+
+    console = Console()
+    err = Console(stderr=True)
+
+    def progress(name: str) -> None:
+        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)})"
+        if err.is_terminal:
+            status.update(msg)
+        else:
+            err.print(msg)
+
+    try:
+        settings.check()
+        with err.status("") as status:
+            report = run_bench(settings, sections, progress=progress)
+    except ValueError as e:
+        raise _fail(str(e), 2)
+    except RuntimeError as e:
+        raise _fail(str(e))
+    print_report(report, console)
+    _write_json(json_out, report)
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,895 @@
+"""``pawn bench``: where the time goes — engine, train step, MFU, data path, concurrency, decode
+(spec ``eval-probe-generate-sweep-bench.md`` §7).
+
+Every section is one function returning a plain dict (JSON-ready). Timings are medians over
+repeated runs after warm-up, with min and max, and every timed call ends in
+``jax.block_until_ready``; the first call of a jitted function is reported apart as
+``first_call_s`` and ``compile_s`` (first call minus the steady-state median: tracing plus XLA
+compilation). Throughput "tokens" are padded sequence positions, ``B·T`` per step (spec §7.3).
+Nothing is estimated except where a field says so (``compile_s`` and MFU's FLOP count, whose
+formula is :data:`FLOPS_FORMULA`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+SECTIONS: tuple[str, ...] = ("engine", "step", "mfu", "data", "concurrency", "decode")
+"""Section names accepted by ``--only``, in run order."""
+
+FLOPS_FORMULA = "FLOPs/token = 6·N + 12·L·T·d (N = all parameters, L layers, T sequence length, d width); supernet = sum over variants"
+"""The model-FLOP convention of spec §7.3, as printed in the output."""
+
+PEAK_SOURCE = "vendor datasheet dense (no sparsity) figures, TFLOP/s; fp32 = non-tensor-core FP32"
+"""Where :data:`GPU_PEAKS` comes from."""
+
+# (substring of jax's device_kind, bf16 dense TFLOP/s, fp32 TFLOP/s). More specific names first.
+GPU_PEAKS: tuple[tuple[str, float, float], ...] = (
+    ("GB200", 2500.0, 80.0),
+    ("B200", 2250.0, 75.0),
+    ("GH200", 989.4, 66.9),
+    ("H200 NVL", 835.0, 60.0),
+    ("H200", 989.4, 66.9),
+    ("H100 PCIe", 756.0, 51.2),
+    ("H100 NVL", 835.0, 60.0),
+    ("H100", 989.4, 66.9),
+    ("A100", 312.0, 19.5),
+    ("L40S", 362.05, 91.6),
+    ("L40", 181.0, 90.5),
+    ("L4", 121.0, 30.3),
+    ("A10G", 70.0, 31.2),
+    ("A10", 125.0, 31.2),
+    ("RTX 6000 Ada", 364.2, 91.1),
+    ("RTX A6000", 154.8, 38.7),
+    ("RTX 4090", 165.2, 82.6),
+    ("RTX 3090", 71.0, 35.6),
+)
+"""Published dense peaks per GPU (:data:`PEAK_SOURCE`). Consumer cards list bf16 with fp32
+accumulation. Note that JAX may run fp32 matmuls on TF32 tensor cores on Ampere and newer, so fp32
+MFU against the non-tensor figure can exceed what the name suggests."""
+
+
+# =============================================================================== timing
+def timing_stats(samples_s: Sequence[float]) -> dict[str, float]:
+    """Median, min and max of timed runs.
+
+    Args:
+        samples_s: wall times in seconds (at least one).
+
+    Returns:
+        ``{"median_s", "min_s", "max_s", "n"}``.
+
+    Raises:
+        ValueError: no samples.
+    """
+    if len(samples_s) == 0:
+        raise ValueError("timing_stats needs at least one sample")
+    xs = [float(x) for x in samples_s]
+    return {"median_s": statistics.median(xs), "min_s": min(xs), "max_s": max(xs), "n": len(xs)}
+
+
+def rates(stats: dict[str, float], work: float, unit: str) -> dict[str, float]:
+    """Throughput ``work / time`` from :func:`timing_stats`: ``{unit}`` at the median, and the
+    ``_min``/``_max`` rates (from the slowest and fastest runs)."""
+    return {unit: work / stats["median_s"], f"{unit}_min": work / stats["max_s"], f"{unit}_max": work / stats["min_s"]}
+
+
+def time_call(fn: Callable[[], Any], *, repeats: int, warmup: int = 1) -> dict[str, Any]:
+    """Time ``fn()`` (which may carry state in a closure): ``warmup`` untimed calls, then
+    ``repeats`` timed ones, each ended by ``jax.block_until_ready`` on its result.
+
+    Returns:
+        :func:`timing_stats` of the timed calls plus ``first_call_s`` (the first warm-up call,
+        which includes any compilation) and ``compile_s`` = ``first_call_s − median_s`` (an
+        estimate of tracing + compilation; 0 when there is no warm-up).
+    """
+    import jax
+
+    first = None
+    for i in range(warmup):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        if i == 0:
+            first = time.perf_counter() - t0
+    samples = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        samples.append(time.perf_counter() - t0)
+    st = timing_stats(samples)
+    st["first_call_s"] = first
+    st["compile_s"] = max(0.0, first - st["median_s"]) if first is not None else 0.0
+    return st
+
+
+# =============================================================================== settings
+@dataclass
+class BenchSettings:
+    """Sizes of one ``pawn bench`` run (defaults = the full run; :meth:`quick` = the smoke run).
+
+    Attributes:
+        variant / supernet: the model (a single ``NAMED_CONFIGS`` size, or a ``SUPERNETS`` name
+            trained jointly over its variants); exactly one is used, supernet ``tiny`` by default.
+        batch_size, seq_len, steps_per_chunk: the train step's B, T and K.
+        repeats: timed repetitions per measurement. warmup: untimed ones before.
+        engine_games, engine_max_ply: random-game workload of the engine section.
+        mask_games: games whose legal masks are computed. chess_games: python-chess games.
+        data_chunks: chunks timed in the data-wait measurement.
+        concurrency: N (processes 1..N). concurrency_chunks: chunks timed per process.
+        decode_games, decode_len: generation batch and sequence length.
+        matmul_n: size of the CPU peak matmul.
+    """
+
+    variant: Optional[str] = None
+    supernet: Optional[str] = "tiny"
+    batch_size: int = 16
+    seq_len: int = 128
+    steps_per_chunk: int = 10
+    repeats: int = 5
+    warmup: int = 1
+    engine_games: int = 4000
+    engine_max_ply: int = 512
+    mask_games: int = 64
+    chess_games: int = 20
+    data_chunks: int = 4
+    concurrency: int = 2
+    concurrency_chunks: int = 3
+    decode_games: int = 8
+    decode_len: int = 128
+    matmul_n: int = 1024
+    quick: bool = False
+    seed: int = 0
+
+    @classmethod
+    def quick_defaults(cls) -> dict[str, Any]:
+        """Tiny sizes: every section in well under a minute on two CPU cores."""
+        return dict(variant="toy", supernet=None, batch_size=4, seq_len=32, steps_per_chunk=2, repeats=2,
+                    engine_games=200, engine_max_ply=128, mask_games=8, chess_games=2, data_chunks=2,
+                    concurrency=2, concurrency_chunks=1, decode_games=2, decode_len=16, matmul_n=256, quick=True)
+
+    def model(self):
+        """``(stored config, [(variant config, weight 1.0)], label)``.
+
+        Raises:
+            ValueError: unknown variant/supernet name, or both given.
+        """
+        from pawn.config import NAMED_CONFIGS, SUPERNETS
+
+        if self.variant is not None and self.supernet is not None:
+            raise ValueError("give either --variant or --supernet, not both")
+        if self.variant is not None:
+            if self.variant not in NAMED_CONFIGS:
+                raise ValueError(f"unknown variant {self.variant!r}; choose from {', '.join(NAMED_CONFIGS)}")
+            cfg = NAMED_CONFIGS[self.variant]
+            return cfg, [(cfg, 1.0)], f"variant {self.variant}"
+        name = self.supernet or "tiny"
+        if name not in SUPERNETS:
+            raise ValueError(f"unknown supernet {name!r}; choose from {', '.join(SUPERNETS)}")
+        sup, variants = SUPERNETS[name]
+        return sup, [(c, 1.0) for c in variants.values()], f"supernet {name} ({', '.join(variants)})"
+
+    def check(self) -> None:
+        """Raises ValueError naming the first bad size."""
+        from pawn.vocab import MAX_SEQ_LEN
+
+        self.model()
+        for name in ("batch_size", "seq_len", "steps_per_chunk", "repeats", "engine_games", "engine_max_ply",
+                     "mask_games", "data_chunks", "concurrency", "concurrency_chunks", "decode_games", "matmul_n"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.seq_len > MAX_SEQ_LEN:
+            raise ValueError(f"seq_len {self.seq_len} exceeds the model context {MAX_SEQ_LEN}")
+        if not 2 <= self.decode_len <= MAX_SEQ_LEN:
+            raise ValueError(f"decode_len must be in 2..{MAX_SEQ_LEN}, got {self.decode_len}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+# =============================================================================== header
+def cpu_model() -> str:
+    """CPU model name from /proc/cpuinfo (Linux) or ``platform.processor()``."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def header() -> dict[str, Any]:
+    """Where the numbers come from: device, JAX version, thread counts, CPU model, host."""
+    import jax
+    import jaxlib
+
+    from pawn import __version__
+
+    devs = jax.devices()
+    try:
+        cpus_avail = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus_avail = os.cpu_count() or 1
+    return {
+        "timestamp": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "pawn_version": __version__,
+        "python": platform.python_version(),
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "backend": jax.default_backend(),
+        "device": devs[0].device_kind,
+        "device_count": len(devs),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpus_available": cpus_avail,
+        "rayon_threads": int(os.environ.get("RAYON_NUM_THREADS") or cpus_avail),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
+
+
+# =============================================================================== engine
+_ENGINE_CHILD = r"""
+import json, sys, time
+import numpy as np
+from pawn.engine import legal_move_masks, parse_pgn, random_games, tokens_to_san
+n, max_ply, mask_games, repeats = (int(a) for a in sys.argv[1:5])
+out = {}
+random_games(min(n, 200), max_ply, seed=10**6)  # warm-up: thread pool start, page faults
+t, plies = [], 0
+for rep in range(repeats):
+    t0 = time.perf_counter(); g = random_games(n, max_ply, seed=rep); t.append(time.perf_counter() - t0)
+    plies = int(g.lengths.astype(np.int64).sum())
+out["random_games"] = {"samples_s": t, "games": n, "plies": plies}
+# PGN: the games above written as PGN text (untimed), then parsed from memory.
+san = tokens_to_san(g.tokens, g.lengths)
+parts = []
+for i, moves in enumerate(san):
+    body = " ".join((f"{k // 2 + 1}. " if k % 2 == 0 else "") + m for k, m in enumerate(moves))
+    parts.append(f'[Event "bench"]\n[Site "?"]\n[White "a"]\n[Black "b"]\n[Result "1/2-1/2"]\n[Termination "Normal"]\n\n{body} 1/2-1/2\n')
+text = "\n".join(parts).encode()
+parse_pgn(text, max_ply=max_ply)
+t = []
+for rep in range(repeats):
+    t0 = time.perf_counter(); p = parse_pgn(text, max_ply=max_ply); t.append(time.perf_counter() - t0)
+assert len(p) == n, f"the PGN parser kept {len(p)} of {n} games: {p.counts}"
+out["parse_pgn"] = {"samples_s": t, "games": len(p), "mb": len(text) / 1e6}
+mt, ml = np.ascontiguousarray(g.tokens[:mask_games]), np.ascontiguousarray(g.lengths[:mask_games])
+legal_move_masks(mt, ml)
+t = []
+for rep in range(repeats):
+    t0 = time.perf_counter(); legal_move_masks(mt, ml); t.append(time.perf_counter() - t0)
+out["legal_masks"] = {"samples_s": t, "positions": int(ml.astype(np.int64).sum())}
+print(json.dumps(out))
+"""
+
+
+def _python_chess_games(n_games: int, max_ply: int, seed: int) -> tuple[int, int]:
+    """Play ``n_games`` uniformly random games in python-chess with the engine's stopping rules
+    (checkmate, stalemate, insufficient material, 75-move rule, fivefold repetition, ply cap).
+    Returns ``(games, plies)``."""
+    import random
+
+    import chess
+
+    rng = random.Random(seed)
+    plies = 0
+    for _ in range(n_games):
+        b = chess.Board()
+        k = 0
+        while k < max_ply and not b.is_game_over(claim_draw=False):
+            b.push(rng.choice(list(b.legal_moves)))
+            k += 1
+        plies += k
+    return n_games, plies
+
+
+def bench_engine(s: BenchSettings) -> dict[str, Any]:
+    """Engine throughput at 1 thread and at all available threads, each in a fresh subprocess
+    (rayon's pool size is fixed at first use through ``RAYON_NUM_THREADS``): random games/s and
+    plies/s at ``engine_max_ply``, PGN parsing games/s (the same games written as PGN text,
+    parsed from memory) and legal-mask positions/s (dense ``legal_move_masks``); plus, when
+    python-chess is installed, the same random-game workload in python-chess on one thread."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    rows = []
+    for threads in sorted({1, cores}):
+        env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
+        args = [str(s.engine_games), str(s.engine_max_ply), str(s.mask_games), str(s.repeats)]
+        proc = subprocess.run([sys.executable, "-c", _ENGINE_CHILD, *args], env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"engine benchmark subprocess failed ({threads} threads): {proc.stderr.strip()[-500:]}")
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        rg, pg, lm = r["random_games"], r["parse_pgn"], r["legal_masks"]
+        st_rg, st_pg, st_lm = (timing_stats(x["samples_s"]) for x in (rg, pg, lm))
+        rows.append({
+            "threads": threads,
+            "random_games": {**st_rg, **rates(st_rg, rg["games"], "games_per_s"), **rates(st_rg, rg["plies"], "plies_per_s"),
+                             "games": rg["games"], "max_ply": s.engine_max_ply},
+            "parse_pgn": {**st_pg, **rates(st_pg, pg["games"], "games_per_s"), "games": pg["games"], "mb": pg["mb"]},
+            "legal_masks": {**st_lm, **rates(st_lm, lm["positions"], "positions_per_s"), "positions": lm["positions"]},
+        })
+    out: dict[str, Any] = {"threads": rows, "python_chess": None}
+    try:
+        import chess  # noqa: F401
+    except ImportError:
+        out["python_chess"] = {"skipped": "python-chess is not installed"}
+        return out
+    samples, plies = [], 0
+    for rep in range(s.repeats):
+        t0 = time.perf_counter()
+        _, plies = _python_chess_games(s.chess_games, s.engine_max_ply, seed=rep)
+        samples.append(time.perf_counter() - t0)
+    st = timing_stats(samples)
+    out["python_chess"] = {**st, **rates(st, s.chess_games, "games_per_s"), **rates(st, plies, "plies_per_s"),
+                           "games": s.chess_games, "max_ply": s.engine_max_ply, "threads": 1}
+    return out
+
+
+# =============================================================================== train step
+@dataclass
+class StepSetup:
+    """A ready-to-run training setup: program, fresh state, host batches."""
+
+    program: Any
+    state: Any
+    batch: dict[str, np.ndarray]
+    chunk: dict[str, np.ndarray]
+    config: Any
+    variants: list
+    label: str
+    extra: dict = field(default_factory=dict)
+
+
+def make_setup(s: BenchSettings, model_seed: int = 0) -> StepSetup:
+    """Model, optimizer (pretraining defaults: AdamW lr 3e-4 constant, β 0.9/0.95, wd 0.01,
+    clip 1.0), :class:`~pawn.train.loop.TrainProgram` on all devices, one packed batch
+    [B, T] and one chunk [K, B, T] of engine games.
+
+    Raises:
+        ValueError: batch not divisible by the device count, or a bad model name.
+    """
+    import jax
+
+    from pawn.data.stream import EngineSource, make_batch
+    from pawn.model import PAWNModel
+    from pawn.train.loop import TrainProgram, init_state, make_mesh, make_optimizer
+    from pawn.train.schedules import build_schedule
+
+    cfg, variants, label = s.model()
+    n_dev = jax.device_count()
+    if s.batch_size % n_dev:
+        raise ValueError(f"batch_size {s.batch_size} is not divisible by the {n_dev} devices it is sharded over")
+    schedule = build_schedule("constant", 3e-4, 10**9, 0)
+    opt = make_optimizer(schedule, b1=0.9, b2=0.95, weight_decay=0.01, max_grad_norm=1.0)
+    program = TrainProgram(opt, schedule, variants, None, False, make_mesh())
+    state = init_state(PAWNModel(cfg, jax.random.key(model_seed)), opt)
+    src = EngineSource(s.seed, s.seq_len)
+    batches = [make_batch(src, i, s.batch_size, s.seq_len, False) for i in range(s.steps_per_chunk)]
+    chunk = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
+    return StepSetup(program, state, batches[0], chunk, cfg, variants, label)
+
+
+def fresh_state(setup: StepSetup):
+    """A placed copy of the setup's initial state: the compiled step donates its state, so every
+    measurement starts from its own buffers and ``setup.state`` stays valid."""
+    import jax
+
+    copied = jax.tree_util.tree_map(lambda x: x.copy() if isinstance(x, jax.Array) else x, setup.state)
+    return setup.program.place_state(copied)
+
+
+def _chunk_timing(setup: StepSetup, s: BenchSettings, repeats: int) -> dict[str, Any]:
+    """Time ``TrainProgram.run_chunk`` (state and chunk are donated, so the chunk is placed
+    afresh before each call, outside the timing)."""
+    import jax
+
+    prog = setup.program
+    holder = {"state": fresh_state(setup)}
+    samples, first = [], None
+    for i in range(s.warmup + repeats):
+        chunk = jax.block_until_ready(prog.place_chunk(setup.chunk))
+        t0 = time.perf_counter()
+        holder["state"], m = prog.run_chunk(holder["state"], chunk)
+        jax.block_until_ready((holder["state"], m))
+        dt = time.perf_counter() - t0
+        if i == 0:
+            first = dt
+        if i >= s.warmup:
+            samples.append(dt)
+    st = timing_stats(samples)
+    st["first_call_s"] = first
+    st["compile_s"] = max(0.0, first - st["median_s"]) if s.warmup else 0.0
+    st["final_loss"] = float(np.asarray(m["loss"])[-1])
+    return st
+
+
+def bench_step(s: BenchSettings, setup: Optional[StepSetup] = None) -> dict[str, Any]:
+    """Train-step tokens/s and steps/s in three forms: eager (the same step function under
+    ``jax.disable_jit()``: every primitive dispatched one by one, ``lax.scan`` run as a Python
+    loop, as in a framework without a compiler), a jitted single step driven from Python (state
+    donated), and the K-step ``lax.scan`` chunk the trainer runs (``TrainProgram.run_chunk``).
+    Compile time is reported apart from the steady state (for eager, the first call's extra
+    time is the per-primitive kernel compilation)."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    setup = setup or make_setup(s)
+    prog = setup.program
+    B, T, K = s.batch_size, s.seq_len, s.steps_per_chunk
+    tokens_per_step = B * T
+    out: dict[str, Any] = {"model": setup.label, "batch_size": B, "seq_len": T, "steps_per_chunk": K,
+                           "tokens_per_step": tokens_per_step, "param_count": int(setup.state.model.num_params()),
+                           "compute_dtype": str(jnp.dtype(_compute_dtype())), "forms": {}}
+    batch = {k: jnp.asarray(v) for k, v in setup.batch.items()}
+
+    # eager: the same step function with jit disabled (op-by-op dispatch)
+    holder = {"state": fresh_state(setup)}
+
+    def eager():
+        with jax.disable_jit():
+            holder["state"], m = prog._step(holder["state"], batch)
+        return holder["state"], m
+
+    eager_repeats = max(1, min(s.repeats, 3))
+    st = time_call(eager, repeats=eager_repeats, warmup=s.warmup)
+    out["forms"]["eager"] = {**st, **rates(st, tokens_per_step, "tokens_per_s"), **rates(st, 1, "steps_per_s")}
+
+    # jitted single step, driven from Python
+    jstep = eqx.filter_jit(lambda b, state: prog._step(state, b), donate="all-except-first")
+    holder = {"state": fresh_state(setup)}
+
+    def jitted():
+        holder["state"], m = jstep(batch, holder["state"])
+        return holder["state"], m
+
+    st = time_call(jitted, repeats=s.repeats * K, warmup=s.warmup)
+    out["forms"]["jit_step"] = {**st, **rates(st, tokens_per_step, "tokens_per_s"), **rates(st, 1, "steps_per_s")}
+
+    # K-step scan chunk
+    st = _chunk_timing(setup, s, s.repeats)
+    out["forms"]["scan_chunk"] = {**st, **rates(st, tokens_per_step * K, "tokens_per_s"), **rates(st, K, "steps_per_s")}
+    return out
+
+
+def _compute_dtype():
+    from pawn.model import resolve_dtype
+
+    return resolve_dtype(None)
+
+
+# =============================================================================== MFU
+def flops_per_token(cfg, seq_len: int) -> int:
+    """Training FLOPs per token of one model: ``6·N + 12·L·T·d`` — 6N for the forward (2N),
+    activation-gradient (2N) and weight-gradient (2N) matmuls with N = all parameters
+    (:func:`pawn.config.param_count`), plus materialised attention ``QKᵀ`` and ``AV``
+    (4·T·d per layer forward, ×3 with the backward), not skipping the causal half (spec §7.3)."""
+    from pawn.config import param_count
+
+    return 6 * param_count(cfg) + 12 * cfg.n_layers * seq_len * cfg.d_model
+
+
+def step_flops_per_token(variants: Sequence, seq_len: int) -> int:
+    """Supernet joint step: the sum of :func:`flops_per_token` over the variants trained (each
+    runs its own forward and backward). ``variants`` are configs or ``(config, weight)`` pairs."""
+    return sum(flops_per_token(v[0] if isinstance(v, tuple) else v, seq_len) for v in variants)
+
+
+def lookup_gpu_peak(device_kind: str) -> Optional[tuple[str, float, float]]:
+    """The :data:`GPU_PEAKS` row whose name occurs in ``device_kind`` (first match), or None."""
+    kind = device_kind.upper()
+    for row in GPU_PEAKS:
+        if row[0].upper() in kind:
+            return row
+    return None
+
+
+def measure_matmul_peak(n: int, dtype: str, repeats: int) -> dict[str, Any]:
+    """Measured matmul throughput on the default device: a jitted ``[n, n] @ [n, n]`` in
+    ``dtype`` (2·n³ FLOPs per call), median over ``repeats`` runs."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.random.normal(jax.random.key(0), (n, n), dtype)
+    b = jax.random.normal(jax.random.key(1), (n, n), dtype)
+    f = jax.jit(lambda x, y: x @ y)
+    st = time_call(lambda: f(a, b), repeats=max(3, repeats), warmup=2)
+    return {**st, "n": n, "dtype": dtype, **rates(st, 2.0 * n ** 3, "flops_per_s")}
+
+
+def bench_mfu(s: BenchSettings, step: Optional[dict] = None, setup: Optional[StepSetup] = None) -> dict[str, Any]:
+    """Model FLOPs per token (:data:`FLOPS_FORMULA`) and MFU of the K-step scan chunk:
+    ``flops_per_token · tokens_per_s / peak``. Peak: on GPUs the published dense figure for the
+    compute dtype from :data:`GPU_PEAKS`; on CPU (or a GPU not in the table) a matmul peak
+    measured in this run (:func:`measure_matmul_peak`)."""
+    import jax
+    import jax.numpy as jnp
+
+    from pawn.config import param_count
+
+    setup = setup or make_setup(s)
+    if step is None or "scan_chunk" not in step.get("forms", {}):
+        st = _chunk_timing(setup, s, s.repeats)
+        tps = s.batch_size * s.seq_len * s.steps_per_chunk / st["median_s"]
+        measured_here = True
+    else:
+        tps = step["forms"]["scan_chunk"]["tokens_per_s"]
+        measured_here = False
+    dt_name = jnp.dtype(_compute_dtype()).name
+    per_variant = [{"name": c.name, "param_count": param_count(c), "flops_per_token": flops_per_token(c, s.seq_len),
+                    "attention_flops_per_token": 12 * c.n_layers * s.seq_len * c.d_model} for c, _ in setup.variants]
+    fpt = step_flops_per_token(setup.variants, s.seq_len)
+    achieved = fpt * tps
+    out: dict[str, Any] = {"formula": FLOPS_FORMULA, "seq_len": s.seq_len, "variants": per_variant,
+                           "flops_per_token": fpt, "tokens_per_s": tps, "tokens_per_s_measured_in_mfu": measured_here,
+                           "achieved_flops_per_s": achieved, "compute_dtype": dt_name}
+    backend = jax.default_backend()
+    kind = jax.devices()[0].device_kind
+    row = lookup_gpu_peak(kind) if backend == "gpu" else None
+    n_dev = jax.device_count()
+    if row is not None:
+        peak_one = (row[1] if dt_name == "bfloat16" else row[2]) * 1e12
+        out["peak"] = {"flops_per_s": peak_one * n_dev, "per_device_flops_per_s": peak_one, "devices": n_dev,
+                       "source": f"{PEAK_SOURCE} ({row[0]}, {'bf16' if dt_name == 'bfloat16' else 'fp32'})"}
+    else:
+        mm = measure_matmul_peak(s.matmul_n, dt_name, s.repeats)
+        why = "CPU" if backend == "cpu" else f"{kind} is not in the published-peak table"
+        out["peak"] = {"flops_per_s": mm["flops_per_s"] * n_dev, "per_device_flops_per_s": mm["flops_per_s"], "devices": n_dev,
+                       "source": f"measured in this run ({why}): jitted {s.matmul_n}×{s.matmul_n} {dt_name} matmul, median",
+                       "matmul": mm}
+    out["mfu"] = achieved / out["peak"]["flops_per_s"]
+    return out
+
+
+# =============================================================================== data path
+def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None) -> dict[str, Any]:
+    """The trainer's data path. (1) Host batch build per step (``make_batch``: games → packed
+    [B, T]) from fresh engine games versus a pre-staged on-disk corpus (built in a temporary
+    directory, untimed). (2) The data-wait fraction while training: the trainer's
+    :class:`~pawn.data.stream.ChunkStream` (background thread, prefetch 2) feeding
+    ``run_chunk`` for ``data_chunks`` chunks after compilation, for both sources;
+    ``wait_frac`` = seconds the loop blocked on data / wall seconds."""
+    import jax
+
+    from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus, make_batch
+
+    B, T, K = s.batch_size, s.seq_len, s.steps_per_chunk
+    n_steps = max(s.repeats, s.data_chunks * K) + K
+    tmp = tempfile.mkdtemp(prefix="pawn-bench-corpus-")
+    try:
+        from pathlib import Path
+
+        t0 = time.perf_counter()
+        build_corpus(Path(tmp) / "corpus", n_steps * B, T, s.seed)
+        build_s = time.perf_counter() - t0
+        sources = {"engine": EngineSource(s.seed, T),
+                   "corpus": CorpusSource(Path(tmp) / "corpus", seed=s.seed, max_ply=T, mate_boost=0.0, n_games=n_steps * B)}
+        out: dict[str, Any] = {"batch_size": B, "seq_len": T, "steps_per_chunk": K,
+                               "corpus": {"games": n_steps * B, "build_s": build_s}, "batch_build": {}, "training": {}}
+        for name, src in sources.items():
+            make_batch(src, 0, B, T, False)
+            samples = []
+            for i in range(s.repeats):
+                t0 = time.perf_counter()
+                make_batch(src, i + 1, B, T, False)
+                samples.append(time.perf_counter() - t0)
+            st = timing_stats(samples)
+            out["batch_build"][name] = {**st, **rates(st, 1, "batches_per_s"), **rates(st, B, "games_per_s"),
+                                        **rates(st, B * T, "tokens_per_s")}
+        setup = setup or make_setup(s)
+        prog = setup.program
+        state = fresh_state(setup)
+        state, _ = prog.run_chunk(state, prog.place_chunk(setup.chunk))  # compile outside the timing
+        jax.block_until_ready(state)
+        for name, src in sources.items():
+            stream = ChunkStream(src, start_step=0, end_step=s.data_chunks * K, k=K, batch_size=B, seq_len=T,
+                                 prepend_outcome=False, prefetch=2)
+            try:
+                t0 = time.perf_counter()
+                for _, host in stream:
+                    state, m = prog.run_chunk(state, prog.place_chunk(host))
+                    jax.block_until_ready(m)
+                wall = time.perf_counter() - t0
+            finally:
+                stream.close()
+            out["training"][name] = {"chunks": s.data_chunks, "wall_s": wall, "wait_s": stream.wait_s,
+                                     "wait_frac": stream.wait_s / wall if wall > 0 else 0.0,
+                                     "tokens_per_s": s.data_chunks * K * B * T / wall}
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# =============================================================================== concurrency
+def _concurrency_worker(settings: dict, index: int, barrier, results) -> None:
+    """One spawned training process: build, compile, wait at the barrier, time chunks."""
+    try:
+        import jax
+
+        s = BenchSettings(**settings)
+        setup = make_setup(s, model_seed=index)
+        prog = setup.program
+        state = prog.place_state(setup.state)
+        state, m = prog.run_chunk(state, prog.place_chunk(setup.chunk))
+        jax.block_until_ready(m)
+        barrier.wait(timeout=600)
+        samples = []
+        for _ in range(s.concurrency_chunks):
+            chunk = jax.block_until_ready(prog.place_chunk(setup.chunk))
+            t0 = time.perf_counter()
+            state, m = prog.run_chunk(state, chunk)
+            jax.block_until_ready(m)
+            samples.append(time.perf_counter() - t0)
+        results.put({"index": index, "samples_s": samples})
+    except BaseException as e:  # report, never hang the parent
+        try:
+            barrier.abort()
+        except Exception:
+            pass
+        results.put({"index": index, "error": f"{e.__class__.__name__}: {e}"})
+
+
+def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0) -> dict[str, Any]:
+    """``n = 1 … concurrency`` independent training processes at once (``multiprocessing``
+    *spawn*, never fork), started together at a barrier after each compiled its chunk. Per n:
+    each process's tokens/s (median chunk), the aggregate (sum over processes) and the speed-up
+    of the aggregate over n = 1. On GPUs the children do not preallocate memory
+    (``XLA_PYTHON_CLIENT_PREALLOCATE=false``). Stops early if a process fails (e.g. OOM)."""
+    import multiprocessing as mp
+    import queue as _queue
+
+    ctx = mp.get_context("spawn")
+    tokens_per_chunk = s.batch_size * s.seq_len * s.steps_per_chunk
+    rows: list[dict[str, Any]] = []
+    base = None
+    saved = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    try:
+        for n in range(1, s.concurrency + 1):
+            barrier, results = ctx.Barrier(n), ctx.Queue()
+            procs = [ctx.Process(target=_concurrency_worker, args=(s.to_dict(), i, barrier, results), daemon=True)
+                     for i in range(n)]
+            for p in procs:
+                p.start()
+            got, deadline = [], time.monotonic() + timeout_s
+            while len(got) < n and time.monotonic() < deadline:
+                try:
+                    got.append(results.get(timeout=1.0))
+                except _queue.Empty:
+                    if not any(p.is_alive() for p in procs) and results.empty():
+                        break
+            for p in procs:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.kill()
+            errors = [g["error"] for g in got if "error" in g]
+            if errors or len(got) < n:
+                rows.append({"processes": n, "error": errors[0] if errors else f"only {len(got)} of {n} processes reported"})
+                break
+            per = sorted(got, key=lambda g: g["index"])
+            per_rates = [tokens_per_chunk / timing_stats(g["samples_s"])["median_s"] for g in per]
+            agg = sum(per_rates)
+            base = base or agg
+            rows.append({"processes": n, "aggregate_tokens_per_s": agg, "per_process_tokens_per_s": per_rates,
+                         "mean_per_process_tokens_per_s": agg / n, "speedup_vs_1": agg / base,
+                         "chunks_per_process": s.concurrency_chunks})
+    finally:
+        if saved is None:
+            os.environ.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
+        else:
+            os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = saved
+    return {"start_method": "spawn", "tokens_per_chunk": tokens_per_chunk, "rows": rows}
+
+
+# =============================================================================== decode
+def bench_decode(s: BenchSettings) -> dict[str, Any]:
+    """Generation tokens/s of :func:`pawn.evaluate.generation.autoregressive_generate` with and
+    without the KV cache: ``decode_games`` games from the outcome token PLY_LIMIT to
+    ``decode_len`` positions, legal moves only (so random weights still play full games); the
+    engine's legal masks per step are part of the measured loop. Tokens = moves generated. The
+    model is the step section's stored model (the supernet itself for a supernet), random init."""
+    import jax
+
+    from pawn.evaluate.generation import autoregressive_generate
+    from pawn.model import PAWNModel
+    from pawn.vocab import PLY_LIMIT
+
+    cfg, _, label = s.model()
+    model = PAWNModel(cfg, jax.random.key(0))
+    out: dict[str, Any] = {"model": label, "config": cfg.name, "games": s.decode_games, "seq_len": s.decode_len, "forms": {}}
+    for name, kv in (("kv_cache", True), ("recompute", False)):
+        res = {}
+
+        def run():
+            res["r"] = autoregressive_generate(model, s.decode_games, outcome_token=PLY_LIMIT, max_seq_len=s.decode_len,
+                                               mask_illegal=True, batch_size=s.decode_games, seed=0, use_kv_cache=kv)
+            return res["r"].sequences
+
+        st = time_call(run, repeats=max(1, min(s.repeats, 2)), warmup=s.warmup)
+        toks = int(res["r"].game_lengths.astype(np.int64).sum())
+        out["forms"][name] = {**st, **rates(st, toks, "tokens_per_s"), "tokens": toks}
+    f = out["forms"]
+    out["kv_speedup"] = f["kv_cache"]["tokens_per_s"] / f["recompute"]["tokens_per_s"]
+    return out
+
+
+# =============================================================================== driver
+def parse_only(values: Optional[Sequence[str]]) -> list[str]:
+    """``--only`` values (repeatable, comma lists) → section names in run order.
+
+    Raises:
+        ValueError: an unknown name (listing the valid ones).
+    """
+    if not values:
+        return list(SECTIONS)
+    names = {x.strip() for v in values for x in v.split(",") if x.strip()}
+    bad = sorted(names - set(SECTIONS))
+    if bad:
+        raise ValueError(f"unknown section(s) {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
+    return [n for n in SECTIONS if n in names]
+
+
+def run_bench(s: BenchSettings, sections: Sequence[str], progress: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Run the chosen sections in order; returns ``{"header", "settings", "sections",
+    <section>: dict …}``. The step, mfu and data sections share one compiled setup.
+
+    Raises:
+        ValueError: bad settings (see :meth:`BenchSettings.check`).
+    """
+    s.check()
+    report: dict[str, Any] = {"header": header(), "settings": s.to_dict(), "sections": list(sections)}
+    setup = None
+    t_all = time.perf_counter()
+    for name in sections:
+        progress(name)
+        t0 = time.perf_counter()
+        if name in ("step", "mfu", "data") and setup is None:
+            setup = make_setup(s)
+        if name == "engine":
+            report[name] = bench_engine(s)
+        elif name == "step":
+            report[name] = bench_step(s, setup)
+        elif name == "mfu":
+            report[name] = bench_mfu(s, report.get("step"), setup)
+        elif name == "data":
+            report[name] = bench_data(s, setup)
+        elif name == "concurrency":
+            report[name] = bench_concurrency(s)
+        elif name == "decode":
+            report[name] = bench_decode(s)
+        report[name]["section_wall_s"] = time.perf_counter() - t0
+    report["wall_s"] = time.perf_counter() - t_all
+    return report
+
+
+# =============================================================================== tables
+def _n(x: Optional[float], digits: int = 0) -> str:
+    if x is None:
+        return "—"
+    return f"{x:,.{digits}f}"
+
+
+def _ms(st: dict) -> str:
+    return f"{1e3 * st['median_s']:,.2f} ({1e3 * st['min_s']:,.2f}–{1e3 * st['max_s']:,.2f})"
+
+
+def print_report(report: dict[str, Any], console=None) -> None:
+    """Print the report as rich tables (one per section)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    h = report["header"]
+    console.print(f"[bold]pawn bench[/bold] {h['timestamp']}  {h['backend']}: {h['device']} ×{h['device_count']}  "
+                  f"JAX {h['jax_version']}  CPU {h['cpu_model']} ({h['cpus_available']} threads available, "
+                  f"rayon {h['rayon_threads']})  pawn {h['pawn_version']}")
+    console.print("[dim]median (min–max) over timed runs after warm-up; rates are work / time[/dim]")
+
+    if "engine" in report:
+        e = report["engine"]
+        t = Table(title="engine")
+        for c in ("workload", "threads", "time ms", "rate (median)", "rate min–max"):
+            t.add_column(c, justify="left" if c == "workload" else "right")
+        for r in e["threads"]:
+            rg = r["random_games"]
+            t.add_row(f"random games ×{rg['games']} (max_ply {rg['max_ply']})", str(r["threads"]), _ms(rg),
+                      f"{_n(rg['games_per_s'])} games/s, {_n(rg['plies_per_s'])} plies/s",
+                      f"{_n(rg['games_per_s_min'])}–{_n(rg['games_per_s_max'])} games/s")
+            pg = r["parse_pgn"]
+            t.add_row(f"parse PGN ×{pg['games']} ({pg['mb']:.1f} MB)", str(r["threads"]), _ms(pg), f"{_n(pg['games_per_s'])} games/s",
+                      f"{_n(pg['games_per_s_min'])}–{_n(pg['games_per_s_max'])}")
+            lm = r["legal_masks"]
+            t.add_row(f"legal masks ×{lm['positions']} positions", str(r["threads"]), _ms(lm), f"{_n(lm['positions_per_s'])} positions/s",
+                      f"{_n(lm['positions_per_s_min'])}–{_n(lm['positions_per_s_max'])}")
+        pc = e.get("python_chess")
+        if pc and "skipped" not in pc:
+            t.add_row(f"python-chess random games ×{pc['games']}", "1", _ms(pc),
+                      f"{_n(pc['games_per_s'], 1)} games/s, {_n(pc['plies_per_s'])} plies/s",
+                      f"{_n(pc['games_per_s_min'], 1)}–{_n(pc['games_per_s_max'], 1)} games/s")
+        elif pc:
+            t.add_row("python-chess", "", "", pc["skipped"], "")
+        console.print(t)
+
+    if "step" in report:
+        st = report["step"]
+        t = Table(title=f"train step: {st['model']}, {st['param_count']:,} params, batch {st['batch_size']} × seq {st['seq_len']}"
+                        f" ({st['compute_dtype']}), K = {st['steps_per_chunk']}")
+        for c in ("form", "time ms (per call)", "tokens/s", "tokens/s min–max", "steps/s", "first call s", "compile s"):
+            t.add_column(c, justify="left" if c == "form" else "right")
+        names = {"eager": "eager (no jit)", "jit_step": "jit, 1 step per call", "scan_chunk": f"lax.scan chunk, {st['steps_per_chunk']} steps"}
+        for k, f in st["forms"].items():
+            t.add_row(names[k], _ms(f), _n(f["tokens_per_s"]), f"{_n(f['tokens_per_s_min'])}–{_n(f['tokens_per_s_max'])}",
+                      _n(f["steps_per_s"], 2), _n(f["first_call_s"], 2), _n(f["compile_s"], 2))
+        console.print(t)
+        console.print("[dim]compile s = first call − steady-state median (tracing + XLA compile, an estimate)[/dim]")
+
+    if "mfu" in report:
+        m = report["mfu"]
+        t = Table(title="MFU")
+        t.add_column("quantity")
+        t.add_column("value", justify="right")
+        for v in m["variants"]:
+            t.add_row(f"FLOPs/token {v['name']} ({v['param_count']:,} params)",
+                      f"{v['flops_per_token']:,} (attention {v['attention_flops_per_token']:,})")
+        t.add_row("FLOPs/token, step total", f"{m['flops_per_token']:,}")
+        t.add_row("tokens/s (scan chunk)", _n(m["tokens_per_s"]))
+        t.add_row("achieved", f"{m['achieved_flops_per_s'] / 1e9:,.2f} GFLOP/s")
+        t.add_row("peak", f"{m['peak']['flops_per_s'] / 1e9:,.2f} GFLOP/s")
+        t.add_row("MFU", f"{100 * m['mfu']:.2f}%")
+        console.print(t)
+        console.print(f"[dim]{m['formula']}[/dim]")
+        console.print(f"[dim]peak: {m['peak']['source']}[/dim]")
+
+    if "data" in report:
+        d = report["data"]
+        t = Table(title=f"data path: batch {d['batch_size']} × seq {d['seq_len']}")
+        for c in ("source", "batch build ms", "games/s", "tokens/s", "train wall s", "data wait s", "wait fraction", "train tokens/s"):
+            t.add_column(c, justify="left" if c == "source" else "right")
+        for name in d["batch_build"]:
+            b, tr = d["batch_build"][name], d["training"][name]
+            label = "fresh engine games" if name == "engine" else f"on-disk corpus ({d['corpus']['games']:,} games)"
+            t.add_row(label, _ms(b), _n(b["games_per_s"]), _n(b["tokens_per_s"]), _n(tr["wall_s"], 2), _n(tr["wait_s"], 3),
+                      f"{100 * tr['wait_frac']:.1f}%", _n(tr["tokens_per_s"]))
+        console.print(t)
+
+    if "concurrency" in report:
+        c = report["concurrency"]
+        t = Table(title=f"concurrency: independent training processes (spawned), {c['tokens_per_chunk']:,} tokens per chunk")
+        for col in ("processes", "aggregate tokens/s", "per-process tokens/s", "speed-up vs 1"):
+            t.add_column(col, justify="right")
+        for r in c["rows"]:
+            if "error" in r:
+                t.add_row(str(r["processes"]), "failed", r["error"][:80], "")
+            else:
+                t.add_row(str(r["processes"]), _n(r["aggregate_tokens_per_s"]),
+                          ", ".join(_n(x) for x in r["per_process_tokens_per_s"]), f"{r['speedup_vs_1']:.2f}×")
+        console.print(t)
+
+    if "decode" in report:
+        d = report["decode"]
+        t = Table(title=f"decode: {d['model']} ({d['config']}), {d['games']} games × {d['seq_len']} positions, legal sampling")
+        for col in ("form", "time ms", "tokens", "tokens/s", "tokens/s min–max", "first call s"):
+            t.add_column(col, justify="left" if col == "form" else "right")
+        for k, f in d["forms"].items():
+            t.add_row("KV cache" if k == "kv_cache" else "recompute full forward", _ms(f), str(f["tokens"]), _n(f["tokens_per_s"]),
+                      f"{_n(f['tokens_per_s_min'])}–{_n(f['tokens_per_s_max'])}", _n(f["first_call_s"], 2))
+        console.print(t)
+        console.print(f"[dim]KV-cache speed-up: {d['kv_speedup']:.2f}×[/dim]")
+    console.print(f"[dim]total {report['wall_s']:.1f} s[/dim]")

@@ -1,0 +1,132 @@
+"""``pawn bench`` (spec eval-probe-generate-sweep-bench.md §7): the FLOP convention against
+hand-computed counts, the timing statistics, the peak table lookup, and one ``--quick`` smoke
+run whose JSON structure (never its speed) is checked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from pawn.bench import (SECTIONS, flops_per_token, lookup_gpu_peak, parse_only, rates, step_flops_per_token,
+                        time_call, timing_stats)
+from pawn.cli import app
+from pawn.config import TINY_VARIANTS, TOY
+
+
+def test_flops_per_token_of_toy_is_six_n_plus_attention_by_hand():
+    # toy: d 64, L 2, F 256, V 1980, 11 outcome rows.
+    # N = 145·64 + 2·(4·64² + 3·64·256 + 2·64) + 64 + 1980·64 = 9,280 + 131,328 + 64 + 126,720 = 267,392
+    # 6N = 1,604,352; attention 12·L·T·d at T = 32: 12·2·32·64 = 49,152
+    assert flops_per_token(TOY, 32) == 1_604_352 + 49_152
+
+
+def test_supernet_step_flops_are_the_sum_over_tiny_variants_by_hand():
+    # T = 128.
+    # small d64 L2 F256: N 267,392 → 6N 1,604,352; attention 12·2·128·64 = 196,608   → 1,800,960
+    # base d128 L3 F512: N = 18,560 + 3·262,400 + 128 + 253,440 = 1,059,328
+    #                    → 6N 6,355,968; attention 12·3·128·128 = 589,824           → 6,945,792
+    # large d192 L4 F768: N = 27,840 + 4·590,208 + 192 + 380,160 = 2,769,024
+    #                    → 6N 16,614,144; attention 12·4·128·192 = 1,179,648        → 17,793,792
+    variants = [(TINY_VARIANTS[k], 1.0) for k in ("small", "base", "large")]
+    assert flops_per_token(TINY_VARIANTS["base"], 128) == 6_945_792
+    assert flops_per_token(TINY_VARIANTS["large"], 128) == 17_793_792
+    assert step_flops_per_token(variants, 128) == 1_800_960 + 6_945_792 + 17_793_792
+
+
+def test_timing_stats_give_median_min_max_and_count():
+    assert timing_stats([3.0, 1.0, 2.0]) == {"median_s": 2.0, "min_s": 1.0, "max_s": 3.0, "n": 3}
+    assert timing_stats([4.0, 1.0, 3.0, 2.0])["median_s"] == 2.5
+    with pytest.raises(ValueError, match="at least one sample"):
+        timing_stats([])
+
+
+def test_rates_divide_work_by_median_and_take_min_from_the_slowest_run():
+    r = rates({"median_s": 2.0, "min_s": 1.0, "max_s": 4.0}, 8.0, "tokens_per_s")
+    assert r == {"tokens_per_s": 4.0, "tokens_per_s_min": 2.0, "tokens_per_s_max": 8.0}
+
+
+def test_time_call_runs_warmup_then_timed_repeats_and_reports_the_first_call_apart():
+    calls = []
+    st = time_call(lambda: calls.append(1) or 0, repeats=4, warmup=2)
+    assert len(calls) == 6 and st["n"] == 4
+    assert st["min_s"] <= st["median_s"] <= st["max_s"]
+    assert st["first_call_s"] is not None and st["compile_s"] >= 0.0
+
+
+@pytest.mark.parametrize("kind, name", [
+    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200"),
+    ("NVIDIA GH200 480GB", "GH200"), ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA B200", "B200"),
+    ("NVIDIA L40S", "L40S"), ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA A10G", "A10G"),
+])
+def test_gpu_peak_lookup_picks_the_most_specific_published_row(kind, name):
+    assert lookup_gpu_peak(kind)[0] == name
+
+
+def test_gpu_peak_lookup_of_an_unknown_device_is_none():
+    assert lookup_gpu_peak("cpu") is None
+
+
+def test_only_accepts_repeats_and_comma_lists_in_run_order():
+    assert parse_only(None) == list(SECTIONS)
+    assert parse_only(["decode,step", "engine"]) == ["engine", "step", "decode"]
+    with pytest.raises(ValueError, match="unknown section"):
+        parse_only(["step,warp"])
+
+
+def test_bench_cli_rejects_unknown_sections_and_two_models():
+    r = CliRunner().invoke(app, ["bench", "--only", "warp"])
+    assert r.exit_code == 2 and "unknown section" in r.output
+    r = CliRunner().invoke(app, ["bench", "--variant", "toy", "--supernet", "tiny"])
+    assert r.exit_code == 2 and "not both" in r.output
+
+
+def test_bench_quick_writes_every_section_to_json(tmp_path):
+    out = tmp_path / "bench.json"
+    r = CliRunner().invoke(app, ["bench", "--quick", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(out.read_text())
+    assert rep["sections"] == list(SECTIONS)
+    for k in ("device", "backend", "jax_version", "cpu_model", "cpus_available", "rayon_threads"):
+        assert k in rep["header"]
+    timing = {"median_s", "min_s", "max_s", "n"}
+
+    eng = rep["engine"]
+    assert [t["threads"] for t in eng["threads"]][0] == 1
+    for t in eng["threads"]:
+        assert timing | {"games_per_s", "plies_per_s"} <= set(t["random_games"])
+        assert timing | {"games_per_s"} <= set(t["parse_pgn"])
+        assert timing | {"positions_per_s"} <= set(t["legal_masks"])
+    assert "games_per_s" in eng["python_chess"]
+
+    step = rep["step"]
+    assert set(step["forms"]) == {"eager", "jit_step", "scan_chunk"}
+    for f in step["forms"].values():
+        assert timing | {"tokens_per_s", "tokens_per_s_min", "tokens_per_s_max", "steps_per_s", "first_call_s", "compile_s"} <= set(f)
+    assert step["tokens_per_step"] == step["batch_size"] * step["seq_len"]
+
+    mfu = rep["mfu"]
+    assert mfu["formula"].startswith("FLOPs/token = 6·N + 12·L·T·d")
+    assert mfu["flops_per_token"] == flops_per_token(TOY, step["seq_len"])
+    assert {"flops_per_s", "source"} <= set(mfu["peak"]) and "measured in this run" in mfu["peak"]["source"]
+    assert isinstance(mfu["mfu"], float)
+
+    data = rep["data"]
+    for src in ("engine", "corpus"):
+        assert timing | {"games_per_s", "tokens_per_s"} <= set(data["batch_build"][src])
+        assert {"wall_s", "wait_s", "wait_frac", "tokens_per_s"} <= set(data["training"][src])
+
+    conc = rep["concurrency"]
+    assert conc["start_method"] == "spawn"
+    assert [row["processes"] for row in conc["rows"]] == [1, 2]
+    for row in conc["rows"]:
+        assert "error" not in row, row
+        assert len(row["per_process_tokens_per_s"]) == row["processes"]
+        assert {"aggregate_tokens_per_s", "speedup_vs_1"} <= set(row)
+
+    dec = rep["decode"]
+    assert set(dec["forms"]) == {"kv_cache", "recompute"}
+    for f in dec["forms"].values():
+        assert timing | {"tokens_per_s", "tokens"} <= set(f)
+    assert "kv_speedup" in dec
