@@ -244,7 +244,9 @@ class PAWNModel(eqx.Module):
 
         if remat:
             layer = jax.checkpoint(layer)
-        h, (hidden, kv) = jax.lax.scan(layer, h0, self._layer_weights(dtype))
+        # Unrolled: XLA then schedules and fuses across layers (about 12 % faster per training
+        # step on CPU, measured with `pawn bench --only step`); the weights stay stacked.
+        h, (hidden, kv) = jax.lax.scan(layer, h0, self._layer_weights(dtype), unroll=True)
         return h0, h, hidden, kv
 
     # ------------------------------------------------------------------ public calls
