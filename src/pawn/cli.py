@@ -175,9 +175,26 @@ def _write_json(path: Optional[Path], data: dict) -> None:
         return
     import json
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_json_safe(data), indent=2) + "\n", encoding="utf-8")
+    from pawn.fileio import atomic_output
+
+    try:
+        with atomic_output(path) as tmp:
+            tmp.write_text(json.dumps(_json_safe(data), indent=2) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise _fail(f"--json {path}: cannot write ({e.strerror or e})")
     typer.echo(f"wrote {path}")
+
+
+def _check_outputs(**paths: Optional[Path]) -> None:
+    """Fail in one line, before any work, if an output file cannot be written (flag=path)."""
+    from pawn.fileio import OutputPathError, check_output_file
+
+    for flag, p in paths.items():
+        if p is not None:
+            try:
+                check_output_file(p, "--" + flag.replace("_", "-"))
+            except OutputPathError as e:
+                raise _fail(str(e))
 
 
 def _load(checkpoint: str, variant: Optional[str]):
@@ -234,6 +251,7 @@ def eval_cmd(
         raise _fail(f"--elo-edges must be comma-separated integers, got {elo_edges!r}")
     if pgn is not None and not pgn.is_file():
         raise _fail(f"PGN file not found: {pgn}")
+    _check_outputs(json=json_out)
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
@@ -332,6 +350,7 @@ def probe_cmd(
     bad = sorted(set(names) - set(PROBES))
     if bad:
         raise _fail(f"unknown probe(s) {bad}; choose from {', '.join(PROBES)}")
+    _check_outputs(json=json_out, plot=plot)
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "models": []}
@@ -391,6 +410,7 @@ def generate_cmd(
         raise _fail("give exactly one of --checkpoint CKPT or --random")
     if not temperature > 0:
         raise _fail(f"--temperature must be > 0, got {temperature}")
+    _check_outputs(json=json_out, out=out, pgn_out=pgn_out)
     console = Console()
     record: dict = {"settings": {"checkpoint": checkpoint, "random": random, "games": games, "seed": seed, "max_ply": max_ply,
                                  "temperature": temperature, "top_k": top_k, "mask_illegal": mask_illegal, "outcome": outcome,
