@@ -45,6 +45,7 @@ def test_tiny_supernet_loss_decreases_and_variants_are_exported(tmp_path):
     assert set(res.variant_checkpoints) == {"small", "base", "large"}
     model, config = load_model(res.variant_checkpoints["base"])
     assert (config.d_model, config.n_layers) == (128, 3)
+    assert load_checkpoint(res.variant_checkpoints["base"]).run_config["variant"] == "base"
     health = json.loads((res.run_dir / "schedule_health.json").read_text())
     assert health["reason_for_stop"] == "completed" and health["actual_total_steps"] == 24
 

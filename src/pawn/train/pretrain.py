@@ -366,6 +366,7 @@ def run_pretrain(
             vm = sliced(final, vcfg)
             variant_ckpts[name] = save_checkpoint(
                 run_dir / "variants" / name, {k: np.asarray(v) for k, v in vm.params().items()}, vcfg,
-                run_config={"supernet_checkpoint": str(last_ckpt), "variant": name, **cfg.model_dump(mode="json")},
+                # The variant name must come after the dump, whose own "variant" is None for a supernet run.
+                run_config={**cfg.model_dump(mode="json"), "supernet_checkpoint": str(last_ckpt), "variant": name},
             )
     return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val)
