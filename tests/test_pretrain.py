@@ -79,6 +79,17 @@ def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path):
     assert again.reason == "resume_no_op"
 
 
+def test_resume_without_total_steps_reads_it_from_the_checkpoint(tmp_path):
+    """The README's ``pawn pretrain --resume auto --out DIR`` and the stop message's
+    ``--resume DIR`` give no --total-steps: the stored run supplies it."""
+    paused = run_pretrain(cfg(tmp_path, pause_after_steps=4), progress=False, install_signal_handlers=False)
+    res = run_pretrain(PretrainConfig.load(resume="auto", out=paused.run_dir), progress=False, install_signal_handlers=False)
+    assert res.reason == "completed" and res.step == 8
+    with pytest.raises(TrainingError, match="needs --total-steps"):
+        run_pretrain(PretrainConfig.load(resume="auto", out=tmp_path / "empty"), progress=False, install_signal_handlers=False)
+    assert not (tmp_path / "empty").exists()
+
+
 def test_resume_refuses_changed_settings(tmp_path):
     run_pretrain(cfg(tmp_path, total_steps=4, val_every=4, checkpoint_every=4), progress=False, install_signal_handlers=False)
     with pytest.raises(TrainingError, match="lr"):

@@ -107,6 +107,8 @@ def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]
     except FileNotFoundError as e:
         raise TrainingError(str(e)) from None
     if ckpt_dir is None:  # --resume auto with nothing yet: start fresh
+        if cfg.total_steps is None:
+            raise TrainingError(f"--resume auto: no checkpoint in {cfg.out} yet, so this starts a new run, which needs --total-steps")
         return cfg, None
     stored = json.loads((ckpt_dir / "config.json").read_text()).get("run_config")
     if stored is None:
