@@ -184,3 +184,30 @@ def test_validation_records_carry_per_variant_v1_metrics(tmp_path):
         assert f"val/{key}_d64_L2_F256" in val[0], key
     assert 0.0 <= val[0]["val/legal_move_rate_d64_L2_F256"] <= 1.0
     assert 6.0 < val[0]["val/loss_d64_L2_F256"] < 9.0  # near ln(1980) = 7.59 for a barely trained toy
+
+
+def test_signal_during_the_last_chunk_still_completes_the_run(tmp_path, monkeypatch):
+    """A stop request that arrives while the final chunk runs must not mark a finished run as
+    stopped (a supernet run would then skip exporting its variants, and resume is a no-op)."""
+    import types
+
+    import pawn.train.pretrain as pretrain_mod
+
+    monkeypatch.setattr(pretrain_mod, "StopFlag", lambda install: types.SimpleNamespace(requested="SIGTERM", restore=lambda: None))
+    res = run_pretrain(cfg(tmp_path, total_steps=2, val_every=2, checkpoint_every=2), progress=False, install_signal_handlers=False)
+    assert res.reason == "completed" and res.step == 2
+    assert json.loads((res.run_dir / "schedule_health.json").read_text())["reason_for_stop"] == "completed"
+
+
+def test_out_pointing_at_a_file_is_a_one_line_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me")
+    for out in (blocker, blocker / "run"):
+        r = CliRunner().invoke(app, ["pretrain", "--variant", "toy", "--total-steps", "2", "--out", str(out)])
+        assert r.exit_code == 1 and r.output.startswith("error: --out") and "is a file" in r.output, r.output
+        assert isinstance(r.exception, SystemExit)
+    assert blocker.read_text() == "keep me"
