@@ -58,3 +58,18 @@ def test_generate_outputs_replace_old_files_whole_and_leave_no_staging_files(tmp
     assert res.exit_code == 0, res.output
     assert out.read_bytes()[:4] == b"PAR1" and pgn.read_text().startswith("[Event")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.parquet", "g.pgn"]
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["eval", "somewhere", "--games", "-3"], "--games"),
+        (["generate", "--random", "--games", "0"], "--games"),
+        (["pretrain", "--total-steps", "abc"], "--total-steps"),
+        (["pretrain", "--no-such-flag"], "--no-such-flag"),
+        (["eval"], "checkpoint"),
+    ],
+)
+def test_bad_command_lines_are_one_error_line_with_exit_code_2(args, fragment):
+    res = CliRunner().invoke(app, args)
+    one_line_error(res, 2, fragment, f"pawn {args[0]} --help")

@@ -6,9 +6,41 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperGroup
+
+try:  # recent Typer vendors Click; older releases use the click package
+    from typer._click import exceptions as _click_exc
+except ImportError:  # pragma: no cover
+    from click import exceptions as _click_exc
+
+
+class _OneLineErrors(TyperGroup):
+    """Report a bad command line (unknown option, invalid value, negative --games, ...) as one
+    ``error: ...`` line with exit code 2 instead of Click's boxed usage block."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click_exc.NoArgsIsHelpError as e:
+            e.show()
+            raise SystemExit(e.exit_code) from None
+        except _click_exc.ClickException as e:
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if isinstance(e, _click_exc.UsageError) and ctx else ""
+            message = " ".join(e.format_message().split())
+            typer.secho(f"error: {message}{hint}", err=True, fg=typer.colors.RED)
+            raise SystemExit(e.exit_code) from None
+        except (typer.Abort, _click_exc.Abort if hasattr(_click_exc, "Abort") else typer.Abort):
+            typer.secho("error: aborted", err=True, fg=typer.colors.RED)
+            raise SystemExit(1) from None
+        raise SystemExit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
     name="pawn",
+    cls=_OneLineErrors,
     help="PAWN: chess world-model transformers trained on random legal games.",
     no_args_is_help=True,
     add_completion=False,
