@@ -73,3 +73,11 @@ def test_generate_outputs_replace_old_files_whole_and_leave_no_staging_files(tmp
 def test_bad_command_lines_are_one_error_line_with_exit_code_2(args, fragment):
     res = CliRunner().invoke(app, args)
     one_line_error(res, 2, fragment, f"pawn {args[0]} --help")
+
+
+@pytest.mark.parametrize("content", [b"garbage\n", bytes(range(256)) * 8])
+def test_eval_pgn_without_a_usable_game_is_an_error_not_an_empty_table(toy_checkpoint, tmp_path, content):
+    pgn = tmp_path / "junk.pgn"
+    pgn.write_bytes(content)
+    res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--games", "2", "--max-ply", "16", "--pgn", str(pgn)])
+    one_line_error(res, 1, str(pgn), "no usable game")

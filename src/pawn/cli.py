@@ -297,12 +297,12 @@ def eval_cmd(
         g = game_cache[max_ply]
         t = time.perf_counter()
         try:
-            rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=batch_size,
-                                 prepend_outcome=layout, dtype=dtype, late_ply=late_ply)
             lichess = None
-            if pgn is not None:
+            if pgn is not None:  # first: an unusable file fails before the long random-game pass
                 lichess = evaluate_pgn(lm.model, str(pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=pgn_games_per_band,
                                        min_ply=pgn_min_ply, prepend_outcome=layout, batch_size=min(batch_size, 64), dtype=dtype)
+            rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=batch_size,
+                                 prepend_outcome=layout, dtype=dtype, late_ply=late_ply)
         except ValueError as e:
             raise _fail(str(e))
         wall = time.perf_counter() - t
