@@ -139,3 +139,17 @@ def test_cli_offline_unknown_repo_is_one_line_error():
 def test_cli_missing_local_source(tmp_path):
     r = CliRunner().invoke(app, ["convert", str(tmp_path / "nothing" / "here")])
     assert r.exit_code == 1 and "not a directory" in r.output
+
+
+@pytest.mark.parametrize("field,value,needle", [("d_model", "abc", "model_config.d_model must be an integer"),
+                                                ("n_layers", None, "model_config.n_layers must be an integer"),
+                                                ("d_ff", [1], "model_config.d_ff must be an integer"),
+                                                ("n_heads", 3, "divisible")])
+def test_malformed_v1_config_values_are_one_line_cli_errors(tmp_path, field, value, needle):
+    src = write_v1_checkpoint(tmp_path / "bad", v1_model_config(64, 2, 2, 128))
+    raw = json.loads((src / "config.json").read_text())
+    raw["model_config"][field] = value
+    (src / "config.json").write_text(json.dumps(raw))
+    r = CliRunner().invoke(app, ["convert", str(src), "--output", str(tmp_path / "out")])
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
+    assert r.output.startswith("error: ") and "config.json" in r.output and needle in r.output, r.output

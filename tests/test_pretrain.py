@@ -50,6 +50,7 @@ def test_tiny_supernet_loss_decreases_and_variants_are_exported(tmp_path):
     # A variant checkpoint is one model, not a supernet to slice again.
     assert [m.config for m in load_models(res.variant_checkpoints["large"])] == [c.model_configs()[0]]
     assert len(load_models(res.checkpoint)) == 3
+    assert load_checkpoint(res.variant_checkpoints["base"]).run_config["variant"] == "base"
     health = json.loads((res.run_dir / "schedule_health.json").read_text())
     assert health["reason_for_stop"] == "completed" and health["actual_total_steps"] == 24
 
@@ -81,6 +82,17 @@ def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path):
     # resuming a finished run does nothing
     again = run_pretrain(PretrainConfig.load(total_steps=8, resume=str(resumed.run_dir)), progress=False, install_signal_handlers=False)
     assert again.reason == "resume_no_op"
+
+
+def test_resume_without_total_steps_reads_it_from_the_checkpoint(tmp_path):
+    """The README's ``pawn pretrain --resume auto --out DIR`` and the stop message's
+    ``--resume DIR`` give no --total-steps: the stored run supplies it."""
+    paused = run_pretrain(cfg(tmp_path, pause_after_steps=4), progress=False, install_signal_handlers=False)
+    res = run_pretrain(PretrainConfig.load(resume="auto", out=paused.run_dir), progress=False, install_signal_handlers=False)
+    assert res.reason == "completed" and res.step == 8
+    with pytest.raises(TrainingError, match="needs --total-steps"):
+        run_pretrain(PretrainConfig.load(resume="auto", out=tmp_path / "empty"), progress=False, install_signal_handlers=False)
+    assert not (tmp_path / "empty").exists()
 
 
 def test_resume_refuses_changed_settings(tmp_path):
@@ -186,3 +198,30 @@ def test_on_disk_corpus_trains_exactly_like_fresh_games(tmp_path):
                         progress=False, install_signal_handlers=False)
     assert json.loads((corpus / "corpus.json").read_text())["n_games"] == 16
     assert train_losses(fresh.run_dir) == train_losses(disk.run_dir)
+
+
+def test_signal_during_the_last_chunk_still_completes_the_run(tmp_path, monkeypatch):
+    """A stop request that arrives while the final chunk runs must not mark a finished run as
+    stopped (a supernet run would then skip exporting its variants, and resume is a no-op)."""
+    import types
+
+    import pawn.train.pretrain as pretrain_mod
+
+    monkeypatch.setattr(pretrain_mod, "StopFlag", lambda install: types.SimpleNamespace(requested="SIGTERM", restore=lambda: None))
+    res = run_pretrain(cfg(tmp_path, total_steps=2, val_every=2, checkpoint_every=2), progress=False, install_signal_handlers=False)
+    assert res.reason == "completed" and res.step == 2
+    assert json.loads((res.run_dir / "schedule_health.json").read_text())["reason_for_stop"] == "completed"
+
+
+def test_out_pointing_at_a_file_is_a_one_line_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me")
+    for out in (blocker, blocker / "run"):
+        r = CliRunner().invoke(app, ["pretrain", "--variant", "toy", "--total-steps", "2", "--out", str(out)])
+        assert r.exit_code == 1 and r.output.startswith("error: --out") and "is a file" in r.output, r.output
+        assert isinstance(r.exception, SystemExit)
+    assert blocker.read_text() == "keep me"

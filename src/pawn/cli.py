@@ -6,9 +6,41 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperGroup
+
+try:  # recent Typer vendors Click; older releases use the click package
+    from typer._click import exceptions as _click_exc
+except ImportError:  # pragma: no cover
+    from click import exceptions as _click_exc
+
+
+class _OneLineErrors(TyperGroup):
+    """Report a bad command line (unknown option, invalid value, negative --games, ...) as one
+    ``error: ...`` line with exit code 2 instead of Click's boxed usage block."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click_exc.NoArgsIsHelpError as e:
+            e.show()
+            raise SystemExit(e.exit_code) from None
+        except _click_exc.ClickException as e:
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if isinstance(e, _click_exc.UsageError) and ctx else ""
+            message = " ".join(e.format_message().split())
+            typer.secho(f"error: {message}{hint}", err=True, fg=typer.colors.RED)
+            raise SystemExit(e.exit_code) from None
+        except (typer.Abort, _click_exc.Abort if hasattr(_click_exc, "Abort") else typer.Abort):
+            typer.secho("error: aborted", err=True, fg=typer.colors.RED)
+            raise SystemExit(1) from None
+        raise SystemExit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
     name="pawn",
+    cls=_OneLineErrors,
     help="PAWN: chess world-model transformers trained on random legal games.",
     no_args_is_help=True,
     add_completion=False,
@@ -175,9 +207,26 @@ def _write_json(path: Optional[Path], data: dict) -> None:
         return
     import json
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_json_safe(data), indent=2) + "\n", encoding="utf-8")
+    from pawn.fileio import atomic_output
+
+    try:
+        with atomic_output(path) as tmp:
+            tmp.write_text(json.dumps(_json_safe(data), indent=2) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise _fail(f"--json {path}: cannot write ({e.strerror or e})")
     typer.echo(f"wrote {path}")
+
+
+def _check_outputs(**paths: Optional[Path]) -> None:
+    """Fail in one line, before any work, if an output file cannot be written (flag=path)."""
+    from pawn.fileio import OutputPathError, check_output_file
+
+    for flag, p in paths.items():
+        if p is not None:
+            try:
+                check_output_file(p, "--" + flag.replace("_", "-"))
+            except OutputPathError as e:
+                raise _fail(str(e))
 
 
 def _load(checkpoint: str, variant: Optional[str]):
@@ -234,6 +283,7 @@ def eval_cmd(
         raise _fail(f"--elo-edges must be comma-separated integers, got {elo_edges!r}")
     if pgn is not None and not pgn.is_file():
         raise _fail(f"PGN file not found: {pgn}")
+    _check_outputs(json=json_out)
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
@@ -247,12 +297,12 @@ def eval_cmd(
         g = game_cache[max_ply]
         t = time.perf_counter()
         try:
-            rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=batch_size,
-                                 prepend_outcome=layout, dtype=dtype, late_ply=late_ply)
             lichess = None
-            if pgn is not None:
+            if pgn is not None:  # first: an unusable file fails before the long random-game pass
                 lichess = evaluate_pgn(lm.model, str(pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=pgn_games_per_band,
                                        min_ply=pgn_min_ply, prepend_outcome=layout, batch_size=min(batch_size, 64), dtype=dtype)
+            rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=batch_size,
+                                 prepend_outcome=layout, dtype=dtype, late_ply=late_ply)
         except ValueError as e:
             raise _fail(str(e))
         wall = time.perf_counter() - t
@@ -332,6 +382,7 @@ def probe_cmd(
     bad = sorted(set(names) - set(PROBES))
     if bad:
         raise _fail(f"unknown probe(s) {bad}; choose from {', '.join(PROBES)}")
+    _check_outputs(json=json_out, plot=plot)
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "models": []}
@@ -391,6 +442,7 @@ def generate_cmd(
         raise _fail("give exactly one of --checkpoint CKPT or --random")
     if not temperature > 0:
         raise _fail(f"--temperature must be > 0, got {temperature}")
+    _check_outputs(json=json_out, out=out, pgn_out=pgn_out)
     console = Console()
     record: dict = {"settings": {"checkpoint": checkpoint, "random": random, "games": games, "seed": seed, "max_ply": max_ply,
                                  "temperature": temperature, "top_k": top_k, "mask_illegal": mask_illegal, "outcome": outcome,

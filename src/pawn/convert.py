@@ -128,12 +128,14 @@ def read_v1_config(src: Path) -> dict:
     missing = [k for k in ("d_model", "n_layers", "n_heads", "d_ff") if k not in mc]
     if missing:
         raise ConversionError(f"{path}: model_config lacks required fields {missing}")
-    cfg = {
-        "d_model": int(mc["d_model"]), "n_layers": int(mc["n_layers"]), "n_heads": int(mc["n_heads"]),
-        "d_ff": int(mc["d_ff"]), "vocab_size": int(mc.get("vocab_size", VOCAB_SIZE)),
-        "max_seq_len": int(mc.get("max_seq_len", 512)), "n_outcomes": int(mc.get("n_outcomes", N_OUTCOMES)),
-        "rope_base": float(mc.get("rope_base", 10000.0)),
-    }
+    defaults = {"vocab_size": VOCAB_SIZE, "max_seq_len": 512, "n_outcomes": N_OUTCOMES, "rope_base": 10000.0}
+    cfg = {}
+    for key in ("d_model", "n_layers", "n_heads", "d_ff", "vocab_size", "max_seq_len", "n_outcomes", "rope_base"):
+        value = mc.get(key, defaults.get(key))
+        kind = float if key == "rope_base" else int
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+            raise ConversionError(f"{path}: model_config.{key} must be {'a number' if kind is float else 'an integer'}, got {value!r}")
+        cfg[key] = kind(value)
     if cfg["vocab_size"] == LEGACY_VOCAB_SIZE:
         raise IncompatibleCheckpointError(
             f"{path}: vocab_size 4284 is the legacy v0.x vocabulary (PAD = 0, coordinate grid tokens); "
@@ -350,8 +352,9 @@ def convert_directory(src: Path, output: Path) -> tuple[ModelConfig, float]:
     tensors = read_v1_tensors(src, cfg)
     try:
         config = ModelConfig(**cfg)
-    except Exception as e:
-        raise ConversionError(f"{src / 'config.json'}: invalid model_config ({e.__class__.__name__})") from None
+    except Exception as e:  # pydantic.ValidationError: its first message says why
+        why = e.errors()[0]["msg"].removeprefix("Value error, ") if hasattr(e, "errors") else str(e)
+        raise ConversionError(f"{src / 'config.json'}: invalid model_config ({why})") from None
     params = v1_to_v2(tensors, cfg["n_layers"])
     save_checkpoint(output, params, config)
     ckpt = load_checkpoint(output)

@@ -29,6 +29,8 @@ from pawn.config import NAMED_CONFIGS, SUPERNETS, ModelConfig
 from pawn.train.schedules import Schedule, build_schedule
 from pawn.vocab import MAX_SEQ_LEN
 
+_REQUIRED_TOTAL_STEPS = "required (set --total-steps, PAWN_TOTAL_STEPS or the config file; --resume reads it from the checkpoint)"
+
 VAL_SEED_PUBLISHED = 2**63 - 1
 """Seed of the published validation set (spec eval §1.1)."""
 
@@ -115,7 +117,7 @@ class PretrainConfig(_Settings):
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators.")
     remat: bool = Field(False, description="Rematerialise layers in the backward pass (less memory, more compute).")
     # optimisation
-    total_steps: int = Field(..., description="Optimizer steps to run (required).")
+    total_steps: Optional[int] = Field(None, description="Optimizer steps to run (required, except with --resume, which reads it from the checkpoint).")
     batch_size: int = Field(256, description="Games per step (global, over all devices).")
     seq_len: int = Field(512, description="Sequence length in tokens (pure moves: = max plies).")
     lr: float = Field(3e-4, description="Peak learning rate.")
@@ -164,6 +166,10 @@ class PretrainConfig(_Settings):
     def _cross_field(self) -> "PretrainConfig":
         if self.supernet is not None and self.variant is not None:
             raise ValueError("give either supernet or variant, not both")
+        if self.total_steps is None:
+            if self.resume is None:
+                raise ValueError(f"total_steps: {_REQUIRED_TOTAL_STEPS}")
+            return self  # resuming: the stored run config supplies it and is validated when merged
         for name in ("total_steps", "batch_size", "seq_len", "val_every", "checkpoint_every", "prefetch_chunks"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -236,8 +242,11 @@ def format_validation_error(e: ValidationError) -> str:
     """One line per problem, naming the field (or the model for cross-field rules)."""
     lines = []
     for err in e.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "config"
+        loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
+        if not loc:  # a cross-field rule: its message names the fields
+            lines.append(msg)
+            continue
         if err["type"] == "missing":
             msg = "required (set --" + loc.replace("_", "-") + ", PAWN_" + loc.upper() + " or the config file)"
         elif err["type"] == "extra_forbidden":

@@ -476,6 +476,9 @@ def evaluate_pgn(
         raise ValueError(f"elo edges must be at least two strictly increasing values, got {edges}")
     offset = 1 if prepend_outcome else 0
     games = parse_pgn(pgn, max_ply=seq_len - offset, min_ply=min_ply)
+    if len(games) == 0:
+        skipped = ", ".join(f"{k} {v}" for k, v in games.counts.items() if k not in ("read", "kept") and v)
+        raise ValueError(f"{pgn}: no usable game among {games.counts.get('read', 0)} read" + (f" (skipped: {skipped})" if skipped else ""))
     band = elo_bands(games.white_elo, games.black_elo, edges)
     out: dict[str, Any] = {
         "file": str(pgn), "parser": dict(games.counts), "n_out_of_band": int((band < 0).sum()), "bands": {},

@@ -348,15 +348,16 @@ def games_table(moves: np.ndarray, lengths: np.ndarray, term_codes: np.ndarray, 
 def write_games(table, parquet: Optional[Path] = None, pgn: Optional[Path] = None, event: str = "PAWN games") -> None:
     """Write a :func:`games_table` to parquet and/or PGN (one game per record, SAN movetext,
     ``Result`` from the outcome, ``Termination`` tag with the termination name)."""
+    from pawn.fileio import atomic_output
+
     if parquet is not None:
         import pyarrow.parquet as pq
 
-        Path(parquet).parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, str(parquet))
+        with atomic_output(parquet) as tmp:
+            pq.write_table(table, str(tmp))
     if pgn is not None:
-        Path(pgn).parent.mkdir(parents=True, exist_ok=True)
         d = table.to_pydict()
-        with open(pgn, "w", encoding="utf-8") as f:
+        with atomic_output(pgn) as tmp, open(tmp, "w", encoding="utf-8") as f:
             for i, (san, res, term) in enumerate(zip(d["san"], d["result"], d["termination_name"])):
                 moves = " ".join(f"{k // 2 + 1}. {m}" if k % 2 == 0 else m for k, m in enumerate(san))
                 f.write(f'[Event "{event}"]\n[Round "{i + 1}"]\n[White "?"]\n[Black "?"]\n[Result "{res}"]\n'

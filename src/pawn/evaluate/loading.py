@@ -32,12 +32,14 @@ class LoadedModel:
 
 
 def _supernet_of(config: ModelConfig, run_config: Optional[dict]) -> Optional[str]:
-    """Supernet name recorded in the run config, else the supernet whose config equals ``config``."""
+    """Supernet name recorded in the run config, else the supernet whose config equals ``config``.
+    A variant exported from a supernet run (``supernet_checkpoint`` in its run config) is not a
+    supernet, and neither is a checkpoint whose model is not the named supernet's shape."""
     if run_config:
-        if run_config.get("variant"):
+        if run_config.get("variant") or run_config.get("supernet_checkpoint"):
             return None
         name = run_config.get("supernet")
-        if name in SUPERNETS:
+        if name in SUPERNETS and SUPERNETS[name][0] == config:
             return name
     for name, (sup, _) in SUPERNETS.items():
         if sup == config:

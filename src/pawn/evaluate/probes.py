@@ -308,5 +308,8 @@ def plot_probes(result: dict[str, Any], path: str, title: str = "") -> None:
     ax.set_title(title or "linear probes")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from pawn.fileio import atomic_output
+
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)

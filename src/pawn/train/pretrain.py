@@ -98,6 +98,15 @@ def _default_run_dir() -> Path:
     return Path("runs") / ("pretrain-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
+def _check_run_dir(run_dir: Path) -> None:
+    """Refuse, before any work, a run directory that is (or lies under) a file."""
+    for p in (run_dir, *run_dir.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise TrainingError(f"--out {run_dir}: {p} is a file, not a directory")
+            return
+
+
 def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]]:
     """Find the checkpoint to resume and reconcile the stored run config with this command."""
     if cfg.resume is None:
@@ -107,6 +116,8 @@ def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]
     except FileNotFoundError as e:
         raise TrainingError(str(e)) from None
     if ckpt_dir is None:  # --resume auto with nothing yet: start fresh
+        if cfg.total_steps is None:
+            raise TrainingError(f"--resume auto: no checkpoint in {cfg.out} yet, so this starts a new run, which needs --total-steps")
         return cfg, None
     stored = json.loads((ckpt_dir / "config.json").read_text()).get("run_config")
     if stored is None:
@@ -176,6 +187,8 @@ def run_pretrain(
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     if cfg.batch_size % n_dev:
         raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {n_dev} devices it is sharded over")
+    run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
+    _check_run_dir(run_dir)
     K = cfg.chunk_steps
     schedule = cfg.schedule()
     stored_cfg, variants = _variant_list(cfg)
@@ -225,11 +238,13 @@ def run_pretrain(
         val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed)
 
     # ---- run directory (only now: every check above has passed)
-    run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
     ckpt_root = run_dir / "checkpoints"
     is_main = proc == 0
     if is_main:
-        ckpt_root.mkdir(parents=True, exist_ok=True)
+        try:
+            ckpt_root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TrainingError(f"--out {run_dir}: cannot create {ckpt_root} ({e.strerror or e})") from None
         run_cfg_json = cfg.model_dump(mode="json")
         tmp = run_dir / "config.json.tmp"
         write_json(tmp, run_cfg_json)
@@ -333,7 +348,7 @@ def run_pretrain(
                 last_val = validate(step) or last_val
             if step % cfg.checkpoint_every == 0 and step < end_step:
                 last_ckpt = save(step)
-            if stop.requested:
+            if stop.requested and step < end_step:  # a signal during the last chunk changes nothing
                 reason = "sigterm"
                 break
         if reason == "completed" and step < cfg.total_steps:

@@ -1,0 +1,60 @@
+"""Output files written whole or not at all: a staging sibling renamed into place, and a check that
+a path can be written before a long computation starts."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator
+
+
+class OutputPathError(ValueError):
+    """An output path that cannot be written; the message names the path and the reason."""
+
+
+def check_output_file(path: str | os.PathLike, what: str = "output") -> Path:
+    """Make sure ``path`` can be created as a file: its parent directories are created, and a
+    staging file is opened (and removed) beside it. Call before the work whose result goes there.
+
+    Returns:
+        ``path`` as a :class:`Path`.
+
+    Raises:
+        OutputPathError: ``path`` is a directory, or its directory cannot be created or written.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise OutputPathError(f"{what} {p}: is a directory, not a file")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        probe = _staging_name(p)
+        with open(probe, "wb"):
+            pass
+        probe.unlink()
+    except OSError as e:
+        raise OutputPathError(f"{what} {p}: cannot write there ({e.strerror or e.__class__.__name__})") from None
+    return p
+
+
+def _staging_name(path: Path) -> Path:
+    # Keep the suffix so writers that pick a format from it (matplotlib, pyarrow) still work.
+    return path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a staging path beside ``path``; when the block succeeds the staging file is fsynced
+    and renamed onto ``path``, otherwise it is removed and ``path`` is left as it was."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _staging_name(p)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
