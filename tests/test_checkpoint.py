@@ -135,3 +135,11 @@ def test_overwrite_replaces_atomically_and_recovers_a_crashed_swap(ckpt):
 def test_missing_directory_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
         load_checkpoint(tmp_path / "nope")
+
+
+def test_a_run_directory_points_to_its_checkpoints(ckpt):
+    _, path = ckpt
+    run = path.parent
+    (run / "checkpoints").mkdir()
+    with pytest.raises(IncompleteCheckpointError, match="run directory"):
+        load_checkpoint(run)

@@ -153,3 +153,27 @@ def test_malformed_v1_config_values_are_one_line_cli_errors(tmp_path, field, val
     r = CliRunner().invoke(app, ["convert", str(src), "--output", str(tmp_path / "out")])
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
     assert r.output.startswith("error: ") and "config.json" in r.output and needle in r.output, r.output
+
+
+def test_output_holding_another_checkpoint_is_neither_reused_nor_replaced(tmp_path):
+    import jax
+
+    from pawn.checkpoint import save_checkpoint
+    from pawn.config import TOY
+
+    other = save_checkpoint(tmp_path / "trained", PAWNModel(TOY, jax.random.key(0)).params(), TOY, run_config={"lr": 1})
+    src = write_v1_checkpoint(tmp_path / "v1", v1_model_config(64, 2, 1, 256))
+    for force in (False, True):
+        with pytest.raises(ConversionError, match="not a conversion of"):
+            convert(str(src), other, force=force)
+    assert load_checkpoint(other).run_config == {"lr": 1}
+
+
+def test_a_v2_checkpoint_as_source_says_so(tmp_path):
+    src = write_v1_checkpoint(tmp_path / "v1", v1_model_config(64, 2, 1, 256))
+    v2 = convert(str(src)).path
+    import shutil
+
+    shutil.copy(v2 / "model.safetensors", src / "model.safetensors")
+    with pytest.raises(ConversionError, match="already a v2 checkpoint"):
+        convert(str(src), tmp_path / "again")

@@ -225,3 +225,13 @@ def test_out_pointing_at_a_file_is_a_one_line_error(tmp_path):
         assert r.exit_code == 1 and r.output.startswith("error: --out") and "is a file" in r.output, r.output
         assert isinstance(r.exception, SystemExit)
     assert blocker.read_text() == "keep me"
+
+
+def test_resume_ignores_laptop_preset_values_the_user_never_typed(tmp_path):
+    run_pretrain(PretrainConfig.load(variant="toy", total_steps=4, batch_size=4, seq_len=32, val_games=0,
+                                     steps_per_chunk=2, val_every=2, checkpoint_every=2, pause_after_steps=2,
+                                     out=tmp_path / "run"), progress=False, install_signal_handlers=False)
+    # --variant toy brings preset val_every=100 etc.; they were not typed, so they are no conflict.
+    res = run_pretrain(PretrainConfig.load(variant="toy", resume="auto", out=tmp_path / "run"), progress=False,
+                       install_signal_handlers=False)
+    assert res.reason == "completed" and res.step == 4

@@ -112,6 +112,11 @@ def verify_manifest(directory: Path) -> dict[str, str]:
     directory = Path(directory)
     man = directory / MANIFEST
     if not man.is_file():
+        if (directory / "checkpoints").is_dir() or (directory / "variants").is_dir():
+            raise IncompleteCheckpointError(
+                f"{directory}: a run directory, not a checkpoint; pass one of its checkpoints/step_NNNNNNNN "
+                "or variants/<name> directories"
+            )
         raise IncompleteCheckpointError(f"{directory}: no {MANIFEST} manifest (the checkpoint was never completed)")
     try:
         listed = json.loads(man.read_text("utf-8"))["files"]

@@ -141,7 +141,8 @@ def _pretrain(config: Optional[Path] = None, **fields) -> None:
         names = sorted((k[len("val/loss_"):] for k in res.last_val if k.startswith("val/loss_")),
                        key=lambda n: int(n.split("_")[0][1:]))
         for n in names:
-            table.add_row(n, *(f"{res.last_val.get(f'val/{c}_{n}', float('nan')):.4f}" for c in cols))
+            label = next((f"{v} ({n})" for v, vc in cfg.model_configs()[1].items() if vc.name == n), n)
+            table.add_row(label, *(f"{res.last_val.get(f'val/{c}_{n}', float('nan')):.4f}" for c in cols))
         Console().print(table)
     typer.echo(f"checkpoint: {res.checkpoint}")
     for name, p in res.variant_checkpoints.items():

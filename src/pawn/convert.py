@@ -167,6 +167,8 @@ def read_v1_tensors(src: Path, cfg: dict) -> dict[str, np.ndarray]:
     except (SafetensorError, OSError, ValueError) as e:
         raise ConversionError(f"{path}: unreadable safetensors file ({e})") from None
     expected = v1_tensor_shapes(cfg)
+    if {"wq", "lm_head", "src_embed"} <= set(tensors):
+        raise ConversionError(f"{path}: already a v2 checkpoint (canonical tensor names); load it directly, no conversion needed")
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing:
@@ -328,7 +330,7 @@ def _download(repo_id: str) -> Path:
         raise ConversionError(f"{repo_id}: download failed ({e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
 
 
-def convert_directory(src: Path, output: Path) -> tuple[ModelConfig, float]:
+def convert_directory(src: Path, output: Path, source_id: Optional[str] = None) -> tuple[ModelConfig, float]:
     """Convert one local v1 directory into a v2 checkpoint at ``output`` and check parity.
 
     If ``src`` has a ``.complete`` manifest it is verified first (a corrupt source is refused,
@@ -356,7 +358,7 @@ def convert_directory(src: Path, output: Path) -> tuple[ModelConfig, float]:
         why = e.errors()[0]["msg"].removeprefix("Value error, ") if hasattr(e, "errors") else str(e)
         raise ConversionError(f"{src / 'config.json'}: invalid model_config ({why})") from None
     params = v1_to_v2(tensors, cfg["n_layers"])
-    save_checkpoint(output, params, config)
+    save_checkpoint(output, params, config, run_config={"converted_from": source_id or str(src.resolve())})
     ckpt = load_checkpoint(output)
     model = PAWNModel(ckpt.config, params=ckpt.params)
     dmax = parity_max_abs_dlogit(model, tensors, cfg)
@@ -389,6 +391,7 @@ def convert(source: str, output: Optional[str | os.PathLike] = None, *, force: b
     hub = is_hub_id(source)
     if not hub and not Path(source).is_dir():
         raise ConversionError(f"{source}: not a directory and not a Hugging Face repo id (owner/name)")
+    source_id = source if hub else str(Path(source).resolve())
     out = Path(output) if output is not None else default_cache_dir() / cache_key(source)
     if out.exists():
         if not out.is_dir():
@@ -396,12 +399,20 @@ def convert(source: str, output: Optional[str | os.PathLike] = None, *, force: b
         is_ours = (out / ".complete").exists() or not any(out.iterdir())
         if not is_ours:
             raise ConversionError(f"{out}: exists and is not a PAWN checkpoint; refusing to overwrite it")
-        if not force:
-            try:
-                ckpt = load_checkpoint(out)
+        ckpt = None
+        try:
+            ckpt = load_checkpoint(out)
+        except (CheckpointError, FileNotFoundError):
+            pass  # a damaged earlier result: convert again
+        if ckpt is not None:
+            made_from = (ckpt.run_config or {}).get("converted_from")
+            if made_from != source_id:
+                raise ConversionError(
+                    f"{out}: holds a checkpoint that is not a conversion of {source}"
+                    f" ({'made from ' + made_from if made_from else 'not made by pawn convert'}); refusing to replace it"
+                )
+            if not force:
                 return ConversionResult(out, True, None, time.perf_counter() - t0, ckpt.config)
-            except (CheckpointError, FileNotFoundError):
-                pass  # a damaged earlier result: convert again
     src = _download(source) if hub else Path(source)
-    config, dmax = convert_directory(src, out)
+    config, dmax = convert_directory(src, out, source_id)
     return ConversionResult(out, False, dmax, time.perf_counter() - t0, config)

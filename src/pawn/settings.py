@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -38,6 +38,7 @@ LAPTOP_PRESET: dict[str, Any] = {"batch_size": 16, "seq_len": 128, "val_games": 
 """Defaults of ``--supernet tiny`` and ``--variant toy`` runs (see ``PretrainConfig``)."""
 
 _config_file: ContextVar[Optional[Path]] = ContextVar("pawn_config_file", default=None)
+_preset_filled: ContextVar[set] = ContextVar("pawn_preset_filled", default=set())
 
 
 class ConfigFileError(ValueError):
@@ -76,6 +77,7 @@ class _FileSource(PydanticBaseSettingsSource):
 
 class _Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PAWN_", extra="forbid", validate_default=True)
+    _preset_fields: set = PrivateAttr(default_factory=set)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
@@ -91,10 +93,14 @@ class _Settings(BaseSettings):
             pydantic.ValidationError: unknown fields, bad values, broken cross-field rules.
         """
         token = _config_file.set(Path(config_file) if config_file else None)
+        filled = _preset_filled.set(set())
         try:
-            return cls(**{k: v for k, v in cli.items() if v is not None})
+            obj = cls(**{k: v for k, v in cli.items() if v is not None})
+            obj._preset_fields = set(_preset_filled.get())
+            return obj
         finally:
             _config_file.reset(token)
+            _preset_filled.reset(filled)
 
 
 class PretrainConfig(_Settings):
@@ -159,8 +165,15 @@ class PretrainConfig(_Settings):
         checkpoint every 100 steps, so ``pawn pretrain --supernet tiny --total-steps 300``
         finishes in minutes on a CPU. Every other choice uses the published defaults."""
         if isinstance(data, dict) and (data.get("supernet") == "tiny" or data.get("variant") == "toy"):
+            _preset_filled.get().update(k for k in LAPTOP_PRESET if k not in data)
             return {**LAPTOP_PRESET, **data}
         return data
+
+    @property
+    def user_set_fields(self) -> set[str]:
+        """Fields given on the command line, in the environment or in the config file (not
+        defaults, and not values filled in by the laptop preset)."""
+        return set(self.model_fields_set) - self._preset_fields
 
     @model_validator(mode="after")
     def _cross_field(self) -> "PretrainConfig":

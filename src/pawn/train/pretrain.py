@@ -124,7 +124,7 @@ def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]
         raise TrainingError(f"{ckpt_dir}: not a pretraining checkpoint (config.json has no run_config)")
     if "prepend_outcome" not in stored:
         raise TrainingError(f"{ckpt_dir}: run_config lacks prepend_outcome; refusing to guess the sequence format")
-    given = cfg.model_dump(mode="json", exclude_unset=True)
+    given = {k: v for k, v in cfg.model_dump(mode="json").items() if k in cfg.user_set_fields}
     conflicts = sorted(k for k, v in given.items() if k not in RESUME_MUTABLE and stored.get(k) != v)
     if conflicts:
         raise TrainingError(
@@ -307,7 +307,8 @@ def run_pretrain(
 
         bar = Progress(
             TextColumn("step {task.completed:>7}/{task.total}"), BarColumn(),
-            TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
+            TextColumn(("joint loss" if len(variants) > 1 else "loss") + " {task.fields[loss]}"),
+            TextColumn("{task.fields[tps]} tok/s"),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
         )
         bar.start()
