@@ -130,3 +130,14 @@ def test_bench_quick_writes_every_section_to_json(tmp_path):
     for f in dec["forms"].values():
         assert timing | {"tokens_per_s", "tokens"} <= set(f)
     assert "kv_speedup" in dec
+
+
+def test_bench_engine_parses_given_pgn_files(tmp_path, lichess_pgns):
+    small = [f for f in lichess_pgns if "first32" in f.name]
+    out = tmp_path / "engine.json"
+    r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(small[0]), "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())["engine"]["threads"]
+    assert all(row["parse_pgn"]["source"] == "files" and row["parse_pgn"]["games"] == 32 for row in rows)
+    r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(tmp_path / "nope.pgn")])
+    assert r.exit_code == 2 and "no such file" in r.output

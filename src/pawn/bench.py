@@ -131,6 +131,8 @@ class BenchSettings:
         concurrency: N (processes 1..N). concurrency_chunks: chunks timed per process.
         decode_games, decode_len: generation batch and sequence length.
         matmul_n: size of the CPU peak matmul.
+        pgn_files: PGN files for the parsing workload (e.g. real Lichess exports); empty = the
+            random games above written as PGN.
     """
 
     variant: Optional[str] = None
@@ -150,6 +152,7 @@ class BenchSettings:
     decode_games: int = 8
     decode_len: int = 128
     matmul_n: int = 1024
+    pgn_files: tuple[str, ...] = ()
     quick: bool = False
     seed: int = 0
 
@@ -248,6 +251,7 @@ import json, sys, time
 import numpy as np
 from pawn.engine import legal_move_masks, parse_pgn, random_games, tokens_to_san
 n, max_ply, mask_games, repeats = (int(a) for a in sys.argv[1:5])
+pgn_files = json.loads(sys.argv[5])
 out = {}
 random_games(min(n, 200), max_ply, seed=10**6)  # warm-up: thread pool start, page faults
 t, plies = [], 0
@@ -262,12 +266,15 @@ for i, moves in enumerate(san):
     body = " ".join((f"{k // 2 + 1}. " if k % 2 == 0 else "") + m for k, m in enumerate(moves))
     parts.append(f'[Event "bench"]\n[Site "?"]\n[White "a"]\n[Black "b"]\n[Result "1/2-1/2"]\n[Termination "Normal"]\n\n{body} 1/2-1/2\n')
 text = "\n".join(parts).encode()
+if pgn_files:  # real files instead: the games of every file, in order
+    text = b"\n\n".join(open(f, "rb").read() for f in pgn_files)
 parse_pgn(text, max_ply=max_ply)
 t = []
 for rep in range(repeats):
     t0 = time.perf_counter(); p = parse_pgn(text, max_ply=max_ply); t.append(time.perf_counter() - t0)
-assert len(p) == n, f"the PGN parser kept {len(p)} of {n} games: {p.counts}"
-out["parse_pgn"] = {"samples_s": t, "games": len(p), "mb": len(text) / 1e6}
+assert pgn_files or len(p) == n, f"the PGN parser kept {len(p)} of {n} games: {p.counts}"
+out["parse_pgn"] = {"samples_s": t, "games": int(p.counts["read"]) if pgn_files else len(p), "mb": len(text) / 1e6,
+                   "source": "files" if pgn_files else "random games as PGN"}
 mt, ml = np.ascontiguousarray(g.tokens[:mask_games]), np.ascontiguousarray(g.lengths[:mask_games])
 legal_move_masks(mt, ml)
 t = []
@@ -311,7 +318,7 @@ def bench_engine(s: BenchSettings) -> dict[str, Any]:
     rows = []
     for threads in sorted({1, cores}):
         env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
-        args = [str(s.engine_games), str(s.engine_max_ply), str(s.mask_games), str(s.repeats)]
+        args = [str(s.engine_games), str(s.engine_max_ply), str(s.mask_games), str(s.repeats), json.dumps(list(s.pgn_files))]
         proc = subprocess.run([sys.executable, "-c", _ENGINE_CHILD, *args], env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"engine benchmark subprocess failed ({threads} threads): {proc.stderr.strip()[-500:]}")
@@ -322,7 +329,8 @@ def bench_engine(s: BenchSettings) -> dict[str, Any]:
             "threads": threads,
             "random_games": {**st_rg, **rates(st_rg, rg["games"], "games_per_s"), **rates(st_rg, rg["plies"], "plies_per_s"),
                              "games": rg["games"], "max_ply": s.engine_max_ply},
-            "parse_pgn": {**st_pg, **rates(st_pg, pg["games"], "games_per_s"), "games": pg["games"], "mb": pg["mb"]},
+            "parse_pgn": {**st_pg, **rates(st_pg, pg["games"], "games_per_s"), "games": pg["games"], "mb": pg["mb"],
+                          "source": pg["source"]},
             "legal_masks": {**st_lm, **rates(st_lm, lm["positions"], "positions_per_s"), "positions": lm["positions"]},
         })
     out: dict[str, Any] = {"threads": rows, "python_chess": None}
@@ -813,7 +821,7 @@ def print_report(report: dict[str, Any], console=None) -> None:
                       f"{_n(rg['games_per_s'])} games/s, {_n(rg['plies_per_s'])} plies/s",
                       f"{_n(rg['games_per_s_min'])}–{_n(rg['games_per_s_max'])} games/s")
             pg = r["parse_pgn"]
-            t.add_row(f"parse PGN ×{pg['games']} ({pg['mb']:.1f} MB)", str(r["threads"]), _ms(pg), f"{_n(pg['games_per_s'])} games/s",
+            t.add_row(f"parse PGN ×{pg['games']} ({pg['mb']:.1f} MB, {pg.get('source', 'random games as PGN')})", str(r["threads"]), _ms(pg), f"{_n(pg['games_per_s'])} games/s",
                       f"{_n(pg['games_per_s_min'])}–{_n(pg['games_per_s_max'])}")
             lm = r["legal_masks"]
             t.add_row(f"legal masks ×{lm['positions']} positions", str(r["threads"]), _ms(lm), f"{_n(lm['positions_per_s'])} positions/s",
