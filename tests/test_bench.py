@@ -141,3 +141,5 @@ def test_bench_engine_parses_given_pgn_files(tmp_path, lichess_pgns):
     assert all(row["parse_pgn"]["source"] == "files" and row["parse_pgn"]["games"] == 32 for row in rows)
     r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(tmp_path / "nope.pgn")])
     assert r.exit_code == 2 and "no such file" in r.output
+    r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(tmp_path)])
+    assert r.exit_code == 2 and "no .pgn file in directory" in r.output

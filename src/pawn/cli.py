@@ -536,7 +536,7 @@ def bench_cmd(
     steps_per_chunk: Annotated[Optional[int], typer.Option("--steps-per-chunk", min=1, help="K, optimizer steps per lax.scan chunk (default 10; 2 with --quick).", show_default=False)] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Run 1..N independent training processes at once (spawned) and report aggregate and per-process tokens/s (default 2).", show_default=False)] = None,
     repeats: Annotated[Optional[int], typer.Option("--repeats", min=1, help="Timed runs per measurement (median, min, max) (default 5; 2 with --quick).", show_default=False)] = None,
-    pgn: Annotated[Optional[list[Path]], typer.Option("--pgn", help="PGN file(s) for the parsing workload (repeatable), e.g. Lichess exports; default: the random games written as PGN.")] = None,
+    pgn: Annotated[Optional[list[Path]], typer.Option("--pgn", help="PGN file, or a directory of .pgn files, for the parsing workload (repeatable), e.g. Lichess exports; default: the random games written as PGN.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Every section at tiny sizes (a smoke run, about a minute on two CPU cores).")] = False,
     json_out: JsonOpt = None,
 ) -> None:
@@ -563,10 +563,18 @@ def bench_cmd(
     given = {"batch_size": batch_size, "seq_len": seq_len, "steps_per_chunk": steps_per_chunk, "concurrency": concurrency, "repeats": repeats}
     fields.update({k: v for k, v in given.items() if v is not None})
     if pgn:
-        missing = [str(f) for f in pgn if not f.is_file()]
-        if missing:
-            raise _fail(f"--pgn: no such file {missing[0]}", 2)
-        fields["pgn_files"] = tuple(str(f) for f in pgn)
+        files: list[Path] = []
+        for f in pgn:
+            if f.is_dir():
+                found = sorted(f.glob("*.pgn"))
+                if not found:
+                    raise _fail(f"--pgn: no .pgn file in directory {f}", 2)
+                files.extend(found)
+            elif f.is_file():
+                files.append(f)
+            else:
+                raise _fail(f"--pgn: no such file {f}", 2)
+        fields["pgn_files"] = tuple(str(f) for f in files)
     settings = BenchSettings(**fields)
     if "concurrency" in sections:
         # Child processes must share an accelerator: this process must not grab 75 % of its memory.
