@@ -121,3 +121,11 @@ def test_first_game_selects_the_same_games_as_a_larger_call():
     part = random_games(15, 96, seed=77, first_game=20)
     np.testing.assert_array_equal(whole.tokens[20:35], part.tokens)
     np.testing.assert_array_equal(whole.termination[20:35], part.termination)
+
+
+def test_non_integer_counts_are_refused_not_truncated():
+    with pytest.raises(TypeError, match="n_games must be an integer"):
+        random_games(2.7)
+    with pytest.raises(TypeError, match="seed"):
+        random_games(2, seed="1")
+    assert len(random_games(np.int64(3), np.int32(16))) == 3

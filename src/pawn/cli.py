@@ -284,6 +284,8 @@ def eval_cmd(
         raise _fail(f"--elo-edges must be comma-separated integers, got {elo_edges!r}")
     if pgn is not None and not pgn.is_file():
         raise _fail(f"PGN file not found: {pgn}")
+    if pgn is not None and pgn_min_ply > max_ply:
+        raise _fail(f"--pgn-min-ply ({pgn_min_ply}) exceeds --max-ply ({max_ply}); lower it to at most {max_ply}", 2)
     _check_outputs(json=json_out)
     models = _load(checkpoint, variant)
     console = Console()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,12 +80,20 @@ def random_games(
         [N], ``termination`` uint8 [N] and ``outcome`` int16 [N].
 
     Raises:
+        TypeError: ``n_games``, ``max_ply``, ``seed`` or ``first_game`` not an integer (``2.7`` is
+            refused, not cut to 2).
         ValueError: ``n_games < 0``, ``max_ply`` outside 1–65535, ``mate_boost`` outside [0, 1],
             or ``max_ply < 4`` with ``discard_ply_limit`` (every game would hit the cap).
         OverflowError: ``seed`` negative or ≥ 2**64.
         MemoryError: the token array [N, max_ply] cannot be allocated.
     """
+    args = {"n_games": n_games, "max_ply": max_ply, "seed": seed, "first_game": first_game}
+    for name, value in args.items():
+        try:
+            args[name] = operator.index(value)  # ints and NumPy integers; 2.7 or "3" are refused
+        except TypeError:
+            raise TypeError(f"{name} must be an integer, got {value!r}") from None
     out = _engine.random_games(
-        int(n_games), int(max_ply), int(seed), float(mate_boost), bool(discard_ply_limit), int(first_game)
+        args["n_games"], args["max_ply"], args["seed"], float(mate_boost), bool(discard_ply_limit), args["first_game"]
     )
     return RandomGames(seed=int(seed), **out)
