@@ -129,3 +129,14 @@ def test_non_integer_counts_are_refused_not_truncated():
     with pytest.raises(TypeError, match="seed"):
         random_games(2, seed="1")
     assert len(random_games(np.int64(3), np.int32(16))) == 3
+
+
+def test_large_calls_run_in_blocks_with_the_same_result(monkeypatch):
+    import pawn.engine.games as games_mod
+
+    whole = random_games(25, 40, seed=8)
+    monkeypatch.setattr(games_mod, "INTERRUPT_BLOCK", 7)
+    blocked = games_mod.random_games(25, 40, seed=8)
+    for name in ("tokens", "lengths", "termination", "outcome"):
+        np.testing.assert_array_equal(getattr(whole, name), getattr(blocked, name))
+    np.testing.assert_array_equal(games_mod.random_games(10, 40, seed=8, first_game=5).tokens, whole.tokens[5:15])

@@ -93,7 +93,25 @@ def random_games(
             args[name] = operator.index(value)  # ints and NumPy integers; 2.7 or "3" are refused
         except TypeError:
             raise TypeError(f"{name} must be an integer, got {value!r}") from None
-    out = _engine.random_games(
-        args["n_games"], args["max_ply"], args["seed"], float(mate_boost), bool(discard_ply_limit), args["first_game"]
-    )
+    n, first = args["n_games"], args["first_game"]
+
+    def call(count: int, start: int) -> dict:
+        return _engine.random_games(count, args["max_ply"], args["seed"], float(mate_boost), bool(discard_ply_limit), start)
+
+    if discard_ply_limit or n <= INTERRUPT_BLOCK:
+        return RandomGames(seed=int(seed), **call(n, first))
+    # Large calls run in blocks of games so that Ctrl-C is honoured between blocks (the engine
+    # holds no GIL while it plays); by the determinism contract the result is the same.
+    head = call(INTERRUPT_BLOCK, first)
+    out = {k: np.empty((n, *v.shape[1:]), v.dtype) for k, v in head.items()}
+    for k, v in head.items():
+        out[k][:INTERRUPT_BLOCK] = v
+    for start in range(INTERRUPT_BLOCK, n, INTERRUPT_BLOCK):
+        block = call(min(INTERRUPT_BLOCK, n - start), first + start)
+        for k, v in block.items():
+            out[k][start:start + len(v)] = v
     return RandomGames(seed=int(seed), **out)
+
+
+INTERRUPT_BLOCK = 32768
+"""Games per engine call inside :func:`random_games` (Ctrl-C is checked between calls)."""
