@@ -235,3 +235,29 @@ def test_resume_ignores_laptop_preset_values_the_user_never_typed(tmp_path):
     res = run_pretrain(PretrainConfig.load(variant="toy", resume="auto", out=tmp_path / "run"), progress=False,
                        install_signal_handlers=False)
     assert res.reason == "completed" and res.step == 4
+
+
+def test_two_processes_through_jax_distributed_match_one(tmp_path):
+    """Two CPU processes joined by jax.distributed (env vars, as the README documents) each build
+    their half of every batch; the losses equal a single-process run's."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["pretrain", "--variant", "toy", "--total-steps", "4", "--batch-size", "8", "--seq-len", "32",
+            "--val-games", "0", "--steps-per-chunk", "2", "--val-every", "4", "--checkpoint-every", "4",
+            "--lr", "1e-3", "--warmup-steps", "1"]
+    env = {"JAX_PLATFORMS": "cpu", "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2"}
+    procs = [_cli_run([*args, "--out", str(tmp_path / "multi")], env={**env, "JAX_PROCESS_ID": str(i)}) for i in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    single = _cli_run([*args, "--out", str(tmp_path / "single")], env={"JAX_PLATFORMS": "cpu"})
+    out, err = single.communicate(timeout=300)
+    assert single.returncode == 0, err[-2000:]
+    multi, one = train_losses(tmp_path / "multi"), train_losses(tmp_path / "single")
+    assert list(multi) == [2, 4]
+    np.testing.assert_allclose([multi[s] for s in multi], [one[s] for s in multi], rtol=1e-5)
+    config = read_metrics(tmp_path / "multi" / "metrics.jsonl")[0]
+    assert config["processes"] == 2 and config["devices"] == 2

@@ -89,9 +89,20 @@ def maybe_initialize_distributed() -> None:
     """Join a multi-host run through ``jax.distributed.initialize()`` when the coordinator is
     configured in the environment (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
     ``JAX_PROCESS_ID``; on managed clusters JAX also auto-detects SLURM/TPU settings)."""
-    if os.environ.get("JAX_COORDINATOR_ADDRESS") and jax.process_count() == 1 and not getattr(maybe_initialize_distributed, "_done", False):
-        jax.distributed.initialize()
-        maybe_initialize_distributed._done = True  # type: ignore[attr-defined]
+    # Must run before anything touches the XLA backend (even jax.process_count()).
+    env = os.environ
+    if env.get("JAX_COORDINATOR_ADDRESS") and not jax.distributed.is_initialized():
+        kwargs = {"coordinator_address": env["JAX_COORDINATOR_ADDRESS"]}
+        try:
+            if env.get("JAX_NUM_PROCESSES"):
+                kwargs["num_processes"] = int(env["JAX_NUM_PROCESSES"])
+            if env.get("JAX_PROCESS_ID"):
+                kwargs["process_id"] = int(env["JAX_PROCESS_ID"])
+        except ValueError:
+            raise TrainingError("JAX_NUM_PROCESSES and JAX_PROCESS_ID must be integers") from None
+        # CPU processes exchange gradients through gloo (accelerators use their own collectives).
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(**kwargs)
 
 
 def _default_run_dir() -> Path:
@@ -143,10 +154,22 @@ def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, Mod
     return stored, list(variants.items())
 
 
+def to_host(tree):
+    """Copy a pytree of replicated arrays to host NumPy. In a multi-process run a global array is
+    not fully addressable from one process, but every process holds a full replica of the
+    (replicated) model and optimizer state, so its first local shard is the whole value."""
+    def one(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return np.asarray(x.addressable_data(0))
+        return np.asarray(x) if isinstance(x, jax.Array) else x
+
+    return jax.tree_util.tree_map(one, tree)
+
+
 def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elapsed: float, k: int):
-    model = jax.device_get(state.model)
+    model = to_host(state.model)
     params = {k_: np.asarray(v) for k_, v in model.params().items()}
-    opt = optimizer_to_arrays(jax.device_get(state.opt_state))
+    opt = optimizer_to_arrays(to_host(state.opt_state))
     ts = {
         "format_version": 1,
         "step": int(step),
@@ -289,7 +312,7 @@ def run_pretrain(
         from pawn.evaluate.accuracy import evaluate_games
 
         fields: dict = {}
-        model_now = jax.device_get(state.model)
+        model_now = to_host(state.model)
         for name, vcfg in variants:
             m = model_now if vcfg == model_now.config else sliced(model_now, vcfg)
             rep = evaluate_games(
@@ -320,7 +343,7 @@ def run_pretrain(
         for s0, host_chunk in stream:
             chunk = program.place_chunk(host_chunk)
             state, m = program.run_chunk(state, chunk)
-            m = jax.device_get(m)
+            m = to_host(m)
             step = s0 + K
             now = time.perf_counter()
             dt, wait = now - t_prev, stream.wait_s - wait_prev
@@ -377,7 +400,7 @@ def run_pretrain(
 
     variant_ckpts: dict[str, Path] = {}
     if reason == "completed" and len(variants) > 1 and is_main:
-        final = jax.device_get(state.model)
+        final = to_host(state.model)
         for name, vcfg in variants:
             vm = sliced(final, vcfg)
             variant_ckpts[name] = save_checkpoint(
