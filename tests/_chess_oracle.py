@@ -64,3 +64,24 @@ def insufficient_material(b: chess.Board) -> bool:
     if others == b.bishops:
         return not (others & chess.BB_DARK_SQUARES) or not (others & chess.BB_LIGHT_SQUARES)
     return False
+
+
+def random_uci_games(n: int, max_plies: int, seed: int, *, stop_at_game_over: bool = False) -> list[list[str]]:
+    """Uniformly random python-chess games as UCI lists (castling as e1g1). Each stops at
+    max_plies or when no move is legal; with ``stop_at_game_over`` also at python-chess's
+    automatic draws (insufficient material, 75 moves, fivefold)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        b = chess.Board()
+        moves: list[str] = []
+        while len(moves) < max_plies and not (stop_at_game_over and b.is_game_over(claim_draw=False)):
+            legal = list(b.legal_moves)
+            if not legal:
+                break
+            m = rng.choice(legal)
+            moves.append(m.uci())
+            b.push(m)
+        out.append(moves)
+    return out
+

@@ -6,7 +6,7 @@ import math
 import random
 
 import chess
-from _chess_oracle import insufficient_material
+from _chess_oracle import insufficient_material, random_uci_games
 import numpy as np
 import pytest
 
@@ -37,29 +37,11 @@ def batch(games: list[list[str]], max_ply: int | None = None) -> tuple[np.ndarra
     return tokens, np.array([len(g) for g in games], dtype=np.int16)
 
 
-def chess_random_games(n: int, max_plies: int, seed: int) -> list[list[str]]:
-    """Uniformly random python-chess games (stopping at mate/stalemate or max_plies)."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        b = chess.Board()
-        moves = []
-        while len(moves) < max_plies:
-            legal = list(b.legal_moves)
-            if not legal:
-                break
-            m = rng.choice(legal)
-            moves.append(m.uci())
-            b.push(m)
-        out.append(moves)
-    return out
-
-
 # --- validation (§7.4) ---------------------------------------------------------------------------
 
 
 def test_validate_games_accepts_python_chess_random_games():
-    games = chess_random_games(20, 150, seed=1)
+    games = random_uci_games(20, 150, seed=1)
     tokens, lengths = batch(games)
     valid, first = validate_games(tokens, lengths)
     assert valid.dtype == np.bool_ and first.dtype == np.int16
@@ -68,7 +50,7 @@ def test_validate_games_accepts_python_chess_random_games():
 
 
 def test_validate_games_reports_the_ply_of_a_corrupted_token():
-    games = chess_random_games(12, 120, seed=2)
+    games = random_uci_games(12, 120, seed=2)
     tokens, lengths = batch(games)
     rng = random.Random(3)
     expected = []
@@ -147,7 +129,7 @@ def test_hand_chosen_double_check_position():
 
 
 def _find_position(pred, seed: int = 11) -> tuple[list[str], int]:
-    for moves in chess_random_games(400, 200, seed):
+    for moves in random_uci_games(400, 200, seed):
         b = chess.Board()
         for t, u in enumerate(moves):
             if pred(b):

@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import random
 
 import chess
-from _chess_oracle import insufficient_material
+from _chess_oracle import insufficient_material, random_uci_games
 import numpy as np
 import pytest
 
 from pawn.engine import BatchEnv, GameState, random_games
 from pawn.vocab import PAD_TOKEN, token_to_uci, uci_to_token
-
-
-def chess_random_games(n: int, max_plies: int, seed: int) -> list[list[str]]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        b = chess.Board()
-        moves = []
-        while len(moves) < max_plies and not b.is_game_over(claim_draw=False):
-            m = rng.choice(list(b.legal_moves))
-            moves.append(m.uci())
-            b.push(m)
-        out.append(moves)
-    return out
 
 
 def oracle_termination(b: chess.Board, max_ply: int) -> int:
@@ -51,7 +36,7 @@ def legal_tokens(b: chess.Board) -> set[int]:
 
 def test_game_state_replays_python_chess_games_with_identical_state():
     max_ply = 150
-    for moves in chess_random_games(12, max_ply, seed=4):
+    for moves in random_uci_games(12, max_ply, seed=4, stop_at_game_over=True):
         g = GameState(max_ply=max_ply)
         b = chess.Board()
         for u in moves + [None]:
@@ -135,7 +120,7 @@ def test_batch_env_methods_before_reset_raise_runtime_error():
 
 def test_batch_env_replays_python_chess_games_in_lockstep():
     max_ply = 120
-    games = chess_random_games(6, max_ply, seed=8)
+    games = random_uci_games(6, max_ply, seed=8, stop_at_game_over=True)
     env = BatchEnv(len(games), max_ply=max_ply)
     env.reset()
     boards = [chess.Board() for _ in games]

@@ -513,7 +513,6 @@ def measure_matmul_peak(n: int, dtype: str, repeats: int) -> dict[str, Any]:
     """Measured matmul throughput on the default device: a jitted ``[n, n] @ [n, n]`` in
     ``dtype`` (2·n³ FLOPs per call), median over ``repeats`` runs."""
     import jax
-    import jax.numpy as jnp
 
     a = jax.random.normal(jax.random.key(0), (n, n), dtype)
     b = jax.random.normal(jax.random.key(1), (n, n), dtype)

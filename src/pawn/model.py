@@ -309,7 +309,7 @@ class PAWNModel(eqx.Module):
         cfg = self.config
         dt = cache.k.dtype
         B = token.shape[0]
-        H, hd, Tm = cfg.n_heads, cfg.head_dim, cfg.max_seq_len
+        hd, Tm = cfg.head_dim, cfg.max_seq_len
         cos_all, sin_all = rope_tables(jnp.arange(Tm), hd, cfg.rope_base)
         cos = jax.lax.dynamic_slice_in_dim(cos_all, pos, 1, axis=0)
         sin = jax.lax.dynamic_slice_in_dim(sin_all, pos, 1, axis=0)

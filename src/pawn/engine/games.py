@@ -102,11 +102,14 @@ def random_games(
         return RandomGames(seed=int(seed), **call(n, first))
     # Large calls run in blocks of games so that Ctrl-C is honoured between blocks (the engine
     # holds no GIL while it plays); by the determinism contract the result is the same.
-    head = call(INTERRUPT_BLOCK, first)
-    out = {k: np.empty((n, *v.shape[1:]), v.dtype) for k, v in head.items()}
-    for k, v in head.items():
-        out[k][:INTERRUPT_BLOCK] = v
-    for start in range(INTERRUPT_BLOCK, n, INTERRUPT_BLOCK):
+    try:
+        out = {
+            "tokens": np.empty((n, args["max_ply"]), np.int16), "lengths": np.empty(n, np.int16),
+            "termination": np.empty(n, np.uint8), "outcome": np.empty(n, np.int16),
+        }
+    except (ValueError, MemoryError):
+        raise MemoryError(f"random_games: cannot allocate tokens int16 [{n}, {args['max_ply']}]") from None
+    for start in range(0, n, INTERRUPT_BLOCK):
         block = call(min(INTERRUPT_BLOCK, n - start), first + start)
         for k, v in block.items():
             out[k][start:start + len(v)] = v

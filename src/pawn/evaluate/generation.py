@@ -25,8 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pawn.engine import BatchEnv, GameState
-from pawn.vocab import (BLACK_CHECKMATES, DRAW_BY_RULE, OUTCOME_NAMES, OUTCOME_TOKEN_BASE, PAD_TOKEN, PLY_LIMIT,
-                        STALEMATE, TERMINATION_NAMES, WHITE_CHECKMATES)
+from pawn.vocab import DRAW_BY_RULE, OUTCOME_NAMES, OUTCOME_TOKEN_BASE, PAD_TOKEN, PLY_LIMIT, STALEMATE, TERMINATION_NAMES
 
 PREMATURE_PAD = -2
 """Termination code: the model sampled PAD while the game was still running (spec §3.1)."""

@@ -29,7 +29,6 @@ from pawn.model import PAWNModel, sliced
 from pawn.settings import PretrainConfig
 from pawn.train.lifecycle import (
     StopFlag,
-    complete_checkpoints,
     find_resume_checkpoint,
     rotate_checkpoints,
     step_dir_name,
