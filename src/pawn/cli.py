@@ -607,5 +607,17 @@ def bench_cmd(
     _write_json(json_out, report)
 
 
+def _reflow(doc: str) -> str:
+    """Join a docstring's hard-wrapped lines into one line per paragraph: Typer's rich help keeps
+    single newlines, which broke the command list and the help texts in mid-sentence."""
+    import inspect
+
+    return "\n\n".join(" ".join(par.split()) for par in inspect.cleandoc(doc).split("\n\n"))
+
+
+for _info in app.registered_commands:
+    _info.help = _reflow(_info.help or _info.callback.__doc__ or "")
+
+
 if __name__ == "__main__":
     app()
