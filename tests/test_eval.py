@@ -217,3 +217,12 @@ def test_eval_command_reports_a_missing_checkpoint_in_one_line(tmp_path):
     res = CliRunner().invoke(app, ["eval", str(tmp_path / "nope")])
     assert res.exit_code == 1
     assert "error:" in res.output and "Traceback" not in res.output
+
+
+def test_eval_command_shows_an_empty_elo_band_as_dashes_not_nan(toy_checkpoint, lichess_pgns):
+    pgn = next(p for p in lichess_pgns if "first32" in p.name)
+    res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--games", "2", "--max-ply", "16", "--pgn", str(pgn),
+                                   "--elo-edges", "0,100,3000", "--pgn-games-per-band", "2"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in res.output.splitlines() if "elo_0_100" in ln)
+    assert "nan" not in row and "—" in row, row

@@ -246,6 +246,10 @@ def _pct(x) -> str:
     return "—" if x is None or x != x else f"{100 * x:.4f}%"
 
 
+def _num(x, fmt: str = ".4f") -> str:
+    return "—" if x is None or x != x else format(x, fmt)
+
+
 @app.command("eval")
 def eval_cmd(
     checkpoint: Annotated[str, typer.Argument(help="v2 checkpoint directory (a supernet evaluates every nested variant) or a Hub id (converted on the fly).")],
@@ -344,7 +348,7 @@ def eval_cmd(
             for c in ("Elo band", "Games", "Positions", "Loss", "Top-1", "Top-5", "Legal rate"):
                 lt.add_column(c, justify="right")
             for key, b in lichess["bands"].items():
-                lt.add_row(key, str(b["n_games"]), str(b["n_positions"]), f"{b['loss']:.4f}", _pct(b["top1"]),
+                lt.add_row(key, str(b["n_games"]), str(b["n_positions"]), _num(b["loss"]), _pct(b["top1"]),
                            _pct(b["top5"]), _pct(b["legal_rate"]))
             console.print(lt)
     record["settings"] = {"games": games, "seed": seed, "max_ply": max_ply, "batch_size": batch_size, "late_ply": late_ply,
@@ -605,6 +609,18 @@ def bench_cmd(
         raise _fail(str(e))
     print_report(report, console)
     _write_json(json_out, report)
+
+
+def _reflow(doc: str) -> str:
+    """Join a docstring's hard-wrapped lines into one line per paragraph: Typer's rich help keeps
+    single newlines, which broke the command list and the help texts in mid-sentence."""
+    import inspect
+
+    return "\n\n".join(" ".join(par.split()) for par in inspect.cleandoc(doc).split("\n\n"))
+
+
+for _info in app.registered_commands:
+    _info.help = _reflow(_info.help or _info.callback.__doc__ or "")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ class PretrainConfig(_Settings):
     """
 
     # model
-    supernet: Optional[Literal["tiny", "large"]] = Field(None, description="Train a supernet jointly over its nested variants.")
+    supernet: Optional[Literal["tiny", "large"]] = Field(None, description="Train a supernet jointly over its nested variants (large when neither --supernet nor --variant is given).")
     variant: Optional[Literal["toy", "small", "base", "large"]] = Field(None, description="Train one model of this size.")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators.")
     remat: bool = Field(False, description="Rematerialise layers in the backward pass (less memory, more compute).")
@@ -127,31 +127,31 @@ class PretrainConfig(_Settings):
     batch_size: int = Field(256, description="Games per step (global, over all devices).")
     seq_len: int = Field(512, description="Sequence length in tokens (pure moves: = max plies).")
     lr: float = Field(3e-4, description="Peak learning rate.")
-    lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = "cosine"
+    lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = Field("cosine", description="Learning-rate schedule after warmup.")
     warmup_steps: Optional[int] = Field(None, description="Warmup steps; default int(warmup_frac · total_steps).")
-    warmup_frac: float = 0.05
+    warmup_frac: float = Field(0.05, description="Warmup as a fraction of total steps (when --warmup-steps is not given).")
     min_lr_ratio: float = Field(0.1, description="Cosine floor as a fraction of the peak (pretraining: 0.1).")
-    decay_frac: float = 0.1
-    wsd_decay_shape: Literal["linear", "cosine"] = "linear"
-    cooldown_frac: float = 0.2
-    stable_lr_ratio: float = 0.1
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.95
-    max_grad_norm: float = 1.0
-    steps_per_chunk: Optional[int] = Field(None, description="K: optimizer steps per compiled lax.scan chunk.")
+    decay_frac: float = Field(0.1, description="Final decay as a fraction of total steps (wsd, infinite).")
+    wsd_decay_shape: Literal["linear", "cosine"] = Field("linear", description="Shape of the final decay (wsd, infinite).")
+    cooldown_frac: float = Field(0.2, description="Cooldown from the peak to the plateau, as a fraction of total steps (infinite).")
+    stable_lr_ratio: float = Field(0.1, description="Plateau as a fraction of the peak (infinite).")
+    weight_decay: float = Field(0.01, description="AdamW weight decay.")
+    beta1: float = Field(0.9, description="AdamW β1.")
+    beta2: float = Field(0.95, description="AdamW β2.")
+    max_grad_norm: float = Field(1.0, description="Global-norm gradient clip.")
+    steps_per_chunk: Optional[int] = Field(None, description="K: optimizer steps per compiled lax.scan chunk; default: the largest divisor ≤ 50 of gcd(total_steps, val_every, checkpoint_every).")
     # data
     seed: int = Field(42, description="Game stream seed: batch s = games [s·B, (s+1)·B).")
     model_seed: Optional[int] = Field(None, description="Parameter init seed; default = seed.")
     prepend_outcome: bool = Field(False, description="Put the outcome token before the moves (published models: off).")
-    mate_boost: float = 0.0
+    mate_boost: float = Field(0.0, description="Probability of playing an available mate in one in the random games (published: 0).")
     corpus_dir: Optional[Path] = Field(None, description="Read games from an on-disk corpus (built there once if missing).")
     prefetch_chunks: int = Field(2, description="Chunks generated ahead of the device by the background thread.")
     # validation, checkpoints, output
-    val_games: int = 2048
-    val_seed: int = VAL_SEED_PUBLISHED
-    val_every: int = 1000
-    checkpoint_every: int = 5000
+    val_games: int = Field(2048, description="Fixed validation games.")
+    val_seed: int = Field(VAL_SEED_PUBLISHED, description="Seed of the validation games (the published set: 2^63 − 1).")
+    val_every: int = Field(1000, description="Validate every N steps (and at the end).")
+    checkpoint_every: int = Field(5000, description="Write a step checkpoint every N steps (and at the end).")
     keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all).")
     out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
