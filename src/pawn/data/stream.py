@@ -44,6 +44,8 @@ class EngineSource:
     mate_boost: float = 0.0
 
     def games(self, first_game: int, n: int):
+        """Games ``first_game … first_game + n − 1`` of the seed's stream: tokens int16 [n, max_ply]
+        (PAD-filled), lengths int16 [n], outcome int16 [n]."""
         g = random_games(n, self.max_ply, self.seed, mate_boost=self.mate_boost, first_game=first_game)
         return g.tokens, g.lengths, g.outcome
 
@@ -127,6 +129,8 @@ class CorpusSource:
         self.outcome = np.load(directory / "outcome.npy")
 
     def games(self, first_game: int, n: int):
+        """Rows ``first_game … first_game + n − 1`` of the corpus (same arrays as
+        :meth:`EngineSource.games`); fewer rows when the corpus ends first."""
         sl = slice(first_game, first_game + n)
         return np.asarray(self.tokens[sl]), self.lengths[sl], self.outcome[sl]
 

@@ -111,6 +111,7 @@ class StopFlag:
         self.requested = signal.Signals(signum).name
 
     def restore(self) -> None:
+        """Reinstall the signal handlers that were active before this flag (idempotent)."""
         for sig, h in self._previous.items():
             signal.signal(sig, h)
         self._previous = {}

@@ -81,6 +81,7 @@ class TrainProgram:
     # ------------------------------------------------------------------ sharding
     @property
     def replicated(self) -> NamedSharding:
+        """Sharding that puts a full copy on every device of the mesh (model, optimizer state)."""
         return NamedSharding(self.mesh, PartitionSpec())
 
     @property

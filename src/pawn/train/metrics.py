@@ -114,6 +114,7 @@ class MetricsLogger:
         return rec
 
     def close(self) -> None:
+        """Close the file; every record is already flushed."""
         self._f.close()
 
 

@@ -311,7 +311,8 @@ def run_pretrain(
         from pawn.evaluate.accuracy import evaluate_games
 
         fields: dict = {}
-        model_now = to_host(state.model)
+        # One host copy, placed once on the default device (not re-sent with every val batch).
+        model_now = jax.device_put(to_host(state.model))
         for name, vcfg in variants:
             m = model_now if vcfg == model_now.config else sliced(model_now, vcfg)
             rep = evaluate_games(
