@@ -52,6 +52,36 @@ def test_kv_cache_and_recompute_generate_identical_games(toy, mask_illegal, outc
     np.testing.assert_array_equal(a.game_lengths, b.game_lengths)
 
 
+@pytest.mark.parametrize("top_k", [1, None])  # greedy, sampled
+def test_kv_cache_matches_recompute_with_prefix_groups_and_a_cache_of_the_generation_length(toy, monkeypatch, top_k):
+    import pawn.evaluate.generation as gen
+
+    lengths = []
+    decode = gen._decode
+
+    def spy(model, cache, token, pos):
+        lengths.append(cache.length)
+        return decode(model, cache, token, pos)
+
+    monkeypatch.setattr(gen, "_decode", spy)
+    moves, lens = uci_to_tokens([["e2e4", "e7e5"], ["d2d4"], ["e2e4", "e7e5"], ["g1f3", "d7d5", "c2c4"]], 4)
+    kw = dict(outcome_token=WHITE_CHECKMATES, prefix_moves=moves, prefix_lengths=lens, max_seq_len=40,
+              top_k=top_k, batch_size=2, seed=11)
+    a = autoregressive_generate(toy, 4, use_kv_cache=True, **kw)
+    assert lengths and set(lengths) == {40}
+    b = autoregressive_generate(toy, 4, use_kv_cache=False, **kw)
+    np.testing.assert_array_equal(a.sequences, b.sequences)
+    np.testing.assert_array_equal(a.term_codes, b.term_codes)
+    np.testing.assert_array_equal(a.game_lengths, b.game_lengths)
+    np.testing.assert_array_equal(a.forfeit_ply, b.forfeit_ply)
+    for r in range(4):
+        np.testing.assert_array_equal(a.sequences[r, 1:1 + lens[r]], moves[r, :lens[r]])
+    if top_k == 1:  # greedy: the first sampled token is the argmax of the model's logits
+        first = np.asarray(toy(jnp.asarray(a.sequences[:, :1 + lens.max()])))
+        for r in range(4):
+            assert a.sequences[r, 1 + lens[r]] == first[r, lens[r]].argmax()
+
+
 def test_masked_generation_never_forfeits_and_plays_legal_games(toy):
     r = autoregressive_generate(toy, 5, max_seq_len=30, mask_illegal=True, seed=1)
     assert (r.forfeit_ply == -1).all() and (r.term_codes != FORFEIT).all() and (r.term_codes != PREMATURE_PAD).all()

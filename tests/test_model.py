@@ -135,13 +135,42 @@ def test_kv_cache_decode_equals_full_forward(toy, prefix):
     full = np.asarray(toy(t))
     logits, cache = toy.prefill(t[:, :prefix])
     np.testing.assert_allclose(np.asarray(logits), full[:, :prefix], atol=1e-5)
-    assert cache.k.shape == (TOY.n_layers, 2, TOY.n_heads, TOY.max_seq_len, TOY.head_dim)
+    assert len(cache.k) == len(cache.v) == TOY.n_layers and cache.length == TOY.max_seq_len
+    assert cache.k[0].shape == (2, TOY.n_heads, TOY.max_seq_len, TOY.head_dim)
     step = eqx.filter_jit(lambda m, tok, pos, c: m.decode(tok, pos, c))
     worst = 0.0
     for pos in range(prefix, 14):
         lg, cache = step(toy, t[:, pos], jnp.int32(pos), cache)
         worst = max(worst, float(np.abs(np.asarray(lg) - full[:, pos]).max()))
     assert worst <= 1e-5, worst
+
+
+def test_cache_sized_to_generation_length_decodes_in_place_like_a_full_prefill(toy):
+    """A cache of exactly the sequence length, donated to the jitted step: logits match the full
+    forward at every position, and the K/V written step by step equal a prefill of the whole
+    sequence slot for slot (a wrong slot, layer or layout would not)."""
+    B, T, prefix = 3, 12, 4
+    t = random_tokens(B, T, seed=5).at[:, 0].set(1975)
+    full = np.asarray(toy(t))
+    logits, cache = toy.prefill(t[:, :prefix], cache_len=T)
+    assert cache.length == T and cache.stacked()[0].shape == (TOY.n_layers, B, TOY.n_heads, T, TOY.head_dim)
+    k0, _ = cache.stacked()
+    assert float(jnp.abs(k0[:, :, :, prefix:]).max()) == 0.0 and float(jnp.abs(k0[:, :, :, :prefix]).max()) > 0.0
+    step = jax.jit(lambda m, c, tok, pos: m.decode(tok, pos, c), donate_argnums=(1,))
+    for pos in range(prefix, T):
+        lg, cache = step(toy, cache, t[:, pos], jnp.int32(pos))
+        np.testing.assert_allclose(np.asarray(lg), full[:, pos], rtol=1e-5, atol=1e-5)
+    _, ref = toy.prefill(t, cache_len=T)
+    for got, want in zip(cache.stacked(), ref.stacked()):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_prefill_rejects_a_cache_shorter_than_the_prompt_or_longer_than_the_context(toy):
+    t = random_tokens(1, 6)
+    with pytest.raises(ValueError, match="cache_len 5"):
+        toy.prefill(t, cache_len=5)
+    with pytest.raises(ValueError, match="cache_len 513"):
+        toy.prefill(t, cache_len=TOY.max_seq_len + 1)
 
 
 def test_bfloat16_compute_returns_float32_logits_close_to_fp32(toy):

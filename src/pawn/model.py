@@ -107,12 +107,39 @@ def _attend(q, k, v, keep, all_masked):
     return jnp.einsum("bhqk,bkhd->bqhd", w, v)
 
 
-class KVCache(eqx.Module):
-    """Keys (post-RoPE) and values of every layer: ``k``, ``v`` [L, B, H, T_max, hd] with
-    T_max = ``max_seq_len`` (spec §2.10), in the compute dtype."""
+def _attend_cached(
+    q: Float[Array, "B H hd"], k: Float[Array, "B H Tc hd"], v: Float[Array, "B H Tc hd"], valid: Bool[Array, " Tc"]
+) -> Float[Array, "B H hd"]:
+    """Attention of one query per row over a KV cache in its stored [B, H, Tc, hd] layout (no
+    transposes): keys where ``valid`` is false are masked. Same arithmetic as :func:`_attend`
+    (scores in the compute dtype, scaled and softmaxed in fp32, weights cast to ``v.dtype``;
+    spec §2.3). Decode never has a fully-masked row (slot ``pos`` is always valid)."""
+    hd = q.shape[-1]
+    scores = jnp.einsum("bhd,bhtd->bht", q, k).astype(jnp.float32) * (hd ** -0.5)
+    w = jax.nn.softmax(jnp.where(valid[None, None, :], scores, MASK_FILL), axis=-1).astype(v.dtype)
+    return jnp.einsum("bht,bhtd->bhd", w, v)
 
-    k: Array
-    v: Array
+
+class KVCache(eqx.Module):
+    """Keys (post-RoPE) and values of every layer (spec §2.10, laid out for in-place decoding):
+    ``k``, ``v`` are tuples of L arrays [B, H, T_cache, hd] in the compute dtype, one buffer per
+    layer, so a decode step writes slot ``pos`` of each with ``lax.dynamic_update_slice`` and
+    attends over it where it lies — no per-step transpose, re-stacking or slicing copy (a stacked
+    [L, …] array would be sliced, i.e. copied, per layer). ``T_cache`` is ``max_seq_len`` by
+    default or the generation length (:meth:`PAWNModel.prefill`'s ``cache_len``); donated to the
+    jitted step, the buffers are updated in place."""
+
+    k: tuple[Array, ...]
+    v: tuple[Array, ...]
+
+    @property
+    def length(self) -> int:
+        """``T_cache``, the number of slots."""
+        return int(self.k[0].shape[2])
+
+    def stacked(self) -> tuple[Float[Array, "L B H Tc hd"], Float[Array, "L B H Tc hd"]]:
+        """K and V stacked to the spec's [L, B, H, T_cache, hd] (a copy; for inspection)."""
+        return jnp.stack(self.k), jnp.stack(self.v)
 
 
 class PAWNModel(eqx.Module):
@@ -285,51 +312,83 @@ class PAWNModel(eqx.Module):
         return logits
 
     def prefill(
-        self, tokens: Int[Array, "B T"], attn_mask: Optional[Bool[Array, "B T"]] = None, *, dtype: Optional[str] = None
+        self,
+        tokens: Int[Array, "B T"],
+        attn_mask: Optional[Bool[Array, "B T"]] = None,
+        *,
+        dtype: Optional[str] = None,
+        cache_len: Optional[int] = None,
     ) -> tuple[Float[Array, "B T V"], KVCache]:
-        """Forward pass that also returns a :class:`KVCache` (slots [0, T) filled, the rest zero).
-        Logits equal :meth:`__call__`'s. For decoding, every prefix slot must be a real token
-        and all rows must share the prefix length (spec §2.10)."""
+        """Forward pass that also returns a :class:`KVCache` (spec §2.10).
+
+        Args:
+            tokens, attn_mask, dtype: as for :meth:`__call__`.
+            cache_len: ``T_cache``, slots in the cache (T ≤ cache_len ≤ ``max_seq_len``); default
+                ``max_seq_len``. Give the generation length (prompt + tokens to generate) so each
+                decode step attends over only that many slots.
+
+        Returns:
+            ``(logits float32 [B, T, V], cache)``: logits equal :meth:`__call__`'s; the cache's
+            per-layer K/V [B, H, cache_len, hd] hold slots [0, T) (every slot, masked ones
+            included) and zeros after. For decoding, every prefix slot must be a real token and all rows must share
+            the prefix length.
+
+        Raises:
+            ValueError: T > ``max_seq_len``, or ``cache_len`` outside T..``max_seq_len``.
+        """
         dt = resolve_dtype(dtype)
-        _, h, _, (k, v) = self._run(tokens, attn_mask, dt, return_hidden=False, return_kv=True, remat=False)
         T = tokens.shape[1]
-        pad = ((0, 0), (0, 0), (0, self.config.max_seq_len - T), (0, 0), (0, 0))
-        # scan stacks [L, B, T, H, hd]; the cache layout is [L, B, H, T_max, hd].
-        k = jnp.pad(k, pad).transpose(0, 1, 3, 2, 4)
-        v = jnp.pad(v, pad).transpose(0, 1, 3, 2, 4)
+        Tc = self.config.max_seq_len if cache_len is None else int(cache_len)
+        if not T <= Tc <= self.config.max_seq_len:
+            raise ValueError(f"cache_len {Tc} must lie between the prompt length {T} and max_seq_len {self.config.max_seq_len}")
+        _, h, _, (k, v) = self._run(tokens, attn_mask, dt, return_hidden=False, return_kv=True, remat=False)
+        # scan stacks [L, B, T, H, hd]; the cache holds one [B, H, T_cache, hd] buffer per layer
+        # (one transpose here, none per decode step).
+        pad = ((0, 0), (0, 0), (0, Tc - T), (0, 0))
+        k = tuple(jnp.pad(x.transpose(0, 2, 1, 3), pad) for x in k)
+        v = tuple(jnp.pad(x.transpose(0, 2, 1, 3), pad) for x in v)
         return self._head(h), KVCache(k=k, v=v)
 
     def decode(
         self, token: Int[Array, " B"], pos: Int[Array, ""], cache: KVCache
     ) -> tuple[Float[Array, "B V"], KVCache]:
-        """One incremental step: embed ``token`` int32 [B] at position ``pos`` (a traced int32
-        scalar, so one compilation serves every position), write its K/V into slot ``pos`` of
-        every layer, attend to slots ≤ pos. Returns logits float32 [B, V] (equal to the full
-        forward's at ``pos`` within 1e-5 in fp32) and the updated cache. No padding mask."""
+        """One incremental step (spec §2.10): embed ``token`` at position ``pos``, write its K/V
+        into slot ``pos`` of every layer with ``lax.dynamic_update_slice`` (in place when the
+        caller's jit donates ``cache``), attend to slots ≤ pos. No padding mask.
+
+        Args:
+            token: int32 [B], the token at ``pos``.
+            pos: int32 scalar, may be traced (one compilation serves every position); must lie in
+                [1, T_cache) and slots [0, pos) must be filled (an out-of-range ``pos`` is clamped
+                by XLA, not detected).
+            cache: :class:`KVCache` (L × [B, H, T_cache, hd]); its dtype is the compute dtype.
+
+        Returns:
+            ``(logits float32 [B, V], cache)``: logits equal the full forward's at ``pos``
+            within 1e-5 in fp32; the cache with slot ``pos`` written.
+        """
         cfg = self.config
-        dt = cache.k.dtype
-        B = token.shape[0]
-        hd, Tm = cfg.head_dim, cfg.max_seq_len
-        cos_all, sin_all = rope_tables(jnp.arange(Tm), hd, cfg.rope_base)
-        cos = jax.lax.dynamic_slice_in_dim(cos_all, pos, 1, axis=0)
-        sin = jax.lax.dynamic_slice_in_dim(sin_all, pos, 1, axis=0)
-        keep = (jnp.arange(Tm) <= pos)[None, None, :].repeat(B, axis=0)  # [B, 1, Tm]
-        no_row_masked = jnp.zeros((B, 1), bool)
-        h0 = self.embed(token[:, None]).astype(dt)
-
-        def layer(h, xs):
-            lw, kc, vc = xs  # kc, vc: [B, H, Tm, hd]
-            x = rms_norm(h, lw["attn_norm"])
-            q, k, v = self._qkv(x, lw, cos, sin)  # [B, 1, H, hd]
-            kc = jax.lax.dynamic_update_slice_in_dim(kc, k.transpose(0, 2, 1, 3), pos, axis=2)
-            vc = jax.lax.dynamic_update_slice_in_dim(vc, v.transpose(0, 2, 1, 3), pos, axis=2)
-            ctx = _attend(q, kc.transpose(0, 2, 1, 3), vc.transpose(0, 2, 1, 3), keep, no_row_masked)
-            h = h + dense(ctx.reshape(B, 1, cfg.d_model), lw["wo"])
-            h = h + self._ffn(h, lw)
-            return h, (kc, vc)
-
-        h, (k, v) = jax.lax.scan(layer, h0, (self._layer_weights(dt), cache.k, cache.v))
-        return self._head(h)[:, 0], KVCache(k=k, v=v)
+        dt = cache.k[0].dtype
+        B, H, Tc, hd = cache.k[0].shape
+        pos = jnp.asarray(pos, jnp.int32)
+        cos, sin = rope_tables(pos[None], hd, cfg.rope_base)  # [1, hd/2], equal to row pos of the table
+        valid = jnp.arange(Tc) <= pos
+        lw = self._layer_weights(dt)
+        zero = jnp.zeros((), jnp.int32)
+        ks, vs = list(cache.k), list(cache.v)
+        h = self.embed(token[:, None]).astype(dt)  # [B, 1, d]
+        # Layers unrolled in Python (L is small and static); each writes slot pos of its own
+        # buffer in place and attends over it as stored.
+        for layer in range(len(ks)):
+            w = {n: a[layer] for n, a in lw.items()}
+            x = rms_norm(h, w["attn_norm"])
+            q, k, v = self._qkv(x, w, cos, sin)  # [B, 1, H, hd]; with T = 1 this is [B, H, 1, hd] as is
+            ks[layer] = jax.lax.dynamic_update_slice(ks[layer], k.reshape(B, H, 1, hd), (zero, zero, pos, zero))
+            vs[layer] = jax.lax.dynamic_update_slice(vs[layer], v.reshape(B, H, 1, hd), (zero, zero, pos, zero))
+            ctx = _attend_cached(q.reshape(B, H, hd), ks[layer], vs[layer], valid)
+            h = h + dense(ctx.reshape(B, 1, cfg.d_model), w["wo"])
+            h = h + self._ffn(h, w)
+        return self._head(h)[:, 0], KVCache(k=tuple(ks), v=tuple(vs))
 
 
 def sliced(model: PAWNModel, variant: ModelConfig) -> PAWNModel:

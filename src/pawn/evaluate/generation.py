@@ -4,8 +4,10 @@
 The model samples one token per step by Gumbel-max (``argmax(logits / T + Gumbel noise)``),
 optionally restricted to the top k logits and/or to the engine's legal tokens; legality is always
 decided by the engine (:class:`pawn.engine.BatchEnv`). Decoding uses the KV cache by default
-(one compiled prefill, one compiled step at a traced position); ``use_kv_cache=False``
-recomputes the full forward each step and gives identical games on CPU.
+(one compiled prefill, one compiled step at a traced position, the cache sized to the generation
+length and donated to the step so it is updated in place); ``use_kv_cache=False`` recomputes the
+full forward each step and gives identical games on CPU. Each step's model call is dispatched
+before the host applies the sampled moves in the engine, so the two overlap.
 
 Layouts: with ``outcome_token`` the sequence is ``[outcome, m1, m2, …]`` (the reference
 behaviour); without it (pure moves, the published models) it is ``[m1, m2, …]``, and because
@@ -16,6 +18,7 @@ uniformly from the 20 legal ones (NumPy ``default_rng(seed)``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -84,12 +87,14 @@ class GenerationResult:
 # --------------------------------------------------------------------------- jitted pieces
 @eqx.filter_jit
 def _prefill_at(model, seq, attn, last, dtype):
-    logits, cache = model.prefill(seq, attn, dtype=dtype)
+    # The cache is sized to the generation buffer (T = seq.shape[1]), not the model context.
+    logits, cache = model.prefill(seq, attn, dtype=dtype, cache_len=seq.shape[1])
     return jax.lax.dynamic_index_in_dim(logits, last, axis=1, keepdims=False), cache
 
 
-@eqx.filter_jit
-def _decode(model, token, pos, cache):
+@partial(jax.jit, donate_argnums=(1,))
+def _decode(model, cache, token, pos):
+    # The cache is donated: XLA writes slot pos of every layer's buffer in place.
     return model.decode(token, pos, cache)
 
 
@@ -142,8 +147,15 @@ def _generate_batch(model, outcome_token, prefix, plen, T, temperature, top_k, m
         for pos in range(start + 1, T):
             legal = jnp.asarray(env.legal_token_masks(all_idx)) if mask_illegal else None
             tok = _sample(logits, keys[pos], legal, jnp.float32(temperature), top_k)
+            # The next step's model call does not depend on the engine: dispatch it first so the
+            # device computes it while the host applies the moves (one step may be wasted when
+            # every game ends here).
+            if use_kv_cache and pos < T - 1:
+                logits, cache = _decode(model, cache, tok, jnp.int32(pos))
             tok_np = np.asarray(tok)
             seq[:, pos] = tok_np
+            if not use_kv_cache and pos < T - 1:
+                logits = _full_at(model, jnp.asarray(seq), jnp.int32(pos), dtype)
             active = np.nonzero(~done)[0]
             pad = active[tok_np[active] == PAD_TOKEN]
             term[pad], length[pad], done[pad] = PREMATURE_PAD, pos - offset, True
@@ -157,12 +169,8 @@ def _generate_batch(model, outcome_token, prefix, plen, T, temperature, top_k, m
                 length[ok] = pos - offset + 1
                 ended = ok[code[played] >= 0]
                 term[ended], done[ended] = code[played][code[played] >= 0], True
-            if done.all() or pos == T - 1:
+            if done.all():
                 break
-            if use_kv_cache:
-                logits, cache = _decode(model, tok, jnp.int32(pos), cache)
-            else:
-                logits = _full_at(model, jnp.asarray(seq), jnp.int32(pos), dtype)
     running = ~done
     term[running] = 5  # ran to the end of the context: its length is already T − offset
     return seq, term, length, forfeit
