@@ -126,10 +126,16 @@ def test_bench_quick_writes_every_section_to_json(tmp_path):
         assert {"aggregate_tokens_per_s", "speedup_vs_1"} <= set(row)
 
     dec = rep["decode"]
-    assert set(dec["forms"]) == {"kv_cache", "recompute"}
-    for f in dec["forms"].values():
-        assert timing | {"tokens_per_s", "tokens"} <= set(f)
-    assert "kv_speedup" in dec
+    short, long_ = dec["workloads"]
+    assert (short["games"], short["seq_len"], long_["games"], long_["seq_len"]) == (2, 16, 4, 24)
+    assert set(short["forms"]) == {"kv_cache", "recompute"} and set(long_["forms"]) == {"kv_cache"}
+    for w in (short, long_):
+        for f in w["forms"].values():
+            assert timing | {"tokens_per_s", "tokens"} <= set(f)
+        st = w["step"]
+        assert timing <= set(st["kv_cache"]) and timing <= set(st["recompute"]) and st["kv_cache"]["n"] >= 10
+        assert st["step_speedup"] == pytest.approx(st["recompute"]["median_s"] / st["kv_cache"]["median_s"])
+    assert short["kv_speedup"] == pytest.approx(short["forms"]["kv_cache"]["tokens_per_s"] / short["forms"]["recompute"]["tokens_per_s"])
 
 
 def test_bench_engine_parses_given_pgn_files(tmp_path, lichess_pgns):

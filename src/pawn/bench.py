@@ -129,7 +129,10 @@ class BenchSettings:
         mask_games: games whose legal masks are computed. chess_games: python-chess games.
         data_chunks: chunks timed in the data-wait measurement.
         concurrency: N (processes 1..N). concurrency_chunks: chunks timed per process.
-        decode_games, decode_len: generation batch and sequence length.
+        decode_games, decode_len: generation batch and sequence length (end-to-end, both forms).
+        decode_long_games, decode_long_len: the second decode workload (default 64 games × 257
+            positions = 256 plies after the outcome token): per-step comparison and KV-cache
+            generation end to end.
         matmul_n: size of the CPU peak matmul.
         pgn_files: PGN files for the parsing workload (e.g. real Lichess exports); empty = the
             random games above written as PGN.
@@ -151,6 +154,8 @@ class BenchSettings:
     concurrency_chunks: int = 3
     decode_games: int = 8
     decode_len: int = 128
+    decode_long_games: int = 64
+    decode_long_len: int = 257
     matmul_n: int = 1024
     pgn_files: tuple[str, ...] = ()
     quick: bool = False
@@ -161,7 +166,8 @@ class BenchSettings:
         """Tiny sizes: every section in well under a minute on two CPU cores."""
         return dict(variant="toy", supernet=None, batch_size=4, seq_len=32, steps_per_chunk=2, repeats=2,
                     engine_games=200, engine_max_ply=128, mask_games=8, chess_games=2, data_chunks=2,
-                    concurrency=2, concurrency_chunks=1, decode_games=2, decode_len=16, matmul_n=256, quick=True)
+                    concurrency=2, concurrency_chunks=1, decode_games=2, decode_len=16, decode_long_games=4,
+                    decode_long_len=24, matmul_n=256, quick=True)
 
     def model(self):
         """``(stored config, [(variant config, weight 1.0)], label)``.
@@ -190,13 +196,15 @@ class BenchSettings:
 
         self.model()
         for name in ("batch_size", "seq_len", "steps_per_chunk", "repeats", "engine_games", "engine_max_ply",
-                     "mask_games", "data_chunks", "concurrency", "concurrency_chunks", "decode_games", "matmul_n"):
+                     "mask_games", "data_chunks", "concurrency", "concurrency_chunks", "decode_games", "decode_long_games",
+                     "matmul_n"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if self.seq_len > MAX_SEQ_LEN:
             raise ValueError(f"seq_len {self.seq_len} exceeds the model context {MAX_SEQ_LEN}")
-        if not 2 <= self.decode_len <= MAX_SEQ_LEN:
-            raise ValueError(f"decode_len must be in 2..{MAX_SEQ_LEN}, got {self.decode_len}")
+        for name in ("decode_len", "decode_long_len"):
+            if not 2 <= getattr(self, name) <= MAX_SEQ_LEN:
+                raise ValueError(f"{name} must be in 2..{MAX_SEQ_LEN}, got {getattr(self, name)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -706,12 +714,55 @@ def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0) -> dict[str, A
 
 
 # =============================================================================== decode
+def decode_step_timing(model, games: int, seq_len: int, *, repeats: int, warmup: int) -> dict[str, Any]:
+    """Model time of one generation step at batch ``games`` and length ``seq_len``, engine
+    excluded: the jitted KV-cache decode step (cache of ``seq_len`` slots, donated, written at the
+    middle position; its cost does not depend on the position) against the jitted full-recompute
+    forward over the [games, seq_len] buffer that ``use_kv_cache=False`` runs at every step.
+
+    Returns:
+        ``{"kv_cache": stats, "recompute": stats, "step_speedup"}``: :func:`time_call` stats per
+        single step (dispatch + compute + sync), speed-up = recompute median / KV median.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from pawn.evaluate.generation import _decode, _full_at, _prefill_at
+    from pawn.vocab import PLY_LIMIT
+
+    seq = np.full((games, seq_len), 100, np.int32)  # any real move tokens
+    seq[:, 0] = PLY_LIMIT
+    pos = seq_len // 2
+    attn = np.arange(seq_len)[None, :].repeat(games, 0) <= pos - 1
+    _, cache = _prefill_at(model, jnp.asarray(seq), jnp.asarray(attn), jnp.int32(pos - 1), None)
+    state = {"cache": cache}
+    tok, p = jnp.asarray(seq[:, pos]), jnp.int32(pos)
+
+    def kv():
+        logits, state["cache"] = _decode(model, state["cache"], tok, p)  # rewrites slot pos each call
+        return logits
+
+    dev = jnp.asarray(seq)
+    out = {"kv_cache": time_call(kv, repeats=max(10, repeats), warmup=max(1, warmup)),
+           "recompute": time_call(lambda: _full_at(model, dev, p, None), repeats=max(1, min(repeats, 2)),
+                                  warmup=max(1, warmup))}
+    out["step_speedup"] = out["recompute"]["median_s"] / out["kv_cache"]["median_s"]
+    return out
+
+
 def bench_decode(s: BenchSettings) -> dict[str, Any]:
-    """Generation tokens/s of :func:`pawn.evaluate.generation.autoregressive_generate` with and
-    without the KV cache: ``decode_games`` games from the outcome token PLY_LIMIT to
-    ``decode_len`` positions, legal moves only (so random weights still play full games); the
-    engine's legal masks per step are part of the measured loop. Tokens = moves generated. The
-    model is the step section's stored model (the supernet itself for a supernet), random init."""
+    """Decoding speed on two workloads, ``decode_games × decode_len`` and ``decode_long_games ×
+    decode_long_len`` (default 64 games × 257 positions: 256 plies after the outcome token).
+
+    Per workload: ``step`` = :func:`decode_step_timing` (KV-cache decode step against the full
+    recompute forward, model time only), and ``forms`` = end-to-end generation tokens/s of
+    :func:`pawn.evaluate.generation.autoregressive_generate` from the outcome token PLY_LIMIT,
+    legal moves only (so random weights still play full games), the engine's legal masks and
+    moves per step included; tokens = moves generated. The first workload runs both forms
+    (``kv_speedup`` = KV tokens/s ÷ recompute tokens/s); the long one runs the KV cache only
+    (recomputing 64 × 257 positions per ply is minutes per game batch on a CPU; its per-step
+    ratio is ``step.step_speedup``). The model is the step section's stored model, random init.
+    """
     import jax
 
     from pawn.evaluate.generation import autoregressive_generate
@@ -720,20 +771,26 @@ def bench_decode(s: BenchSettings) -> dict[str, Any]:
 
     cfg, _, label = s.model()
     model = PAWNModel(cfg, jax.random.key(0))
-    out: dict[str, Any] = {"model": label, "config": cfg.name, "games": s.decode_games, "seq_len": s.decode_len, "forms": {}}
-    for name, kv in (("kv_cache", True), ("recompute", False)):
-        res = {}
+    out: dict[str, Any] = {"model": label, "config": cfg.name, "workloads": []}
+    loads = [(s.decode_games, s.decode_len, ("kv_cache", "recompute")), (s.decode_long_games, s.decode_long_len, ("kv_cache",))]
+    for games, seq_len, forms in loads:
+        w: dict[str, Any] = {"games": games, "seq_len": seq_len,
+                             "step": decode_step_timing(model, games, seq_len, repeats=s.repeats, warmup=s.warmup), "forms": {}}
+        for name in forms:
+            res = {}
 
-        def run():
-            res["r"] = autoregressive_generate(model, s.decode_games, outcome_token=PLY_LIMIT, max_seq_len=s.decode_len,
-                                               mask_illegal=True, batch_size=s.decode_games, seed=0, use_kv_cache=kv)
-            return res["r"].sequences
+            def run(kv=name == "kv_cache"):
+                res["r"] = autoregressive_generate(model, games, outcome_token=PLY_LIMIT, max_seq_len=seq_len,
+                                                   mask_illegal=True, batch_size=games, seed=0, use_kv_cache=kv)
+                return res["r"].sequences
 
-        st = time_call(run, repeats=max(1, min(s.repeats, 2)), warmup=s.warmup)
-        toks = int(res["r"].game_lengths.astype(np.int64).sum())
-        out["forms"][name] = {**st, **rates(st, toks, "tokens_per_s"), "tokens": toks}
-    f = out["forms"]
-    out["kv_speedup"] = f["kv_cache"]["tokens_per_s"] / f["recompute"]["tokens_per_s"]
+            st = time_call(run, repeats=max(1, min(s.repeats, 2)), warmup=s.warmup)
+            toks = int(res["r"].game_lengths.astype(np.int64).sum())
+            w["forms"][name] = {**st, **rates(st, toks, "tokens_per_s"), "tokens": toks}
+        f = w["forms"]
+        if "recompute" in f:
+            w["kv_speedup"] = f["kv_cache"]["tokens_per_s"] / f["recompute"]["tokens_per_s"]
+        out["workloads"].append(w)
     return out
 
 
@@ -891,12 +948,21 @@ def print_report(report: dict[str, Any], console=None) -> None:
 
     if "decode" in report:
         d = report["decode"]
-        t = Table(title=f"decode: {d['model']} ({d['config']}), {d['games']} games × {d['seq_len']} positions, legal sampling")
-        for col in ("form", "time ms", "tokens", "tokens/s", "tokens/s min–max", "first call s"):
-            t.add_column(col, justify="left" if col == "form" else "right")
-        for k, f in d["forms"].items():
-            t.add_row("KV cache" if k == "kv_cache" else "recompute full forward", _ms(f), str(f["tokens"]), _n(f["tokens_per_s"]),
-                      f"{_n(f['tokens_per_s_min'])}–{_n(f['tokens_per_s_max'])}", _n(f["first_call_s"], 2))
+        t = Table(title=f"decode: {d['model']} ({d['config']}), legal sampling; step = one jitted model step, engine excluded")
+        for col in ("workload", "form", "time ms", "tokens", "tokens/s", "tokens/s min–max", "first call s"):
+            t.add_column(col, justify="left" if col in ("workload", "form") else "right")
+        for w in d["workloads"]:
+            wl = f"{w['games']} games × {w['seq_len']}"
+            for k, f in w["step"].items():
+                if k != "step_speedup":
+                    t.add_row(wl, "step, KV cache" if k == "kv_cache" else "step, recompute",
+                              _ms(f), "", "", "", _n(f["first_call_s"], 2))
+            t.add_row(wl, "step speed-up", f"{w['step']['step_speedup']:.2f}×", "", "", "", "")
+            for k, f in w["forms"].items():
+                t.add_row(wl, "generate, KV cache" if k == "kv_cache" else "generate, recompute", _ms(f),
+                          str(f["tokens"]), _n(f["tokens_per_s"]), f"{_n(f['tokens_per_s_min'])}–{_n(f['tokens_per_s_max'])}",
+                          _n(f["first_call_s"], 2))
+            if "kv_speedup" in w:
+                t.add_row(wl, "generate speed-up", f"{w['kv_speedup']:.2f}×", "", "", "", "")
         console.print(t)
-        console.print(f"[dim]KV-cache speed-up: {d['kv_speedup']:.2f}×[/dim]")
     console.print(f"[dim]total {report['wall_s']:.1f} s[/dim]")
