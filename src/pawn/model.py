@@ -330,8 +330,8 @@ class PAWNModel(eqx.Module):
         Returns:
             ``(logits float32 [B, T, V], cache)``: logits equal :meth:`__call__`'s; the cache's
             per-layer K/V [B, H, cache_len, hd] hold slots [0, T) (every slot, masked ones
-            included) and zeros after. For decoding, every prefix slot must be a real token and all rows must share
-            the prefix length.
+            included) and zeros after. For decoding, every prefix slot must be a real token and
+            all rows must share the prefix length.
 
         Raises:
             ValueError: T > ``max_seq_len``, or ``cache_len`` outside T..``max_seq_len``.
