@@ -106,6 +106,7 @@ def test_bench_cli_rejects_unknown_sections_and_two_models():
     assert r.exit_code == 2 and "not both" in r.output
 
 
+@pytest.mark.slow
 def test_bench_quick_writes_every_section_to_json(tmp_path):
     out = tmp_path / "bench.json"
     r = CliRunner().invoke(app, ["bench", "--quick", "--json", str(out)])
