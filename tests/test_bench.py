@@ -9,8 +9,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from pawn.bench import (SECTIONS, flops_per_token, lookup_gpu_peak, parse_only, rates, step_flops_per_token,
-                        time_call, timing_stats)
+from pawn.bench import (SECTIONS, common_window_rate, flops_per_token, lookup_gpu_peak, parse_only,
+                        per_repetition_rates, rates, step_flops_per_token, time_call, timing_stats)
 from pawn.cli import app
 from pawn.config import TINY_VARIANTS, TOY
 
@@ -45,6 +45,30 @@ def test_timing_stats_give_median_min_max_and_count():
 def test_rates_divide_work_by_median_and_take_min_from_the_slowest_run():
     r = rates({"median_s": 2.0, "min_s": 1.0, "max_s": 4.0}, 8.0, "tokens_per_s")
     assert r == {"tokens_per_s": 4.0, "tokens_per_s_min": 2.0, "tokens_per_s_max": 8.0}
+
+
+def test_plies_per_s_pairs_each_repetitions_plies_with_its_own_time():
+    # Three repetitions of random games: 100 plies in 1 s, 400 in 2 s, 400 in 4 s → 100, 200, 100 plies/s.
+    # The last repetition's plies over the median time would say 400 / 2 = 200.
+    r = per_repetition_rates([1.0, 2.0, 4.0], [100, 400, 400], "plies_per_s")
+    assert r == {"plies_per_s": 100.0, "plies_per_s_min": 100.0, "plies_per_s_max": 200.0,
+                 "plies_per_s_total": 900 / 7}
+    with pytest.raises(ValueError, match="one work figure per timed repetition"):
+        per_repetition_rates([1.0, 2.0], [100], "plies_per_s")
+
+
+def test_concurrency_aggregate_divides_all_work_by_one_common_window():
+    # Two processes of 100 tokens each: 0–10 s and 2–12 s. Common window 12 s → 200 / 12 tokens/s;
+    # summing the per-process rates (10 + 10) would claim 20.
+    r = common_window_rate([(0.0, 10.0, 100.0), (2.0, 12.0, 100.0)])
+    assert r["window_s"] == 12.0 and r["work"] == 200.0
+    assert r["rate"] == pytest.approx(200 / 12)
+    # A straggler stretches the window: 100 tokens in 0–1 s and 100 in 0–9 s → 200 / 9, not 100 + 11.1.
+    assert common_window_rate([(0.0, 1.0, 100.0), (0.0, 9.0, 100.0)])["rate"] == pytest.approx(200 / 9)
+    with pytest.raises(ValueError, match="ends"):
+        common_window_rate([(5.0, 4.0, 1.0)])
+    with pytest.raises(ValueError, match="at least one span"):
+        common_window_rate([])
 
 
 def test_time_call_runs_warmup_then_timed_repeats_and_reports_the_first_call_apart():
@@ -82,6 +106,7 @@ def test_bench_cli_rejects_unknown_sections_and_two_models():
     assert r.exit_code == 2 and "not both" in r.output
 
 
+@pytest.mark.slow
 def test_bench_quick_writes_every_section_to_json(tmp_path):
     out = tmp_path / "bench.json"
     r = CliRunner().invoke(app, ["bench", "--quick", "--json", str(out)])
@@ -95,7 +120,9 @@ def test_bench_quick_writes_every_section_to_json(tmp_path):
     eng = rep["engine"]
     assert [t["threads"] for t in eng["threads"]][0] == 1
     for t in eng["threads"]:
-        assert timing | {"games_per_s", "plies_per_s"} <= set(t["random_games"])
+        rg = t["random_games"]
+        assert timing | {"games_per_s", "plies_per_s", "plies_per_s_total"} <= set(rg)
+        assert len(rg["plies"]) == rg["n"] and rg["plies_per_s_min"] <= rg["plies_per_s"] <= rg["plies_per_s_max"]
         assert timing | {"games_per_s"} <= set(t["parse_pgn"])
         assert timing | {"positions_per_s"} <= set(t["legal_masks"])
     assert "games_per_s" in eng["python_chess"]
@@ -123,7 +150,16 @@ def test_bench_quick_writes_every_section_to_json(tmp_path):
     for row in conc["rows"]:
         assert "error" not in row, row
         assert len(row["per_process_tokens_per_s"]) == row["processes"]
-        assert {"aggregate_tokens_per_s", "speedup_vs_1"} <= set(row)
+        assert {"aggregate_tokens_per_s", "window_s", "speedup_vs_1"} <= set(row)
+        tokens = conc["tokens_per_chunk"] * row["chunks_per_process"] * row["processes"]
+        assert row["aggregate_tokens_per_s"] == pytest.approx(tokens / row["window_s"])
+        # the common window is at least every process's own span, so no process beats the aggregate's share
+        assert row["aggregate_tokens_per_s"] <= sum(row["per_process_tokens_per_s"]) * (1 + 1e-9)
+
+    ev = rep["eval"]
+    assert timing | {"positions_per_s", "games_per_s", "first_call_s"} <= set(ev)
+    assert ev["games"] == 8 and 0 < ev["positions"] <= ev["games"] * ev["seq_len"]
+    assert ev["positions_per_s"] == pytest.approx(ev["positions"] / ev["median_s"])
 
     dec = rep["decode"]
     short, long_ = dec["workloads"]

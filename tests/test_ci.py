@@ -37,3 +37,18 @@ def test_readme_demo_prints_what_the_readme_says():
     g = random_games(1000, max_ply=512, seed=0)
     assert "random_games(1000, max_ply=512, seed=0)" in demo
     assert (str(g.tokens.shape), f"{g.lengths.mean():.3f}") == (shape, mean)
+
+
+def test_slow_tests_exist_are_deselected_by_default_and_the_readme_runs_them():
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    ini = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "-m 'not slow'" in ini["addopts"] and any(m.startswith("slow:") for m in ini["markers"])
+    marked = [f.name for f in (REPO_ROOT / "tests").glob("test_*.py") if "@pytest.mark.slow\n" in f.read_text()]
+    assert marked, "the README promises slow tests; none is marked"
+    readme = (REPO_ROOT / "README.md").read_text()
+    tests_block = re.findall(r"```bash\n(.*?)```", readme, re.S)[1]
+    assert _commands(tests_block)[-2:] == ["pytest", "pytest -m slow"]

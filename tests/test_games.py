@@ -56,6 +56,7 @@ def replay_and_check(games, max_ply: int) -> dict[int, int]:
     return seen
 
 
+@pytest.mark.slow
 def test_2000_random_games_are_legal_and_end_as_python_chess_says():
     games = random_games(2000, max_ply=512, seed=2024)
     assert games.tokens.dtype == np.int16 and games.tokens.shape == (2000, 512)

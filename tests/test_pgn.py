@@ -66,6 +66,7 @@ def oracle(path: Path):
     return out
 
 
+@pytest.mark.slow
 def test_every_lichess_game_matches_python_chess_moves_outcome_elo_and_clocks(lichess_pgns):
     for path in lichess_pgns:
         parsed = parse_pgn(path, max_ply=MAX_PLY)

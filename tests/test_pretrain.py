@@ -159,6 +159,7 @@ def test_sigterm_finishes_the_chunk_checkpoints_and_exits_zero(tmp_path):
     assert ck.training_state["step"] == step
 
 
+@pytest.mark.slow
 def test_four_devices_give_the_same_losses_as_one(tmp_path):
     code = (
         "import json, sys; from pathlib import Path;"
@@ -237,6 +238,7 @@ def test_resume_ignores_laptop_preset_values_the_user_never_typed(tmp_path):
     assert res.reason == "completed" and res.step == 4
 
 
+@pytest.mark.slow
 def test_two_processes_through_jax_distributed_match_one(tmp_path):
     """Two CPU processes joined by jax.distributed (env vars, as the README documents) each build
     their half of every batch; the losses equal a single-process run's."""

@@ -1,4 +1,4 @@
-"""``pawn bench``: where the time goes — engine, train step, MFU, data path, concurrency, decode
+"""``pawn bench``: where the time goes — engine, train step, MFU, data path, concurrency, eval, decode
 (spec ``eval-probe-generate-sweep-bench.md`` §7).
 
 Every section is one function returning a plain dict (JSON-ready). Timings are medians over
@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-SECTIONS: tuple[str, ...] = ("engine", "step", "mfu", "data", "concurrency", "decode")
+SECTIONS: tuple[str, ...] = ("engine", "step", "mfu", "data", "concurrency", "eval", "decode")
 """Section names accepted by ``--only``, in run order."""
 
 FLOPS_FORMULA = "FLOPs/token = 6·N + 12·L·T·d (N = all parameters, L layers, T sequence length, d width); supernet = sum over variants"
@@ -87,6 +87,55 @@ def rates(stats: dict[str, float], work: float, unit: str) -> dict[str, float]:
     return {unit: work / stats["median_s"], f"{unit}_min": work / stats["max_s"], f"{unit}_max": work / stats["min_s"]}
 
 
+def per_repetition_rates(samples_s: Sequence[float], work: Sequence[float], unit: str) -> dict[str, float]:
+    """Throughput when each timed repetition did its own amount of work (random games of
+    different lengths): the per-repetition rates ``work[i] / samples_s[i]``, reported as their
+    median (``{unit}``), min and max, plus ``{unit}_total`` = Σ work / Σ time over the same
+    repetitions. (Dividing one repetition's work by the median time of all of them mixes runs.)
+
+    Args:
+        samples_s: wall seconds per repetition (> 0).
+        work: the work done in each of those repetitions (same length).
+        unit: the key of the median rate, e.g. ``"plies_per_s"``.
+
+    Raises:
+        ValueError: no samples, lengths differ, or a time ≤ 0.
+    """
+    if len(samples_s) == 0 or len(samples_s) != len(work):
+        raise ValueError(f"need one work figure per timed repetition, got {len(work)} for {len(samples_s)} times")
+    if min(samples_s) <= 0:
+        raise ValueError(f"repetition times must be > 0, got {min(samples_s)}")
+    rs = [float(w) / float(t) for w, t in zip(work, samples_s)]
+    return {unit: statistics.median(rs), f"{unit}_min": min(rs), f"{unit}_max": max(rs),
+            f"{unit}_total": float(sum(work)) / float(sum(samples_s))}
+
+
+def common_window_rate(spans: Sequence[tuple[float, float, float]]) -> dict[str, float]:
+    """Aggregate throughput of processes that ran at the same time: all their work divided by
+    one common wall window, from the first process's start to the last one's finish (a
+    straggler counts against the aggregate; summing per-process rates would not see it).
+
+    Args:
+        spans: per process ``(start_s, end_s, work)``, times on one clock shared by the processes.
+
+    Returns:
+        ``{"window_s", "work", "rate"}`` with ``rate = work / window_s``.
+
+    Raises:
+        ValueError: no spans, or a span that ends before it starts, or a zero window.
+    """
+    if not spans:
+        raise ValueError("common_window_rate needs at least one span")
+    for start, end, _ in spans:
+        if end < start:
+            raise ValueError(f"a span ends ({end}) before it starts ({start})")
+    window = max(e for _, e, _ in spans) - min(s for s, _, _ in spans)
+    if window <= 0:
+        raise ValueError("the common window is empty")
+    work = float(sum(w for _, _, w in spans))
+    return {"window_s": window, "work": work, "rate": work / window}
+
+
 def time_call(fn: Callable[[], Any], *, repeats: int, warmup: int = 1) -> dict[str, Any]:
     """Time ``fn()`` (which may carry state in a closure): ``warmup`` untimed calls, then
     ``repeats`` timed ones, each ended by ``jax.block_until_ready`` on its result.
@@ -129,6 +178,7 @@ class BenchSettings:
         mask_games: games whose legal masks are computed. chess_games: python-chess games.
         data_chunks: chunks timed in the data-wait measurement.
         concurrency: N (processes 1..N). concurrency_chunks: chunks timed per process.
+        eval_games: games scored by the teacher-forced evaluation (batch ``batch_size``, ``seq_len``).
         decode_games, decode_len: generation batch and sequence length (end-to-end, both forms).
         decode_long_games, decode_long_len: the second decode workload (default 64 games × 257
             positions = 256 plies after the outcome token): per-step comparison and KV-cache
@@ -156,6 +206,7 @@ class BenchSettings:
     decode_len: int = 128
     decode_long_games: int = 64
     decode_long_len: int = 257
+    eval_games: int = 64
     matmul_n: int = 1024
     pgn_files: tuple[str, ...] = ()
     quick: bool = False
@@ -167,7 +218,7 @@ class BenchSettings:
         return dict(variant="toy", supernet=None, batch_size=4, seq_len=32, steps_per_chunk=2, repeats=2,
                     engine_games=200, engine_max_ply=128, mask_games=8, chess_games=2, data_chunks=2,
                     concurrency=2, concurrency_chunks=1, decode_games=2, decode_len=16, decode_long_games=4,
-                    decode_long_len=24, matmul_n=256, quick=True)
+                    decode_long_len=24, eval_games=8, matmul_n=256, quick=True)
 
     def model(self):
         """``(stored config, [(variant config, weight 1.0)], label)``.
@@ -197,7 +248,7 @@ class BenchSettings:
         self.model()
         for name in ("batch_size", "seq_len", "steps_per_chunk", "repeats", "engine_games", "engine_max_ply",
                      "mask_games", "data_chunks", "concurrency", "concurrency_chunks", "decode_games", "decode_long_games",
-                     "matmul_n"):
+                     "eval_games", "matmul_n"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if self.seq_len > MAX_SEQ_LEN:
@@ -262,10 +313,10 @@ n, max_ply, mask_games, repeats = (int(a) for a in sys.argv[1:5])
 pgn_files = json.loads(sys.argv[5])
 out = {}
 random_games(min(n, 200), max_ply, seed=10**6)  # warm-up: thread pool start, page faults
-t, plies = [], 0
+t, plies = [], []
 for rep in range(repeats):
     t0 = time.perf_counter(); g = random_games(n, max_ply, seed=rep); t.append(time.perf_counter() - t0)
-    plies = int(g.lengths.astype(np.int64).sum())
+    plies.append(int(g.lengths.astype(np.int64).sum()))
 out["random_games"] = {"samples_s": t, "games": n, "plies": plies}
 # PGN: the games above written as PGN text (untimed), then parsed from memory.
 san = tokens_to_san(g.tokens, g.lengths)
@@ -318,7 +369,9 @@ def bench_engine(s: BenchSettings) -> dict[str, Any]:
     (rayon's pool size is fixed at first use through ``RAYON_NUM_THREADS``): random games/s and
     plies/s at ``engine_max_ply``, PGN parsing games/s (the same games written as PGN text,
     parsed from memory) and legal-mask positions/s (dense ``legal_move_masks``); plus, when
-    python-chess is installed, the same random-game workload in python-chess on one thread."""
+    python-chess is installed, the same random-game workload in python-chess on one thread.
+    Each repetition plays games of another seed, so its plies differ: plies/s is the median of
+    the per-repetition rates (:func:`per_repetition_rates`), with the plies of every repetition."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -335,8 +388,9 @@ def bench_engine(s: BenchSettings) -> dict[str, Any]:
         st_rg, st_pg, st_lm = (timing_stats(x["samples_s"]) for x in (rg, pg, lm))
         rows.append({
             "threads": threads,
-            "random_games": {**st_rg, **rates(st_rg, rg["games"], "games_per_s"), **rates(st_rg, rg["plies"], "plies_per_s"),
-                             "games": rg["games"], "max_ply": s.engine_max_ply},
+            "random_games": {**st_rg, **rates(st_rg, rg["games"], "games_per_s"),
+                             **per_repetition_rates(rg["samples_s"], rg["plies"], "plies_per_s"),
+                             "games": rg["games"], "plies": rg["plies"], "max_ply": s.engine_max_ply},
             "parse_pgn": {**st_pg, **rates(st_pg, pg["games"], "games_per_s"), "games": pg["games"], "mb": pg["mb"],
                           "source": pg["source"]},
             "legal_masks": {**st_lm, **rates(st_lm, lm["positions"], "positions_per_s"), "positions": lm["positions"]},
@@ -347,14 +401,15 @@ def bench_engine(s: BenchSettings) -> dict[str, Any]:
     except ImportError:
         out["python_chess"] = {"skipped": "python-chess is not installed"}
         return out
-    samples, plies = [], 0
+    samples, plies = [], []
     for rep in range(s.repeats):
         t0 = time.perf_counter()
-        _, plies = _python_chess_games(s.chess_games, s.engine_max_ply, seed=rep)
+        _, n_plies = _python_chess_games(s.chess_games, s.engine_max_ply, seed=rep)
         samples.append(time.perf_counter() - t0)
+        plies.append(n_plies)
     st = timing_stats(samples)
-    out["python_chess"] = {**st, **rates(st, s.chess_games, "games_per_s"), **rates(st, plies, "plies_per_s"),
-                           "games": s.chess_games, "max_ply": s.engine_max_ply, "threads": 1}
+    out["python_chess"] = {**st, **rates(st, s.chess_games, "games_per_s"), **per_repetition_rates(samples, plies, "plies_per_s"),
+                           "games": s.chess_games, "plies": plies, "max_ply": s.engine_max_ply, "threads": 1}
     return out
 
 
@@ -634,7 +689,9 @@ def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None) -> dict[str,
 
 # =============================================================================== concurrency
 def _concurrency_worker(settings: dict, index: int, barrier, results) -> None:
-    """One spawned training process: build, compile, wait at the barrier, time chunks."""
+    """One spawned training process: build, compile, wait at the barrier, then run
+    ``concurrency_chunks`` chunks (placement included) and report its span on the wall clock
+    (``time.time()``, the clock the processes share) and the per-chunk times."""
     try:
         import jax
 
@@ -646,13 +703,14 @@ def _concurrency_worker(settings: dict, index: int, barrier, results) -> None:
         jax.block_until_ready(m)
         barrier.wait(timeout=600)
         samples = []
+        start = time.time()
         for _ in range(s.concurrency_chunks):
-            chunk = jax.block_until_ready(prog.place_chunk(setup.chunk))
             t0 = time.perf_counter()
-            state, m = prog.run_chunk(state, chunk)
+            state, m = prog.run_chunk(state, prog.place_chunk(setup.chunk))
             jax.block_until_ready(m)
             samples.append(time.perf_counter() - t0)
-        results.put({"index": index, "samples_s": samples})
+        end = time.time()
+        results.put({"index": index, "samples_s": samples, "start_s": start, "end_s": end})
     except BaseException as e:  # report, never hang the parent
         try:
             barrier.abort()
@@ -663,10 +721,12 @@ def _concurrency_worker(settings: dict, index: int, barrier, results) -> None:
 
 def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0) -> dict[str, Any]:
     """``n = 1 … concurrency`` independent training processes at once (``multiprocessing``
-    *spawn*, never fork), started together at a barrier after each compiled its chunk. Per n:
-    each process's tokens/s (median chunk), the aggregate (sum over processes) and the speed-up
-    of the aggregate over n = 1. On GPUs the children do not preallocate memory
-    (``XLA_PYTHON_CLIENT_PREALLOCATE=false``). Stops early if a process fails (e.g. OOM)."""
+    *spawn*, never fork), released together by a barrier after each compiled its chunk. Per n:
+    the aggregate tokens/s = all processes' tokens / the common wall window from the first
+    start to the last finish (:func:`common_window_rate`), each process's own tokens/s over its
+    own span, and the speed-up of the aggregate over n = 1. On GPUs the children do not
+    preallocate memory (``XLA_PYTHON_CLIENT_PREALLOCATE=false``). Stops early if a process fails
+    (e.g. OOM)."""
     import multiprocessing as mp
     import queue as _queue
 
@@ -699,18 +759,52 @@ def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0) -> dict[str, A
                 rows.append({"processes": n, "error": errors[0] if errors else f"only {len(got)} of {n} processes reported"})
                 break
             per = sorted(got, key=lambda g: g["index"])
-            per_rates = [tokens_per_chunk / timing_stats(g["samples_s"])["median_s"] for g in per]
-            agg = sum(per_rates)
+            tokens = tokens_per_chunk * s.concurrency_chunks
+            window = common_window_rate([(g["start_s"], g["end_s"], tokens) for g in per])
+            per_rates = [tokens / (g["end_s"] - g["start_s"]) for g in per]
+            agg = window["rate"]
             base = base or agg
-            rows.append({"processes": n, "aggregate_tokens_per_s": agg, "per_process_tokens_per_s": per_rates,
-                         "mean_per_process_tokens_per_s": agg / n, "speedup_vs_1": agg / base,
-                         "chunks_per_process": s.concurrency_chunks})
+            rows.append({"processes": n, "aggregate_tokens_per_s": agg, "window_s": window["window_s"],
+                         "per_process_tokens_per_s": per_rates, "mean_per_process_tokens_per_s": agg / n,
+                         "speedup_vs_1": agg / base, "chunks_per_process": s.concurrency_chunks,
+                         "per_process_chunk_s": [g["samples_s"] for g in per]})
     finally:
         if saved is None:
             os.environ.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
         else:
             os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = saved
     return {"start_method": "spawn", "tokens_per_chunk": tokens_per_chunk, "rows": rows}
+
+
+# =============================================================================== eval
+def bench_eval(s: BenchSettings) -> dict[str, Any]:
+    """Teacher-forced evaluation speed, what ``pawn eval`` runs: positions/s and games/s of
+    :func:`pawn.evaluate.accuracy.evaluate_games` on ``eval_games`` random games of the
+    published validation stream (seed 2^63 − 1) at ``seq_len``, ``batch_size`` games per model
+    call; packing, the engine's legal masks and the host-side scoring are part of the measured
+    call. The warm-up call scores the same games (the same shapes), so the timed calls compile
+    nothing; its time is ``first_call_s``. Positions are the supervised (``loss_mask``) ones.
+    The model is the stored config (the supernet itself for a supernet), random init: speed
+    does not depend on the weights."""
+    import jax
+
+    from pawn.engine import random_games
+    from pawn.evaluate.accuracy import evaluate_games
+    from pawn.model import PAWNModel
+
+    cfg, _, label = s.model()
+    model = PAWNModel(cfg, jax.random.key(0))
+    g = random_games(s.eval_games, s.seq_len, seed=2**63 - 1)
+    res = {}
+
+    def run():
+        res["r"] = evaluate_games(model, g.tokens, g.lengths, g.outcome, seq_len=s.seq_len, batch_size=s.batch_size)
+        return res["r"].n_positions
+
+    st = time_call(run, repeats=s.repeats, warmup=max(1, s.warmup))
+    n_pos = int(res["r"].n_positions)
+    return {"model": label, "config": cfg.name, "games": s.eval_games, "seq_len": s.seq_len, "batch_size": s.batch_size,
+            "positions": n_pos, **st, **rates(st, n_pos, "positions_per_s"), **rates(st, s.eval_games, "games_per_s")}
 
 
 # =============================================================================== decode
@@ -836,6 +930,8 @@ def run_bench(s: BenchSettings, sections: Sequence[str], progress: Callable[[str
             report[name] = bench_data(s, setup)
         elif name == "concurrency":
             report[name] = bench_concurrency(s)
+        elif name == "eval":
+            report[name] = bench_eval(s)
         elif name == "decode":
             report[name] = bench_decode(s)
         report[name]["section_wall_s"] = time.perf_counter() - t0
@@ -936,14 +1032,26 @@ def print_report(report: dict[str, Any], console=None) -> None:
     if "concurrency" in report:
         c = report["concurrency"]
         t = Table(title=f"concurrency: independent training processes (spawned), {c['tokens_per_chunk']:,} tokens per chunk")
-        for col in ("processes", "aggregate tokens/s", "per-process tokens/s", "speed-up vs 1"):
+        for col in ("processes", "window s", "aggregate tokens/s", "per-process tokens/s", "speed-up vs 1"):
             t.add_column(col, justify="right")
         for r in c["rows"]:
             if "error" in r:
-                t.add_row(str(r["processes"]), "failed", r["error"][:80], "")
+                t.add_row(str(r["processes"]), "", "failed", r["error"][:80], "")
             else:
-                t.add_row(str(r["processes"]), _n(r["aggregate_tokens_per_s"]),
+                t.add_row(str(r["processes"]), _n(r["window_s"], 2), _n(r["aggregate_tokens_per_s"]),
                           ", ".join(_n(x) for x in r["per_process_tokens_per_s"]), f"{r['speedup_vs_1']:.2f}×")
+        console.print(t)
+        console.print("[dim]aggregate = all processes' tokens / one wall window, first start (barrier) to last finish[/dim]")
+
+    if "eval" in report:
+        ev = report["eval"]
+        t = Table(title=f"eval (teacher-forced, as pawn eval): {ev['model']} ({ev['config']}), {ev['games']} games × "
+                        f"{ev['seq_len']} positions, batch {ev['batch_size']}")
+        for col in ("positions", "time ms", "positions/s", "positions/s min–max", "games/s", "first call s"):
+            t.add_column(col, justify="right")
+        t.add_row(f"{ev['positions']:,}", _ms(ev), _n(ev["positions_per_s"]),
+                  f"{_n(ev['positions_per_s_min'])}–{_n(ev['positions_per_s_max'])}", _n(ev["games_per_s"], 1),
+                  _n(ev["first_call_s"], 2))
         console.print(t)
 
     if "decode" in report:

@@ -534,7 +534,7 @@ def generate_cmd(
 # ============================================================================ bench
 @app.command("bench")
 def bench_cmd(
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only these sections (repeatable or comma list): engine, step, mfu, data, concurrency, decode. Default: all.")] = None,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only these sections (repeatable or comma list): engine, step, mfu, data, concurrency, eval, decode. Default: all.")] = None,
     variant: Annotated[Optional[str], typer.Option("--variant", help="Benchmark one model of this size (toy, small, base, large).")] = None,
     supernet: Annotated[Optional[str], typer.Option("--supernet", help="Benchmark the joint step of this supernet (tiny, large). Default: tiny (toy variant with --quick).")] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Games per train step (default 16; 4 with --quick).", show_default=False)] = None,
@@ -547,7 +547,7 @@ def bench_cmd(
     json_out: JsonOpt = None,
 ) -> None:
     """Measure where time goes: engine games/s, train step (eager, jit, lax.scan chunk), MFU, the
-    data path, concurrent training processes and KV-cache decoding.
+    data path, concurrent training processes, teacher-forced evaluation and KV-cache decoding.
 
     Prints rich tables; --json FILE writes every figure with the header (device, JAX version,
     threads, CPU model) and the settings. Medians over repeated runs after warm-up, min and max shown.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
+import sys
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -28,6 +28,11 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from pawn.config import NAMED_CONFIGS, SUPERNETS, ModelConfig
 from pawn.train.schedules import Schedule, build_schedule
 from pawn.vocab import MAX_SEQ_LEN
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, packaged as tomli
+    import tomli as tomllib
 
 _REQUIRED_TOTAL_STEPS = "required (set --total-steps, PAWN_TOTAL_STEPS or the config file; --resume reads it from the checkpoint)"
 
