@@ -448,12 +448,22 @@ def test_prepend_outcome_pretrains_end_to_end_and_runs_the_five_outcome_diagnost
     assert len(records(out, "val")) == 2
     (lm,) = load_models(out / "checkpoints" / "step_00000008")
     assert lm.prepend_outcome is True
-    res = run_outcome_tests(lm.model, outcome_prefix_trained=lm.prepend_outcome, n_per_outcome=2, n_per_bucket=2,
-                            n_per_pair=2, n_per_scenario=2, corpus_size=60, corpus_max_ply=511, batch_size=8)
+    # A 30-game held-out corpus (511 plies) has games of every kind the tests continue, few enough
+    # that prefix_continuation runs one outcome's buckets (its pool must hold n_per_bucket games).
+    res = run_outcome_tests(lm.model, outcome_prefix_trained=lm.prepend_outcome, n_per_outcome=2, n_per_bucket=4,
+                            n_per_pair=2, n_per_scenario=2, corpus_size=30, corpus_max_ply=511, batch_size=8)
     assert set(res) == set(TESTS)
     for name, r_ in res.items():
-        assert "_skipped" not in r_, (name, r_)
+        assert r_ and "_skipped" not in r_, (name, r_)
+    assert len(res["outcome_signal"]) == 5
     for outcome, by_mask in res["outcome_signal"].items():
         assert set(by_mask) == {"masked", "unmasked"} and by_mask["masked"]["n_games"] == 2, outcome
-    assert res["prefix_continuation"] and res["poisoned_prefix"]
-    assert "zero_remaining_ply" in res["impossible_task"] and "checkmate_few_ply" in res["improbable_task"]
+        assert 0.0 <= by_mask["masked"]["outcome_match_rate"] <= 1.0
+    for actual, buckets in res["prefix_continuation"].items():
+        for bucket, by_cond in buckets.items():
+            assert len(by_cond) == 5 and all(m["n_games"] == 4 for m in by_cond.values()), (actual, bucket)
+    for pair, m in res["poisoned_prefix"].items():
+        assert "_skipped" not in m and "original_outcome_match_rate" in m, pair
+    for task in ("impossible_task", "improbable_task"):
+        for scenario, m in res[task].items():
+            assert "_skipped" not in m and m["n_games"] >= 1, (task, scenario)
