@@ -114,7 +114,9 @@ class PretrainConfig(_Settings):
     when neither ``supernet`` nor ``variant`` is given; ``seed = 42`` so batch s is games
     ``[s·B, (s+1)·B)`` of ``random_games(seed=42)``, as in the published stream's base seed;
     ``steps_per_chunk`` is the largest divisor ≤ 50 of gcd(total_steps, val_every,
-    checkpoint_every); the last 3 checkpoints are kept.
+    checkpoint_every); the last 3 step checkpoints are kept, plus ``checkpoints/best``.
+    Early stopping (``patience``) and the best checkpoint follow the stored model's validation
+    metrics: the supernet itself (its largest variant) or the one variant.
     """
 
     # model
