@@ -10,7 +10,6 @@ state, so on CPU a stopped-and-resumed run reproduces the uninterrupted one exac
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ from typing import Callable, Optional
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 from pydantic import ValidationError
 
@@ -213,7 +211,10 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
     merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
     merged["out"] = str(cfg.out) if cfg.out is not None else str(ck.path.parent.parent)
     merged["resume"] = str(ck.path)
-    return PretrainConfig.load(**merged), ck
+    try:
+        return PretrainConfig.load(**merged), ck
+    except ValidationError as e:  # e.g. --patience on a run without validation
+        raise TrainingError(f"--resume {ck.path}: {format_validation_error(e)}") from None
 
 
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
