@@ -498,9 +498,17 @@ def run_pretrain(
                     last_train = logger.write("train", step=step, **rec, val_wall_s=val_s, checkpoint_wall_s=ckpt_s)
                     if val_fields is not None:
                         last_val = logger.write("val", step=step, **val_fields)
-            if es.exhausted and step < cfg.total_steps:
-                log(f"early stopping at step {step}: {es.counter} validations without improvement (patience {es.patience}); "
-                    f"best val loss {es.best.get('loss', float('nan')):.4f} at step {es.best_loss_step}")
+            stop_early = es.exhausted
+            if cfg.patience is not None and n_proc > 1 and val_set is not None and (step % cfg.val_every == 0 or step == cfg.total_steps):
+                # Only process 0 validates: every process must take its decision, or the others
+                # would wait forever in the next chunk's collectives.
+                from jax.experimental import multihost_utils
+
+                stop_early = bool(multihost_utils.broadcast_one_to_all(np.asarray(es.exhausted)))
+            if stop_early and step < cfg.total_steps:
+                if is_main:
+                    log(f"early stopping at step {step}: {es.counter} validations without improvement (patience {es.patience}); "
+                        f"best val loss {es.best.get('loss', float('nan')):.4f} at step {es.best_loss_step}")
                 reason = "patience"
                 break
             if stop.requested and step < end_step:  # a signal during the last chunk changes nothing
