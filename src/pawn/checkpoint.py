@@ -130,9 +130,29 @@ def verify_manifest(directory: Path) -> dict[str, str]:
     for name in sorted(present - set(listed)):
         raise CheckpointIntegrityError(f"{directory / name}: not listed in {MANIFEST} (unexpected file)")
     for name, digest in sorted(listed.items()):
-        if sha256_file(directory / name) != digest:
+        try:
+            actual = sha256_file(directory / name)
+        except OSError as e:
+            raise CheckpointIntegrityError(f"{directory / name}: unreadable ({e.strerror or e})") from None
+        if actual != digest:
             raise CheckpointIntegrityError(f"{directory / name}: SHA-256 does not match {MANIFEST}")
     return listed
+
+
+def _read_tensors(path: Path) -> dict[str, np.ndarray]:
+    """``safetensors`` load that reports a malformed file as one-line CheckpointIntegrityError."""
+    try:
+        return load_file(str(path))
+    except Exception as e:  # SafetensorError, OSError, ...: anything unreadable
+        raise CheckpointIntegrityError(f"{path}: not a readable safetensors file ({' '.join(str(e).split())})") from None
+
+
+def _read_json(path: Path) -> Any:
+    """JSON load that reports a malformed file as one-line CheckpointIntegrityError."""
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointIntegrityError(f"{path}: not valid JSON ({' '.join(str(e).split())})") from None
 
 
 def atomic_replace_dir(staging: Path, target: Path) -> None:
@@ -223,6 +243,8 @@ def read_model_config(cfg_json: dict, where: Path) -> ModelConfig:
     if "model_config" not in cfg_json:
         raise CheckpointError(f"{where}: no model_config")
     mc = cfg_json["model_config"]
+    if not isinstance(mc, dict):
+        raise CheckpointError(f"{where}: model_config is not a JSON object")
     fields = set(ModelConfig.model_fields)
     unknown = sorted(set(mc) - fields)
     if unknown:
@@ -268,7 +290,8 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         IncompleteCheckpointError, CheckpointIntegrityError, UnsupportedCheckpointVersionError,
         CheckpointError: see :func:`verify_manifest` and :func:`read_model_config`; also a tensor
             set other than the 16 canonical names or a tensor whose shape disagrees with the
-            config (named in the message).
+            config (named in the message); a malformed safetensors or JSON file (including
+            ``optimizer.safetensors`` and ``training_state.json``) is CheckpointIntegrityError.
     """
     from pawn.model import PARAM_NAMES, param_shapes
 
@@ -279,12 +302,11 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     for required in (MODEL_FILE, CONFIG_FILE):
         if required not in files:
             raise CheckpointIntegrityError(f"{d}: {required} is missing")
-    try:
-        cfg_json = json.loads((d / CONFIG_FILE).read_text("utf-8"))
-    except ValueError as e:
-        raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: not valid JSON ({e})") from None
+    cfg_json = _read_json(d / CONFIG_FILE)
+    if not isinstance(cfg_json, dict):
+        raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: the top level is not a JSON object")
     config = read_model_config(cfg_json, d / CONFIG_FILE)
-    params = load_file(str(d / MODEL_FILE))
+    params = _read_tensors(d / MODEL_FILE)
     if set(params) != set(PARAM_NAMES):
         raise CheckpointIntegrityError(
             f"{d / MODEL_FILE}: tensor names differ from the v2 schema: missing "
@@ -295,9 +317,14 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
             raise CheckpointIntegrityError(
                 f"{d / MODEL_FILE}: tensor {name} has shape {tuple(params[name].shape)}, model_config needs {shape}"
             )
-    opt = load_file(str(d / OPTIMIZER_FILE)) if OPTIMIZER_FILE in files else None
-    ts = json.loads((d / TRAINING_STATE_FILE).read_text("utf-8")) if TRAINING_STATE_FILE in files else None
-    return Checkpoint(d, config, params, cfg_json.get("run_config"), opt, ts)
+    opt = _read_tensors(d / OPTIMIZER_FILE) if OPTIMIZER_FILE in files else None
+    ts = _read_json(d / TRAINING_STATE_FILE) if TRAINING_STATE_FILE in files else None
+    if ts is not None and not isinstance(ts, dict):
+        raise CheckpointIntegrityError(f"{d / TRAINING_STATE_FILE}: the top level is not a JSON object")
+    run_config = cfg_json.get("run_config")
+    if run_config is not None and not isinstance(run_config, dict):
+        raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: run_config is not a JSON object")
+    return Checkpoint(d, config, params, run_config, opt, ts)
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

@@ -128,7 +128,10 @@ def _pretrain(config: Optional[Path] = None, **fields) -> None:
     if res.reason == "resume_no_op":
         typer.echo(f"nothing to do: {res.run_dir} already reached step {res.step}")
         return
-    typer.echo(f"finished {res.step} steps; run directory {res.run_dir}")
+    if res.reason == "patience":
+        typer.echo(f"stopped early at step {res.step}: validation stopped improving (--patience); run directory {res.run_dir}")
+    else:
+        typer.echo(f"finished {res.step} steps; run directory {res.run_dir}")
     if res.last_val:
         from rich.console import Console
         from rich.table import Table
@@ -145,6 +148,8 @@ def _pretrain(config: Optional[Path] = None, **fields) -> None:
             table.add_row(label, *(f"{res.last_val.get(f'val/{c}_{n}', float('nan')):.4f}" for c in cols))
         Console().print(table)
     typer.echo(f"checkpoint: {res.checkpoint}")
+    if res.best_checkpoint is not None:
+        typer.echo(f"best checkpoint (lowest val loss, step {res.best_step}): {res.best_checkpoint}")
     for name, p in res.variant_checkpoints.items():
         typer.echo(f"variant {name}: {p}")
 
@@ -168,8 +173,9 @@ def _register_pretrain() -> None:
         "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
         "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
         "precedence: command line > environment > config file > defaults. "
-        "Writes metrics.jsonl, config.json, schedule_health.json and checkpoints/step_NNNNNNNN "
-        "under --out; SIGTERM/Ctrl-C checkpoints and stops; --resume DIR|auto continues exactly."
+        "Writes metrics.jsonl, config.json, schedule_health.json, checkpoints/step_NNNNNNNN and "
+        "checkpoints/best (lowest val loss) under --out; --patience N stops early; SIGTERM/Ctrl-C "
+        "checkpoints and stops; --resume DIR|auto continues exactly (skipping damaged checkpoints)."
     )
     app.command("pretrain")(pretrain)
 

@@ -119,7 +119,9 @@ class PretrainConfig(_Settings):
     when neither ``supernet`` nor ``variant`` is given; ``seed = 42`` so batch s is games
     ``[s·B, (s+1)·B)`` of ``random_games(seed=42)``, as in the published stream's base seed;
     ``steps_per_chunk`` is the largest divisor ≤ 50 of gcd(total_steps, val_every,
-    checkpoint_every); the last 3 checkpoints are kept.
+    checkpoint_every); the last 3 step checkpoints are kept, plus ``checkpoints/best``.
+    Early stopping (``patience``) and the best checkpoint follow the stored model's validation
+    metrics: the supernet itself (its largest variant) or the one variant.
     """
 
     # model
@@ -157,10 +159,12 @@ class PretrainConfig(_Settings):
     val_seed: int = Field(VAL_SEED_PUBLISHED, description="Seed of the validation games (the published set: 2^63 − 1).")
     val_every: int = Field(1000, description="Validate every N steps (and at the end).")
     checkpoint_every: int = Field(5000, description="Write a step checkpoint every N steps (and at the end).")
-    keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all).")
+    keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all); checkpoints/best is always kept.")
+    patience: Optional[int] = Field(None, description="Early stopping: stop after N validations in a row with no improvement, where any of val loss down, late legal rate, game completion rate or average plies completed up counts (spec §1.8). Off when unset; needs val_games > 0.")
     out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
     pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).")
+    distributed_timeout_s: int = Field(300, description="Multi-process runs: seconds jax.distributed.initialize waits for every process to reach the coordinator.")
 
     @model_validator(mode="before")
     @classmethod
@@ -194,6 +198,13 @@ class PretrainConfig(_Settings):
         for name in ("val_games", "keep_checkpoints"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        if self.distributed_timeout_s <= 0:
+            raise ValueError(f"distributed_timeout_s must be > 0, got {self.distributed_timeout_s}")
+        if self.patience is not None:
+            if self.patience <= 0:
+                raise ValueError(f"patience must be > 0, got {self.patience}")
+            if self.val_games == 0:
+                raise ValueError("patience needs validation: set val_games > 0")
         if self.seq_len > MAX_SEQ_LEN:
             raise ValueError(f"seq_len ({self.seq_len}) exceeds the model context max_seq_len ({MAX_SEQ_LEN})")
         if self.prepend_outcome and self.seq_len < 2:

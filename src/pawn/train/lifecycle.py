@@ -3,40 +3,53 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import signal
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from pawn.checkpoint import MANIFEST, write_json
 from pawn.train.schedules import SHOULD_REACH_ZERO, Schedule
 
-STEP_DIR = re.compile(r"^step_(\d{8})$")
+STEP_DIR = re.compile(r"^step_(\d{8,})$")
+"""Checkpoint directory names: ``step_`` and the step, zero-padded to at least 8 digits (steps
+≥ 10^8 simply have more digits); always compared as numbers, never as strings."""
+BEST_DIR = "best"
+"""``checkpoints/best``: the best-validation checkpoint, which rotation never deletes."""
 STOP_REASONS = ("completed", "step_limit", "patience", "paused", "sigterm", "resume_no_op", "loader_exhausted", "exception")
 
 
 def step_dir_name(step: int) -> str:
-    """``step_<8-digit step>``."""
+    """``step_<step zero-padded to 8 digits>`` (more digits from step 10^8 on)."""
     return f"step_{step:08d}"
 
 
-def complete_checkpoints(checkpoints_dir: Path) -> list[tuple[int, Path]]:
-    """``(step, path)`` of every checkpoint directory with a manifest, oldest first. Half-written
-    ``.tmp``/``.bak`` siblings are ignored."""
+def step_checkpoints(checkpoints_dir: Path) -> list[tuple[int, Path]]:
+    """``(step, path)`` of every ``step_N`` directory, complete or not, oldest first (numeric
+    order). Half-written ``.tmp``/``.bak`` siblings and ``best`` are not included."""
     if not checkpoints_dir.is_dir():
         return []
     out = []
     for p in checkpoints_dir.iterdir():
         m = STEP_DIR.match(p.name)
-        if m and p.is_dir() and (p / MANIFEST).is_file():
+        if m and p.is_dir():
             out.append((int(m.group(1)), p))
     return sorted(out)
 
 
+def complete_checkpoints(checkpoints_dir: Path) -> list[tuple[int, Path]]:
+    """``(step, path)`` of every checkpoint directory with a manifest, oldest first (numeric
+    order). Half-written ``.tmp``/``.bak`` siblings and ``best`` are ignored."""
+    return [(s, p) for s, p in step_checkpoints(checkpoints_dir) if (p / MANIFEST).is_file()]
+
+
 def rotate_checkpoints(checkpoints_dir: Path, keep: int) -> list[Path]:
-    """Delete all but the newest ``keep`` complete checkpoints (``keep = 0`` keeps all) and stale
-    ``.tmp`` staging directories. Returns the removed paths."""
+    """Delete all but the newest ``keep`` complete step checkpoints (``keep = 0`` keeps all) and
+    stale ``.tmp`` staging directories. ``checkpoints/best`` is never touched. Returns the
+    removed paths."""
     removed = []
     for p in checkpoints_dir.glob("step_*.tmp"):
         shutil.rmtree(p, ignore_errors=True)
@@ -48,27 +61,47 @@ def rotate_checkpoints(checkpoints_dir: Path, keep: int) -> list[Path]:
     return removed
 
 
-def find_resume_checkpoint(spec: str, run_dir: Optional[Path]) -> Optional[Path]:
-    """Resolve ``--resume``: a checkpoint directory (has ``.complete``), a run directory (its
-    newest complete checkpoint) or ``auto`` (the newest in ``run_dir``; None when there is none).
+def resume_candidates(spec: str, run_dir: Optional[Path]) -> tuple[list[Path], bool]:
+    """Resolve ``--resume`` to the checkpoints to try, newest first, and whether falling back
+    to an older one is allowed.
+
+    ``spec`` is a checkpoint directory (one candidate, no fallback: the user named it), a run
+    directory or its ``checkpoints`` folder, or ``auto`` (the run directory ``run_dir``): every
+    ``step_N`` directory there, newest first, with fallback. Directories without a manifest are
+    included so that the caller can report them. ``([], True)`` for ``auto`` with none yet.
 
     Raises:
-        FileNotFoundError: the path does not exist or holds no complete checkpoint.
+        FileNotFoundError: the path does not exist, or a named run directory has no checkpoint.
     """
     if spec == "auto":
         if run_dir is None:
             raise FileNotFoundError("--resume auto needs --out (the run directory to look in)")
-        found = complete_checkpoints(run_dir / "checkpoints")
-        return found[-1][1] if found else None
+        return [p for _, p in reversed(step_checkpoints(run_dir / "checkpoints"))], True
     p = Path(spec)
-    if (p / MANIFEST).is_file():
-        return p
+    if (p / MANIFEST).is_file() or (STEP_DIR.match(p.name) and p.is_dir()) or p.name == BEST_DIR:
+        return [p], False
     if not p.exists():
         raise FileNotFoundError(f"--resume {spec}: no such checkpoint or run directory")
-    found = complete_checkpoints(p / "checkpoints") or complete_checkpoints(p)
+    found = step_checkpoints(p / "checkpoints") or step_checkpoints(p)
     if not found:
+        raise FileNotFoundError(f"--resume {spec}: no checkpoint in it")
+    return [q for _, q in reversed(found)], True
+
+
+def find_resume_checkpoint(spec: str, run_dir: Optional[Path]) -> Optional[Path]:
+    """The newest *complete* checkpoint ``--resume spec`` designates (see
+    :func:`resume_candidates`; its hashes are not checked here); None for ``auto`` with none.
+
+    Raises:
+        FileNotFoundError: the path does not exist or holds no complete checkpoint.
+    """
+    found, _ = resume_candidates(spec, run_dir)
+    complete = [p for p in found if (p / MANIFEST).is_file()]
+    if not complete:
+        if spec == "auto" and not found:
+            return None
         raise FileNotFoundError(f"--resume {spec}: no complete checkpoint in it")
-    return found[-1][1]
+    return complete[0]
 
 
 def write_schedule_health(path: Path, schedule: Schedule, actual_steps: int, reason: str) -> dict:
@@ -115,3 +148,82 @@ class StopFlag:
         for sig, h in self._previous.items():
             signal.signal(sig, h)
         self._previous = {}
+
+
+ES_METRICS = ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")
+"""The validation metrics of the compound improvement rule (spec §1.8); loss improves downward,
+the others upward."""
+
+
+@dataclass
+class EarlyStopping:
+    """Best validation values, the patience counter and the best-val-loss step (spec §1.8).
+
+    An evaluation is an improvement if **any** of: val loss strictly below its best, late legal
+    rate, game completion rate or average plies completed strictly above theirs (each metric keeps
+    its own best). Otherwise ``counter += 1``; with ``patience`` set the run stops once
+    ``counter ≥ patience``. A missing or NaN metric never improves. The best-val-loss step names
+    the checkpoint kept as ``checkpoints/best`` (the published weights are the best-val-loss
+    checkpoint, spec §7.1), whether or not patience is set.
+
+    Attributes:
+        patience: evaluations without improvement before stopping; None = never stop.
+        best: ``{metric: best value}`` for :data:`ES_METRICS` (absent until first seen).
+        counter: evaluations in a row without improvement.
+        best_loss_step: step of the lowest val loss so far (None before the first evaluation).
+    """
+
+    patience: Optional[int] = None
+    best: dict[str, float] = field(default_factory=dict)
+    counter: int = 0
+    best_loss_step: Optional[int] = None
+
+    def update(self, step: int, metrics: dict[str, Optional[float]]) -> tuple[bool, bool]:
+        """Apply one evaluation (``metrics`` keyed by :data:`ES_METRICS`). Returns
+        ``(improved, new_best_loss)``."""
+        improved = new_best_loss = False
+        for name in ES_METRICS:
+            v = metrics.get(name)
+            if v is None or not math.isfinite(float(v)):
+                continue
+            v = float(v)
+            old = self.best.get(name)
+            better = old is None or (v < old if name == "loss" else v > old)
+            if better:
+                self.best[name] = v
+                improved = True
+                if name == "loss":
+                    new_best_loss = True
+                    self.best_loss_step = int(step)
+        self.counter = 0 if improved else self.counter + 1
+        return improved, new_best_loss
+
+    @property
+    def exhausted(self) -> bool:
+        """True when patience is set and the counter has reached it."""
+        return self.patience is not None and self.counter >= self.patience
+
+    def to_json(self) -> dict:
+        """The state for ``training_state.json`` (``early_stopping``)."""
+        return {"patience": self.patience, "patience_counter": self.counter, "best": dict(self.best),
+                "best_loss_step": self.best_loss_step}
+
+    @classmethod
+    def from_json(cls, data: Optional[dict], patience: Optional[int]) -> "EarlyStopping":
+        """Restore from :meth:`to_json` output (None → fresh), with this run's ``patience``.
+
+        Raises:
+            ValueError: a malformed record (named field).
+        """
+        if not data:
+            return cls(patience)
+        try:
+            best = {k: float(v) for k, v in dict(data.get("best") or {}).items() if k in ES_METRICS and v is not None}
+            counter = int(data.get("patience_counter", 0))
+            step = data.get("best_loss_step")
+            step = None if step is None else int(step)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"early_stopping record is malformed ({e})") from None
+        if counter < 0:
+            raise ValueError(f"early_stopping.patience_counter is negative ({counter})")
+        return cls(patience, best, counter, step)

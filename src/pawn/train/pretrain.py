@@ -10,7 +10,6 @@ state, so on CPU a stopped-and-resumed run reproduces the uninterrupted one exac
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -19,17 +18,19 @@ from typing import Callable, Optional
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
+from pydantic import ValidationError
 
-from pawn.checkpoint import load_checkpoint, save_checkpoint, write_json
+from pawn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint, write_json
 from pawn.config import ModelConfig
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
 from pawn.model import PAWNModel, sliced
-from pawn.settings import PretrainConfig
+from pawn.settings import PretrainConfig, format_validation_error
 from pawn.train.lifecycle import (
+    BEST_DIR,
+    EarlyStopping,
     StopFlag,
-    find_resume_checkpoint,
+    resume_candidates,
     rotate_checkpoints,
     step_dir_name,
     write_schedule_health,
@@ -42,6 +43,7 @@ from pawn.train.loop import (
     make_optimizer,
     optimizer_from_arrays,
     optimizer_to_arrays,
+    step_counter,
     with_count,
 )
 from pawn.train.metrics import MetricsLogger, truncate_metrics
@@ -61,7 +63,8 @@ VAL_KEYS = {
 """Evaluation keys written to ``val`` records, with their v1 metric names (spec eval §1.2)."""
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
-RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints"}
+RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
+                  "distributed_timeout_s"}
 
 
 @dataclass
@@ -71,6 +74,8 @@ class PretrainResult:
     Attributes:
         run_dir: the run directory. checkpoint: the last checkpoint written (None if none).
         step: optimizer steps done. reason: ``reason_for_stop`` (spec §1.10).
+        best_checkpoint: ``checkpoints/best``, the lowest-val-loss checkpoint (None without
+            validation). best_step: its step.
         variant_checkpoints: standalone checkpoints of each nested variant (supernet runs that
             completed). last_train / last_val: the last metrics records written.
     """
@@ -82,12 +87,22 @@ class PretrainResult:
     variant_checkpoints: dict[str, Path] = field(default_factory=dict)
     last_train: Optional[dict] = None
     last_val: Optional[dict] = None
+    best_checkpoint: Optional[Path] = None
+    best_step: Optional[int] = None
 
 
-def maybe_initialize_distributed() -> None:
+def maybe_initialize_distributed(timeout_s: int = 300) -> None:
     """Join a multi-host run through ``jax.distributed.initialize()`` when the coordinator is
     configured in the environment (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
-    ``JAX_PROCESS_ID``; on managed clusters JAX also auto-detects SLURM/TPU settings)."""
+    ``JAX_PROCESS_ID``; on managed clusters JAX also auto-detects SLURM/TPU settings).
+
+    Args:
+        timeout_s: seconds to wait for every process to join (``initialization_timeout``;
+            the ``distributed_timeout_s`` setting).
+
+    Raises:
+        TrainingError: non-integer process counts, or the processes did not all join in time.
+    """
     # Must run before anything touches the XLA backend (even jax.process_count()).
     env = os.environ
     if env.get("JAX_COORDINATOR_ADDRESS") and not jax.distributed.is_initialized():
@@ -101,7 +116,13 @@ def maybe_initialize_distributed() -> None:
             raise TrainingError("JAX_NUM_PROCESSES and JAX_PROCESS_ID must be integers") from None
         # CPU processes exchange gradients through gloo (accelerators use their own collectives).
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(**kwargs)
+        try:
+            jax.distributed.initialize(**kwargs, initialization_timeout=int(timeout_s))
+        except Exception as e:  # the backend's runtime error: report it in one line
+            raise TrainingError(
+                f"jax.distributed could not join the coordinator {kwargs['coordinator_address']} within "
+                f"{timeout_s} s (raise --distributed-timeout-s if processes start slowly): {' '.join(str(e).split())[:300]}"
+            ) from None
 
 
 def _default_run_dir() -> Path:
@@ -117,35 +138,83 @@ def _check_run_dir(run_dir: Path) -> None:
             return
 
 
-def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]]:
-    """Find the checkpoint to resume and reconcile the stored run config with this command."""
+def _load_resumable(d: Path) -> Checkpoint:
+    """Load and check one resume candidate: verified files, a pretraining run config that says
+    ``prepend_outcome``, a training state with a step.
+
+    Raises:
+        CheckpointError: anything that makes ``d`` unusable (the message names the file).
+    """
+    try:
+        ck = load_checkpoint(d)
+    except FileNotFoundError as e:
+        raise CheckpointError(str(e)) from None
+    stored = ck.run_config
+    if stored is None:
+        raise CheckpointError(f"{d}: not a pretraining checkpoint (config.json has no run_config)")
+    if "prepend_outcome" not in stored:
+        raise CheckpointError(f"{d}: run_config lacks prepend_outcome; refusing to guess the sequence format")
+    step = (ck.training_state or {}).get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointError(f"{d / 'training_state.json'}: no valid step ({step!r})")
+    return ck
+
+
+def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> tuple[PretrainConfig, Optional[Checkpoint]]:
+    """Find the checkpoint to resume and reconcile the stored run config with this command.
+
+    With ``--resume auto`` or a run directory, a damaged checkpoint (hash mismatch, truncated
+    or missing file, no manifest, unreadable config or state) is skipped with a one-line warning
+    naming it, and the next older one is tried; nothing is deleted. A checkpoint named directly
+    is used or refused, never substituted.
+    """
     if cfg.resume is None:
         return cfg, None
     try:
-        ckpt_dir = find_resume_checkpoint(cfg.resume, cfg.out)
+        candidates, fallback = resume_candidates(cfg.resume, cfg.out)
     except FileNotFoundError as e:
         raise TrainingError(str(e)) from None
-    if ckpt_dir is None:  # --resume auto with nothing yet: start fresh
+    if not candidates:  # --resume auto with nothing yet: start fresh
         if cfg.total_steps is None:
             raise TrainingError(f"--resume auto: no checkpoint in {cfg.out} yet, so this starts a new run, which needs --total-steps")
         return cfg, None
-    stored = json.loads((ckpt_dir / "config.json").read_text()).get("run_config")
-    if stored is None:
-        raise TrainingError(f"{ckpt_dir}: not a pretraining checkpoint (config.json has no run_config)")
-    if "prepend_outcome" not in stored:
-        raise TrainingError(f"{ckpt_dir}: run_config lacks prepend_outcome; refusing to guess the sequence format")
+    ck, problems = None, []
+    for d in candidates:
+        try:
+            ck = _load_resumable(d)
+            stored = {k: v for k, v in ck.run_config.items() if k != "pause_after_steps"}  # a pause applies to one invocation
+            PretrainConfig.load(**{**stored, "resume": str(d)})
+            break
+        except (CheckpointError, ValidationError) as e:
+            msg = format_validation_error(e) if isinstance(e, ValidationError) else str(e)
+            if not fallback:
+                raise TrainingError(f"--resume {d}: {msg}" if str(d) not in msg else msg) from None
+            problems.append(d)
+            log(f"WARNING: skipping damaged checkpoint {d}: {msg}" if str(d) not in msg else f"WARNING: skipping damaged checkpoint: {msg}")
+            ck = None
+    if ck is None:
+        raise TrainingError(
+            f"--resume {cfg.resume}: no intact checkpoint in {candidates[0].parent} "
+            f"({len(problems)} damaged, newest {candidates[0].name}); nothing was deleted"
+        )
+    if problems:
+        log(f"WARNING: resuming from {ck.path.name}, the newest intact checkpoint (skipped {', '.join(p.name for p in problems)})")
+    stored = ck.run_config
     given = {k: v for k, v in cfg.model_dump(mode="json").items() if k in cfg.user_set_fields}
     conflicts = sorted(k for k, v in given.items() if k not in RESUME_MUTABLE and stored.get(k) != v)
     if conflicts:
         raise TrainingError(
-            f"--resume {ckpt_dir}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
+            f"--resume {ck.path}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
             "resume continues the stored run exactly, so drop those flags"
         )
     stored = {k: v for k, v in stored.items() if k != "pause_after_steps"}  # a pause applies to one invocation
     merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
-    merged["out"] = str(cfg.out) if cfg.out is not None else str(ckpt_dir.parent.parent)
-    merged["resume"] = str(ckpt_dir)
-    return PretrainConfig.load(**merged), ckpt_dir
+    merged["out"] = str(cfg.out) if cfg.out is not None else str(ck.path.parent.parent)
+    merged["resume"] = str(ck.path)
+    try:
+        return PretrainConfig.load(**merged), ck
+    except ValidationError as e:  # e.g. --patience on a run without validation
+        raise TrainingError(f"--resume {ck.path}: {format_validation_error(e)}") from None
 
 
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
@@ -165,7 +234,7 @@ def to_host(tree):
     return jax.tree_util.tree_map(one, tree)
 
 
-def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elapsed: float, k: int):
+def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elapsed: float, k: int, es: EarlyStopping):
     model = to_host(state.model)
     params = {k_: np.asarray(v) for k_, v in model.params().items()}
     opt = optimizer_to_arrays(to_host(state.opt_state))
@@ -177,6 +246,7 @@ def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elaps
         "val_seed": cfg.val_seed,
         "steps_per_chunk": k,
         "elapsed": round(elapsed, 3),
+        "early_stopping": es.to_json(),
         "rng": "none: data is a pure function of (seed, game index); init used model_seed",
     }
     return params, opt, ts
@@ -200,12 +270,30 @@ def run_pretrain(
     Returns:
         :class:`PretrainResult`.
 
+    Metrics (``metrics.jsonl``, spec §1.6): each ``train`` record times its chunk alone
+    (``chunk_wall_s``: waiting for data + the K compiled steps + copying metrics back;
+    ``tokens_per_s``/``games_per_s`` from it) and reports the validation and checkpoint writing
+    that followed it as ``val_wall_s`` and ``checkpoint_wall_s``. ``train/accuracy`` is the
+    top-1 accuracy on supervised positions of the stored model (the supernet itself, or the one
+    variant) at the chunk's last step, ``train/accuracy_mean`` its chunk mean and
+    ``accuracy_<variant key>`` each variant's last-step value.
+
+    Best checkpoint and early stopping (spec §1.8, §7.1): after every validation whose val loss
+    (of the stored model) is the lowest so far, the weights are saved to ``checkpoints/best``,
+    which rotation never deletes; with ``patience`` set, the run stops (``reason = "patience"``)
+    after that many validations in a row without improvement under the compound rule
+    (:class:`~pawn.train.lifecycle.EarlyStopping`). Bests and the counter are stored in every
+    checkpoint's ``training_state.json`` and restored on resume.
+
     Raises:
-        TrainingError: bad resume target, batch not divisible over devices, corpus mismatch, or
-            a NaN/Inf loss (no checkpoint is written from non-finite weights).
+        TrainingError: bad resume target (or no intact checkpoint to resume), batch not
+            divisible over devices, corpus mismatch, a checkpoint or metrics write that fails
+            (disk full, ...; the previous checkpoint stays loadable), or a NaN/Inf loss (no
+            checkpoint is written from non-finite weights). Every message is one line.
     """
-    maybe_initialize_distributed()
-    cfg, resume_dir = _resolve_resume(cfg)
+    maybe_initialize_distributed(cfg.distributed_timeout_s)
+    cfg, resume_ck = _resolve_resume(cfg, log)
+    resume_dir = resume_ck.path if resume_ck is not None else None
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     if cfg.batch_size % n_dev:
         raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {n_dev} devices it is sharded over")
@@ -214,18 +302,24 @@ def run_pretrain(
     K = cfg.chunk_steps
     schedule = cfg.schedule()
     stored_cfg, variants = _variant_list(cfg)
+    monitored = next((c for _, c in variants if c == stored_cfg), variants[-1][1])  # bests follow the stored model
     optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
     dtype = None if cfg.dtype == "auto" else cfg.dtype
 
     # ---- model and optimizer state
     start_step, elapsed0 = 0, 0.0
-    if resume_dir is not None:
-        ck = load_checkpoint(resume_dir)
+    es = EarlyStopping(cfg.patience)
+    if resume_ck is not None:
+        ck = resume_ck
         if ck.config != stored_cfg:
             raise TrainingError(f"{resume_dir}: model config {ck.config.name} does not match the run's {stored_cfg.name}")
         model = PAWNModel(ck.config, params=ck.params)
-        start_step = int((ck.training_state or {}).get("step", 0))
-        elapsed0 = float((ck.training_state or {}).get("elapsed", 0.0))
+        start_step = int(ck.training_state["step"])
+        elapsed0 = float(ck.training_state.get("elapsed", 0.0) or 0.0)
+        try:
+            es = EarlyStopping.from_json(ck.training_state.get("early_stopping"), cfg.patience)
+        except ValueError as e:
+            raise TrainingError(f"{resume_dir / 'training_state.json'}: {e}") from None
         template = optimizer.init(eqx.filter(model, eqx.is_array))
         if ck.optimizer_state is None:
             log(f"WARNING: {resume_dir} has no optimizer state: Adam moments restart from zero at step {start_step}")
@@ -235,8 +329,9 @@ def run_pretrain(
                 opt_state = optimizer_from_arrays(template, ck.optimizer_state)
             except ValueError as e:
                 raise TrainingError(f"{resume_dir}: {e}") from None
-        state = TrainState(model, opt_state, jnp.int32(start_step))
+        state = TrainState(model, opt_state, step_counter(start_step))
         log(f"resuming from {resume_dir} at step {start_step}")
+        del ck, resume_ck  # the host copy of the weights is no longer needed
     else:
         model_seed = cfg.model_seed if cfg.model_seed is not None else cfg.seed
         state = init_state(PAWNModel(stored_cfg, jax.random.key(model_seed)), optimizer)
@@ -265,29 +360,35 @@ def run_pretrain(
     if is_main:
         try:
             ckpt_root.mkdir(parents=True, exist_ok=True)
+            tmp = run_dir / "config.json.tmp"
+            write_json(tmp, cfg.model_dump(mode="json"))
+            tmp.replace(run_dir / "config.json")
         except OSError as e:
-            raise TrainingError(f"--out {run_dir}: cannot create {ckpt_root} ({e.strerror or e})") from None
-        run_cfg_json = cfg.model_dump(mode="json")
-        tmp = run_dir / "config.json.tmp"
-        write_json(tmp, run_cfg_json)
-        tmp.replace(run_dir / "config.json")
+            raise TrainingError(f"--out {run_dir}: cannot write the run directory ({e.strerror or e})") from None
     metrics_path = run_dir / "metrics.jsonl"
-    if resume_dir is not None and is_main:
-        truncate_metrics(metrics_path, start_step)
-    logger = MetricsLogger(metrics_path, elapsed_offset=elapsed0) if is_main else None
-    if logger:
-        logger.write(
-            "config", run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
-            variants={n: c.to_json_dict() for n, c in variants}, param_count=int(state.model.num_params()),
-            steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
-            jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
-        )
+    try:
+        if resume_dir is not None and is_main:
+            truncate_metrics(metrics_path, start_step)
+        logger = MetricsLogger(metrics_path, elapsed_offset=elapsed0) if is_main else None
+        if logger:
+            logger.write(
+                "config", run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
+                variants={n: c.to_json_dict() for n, c in variants}, param_count=int(state.model.num_params()),
+                steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+                jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
+            )
+    except OSError as e:
+        raise TrainingError(f"{metrics_path}: cannot write metrics ({e.strerror or e})") from None
 
     mesh = make_mesh()
     program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, cfg.remat, mesh)
     state = program.place_state(state)
     stop = StopFlag(install_signal_handlers)
     end_step = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
+    if es.exhausted:  # resuming a run that early stopping already ended
+        log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience}); "
+            "raise --patience to continue it")
+        end_step = start_step
     stream = ChunkStream(
         source, start_step=start_step, end_step=end_step, k=K, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
         prepend_outcome=cfg.prepend_outcome, prefetch=cfg.prefetch_chunks, process_index=proc, process_count=n_proc,
@@ -295,19 +396,24 @@ def run_pretrain(
 
     step, reason, last_ckpt = start_step, "completed", None
     last_train = last_val = None
+    best_path = ckpt_root / BEST_DIR
+    best_ckpt: Optional[Path] = best_path if (es.best_loss_step is not None and best_path.is_dir()) else None
     tokens_per_chunk = K * cfg.batch_size * cfg.seq_len
 
-    def save(at_step: int) -> Path:
-        params, opt, ts = _checkpoint_payload(state, cfg, at_step, logger.elapsed if logger else 0.0, K)
-        path = ckpt_root / step_dir_name(at_step)
+    def save(at_step: int, path: Optional[Path] = None) -> Path:
+        params, opt, ts = _checkpoint_payload(state, cfg, at_step, logger.elapsed if logger else 0.0, K, es)
+        path = path if path is not None else ckpt_root / step_dir_name(at_step)
         if is_main:
-            save_checkpoint(path, params, stored_cfg, run_config=cfg.model_dump(mode="json"), optimizer_state=opt, training_state=ts)
-            rotate_checkpoints(ckpt_root, cfg.keep_checkpoints)
+            try:
+                save_checkpoint(path, params, stored_cfg, run_config=cfg.model_dump(mode="json"), optimizer_state=opt, training_state=ts)
+                if path.name != BEST_DIR:
+                    rotate_checkpoints(ckpt_root, cfg.keep_checkpoints)
+            except OSError as e:
+                kept = f"the last complete checkpoint, {last_ckpt}, is intact" if last_ckpt else "earlier checkpoints are intact"
+                raise TrainingError(f"cannot write checkpoint {path} ({e.strerror or e}); {kept}") from None
         return path
 
-    def validate(at_step: int) -> Optional[dict]:
-        if val_set is None or logger is None:
-            return None
+    def validate() -> dict:
         from pawn.evaluate.accuracy import evaluate_games
 
         fields: dict = {}
@@ -322,7 +428,7 @@ def run_pretrain(
             # v1 names (spec eval §1.2), suffixed by the variant's metric key.
             for key, name_v1 in VAL_KEYS.items():
                 fields[f"val/{name_v1}_{vcfg.name}"] = rep[key]
-        return logger.write("val", step=at_step, **fields)
+        return fields
 
     bar = None
     if progress and is_main:
@@ -337,17 +443,18 @@ def run_pretrain(
         bar.start()
         task = bar.add_task("pretrain", total=end_step, completed=start_step, loss="-", tps="-")
 
+    acc_key = f"accuracy_{monitored.name}"
     try:
         t_prev = time.perf_counter()
-        wait_prev = 0.0
+        wait_prev = stream.wait_s
         for s0, host_chunk in stream:
             chunk = program.place_chunk(host_chunk)
             state, m = program.run_chunk(state, chunk)
             m = to_host(m)
             step = s0 + K
+            # The chunk alone: from the end of the previous chunk's validation/checkpoint to here.
             now = time.perf_counter()
             dt, wait = now - t_prev, stream.wait_s - wait_prev
-            t_prev, wait_prev = now, stream.wait_s
             losses = np.asarray(m["loss"])
             if not np.all(np.isfinite(losses)):
                 bad = s0 + int(np.argmax(~np.isfinite(losses)))
@@ -357,24 +464,57 @@ def run_pretrain(
                 )
             rec = {
                 "loss": float(losses[-1]), "loss_mean": float(losses.mean()),
+                "train/accuracy": float(m[acc_key][-1]), "train/accuracy_mean": float(np.mean(m[acc_key])),
                 "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
                 "grad_norm_mean": float(np.mean(m["grad_norm"])), "n_supervised_mean": float(np.mean(m["n_supervised"])),
-                **{k: float(v[-1]) for k, v in m.items() if k.startswith("loss_d")},
+                **{k: float(v[-1]) for k, v in m.items() if k.startswith(("loss_d", "accuracy_d"))},
                 "chunk_wall_s": dt, "tokens_per_s": tokens_per_chunk / dt, "games_per_s": K * cfg.batch_size / dt,
                 "data_wait_s": wait, "data_wait_frac": wait / dt if dt > 0 else 0.0, "step_start": s0,
                 "includes_compile": s0 == start_step,
             }
-            if logger:
-                last_train = logger.write("train", step=step, **rec)
             if bar is not None:
                 bar.update(task, completed=step, loss=f"{rec['loss']:.4f}", tps=f"{rec['tokens_per_s']:,.0f}")
-            if step % cfg.val_every == 0 or step == cfg.total_steps:
-                last_val = validate(step) or last_val
-            if step % cfg.checkpoint_every == 0 and step < end_step:
-                last_ckpt = save(step)
+            val_fields, val_s, ckpt_s = None, 0.0, 0.0
+            try:
+                if val_set is not None and logger is not None and (step % cfg.val_every == 0 or step == cfg.total_steps):
+                    t = time.perf_counter()
+                    val_fields = validate()
+                    val_s = time.perf_counter() - t
+                    improved, new_best = es.update(step, {k: val_fields.get(f"val/{k}_{monitored.name}") for k in
+                                                          ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")})
+                    val_fields.update({"val/improved": improved, "val/patience_counter": es.counter,
+                                       "val/best_loss": es.best.get("loss"), "val/best_loss_step": es.best_loss_step,
+                                       "val_wall_s": val_s})
+                    if new_best:
+                        t = time.perf_counter()
+                        best_ckpt = save(step, best_path)
+                        ckpt_s += time.perf_counter() - t
+                if step % cfg.checkpoint_every == 0 and step < end_step:
+                    t = time.perf_counter()
+                    last_ckpt = save(step)
+                    ckpt_s += time.perf_counter() - t
+            finally:
+                if logger:
+                    last_train = logger.write("train", step=step, **rec, val_wall_s=val_s, checkpoint_wall_s=ckpt_s)
+                    if val_fields is not None:
+                        last_val = logger.write("val", step=step, **val_fields)
+            stop_early = es.exhausted
+            if cfg.patience is not None and n_proc > 1 and val_set is not None and (step % cfg.val_every == 0 or step == cfg.total_steps):
+                # Only process 0 validates: every process must take its decision, or the others
+                # would wait forever in the next chunk's collectives.
+                from jax.experimental import multihost_utils
+
+                stop_early = bool(multihost_utils.broadcast_one_to_all(np.asarray(es.exhausted)))
+            if stop_early and step < cfg.total_steps:
+                if is_main:
+                    log(f"early stopping at step {step}: {es.counter} validations without improvement (patience {es.patience}); "
+                        f"best val loss {es.best.get('loss', float('nan')):.4f} at step {es.best_loss_step}")
+                reason = "patience"
+                break
             if stop.requested and step < end_step:  # a signal during the last chunk changes nothing
                 reason = "sigterm"
                 break
+            t_prev, wait_prev = time.perf_counter(), stream.wait_s
         if reason == "completed" and step < cfg.total_steps:
             reason = "paused"
         if last_ckpt is None or last_ckpt.name != step_dir_name(step):
@@ -382,9 +522,10 @@ def run_pretrain(
                 last_ckpt = save(step)
             else:
                 reason = "resume_no_op"
-    except TrainingError:
+    except OSError as e:  # e.g. a metrics write on a full disk: one line, not a traceback
         reason = "exception"
-        raise
+        raise TrainingError(f"I/O error on {e.filename or metrics_path} ({e.strerror or e}); "
+                            f"last complete checkpoint: {last_ckpt}") from None
     except BaseException:
         reason = "exception"
         raise
@@ -393,19 +534,27 @@ def run_pretrain(
         stop.restore()
         if bar is not None:
             bar.stop()
-        if is_main:
-            write_schedule_health(run_dir / "schedule_health.json", schedule, step, reason)
-        if logger:
-            logger.close()
+        try:
+            if is_main:
+                write_schedule_health(run_dir / "schedule_health.json", schedule, step, reason)
+            if logger:
+                logger.close()
+        except OSError as e:  # never hide the run's own outcome behind a second failure
+            log(f"WARNING: could not write {run_dir / 'schedule_health.json'} or close the metrics ({e.strerror or e})")
 
     variant_ckpts: dict[str, Path] = {}
-    if reason == "completed" and len(variants) > 1 and is_main:
+    if reason in ("completed", "patience") and len(variants) > 1 and is_main:
         final = to_host(state.model)
-        for name, vcfg in variants:
-            vm = sliced(final, vcfg)
-            variant_ckpts[name] = save_checkpoint(
-                run_dir / "variants" / name, {k: np.asarray(v) for k, v in vm.params().items()}, vcfg,
-                run_config={**cfg.model_dump(mode="json"), "supernet": None, "variant": name,
-                            "sliced_from": {"checkpoint": str(last_ckpt), "supernet": cfg.supernet or "large"}},
-            )
-    return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val)
+        try:
+            for name, vcfg in variants:
+                vm = sliced(final, vcfg)
+                variant_ckpts[name] = save_checkpoint(
+                    run_dir / "variants" / name, {k: np.asarray(v) for k, v in vm.params().items()}, vcfg,
+                    run_config={**cfg.model_dump(mode="json"), "supernet": None, "variant": name,
+                                "sliced_from": {"checkpoint": str(last_ckpt), "supernet": cfg.supernet or "large"}},
+                )
+        except OSError as e:
+            raise TrainingError(f"cannot write the variant checkpoints under {run_dir / 'variants'} ({e.strerror or e}); "
+                                f"the run's checkpoint {last_ckpt} is intact") from None
+    return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val,
+                          best_ckpt, es.best_loss_step if best_ckpt is not None else None)
