@@ -244,6 +244,28 @@ fn is_separator(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'}' | b'(' | b')' | b'!' | b'?' | b'$' | b';' | b'.' | b'*')
 }
 
+/// Length of the Unicode space at the start of `s` (no-break space, the U+2000–U+200B spaces,
+/// narrow no-break space, ideographic space, a stray BOM), or 0. python-chess reads past them.
+fn unicode_space_len(s: &[u8]) -> usize {
+    match s {
+        [0xc2, 0xa0, ..] => 2,
+        [0xe2, 0x80, 0x80..=0x8b | 0xaf, ..] | [0xe3, 0x80, 0x80, ..] | [0xef, 0xbb, 0xbf, ..] => 3,
+        _ => 0,
+    }
+}
+
+/// Length of the token at the start of `s`: up to a separator or a Unicode space.
+fn token_len(s: &[u8]) -> usize {
+    let mut k = 0;
+    while let Some(&b) = s.get(k) {
+        if is_separator(b) || (b >= 0x80 && unicode_space_len(&s[k..]) > 0) {
+            break;
+        }
+        k += 1;
+    }
+    k
+}
+
 /// `[Name "` at `i`: the start of a tag pair (python-chess's tag-name characters).
 fn is_tag_start(data: &[u8], i: usize) -> bool {
     let name = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'#' | b'=' | b':' | b'-');
@@ -346,7 +368,10 @@ fn classify(tok: &[u8]) -> Token {
         Some(k) if !t.get(k + 1).is_some_and(|&b| b"NBRQKnbrqk".contains(&b)) => &t[..k],
         _ => t,
     };
-    let Ok((mut san, mut used)) = San::from_ascii_prefix(head) else {
+    // shakmaty does not backtrack (`a5e` of `a5e.p.` fails at the `e`); python-chess's
+    // scanner takes the longest prefix that is a move, so shorten until one parses.
+    let parsed = (2..=head.len()).rev().find_map(|end| San::from_ascii_prefix(&head[..end]).ok());
+    let Some((mut san, mut used)) = parsed else {
         return if looks_like_move(t) { Token::Unreadable } else { Token::Skip };
     };
     if let San::Normal { ref mut promotion, .. } = san {
@@ -403,11 +428,17 @@ pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
                 continue;
             }
             b' ' | b'\t' | b'\r' => {
+                line_start = false; // `%` escapes only in the first column
                 i += 1;
                 continue;
             }
             b'%' if line_start => {
                 i = find_from(d, i, b'\n').unwrap_or(d.len());
+                continue;
+            }
+            0x80.. if unicode_space_len(&d[i..]) > 0 => {
+                line_start = false;
+                i += unicode_space_len(&d[i..]);
                 continue;
             }
             _ => line_start = false,
@@ -442,7 +473,7 @@ pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
             }
             _ if is_separator(c) => i += 1,
             _ => {
-                let len = d[i..].iter().position(|&b| is_separator(b)).unwrap_or(d.len() - i);
+                let len = token_len(&d[i..]);
                 let tok = &d[i..i + len];
                 i += len;
                 if depth > 0 {
@@ -858,6 +889,9 @@ mod tests {
         );
         let g = one(&format!("{HEAD}1. e4 a6 2. e5 d5 3. exd6 e.p. 1-0\n")).unwrap();
         assert_eq!(ucis(&g)[4], "e5d6");
+        // A glyph glued to a quiet move: `a5e.p.` reads as `a5` (shakmaty alone would fail at `e`).
+        let g = one(&format!("{HEAD}1. a4 e5 2. a5e.p. Nf6?? 3. Ra4e 1-0\n")).unwrap();
+        assert_eq!(ucis(&g), ["a2a4", "e7e5", "a4a5", "g8f6", "a1a4"]);
     }
 
     #[test]
@@ -881,6 +915,11 @@ mod tests {
         assert_eq!(ucis(&g), ["e2e4", "e7e5", "g1f3", "b8c6"]);
         assert_eq!(g.clocks[2], 9);
         assert_eq!(g.outcome, outcome::DRAW_BY_AGREEMENT);
+        // No-break and other Unicode spaces separate moves; `%` escapes only in column one.
+        let g = one(&format!("{HEAD}1.\u{a0}e4\u{a0}e5\u{2009}2.\u{202f}Nf3\u{3000}Nc6\n%Bb5\n1-0\n")).unwrap();
+        assert_eq!(ucis(&g), ["e2e4", "e7e5", "g1f3", "b8c6"]);
+        let s = one(&format!("{HEAD}1. e4 e5 2. Nf3 Nc6\n %Bb5\n1-0\n")).unwrap_err();
+        assert_eq!((s.ply, s.reason), (4, SkipReason::UnreadableMove));
         // No tags at all: moves are read, the game has no §6.3 outcome.
         let s = one("1. e4 e5 2. Nf3 *\n").unwrap_err();
         assert_eq!((s.ply, s.reason), (3, SkipReason::NoOutcome));
