@@ -185,6 +185,9 @@ CORPUS.update(
             ),
             None,
         ),
+        "comment lines around tags": (
+            "; file comment\n\n" + game("1. e4 e5 1-0", head='[Event "x"]\n; between tags\n% escape\n' + HEAD), None
+        ),
         "unicode spaces": (game("1.\u00a0e4\u00a0e5 2.\u2009Nf3\u202fNc6\u3000 3. Bb5 1-0"), None),
         "tabs and odd line breaks": (game("1.\te4\te5\n2.\nNf3\nNc6 1-0"), None),
         "glued games": (
@@ -247,6 +250,8 @@ DIVERGENCES = {
         ["e2e4", "e7e5", "g1f3", "b8c6", "f1c4", "f8c5", "e1g1"],
         (6, "illegal_move"),
     ),
+    # A comment never closed: python-chess reads it to the end of the input; PAWN reports it.
+    "unterminated comment": (game("1. e4 {oops e5 2. Nf3 1-0"), ["e2e4"], (1, "malformed")),
     # Spec §6.1: the first result token ends the main line; python-chess reads on.
     "moves after the result": (game("1. e4 1-0 e5"), ["e2e4", "e7e5"], ["e2e4"]),
 }

@@ -169,7 +169,8 @@ fn find_from(data: &[u8], from: usize, needle: u8) -> Option<usize> {
     data.get(from..)?.iter().position(|&b| b == needle).map(|p| p + from)
 }
 
-/// Skip whitespace and `%` escape lines (at line starts), as `pgn-reader` does between games.
+/// Skip whitespace, `%` escape lines and `;` comment lines (at line starts) between games and
+/// tag pairs, as python-chess does.
 fn skip_whitespace(data: &[u8], mut i: usize, mut new_line: bool) -> usize {
     while let Some(&c) = data.get(i) {
         match c {
@@ -178,7 +179,7 @@ fn skip_whitespace(data: &[u8], mut i: usize, mut new_line: bool) -> usize {
                 new_line = true;
                 i += 1;
             }
-            b'%' if new_line => i = find_from(data, i, b'\n').map_or(data.len(), |p| p + 1),
+            b'%' | b';' if new_line => i = find_from(data, i, b'\n').map_or(data.len(), |p| p + 1),
             _ => break,
         }
     }
@@ -203,6 +204,7 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
         }
         let start = i;
         while data.get(i) == Some(&b'[') {
+            // header lines; `skip_whitespace` also passes `%` and `;` lines between them
             i = find_from(data, i, b'\n').map_or(data.len(), |p| p + 1);
             i = skip_whitespace(data, i, true);
         }
@@ -628,19 +630,24 @@ fn command_arg<'a>(comment: &'a [u8], cmd: &[u8]) -> Option<&'a [u8]> {
     (!arg.is_empty()).then_some(arg)
 }
 
-/// `pgn-reader` visitor that reads the tag pairs of one game and stops at its movetext.
-struct Tags;
+/// `pgn-reader` visitor that reads the tag pairs of one game and stops at its movetext. The
+/// headers accumulate over `read_game` calls, so tag pairs after a `;` comment line (where
+/// `pgn-reader` sees a movetext) are kept.
+#[derive(Default)]
+struct Tags {
+    headers: Headers,
+}
 
 impl Visitor for Tags {
     type Tags = Headers;
     type Movetext = std::convert::Infallible;
-    type Output = Headers;
+    type Output = ();
 
-    fn begin_tags(&mut self) -> ControlFlow<Headers, Headers> {
-        ControlFlow::Continue(Headers::default())
+    fn begin_tags(&mut self) -> ControlFlow<(), Headers> {
+        ControlFlow::Continue(std::mem::take(&mut self.headers))
     }
 
-    fn tag(&mut self, h: &mut Headers, name: &[u8], value: RawTag<'_>) -> ControlFlow<Headers> {
+    fn tag(&mut self, h: &mut Headers, name: &[u8], value: RawTag<'_>) -> ControlFlow<()> {
         let v = || decode_text(&value.decode());
         let elo = || std::str::from_utf8(value.as_bytes()).ok().and_then(|s| s.trim().parse::<u16>().ok()).unwrap_or(0);
         match name {
@@ -666,11 +673,12 @@ impl Visitor for Tags {
         ControlFlow::Continue(())
     }
 
-    fn begin_movetext(&mut self, headers: Headers) -> ControlFlow<Headers, Self::Movetext> {
-        ControlFlow::Break(headers)
+    fn begin_movetext(&mut self, headers: Headers) -> ControlFlow<(), Self::Movetext> {
+        self.headers = headers;
+        ControlFlow::Break(())
     }
 
-    fn end_game(&mut self, movetext: Self::Movetext) -> Headers {
+    fn end_game(&mut self, movetext: Self::Movetext) {
         match movetext {}
     }
 }
@@ -714,10 +722,15 @@ pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min
     // Tag pairs are read by pgn-reader. The padding keeps its look-ahead (`ensure_bytes`)
     // satisfied up to the last header byte; without it every tag near the end shifts the buffer.
     let mut reader = Reader::new(std::io::Read::chain(&data[span.start..span.movetext], &TAIL_PADDING[..]));
-    let headers = match reader.read_game(&mut Tags) {
-        Ok(h) => h.unwrap_or_default(), // None: a game without tags
-        Err(_) => return Err(skip(0, SkipReason::Malformed)),
-    };
+    let mut tags = Tags::default();
+    loop {
+        match reader.read_game(&mut tags) {
+            Ok(Some(())) => {}
+            Ok(None) => break,
+            Err(_) => return Err(skip(0, SkipReason::Malformed)),
+        }
+    }
+    let headers = tags.headers;
     let h = &headers;
     let variant = h.variant.trim();
     let standard = variant.is_empty() || variant.eq_ignore_ascii_case("standard") || variant.eq_ignore_ascii_case("chess");
@@ -920,6 +933,9 @@ mod tests {
         assert_eq!(ucis(&g), ["e2e4", "e7e5", "g1f3", "b8c6"]);
         let s = one(&format!("{HEAD}1. e4 e5 2. Nf3 Nc6\n %Bb5\n1-0\n")).unwrap_err();
         assert_eq!((s.ply, s.reason), (4, SkipReason::UnreadableMove));
+        // `;` comment lines before and between tag pairs (python-chess ignores them).
+        let g = one("; file comment\n[Event \"x\"]\n; between\n[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 1-0\n").unwrap();
+        assert_eq!((g.headers.event.as_str(), g.outcome), ("x", outcome::WHITE_RESIGNS));
         // No tags at all: moves are read, the game has no §6.3 outcome.
         let s = one("1. e4 e5 2. Nf3 *\n").unwrap_err();
         assert_eq!((s.ply, s.reason), (3, SkipReason::NoOutcome));
