@@ -21,7 +21,7 @@ import chess.pgn
 import pytest
 
 from pawn import vocab
-from pawn.engine import parse_pgn
+from pawn.engine import parse_pgn, san_to_uci
 
 MAX_PLY = 512
 MOVE_ERRORS = {"illegal_move", "unreadable_move"}
@@ -260,6 +260,15 @@ def test_issue_examples_give_the_expected_moves():
     text, _ = CORPUS["glued games"]
     p = parse_pgn(text)
     assert p.headers["event"] == ["Rated Blitz game", "b"] and p.uci == [["e2e4", "e7e5"], ["d2d4", "d7d5"]]
+
+
+def test_san_to_uci_reads_the_same_dialects():
+    sans = ["e2-e4", "d5", "ed5", "Qd5", "Ng1-f3!?", "Bg4±", "Be2", "Nc6", "0-0", "0-0-0+/=", "c4", "Qe6TN"]
+    g = chess.pgn.read_game(io.StringIO(" ".join(sans) + " *\n"))
+    assert not g.errors
+    assert san_to_uci([sans]) == [[m.uci() for m in g.mainline_moves()]]
+    with pytest.raises(ValueError, match="malformed move \"Sf3\" at ply 1"):
+        san_to_uci([["e4", "Sf3"]])
 
 
 # name -> (text, what python-chess reads (UCIs, no errors), PAWN's skip (ply, reason) or kept UCIs)

@@ -400,6 +400,15 @@ fn classify(tok: &[u8]) -> Token {
     Token::Move(SanPlus { san, suffix })
 }
 
+/// One SAN move token in any dialect [`read_mainline`] reads (glyphs after it allowed), or
+/// `None` if the token is not exactly one move (a move number, result, annotation, null move).
+pub fn read_san(tok: &[u8]) -> Option<SanPlus> {
+    match classify(tok) {
+        Token::Move(sp) => Some(sp),
+        _ => None,
+    }
+}
+
 /// The main line of one movetext: moves with their clock/eval annotations, and the result
 /// token that ended it.
 #[derive(Clone, Debug, Default)]
