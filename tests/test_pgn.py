@@ -140,7 +140,7 @@ def test_latin1_headers_are_decoded():
 
 
 def test_illegal_and_unreadable_moves_skip_the_game_with_its_ply():
-    text = game("1. e4 e5 2. Ke3 Nc6") + game("1. d4 d5 2. c4 foo 3. Nc3") + game("1. e4")
+    text = game("1. e4 e5 2. Ke3 Nc6") + game("1. d4 d5 2. c4 Sc6 3. Nc3") + game("1. e4")
     p = parse_pgn(text)
     assert p.skipped == [(1, 2, "illegal_move"), (2, 3, "unreadable_move")]
     assert p.game_index.tolist() == [3]

@@ -2,20 +2,29 @@
 //! clocks, evals and header columns, with every dropped game reported instead of truncated.
 //!
 //! The work runs in three steps: [`split_games`] cuts the bytes into game spans (the same game
-//! boundaries `pgn-reader` uses), then each span is read with `pgn-reader`'s streaming
-//! [`Visitor`] and replayed with shakmaty, in parallel (rayon) and in file order.
+//! boundaries `pgn-reader` uses, plus a tag pair glued after a movetext), then each span's tag
+//! pairs are read with `pgn-reader`'s streaming [`Visitor`], its main line with
+//! [`read_mainline`] (shakmaty's SAN reader per token) and the moves are replayed with
+//! shakmaty, in parallel (rayon) and in file order.
 //!
-//! Departures from the v1 parser (§6.1), all deliberate: move-quality glyphs (`e4!?`), NAGs,
-//! `;` comments, nested variations, `0-0` castling, a UTF-8 BOM and CRLF line ends are read
-//! correctly; a game with an illegal or unreadable move is *skipped and reported* with its ply
-//! instead of being silently cut short; variant and FEN-start games are skipped and reported.
+//! Departures from the v1 parser (§6.1), all deliberate, chosen so that every game python-chess
+//! reads without errors gives the same moves: move-quality glyphs (`e4!?`), NAGs, evaluation
+//! symbols (`±`, `+/-`, `∞`, `N`, `TN`, `Δ`, `□`, ...; standalone or glued to the move), `;`
+//! comments, `%` lines, nested variations, `0-0` castling, promotion without `=` (`bxa8Q`),
+//! long algebraic (`Ng1-f3`, `e2e4`), a capture mark that is missing or extra (`ed5`),
+//! `e.p.`, `1.e4` / `1...e5`, a UTF-8 BOM, CRLF line ends and two games glued on one line are
+//! read correctly; a game with an illegal or unreadable move is *skipped and reported* with its
+//! ply instead of being silently cut short — unreadable includes null moves and tokens that only
+//! python-chess's scanner finds a square in (`Sf3`, `nf3`, `♘f3`, which it misreads as `f3`);
+//! variant and FEN-start games are skipped and reported. As in §6.1 (and unlike python-chess)
+//! the first result token ends the main line.
 
 use std::ops::ControlFlow;
 
-use pgn_reader::{KnownOutcome, Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visitor};
+use pgn_reader::{KnownOutcome, Outcome, RawTag, Reader, SanPlus, Visitor};
 use rayon::prelude::*;
-use shakmaty::san::San;
-use shakmaty::{Chess, Color, Position};
+use shakmaty::san::{San, Suffix};
+use shakmaty::{Chess, Color, File, Move, Position, Role, Square};
 
 use crate::vocab::{self, outcome};
 
@@ -108,7 +117,8 @@ pub struct Game {
     pub index: usize,
     /// Move tokens, at most `max_ply` (the game is truncated there).
     pub tokens: Vec<u16>,
-    /// SAN of each kept move as written (normalised by shakmaty: `0-0` → `O-O`, glyphs dropped).
+    /// SAN of each kept move as written (normalised by shakmaty: `0-0` → `O-O`, `bxa8Q` →
+    /// `bxa8=Q`, `Ng1-f3` → `Ng1f3`, glyphs dropped).
     pub san: Vec<SanPlus>,
     /// Clock after each kept move in seconds, or [`CLOCK_MISSING`].
     pub clocks: Vec<u16>,
@@ -159,7 +169,8 @@ fn find_from(data: &[u8], from: usize, needle: u8) -> Option<usize> {
     data.get(from..)?.iter().position(|&b| b == needle).map(|p| p + from)
 }
 
-/// Skip whitespace and `%` escape lines (at line starts), as `pgn-reader` does between games.
+/// Skip whitespace, `%` escape lines and `;` comment lines (at line starts) between games and
+/// tag pairs, as python-chess does.
 fn skip_whitespace(data: &[u8], mut i: usize, mut new_line: bool) -> usize {
     while let Some(&c) = data.get(i) {
         match c {
@@ -168,7 +179,7 @@ fn skip_whitespace(data: &[u8], mut i: usize, mut new_line: bool) -> usize {
                 new_line = true;
                 i += 1;
             }
-            b'%' if new_line => i = find_from(data, i, b'\n').map_or(data.len(), |p| p + 1),
+            b'%' | b';' if new_line => i = find_from(data, i, b'\n').map_or(data.len(), |p| p + 1),
             _ => break,
         }
     }
@@ -177,8 +188,9 @@ fn skip_whitespace(data: &[u8], mut i: usize, mut new_line: bool) -> usize {
 
 /// Cut `data` into games with `pgn-reader`'s boundary rules: header lines start with `[`
 /// (blank lines between them and the movetext do not split a game); the movetext ends at a
-/// newline followed by `[` or by an empty line, except inside a `{…}` comment. A UTF-8 BOM
-/// before a game is skipped.
+/// newline followed by `[` or by an empty line, except inside a `{…}` comment. A tag pair
+/// (`[Name "`) inside the movetext, outside comments, also starts a new game: two games glued
+/// on one line (`… 1-0[Event "b"] …`). A UTF-8 BOM before a game is skipped.
 pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
     let mut spans = Vec::new();
     let mut i = 0;
@@ -192,6 +204,7 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
         }
         let start = i;
         while data.get(i) == Some(&b'[') {
+            // header lines; `skip_whitespace` also passes `%` and `;` lines between them
             i = find_from(data, i, b'\n').map_or(data.len(), |p| p + 1);
             i = skip_whitespace(data, i, true);
         }
@@ -200,6 +213,9 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
             match c {
                 b'{' => i = find_from(data, i + 1, b'}').map_or(data.len(), |p| p + 1),
                 b';' => i = find_from(data, i, b'\n').unwrap_or(data.len()),
+                // A tag pair inside the movetext starts the next game: two games glued on one
+                // line (`… 1-0[Event "b"]`).
+                b'[' if is_tag_start(data, i) => break,
                 b'\n' => {
                     i += 1;
                     match data.get(i) {
@@ -224,39 +240,197 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
     spans
 }
 
-fn is_token_end(b: u8) -> bool {
+/// Bytes that end a movetext token: the same set as `pgn-reader`'s `is_token_end`. Move
+/// numbers (`1.`, `1...`, `1.e4`), glyphs (`e4!?`) and NAGs (`$14`) are split off by it.
+fn is_separator(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'}' | b'(' | b')' | b'!' | b'?' | b'$' | b';' | b'.' | b'*')
 }
 
-fn is_result(tok: &[u8]) -> bool {
-    matches!(tok, b"1-0" | b"0-1" | b"1/2-1/2" | b"\xc2\xbd-\xc2\xbd")
+/// Length of the Unicode space at the start of `s` (no-break space, the U+2000–U+200B spaces,
+/// narrow no-break space, ideographic space, a stray BOM), or 0. python-chess reads past them.
+fn unicode_space_len(s: &[u8]) -> usize {
+    match s {
+        [0xc2, 0xa0, ..] => 2,
+        [0xe2, 0x80, 0x80..=0x8b | 0xaf, ..] | [0xe3, 0x80, 0x80, ..] | [0xef, 0xbb, 0xbf, ..] => 3,
+        _ => 0,
+    }
 }
 
-/// Parse one movetext token as SAN; `0-0` / `0-0-0` (zeros) are castling.
-fn parse_san_token(tok: &[u8]) -> Option<SanPlus> {
-    let mut buf = [0u8; 16];
-    let tok = if tok.starts_with(b"0-0") && tok.len() <= buf.len() {
-        buf[..tok.len()].copy_from_slice(tok);
-        for b in buf[..tok.len()].iter_mut() {
-            if *b == b'0' {
-                *b = b'O';
+/// Length of the token at the start of `s`: up to a separator or a Unicode space.
+fn token_len(s: &[u8]) -> usize {
+    let mut k = 0;
+    while let Some(&b) = s.get(k) {
+        if is_separator(b) || (b >= 0x80 && unicode_space_len(&s[k..]) > 0) {
+            break;
+        }
+        k += 1;
+    }
+    k
+}
+
+/// `[Name "` at `i`: the start of a tag pair (python-chess's tag-name characters).
+fn is_tag_start(data: &[u8], i: usize) -> bool {
+    let name = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'#' | b'=' | b':' | b'-');
+    let Some(rest) = data.get(i + 1..) else { return false };
+    let n = rest.iter().take_while(|b| name(b)).count();
+    let spaces = rest[n..].iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+    n > 0 && rest[0].is_ascii_alphanumeric() && spaces > 0 && rest.get(n + spaces) == Some(&b'"')
+}
+
+/// `rest` after a result dash: `-`, or the en/em dash that `pgn-reader` also accepts.
+fn strip_dash(s: &[u8]) -> Option<&[u8]> {
+    s.strip_prefix(b"-").or_else(|| s.strip_prefix("\u{2013}".as_bytes())).or_else(|| s.strip_prefix("\u{2014}".as_bytes()))
+}
+
+/// The game result a token starts with: `1-0`, `0-1`, `1/2-1/2`, `½-½` (any of the dashes).
+fn result_prefix(tok: &[u8]) -> Option<Outcome> {
+    const HALF: &[u8] = "\u{bd}".as_bytes();
+    let white = Outcome::Known(KnownOutcome::Decisive { winner: Color::White });
+    let black = Outcome::Known(KnownOutcome::Decisive { winner: Color::Black });
+    let draw = Outcome::Known(KnownOutcome::Draw);
+    let after = |prefix: &[u8], then: &[u8], o: Outcome| {
+        tok.strip_prefix(prefix).and_then(strip_dash).filter(|r| r.starts_with(then)).map(|_| o)
+    };
+    after(b"1/2", b"1/2", draw)
+        .or_else(|| after(HALF, HALF, draw))
+        .or_else(|| after(b"1", b"0", white))
+        .or_else(|| after(b"0", b"1", black))
+}
+
+/// Whether text that is not a readable move still looks like one to python-chess's movetext
+/// scanner: it holds a square (`f3` in `Sf3`, `nf3`, `♘f3`), castling or a null move
+/// (`--`, `Z0`, `0000`, `@@@@`). Anything else (`±`, `+/-`, `N`, `TN`, `Δ`, `e.p.`, `=`) is an
+/// annotation and is dropped, as python-chess drops it.
+fn looks_like_move(t: &[u8]) -> bool {
+    let has = |needle: &[u8]| t.windows(needle.len()).any(|w| w == needle);
+    t.windows(2).any(|w| matches!(w[0], b'a'..=b'h') && matches!(w[1], b'1'..=b'8'))
+        || has(b"--")
+        || has(b"Z0")
+        || has(b"0000")
+        || has(b"@@@@")
+        || has(b"O-O")
+        || has(b"0-0")
+}
+
+/// One movetext token, classified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    /// A move number or an annotation glyph / symbol: nothing to do.
+    Skip,
+    /// A game result: the main line ends here (§6.1).
+    Result(Outcome),
+    Move(SanPlus),
+    /// Looks like a move but is not one PAWN can read (null move, drop, `Sf3`, `nf3`, ...).
+    Unreadable,
+}
+
+/// Rewrite the dialect spellings shakmaty's SAN reader does not take into `buf`: castling with
+/// zeros (`0-0-0` → `O-O-O`) and long algebraic with a hyphen (`Ng1-f3` → `Ng1f3`,
+/// `e2-e4` → `e2e4`). Returns `tok` itself when there is nothing to rewrite.
+fn normalise<'a>(tok: &'a [u8], buf: &'a mut [u8; 32]) -> &'a [u8] {
+    if tok.len() > buf.len() {
+        return tok;
+    }
+    if tok.starts_with(b"0-0") {
+        let out = &mut buf[..tok.len()];
+        out.copy_from_slice(tok);
+        out.iter_mut().filter(|b| **b == b'0').for_each(|b| *b = b'O');
+        return out;
+    }
+    let p = usize::from(matches!(tok.first(), Some(b'K' | b'Q' | b'R' | b'B' | b'N' | b'P')));
+    let long = tok.len() >= p + 5
+        && matches!(tok[p], b'a'..=b'h')
+        && matches!(tok[p + 1], b'1'..=b'8')
+        && tok[p + 2] == b'-'
+        && matches!(tok[p + 3], b'a'..=b'h');
+    if !long {
+        return tok;
+    }
+    buf[..p + 2].copy_from_slice(&tok[..p + 2]);
+    buf[p + 2..tok.len() - 1].copy_from_slice(&tok[p + 3..]);
+    &buf[..tok.len() - 1]
+}
+
+/// Classify one main-line token (separators already split off), as python-chess reads it:
+/// digits are a move number; a result ends the game; a SAN move may carry a promotion letter
+/// without `=` (`bxa8Q`, `bxa8n`), `+`/`#`/`++` and any glyph glued after it (`Nf3±`,
+/// `exd6e.p.`); a token without anything move-like is an annotation.
+fn classify(tok: &[u8]) -> Token {
+    if tok.iter().all(u8::is_ascii_digit) {
+        return if tok == b"0000" { Token::Unreadable } else { Token::Skip };
+    }
+    if let Some(o) = result_prefix(tok) {
+        return Token::Result(o);
+    }
+    let mut buf = [0u8; 32];
+    let t = normalise(tok, &mut buf);
+    // shakmaty commits to a promotion at `=`; an `=` not followed by a piece letter is the
+    // start of an evaluation symbol glued to the move (`Nf3=`, `e4=/+`), not part of it.
+    let head = match t.iter().position(|&b| b == b'=') {
+        Some(k) if !t.get(k + 1).is_some_and(|&b| b"NBRQKnbrqk".contains(&b)) => &t[..k],
+        _ => t,
+    };
+    // shakmaty does not backtrack (`a5e` of `a5e.p.` fails at the `e`); python-chess's
+    // scanner takes the longest prefix that is a move, so shorten until one parses.
+    let parsed = (2..=head.len()).rev().find_map(|end| San::from_ascii_prefix(&head[..end]).ok());
+    let Some((mut san, mut used)) = parsed else {
+        return if looks_like_move(t) { Token::Unreadable } else { Token::Skip };
+    };
+    if let San::Normal { ref mut promotion, .. } = san {
+        // python-chess takes a piece letter right after any move as its promotion piece
+        // (`bxa8Q`); on a non-pawn or a non-last-rank move that makes the move illegal.
+        if promotion.is_none() {
+            if let Some(role) = t.get(used).and_then(|&b| Role::from_char(b as char)).filter(|r| *r != Role::Pawn) {
+                *promotion = Some(role);
+                used += 1;
             }
         }
-        &buf[..tok.len()]
-    } else {
-        tok
+    }
+    if matches!(san, San::Null | San::Put { .. }) {
+        return Token::Unreadable;
+    }
+    let suffix = match t.get(used) {
+        Some(b'+') => Some(Suffix::Check),
+        Some(b'#') => Some(Suffix::Checkmate),
+        _ => None,
     };
-    SanPlus::from_ascii(tok).ok()
+    if looks_like_move(&t[used..]) {
+        return Token::Unreadable;
+    }
+    Token::Move(SanPlus { san, suffix })
 }
 
-/// Strict pass over the main line of a movetext, independent of `pgn-reader`: every token
-/// outside comments and variations must be a move number, a NAG (`$n`), a glyph (`!`, `?!`,
-/// ...), a result or a SAN move. Returns the number of SAN moves before the first result, or
-/// `Err(ply)` at the first unreadable token. This is the guard that turns tokens `pgn-reader`
-/// would silently drop into a reported skip.
-pub fn count_mainline_moves(movetext: &[u8]) -> Result<usize, usize> {
-    let d = movetext;
-    let (mut i, mut depth, mut n, mut line_start) = (0usize, 0usize, 0usize, true);
+/// One SAN move token in any dialect [`read_mainline`] reads (glyphs after it allowed), or
+/// `None` if the token is not exactly one move (a move number, result, annotation, null move).
+pub fn read_san(tok: &[u8]) -> Option<SanPlus> {
+    match classify(tok) {
+        Token::Move(sp) => Some(sp),
+        _ => None,
+    }
+}
+
+/// The main line of one movetext: moves with their clock/eval annotations, and the result
+/// token that ended it.
+#[derive(Clone, Debug, Default)]
+pub struct Mainline {
+    pub sans: Vec<SanPlus>,
+    /// Clock after each move (§6.4), or [`CLOCK_MISSING`].
+    pub clocks: Vec<u16>,
+    /// Eval after each move (§6.4), or [`EVAL_MISSING`].
+    pub evals: Vec<i16>,
+    /// The result token that ended the main line, if any (moves after it are not read).
+    pub result: Option<Outcome>,
+}
+
+/// Read the main line of a movetext the way python-chess does, but strictly: `{…}` comments
+/// (attached to the preceding main-line move), `;` comments, `%` escape lines, nested `( … )`
+/// variations (skipped), move numbers in any spelling, NAGs, glyphs and evaluation symbols are
+/// read past; the first result token ends the main line. Errors are `(ply, reason)`: an
+/// unterminated comment is [`SkipReason::Malformed`], a token that looks like a move but is
+/// not a readable one is [`SkipReason::UnreadableMove`] (ply = moves read before it).
+pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
+    let mut out = Mainline { sans: Vec::with_capacity(128), ..Mainline::default() };
+    let (mut i, mut depth, mut line_start) = (0usize, 0usize, true);
     while let Some(&c) = d.get(i) {
         match c {
             b'\n' => {
@@ -265,6 +439,7 @@ pub fn count_mainline_moves(movetext: &[u8]) -> Result<usize, usize> {
                 continue;
             }
             b' ' | b'\t' | b'\r' => {
+                line_start = false; // `%` escapes only in the first column
                 i += 1;
                 continue;
             }
@@ -272,60 +447,110 @@ pub fn count_mainline_moves(movetext: &[u8]) -> Result<usize, usize> {
                 i = find_from(d, i, b'\n').unwrap_or(d.len());
                 continue;
             }
-            _ => {}
+            0x80.. if unicode_space_len(&d[i..]) > 0 => {
+                line_start = false;
+                i += unicode_space_len(&d[i..]);
+                continue;
+            }
+            _ => line_start = false,
         }
-        line_start = false;
         match c {
-            b'.' | b'!' | b'?' => i += 1,
-            b'{' => match find_from(d, i + 1, b'}') {
-                Some(p) => i = p + 1,
-                None => return Err(n),
-            },
+            b'{' => {
+                let end = find_from(d, i + 1, b'}').ok_or((out.sans.len(), SkipReason::Malformed))?;
+                if let (0, Some(last)) = (depth, out.sans.len().checked_sub(1)) {
+                    let comment = &d[i + 1..end];
+                    if let Some(clk) = parse_clock(comment) {
+                        out.clocks[last] = clk;
+                    }
+                    if let Some(ev) = parse_eval(comment) {
+                        out.evals[last] = ev;
+                    }
+                }
+                i = end + 1;
+            }
             b';' => i = find_from(d, i, b'\n').unwrap_or(d.len()),
             b'(' => {
                 depth += 1;
                 i += 1;
             }
+            // A stray `)` is ignored, as python-chess ignores it.
             b')' => {
-                if depth == 0 {
-                    return Err(n);
-                }
-                depth -= 1;
+                depth = depth.saturating_sub(1);
                 i += 1;
             }
-            b'*' if depth == 0 => return Ok(n),
-            b'*' => i += 1,
+            b'*' if depth == 0 => {
+                out.result = Some(Outcome::Unknown);
+                return Ok(out);
+            }
+            _ if is_separator(c) => i += 1,
             _ => {
-                let len = d[i..].iter().position(|&b| is_token_end(b)).unwrap_or(d.len() - i);
-                let tok = &d[i..i + len.max(1)];
-                i += len.max(1);
+                let len = token_len(&d[i..]);
+                let tok = &d[i..i + len];
+                i += len;
                 if depth > 0 {
                     continue;
                 }
-                if tok[0] == b'$' {
-                    // '$' is a token end itself: the NAG number is the next token.
-                    let digits = d[i..].iter().take_while(|b| b.is_ascii_digit()).count();
-                    let rest_ok = d.get(i + digits).is_none_or(|&b| is_token_end(b));
-                    if digits == 0 || !rest_ok {
-                        return Err(n);
+                match classify(tok) {
+                    Token::Skip => {}
+                    Token::Result(o) => {
+                        out.result = Some(o);
+                        return Ok(out);
                     }
-                    i += digits;
-                } else if is_result(tok) {
-                    return Ok(n);
-                } else if tok.iter().all(u8::is_ascii_digit) {
-                    // move number (its dots are separate tokens)
-                } else if let Some(sp) = parse_san_token(tok) {
-                    if sp.san == San::Null {
-                        return Err(n);
+                    Token::Move(sp) => {
+                        out.sans.push(sp);
+                        out.clocks.push(CLOCK_MISSING);
+                        out.evals.push(EVAL_MISSING);
                     }
-                    n += 1;
-                } else {
-                    return Err(n);
+                    Token::Unreadable => return Err((out.sans.len(), SkipReason::UnreadableMove)),
                 }
             }
         }
     }
-    Ok(n)
+    Ok(out)
+}
+
+/// The legal move a SAN names, with python-chess's leniency: the capture mark is not checked
+/// (`Nxf3` to an empty square, `ed5` for `exd5`), a pawn move without a file stays on its file,
+/// and a move given by both squares without a piece letter (`g1f3`, `e1g1`, `e2e4`) may be any
+/// piece's (castling as the king's two-square move). `None` if no move or more than one
+/// matches.
+pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
+    match *san {
+        San::Castle(side) => pos.castling_moves(side).first().copied(),
+        San::Normal { role: Role::Pawn, file: Some(f), rank: Some(r), to, promotion, .. } => {
+            let from = Square::from_coords(f, r);
+            let dest = |m: &Move| match *m {
+                Move::Castle { king, rook } => Square::from_coords(
+                    if rook > king { File::G } else { File::C },
+                    king.rank(),
+                ),
+                _ => m.to(),
+            };
+            pos.legal_moves().into_iter().find(|m| m.from() == Some(from) && dest(m) == to && m.promotion() == promotion)
+        }
+        San::Normal { role, file, rank, to, promotion, .. } => {
+            let mut found = None;
+            for m in pos.san_candidates(role, to) {
+                let (from, p) = match m {
+                    Move::Normal { from, promotion: p, .. } => (from, p),
+                    Move::EnPassant { from, .. } => (from, None),
+                    _ => continue,
+                };
+                let file_ok = match file {
+                    Some(f) => f == from.file(),
+                    None => role != Role::Pawn || from.file() == to.file(),
+                };
+                if file_ok && rank.is_none_or(|r| r == from.rank()) && p == promotion {
+                    if found.is_some() {
+                        return None; // ambiguous
+                    }
+                    found = Some(m);
+                }
+            }
+            found
+        }
+        San::Put { .. } | San::Null => None,
+    }
 }
 
 /// Decode bytes as UTF-8, or as Latin-1 when they are not valid UTF-8.
@@ -414,29 +639,24 @@ fn command_arg<'a>(comment: &'a [u8], cmd: &[u8]) -> Option<&'a [u8]> {
     (!arg.is_empty()).then_some(arg)
 }
 
-/// What the visitor collects from one game, before legality is checked.
+/// `pgn-reader` visitor that reads the tag pairs of one game and stops at its movetext. The
+/// headers accumulate over `read_game` calls, so tag pairs after a `;` comment line (where
+/// `pgn-reader` sees a movetext) are kept.
 #[derive(Default)]
-struct RawGame {
+struct Tags {
     headers: Headers,
-    sans: Vec<SanPlus>,
-    clocks: Vec<u16>,
-    evals: Vec<i16>,
-    /// Result token seen in the movetext; moves after it are ignored (§6.1).
-    result: Option<Outcome>,
 }
 
-struct Collect;
-
-impl Visitor for Collect {
+impl Visitor for Tags {
     type Tags = Headers;
-    type Movetext = RawGame;
-    type Output = RawGame;
+    type Movetext = std::convert::Infallible;
+    type Output = ();
 
-    fn begin_tags(&mut self) -> ControlFlow<RawGame, Headers> {
-        ControlFlow::Continue(Headers::default())
+    fn begin_tags(&mut self) -> ControlFlow<(), Headers> {
+        ControlFlow::Continue(std::mem::take(&mut self.headers))
     }
 
-    fn tag(&mut self, h: &mut Headers, name: &[u8], value: RawTag<'_>) -> ControlFlow<RawGame> {
+    fn tag(&mut self, h: &mut Headers, name: &[u8], value: RawTag<'_>) -> ControlFlow<()> {
         let v = || decode_text(&value.decode());
         let elo = || std::str::from_utf8(value.as_bytes()).ok().and_then(|s| s.trim().parse::<u16>().ok()).unwrap_or(0);
         match name {
@@ -462,44 +682,13 @@ impl Visitor for Collect {
         ControlFlow::Continue(())
     }
 
-    fn begin_movetext(&mut self, headers: Headers) -> ControlFlow<RawGame, RawGame> {
-        ControlFlow::Continue(RawGame { headers, sans: Vec::with_capacity(128), ..RawGame::default() })
+    fn begin_movetext(&mut self, headers: Headers) -> ControlFlow<(), Self::Movetext> {
+        self.headers = headers;
+        ControlFlow::Break(())
     }
 
-    fn san(&mut self, g: &mut RawGame, san: SanPlus) -> ControlFlow<RawGame> {
-        if g.result.is_none() {
-            g.sans.push(san);
-            g.clocks.push(CLOCK_MISSING);
-            g.evals.push(EVAL_MISSING);
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn comment(&mut self, g: &mut RawGame, comment: RawComment<'_>) -> ControlFlow<RawGame> {
-        if g.result.is_none() && !g.sans.is_empty() {
-            let c = comment.as_bytes();
-            let last = g.sans.len() - 1;
-            if let Some(clk) = parse_clock(c) {
-                g.clocks[last] = clk;
-            }
-            if let Some(ev) = parse_eval(c) {
-                g.evals[last] = ev;
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn begin_variation(&mut self, _g: &mut RawGame) -> ControlFlow<RawGame, Skip> {
-        ControlFlow::Continue(Skip(true))
-    }
-
-    fn outcome(&mut self, g: &mut RawGame, outcome: Outcome) -> ControlFlow<RawGame> {
-        g.result.get_or_insert(outcome);
-        ControlFlow::Continue(())
-    }
-
-    fn end_game(&mut self, g: RawGame) -> RawGame {
-        g
+    fn end_game(&mut self, movetext: Self::Movetext) {
+        match movetext {}
     }
 }
 
@@ -539,19 +728,19 @@ fn outcome_str(o: Outcome) -> &'static str {
 /// Parse one game span (1-based number `index`). Never panics on any bytes.
 pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min_ply: usize) -> Result<Game, Skipped> {
     let skip = |ply: usize, reason: SkipReason| Skipped { game: index, ply, reason };
-    let bytes = &data[span.start..span.end];
-    // The padding keeps pgn-reader's look-ahead (`ensure_bytes`) satisfied up to the game's
-    // last byte; without it every token near the end of the slice shifts the buffer.
-    let mut reader = Reader::new(std::io::Read::chain(bytes, &TAIL_PADDING[..]));
-    let raw = match reader.read_game(&mut Collect) {
-        Ok(Some(raw)) => raw,
-        Ok(None) => return Err(skip(0, SkipReason::TooShort)),
-        Err(_) => {
-            let ply = count_mainline_moves(&data[span.movetext..span.end]).unwrap_or_else(|p| p);
-            return Err(skip(ply, SkipReason::Malformed));
+    // Tag pairs are read by pgn-reader. The padding keeps its look-ahead (`ensure_bytes`)
+    // satisfied up to the last header byte; without it every tag near the end shifts the buffer.
+    let mut reader = Reader::new(std::io::Read::chain(&data[span.start..span.movetext], &TAIL_PADDING[..]));
+    let mut tags = Tags::default();
+    loop {
+        match reader.read_game(&mut tags) {
+            Ok(Some(())) => {}
+            Ok(None) => break,
+            Err(_) => return Err(skip(0, SkipReason::Malformed)),
         }
-    };
-    let h = &raw.headers;
+    }
+    let headers = tags.headers;
+    let h = &headers;
     let variant = h.variant.trim();
     let standard = variant.is_empty() || variant.eq_ignore_ascii_case("standard") || variant.eq_ignore_ascii_case("chess");
     if variant.eq_ignore_ascii_case("from position") || (standard && (!h.fen.is_empty() || h.setup.trim() == "1")) {
@@ -560,30 +749,25 @@ pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min
     if !standard {
         return Err(skip(0, SkipReason::Variant));
     }
-    // Guard against tokens pgn-reader skips silently: both readings must agree.
-    match count_mainline_moves(&data[span.movetext..span.end]) {
-        Err(ply) => return Err(skip(ply.min(raw.sans.len()), SkipReason::UnreadableMove)),
-        Ok(n) if n != raw.sans.len() => return Err(skip(n.min(raw.sans.len()), SkipReason::UnreadableMove)),
-        Ok(_) => {}
-    }
+    let line = read_mainline(&data[span.movetext..span.end]).map_err(|(ply, reason)| skip(ply, reason))?;
     let mut pos = Chess::default();
-    let mut tokens = Vec::with_capacity(raw.sans.len().min(max_ply));
-    for (ply, sp) in raw.sans.iter().enumerate() {
-        let m = sp.san.to_move(&pos).map_err(|_| skip(ply, SkipReason::IllegalMove))?;
+    let mut tokens = Vec::with_capacity(line.sans.len().min(max_ply));
+    for (ply, sp) in line.sans.iter().enumerate() {
+        let m = san_to_move(&pos, &sp.san).ok_or_else(|| skip(ply, SkipReason::IllegalMove))?;
         if ply < max_ply {
             tokens.push(vocab::move_to_token(&m).ok_or_else(|| skip(ply, SkipReason::IllegalMove))?);
         }
         pos.play_unchecked(m);
     }
-    let full_length = raw.sans.len();
-    let result = if h.result.is_empty() { raw.result.map(outcome_str).unwrap_or("") } else { h.result.trim() };
+    let full_length = line.sans.len();
+    let result = if h.result.is_empty() { line.result.map(outcome_str).unwrap_or("") } else { h.result.trim() };
     let outcome = lichess_outcome(h.termination.trim(), result, &pos, full_length > max_ply)
         .ok_or_else(|| skip(full_length, SkipReason::NoOutcome))?;
     if full_length < min_ply {
         return Err(skip(full_length, SkipReason::TooShort));
     }
     let kept = tokens.len();
-    let RawGame { headers, mut sans, mut clocks, mut evals, .. } = raw;
+    let Mainline { mut sans, mut clocks, mut evals, .. } = line;
     sans.truncate(kept);
     clocks.truncate(kept);
     evals.truncate(kept);
@@ -654,10 +838,140 @@ mod tests {
 
     #[test]
     fn unreadable_and_illegal_moves_skip_the_game_with_their_ply() {
-        let s = one(&format!("{HEAD}1. e4 e5 2. Nf3 xyz 3. Bb5 1-0\n")).unwrap_err();
+        let s = one(&format!("{HEAD}1. e4 e5 2. Nf3 Sf6 3. Bb5 1-0\n")).unwrap_err();
         assert_eq!((s.ply, s.reason), (3, SkipReason::UnreadableMove));
+        // A word with no square in it is an annotation (python-chess drops it too), so the
+        // next move is played by the wrong side.
+        let s = one(&format!("{HEAD}1. e4 e5 2. Nf3 xyz 3. Bb5 1-0\n")).unwrap_err();
+        assert_eq!((s.ply, s.reason), (3, SkipReason::IllegalMove));
         let s = one(&format!("{HEAD}1. e4 e5 2. Ke3 1-0\n")).unwrap_err();
         assert_eq!((s.ply, s.reason), (2, SkipReason::IllegalMove));
+    }
+
+    const PROMO: &str = "1. e4 d5 2. exd5 c6 3. dxc6 Nf6 4. cxb7 Nbd7 5. ";
+
+    #[test]
+    fn evaluation_symbols_outside_comments_are_dropped() {
+        for glyph in [
+            "±", "∓", "∞", "→", "=", "+-", "-+", "+/-", "-/+", "=/+", "+/=", "TN", "N", "Δ", "□", "⨀", "!!", "?!",
+            "$14", "⩲", "⇆", "↑", "○", "=/∞", "RR", "D",
+        ] {
+            for moves in [format!("1. e4 e5 2. Nf3 {glyph} Nc6 1-0\n"), format!("1. e4 e5 2. Nf3{glyph} Nc6 1-0\n")] {
+                let got = one(&format!("{HEAD}{moves}"));
+                if moves.contains("Nf3N") || moves.contains("Nf3R") {
+                    // Glued to the move, a piece letter is read as a promotion (python-chess too).
+                    assert_eq!(got.unwrap_err().reason, SkipReason::IllegalMove, "{moves:?}");
+                    continue;
+                }
+                let g = got.unwrap_or_else(|s| panic!("{moves:?}: {s:?}"));
+                assert_eq!(ucis(&g), ["e2e4", "e7e5", "g1f3", "b8c6"], "{moves:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn promotion_without_equals_sign() {
+        for (promo, uci) in [("bxa8Q", "b7a8q"), ("bxa8N", "b7a8n"), ("bxa8=q", "b7a8q"), ("bxa8r+", "b7a8r"), ("bxa8=B", "b7a8b")] {
+            let g = one(&format!("{HEAD}{PROMO}{promo} 1-0\n")).unwrap();
+            assert_eq!(ucis(&g).last().unwrap(), uci, "{promo}");
+            assert_eq!(g.tokens.len(), 9);
+        }
+        // A king (or a piece letter after a piece move) as promotion is illegal, as in python-chess.
+        let s = one(&format!("{HEAD}{PROMO}bxa8K 1-0\n")).unwrap_err();
+        assert_eq!((s.ply, s.reason), (8, SkipReason::IllegalMove));
+        let s = one(&format!("{HEAD}1. Nf3N Nf6 1-0\n")).unwrap_err();
+        assert_eq!((s.ply, s.reason), (0, SkipReason::IllegalMove));
+    }
+
+    #[test]
+    fn glued_games_are_split_with_their_tags() {
+        let pgn = "[Event \"a\"]\n[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 e5 1-0[Event \"b\"]\n[Result \"0-1\"]\n[Termination \"Normal\"]\n\n1. d4 d5 0-1\n";
+        let b = parse_pgn(pgn.as_bytes(), 512, 1);
+        assert_eq!((b.n_read, b.games.len()), (2, 2), "{:?}", b.skipped);
+        assert_eq!(b.games[0].headers.event, "a");
+        assert_eq!(b.games[1].headers.event, "b");
+        assert_eq!(ucis(&b.games[0]), ["e2e4", "e7e5"]);
+        assert_eq!(ucis(&b.games[1]), ["d2d4", "d7d5"]);
+        assert_eq!(b.games[1].outcome, outcome::BLACK_RESIGNS);
+        // A bracket that is not a tag pair does not split; one inside a comment neither.
+        let spans = split_games(b"1. e4 [x] e5 { [Event \"c\"] } *\n");
+        assert_eq!(spans.len(), 1);
+    }
+
+    #[test]
+    fn move_number_castling_check_and_en_passant_spellings() {
+        let pgn = format!(
+            "{HEAD}1.e4 a6 2.e5 d5 3.exd6e.p. cxd6 4.Nf3 1...Nc6?! 5.Bc4 e6 6.0-0+ Be7 7.Qe2 Bd7 8.Nc3 Qc7 9.d3 0-0-0 10.Bxe6++ 1-0\n"
+        );
+        let g = one(&pgn).unwrap();
+        assert_eq!(
+            ucis(&g),
+            ["e2e4", "a7a6", "e4e5", "d7d5", "e5d6", "c7d6", "g1f3", "b8c6", "f1c4", "e7e6", "e1g1", "f8e7", "d1e2", "c8d7",
+                "b1c3", "d8c7", "d2d3", "e8c8", "c4e6"]
+        );
+        let g = one(&format!("{HEAD}1. e4 a6 2. e5 d5 3. exd6 e.p. 1-0\n")).unwrap();
+        assert_eq!(ucis(&g)[4], "e5d6");
+        // A glyph glued to a quiet move: `a5e.p.` reads as `a5` (shakmaty alone would fail at `e`).
+        let g = one(&format!("{HEAD}1. a4 e5 2. a5e.p. Nf6?? 3. Ra4e 1-0\n")).unwrap();
+        assert_eq!(ucis(&g), ["a2a4", "e7e5", "a4a5", "g8f6", "a1a4"]);
+    }
+
+    #[test]
+    fn long_algebraic_and_lenient_capture_marks() {
+        let g = one(&format!("{HEAD}1. e2-e4 e7-e5 2. Ng1-f3 Nb8xc6 3. Bf1c4 g8f6 4. e1g1 Nf6xe4 5. ed5 1-0\n"));
+        // 5. ed5 is not legal here (no pawn on d5): the game is skipped at that ply.
+        assert_eq!(g.unwrap_err(), Skipped { game: 1, ply: 8, reason: SkipReason::IllegalMove });
+        let g = one(&format!("{HEAD}1. e2-e4 d7d5 2. ed5 Qd5 3. Nc3 Qxd8 4. Nf3 Nxf6 5. Bc4 Nc6 6. e1g1 1-0\n")).unwrap();
+        assert_eq!(ucis(&g), ["e2e4", "d7d5", "e4d5", "d8d5", "b1c3", "d5d8", "g1f3", "g8f6", "f1c4", "b8c6", "e1g1"]);
+        // Without a file a pawn move stays on its file, as in python-chess: `d5` is not `exd5`.
+        let s = one(&format!("{HEAD}1. e4 d5 2. d5 1-0\n")).unwrap_err();
+        assert_eq!((s.ply, s.reason), (2, SkipReason::IllegalMove));
+    }
+
+    #[test]
+    fn comments_escapes_variations_and_results() {
+        let pgn = "% escape line\n[Event \"x\"]\n% another\n[Result \"1/2-1/2\"]\n[Termination \"Normal\"]\n\n\
+                   1. e4 ; line comment 2. d4\n% escape in movetext 2. d4\ne5 (1... c5 2. Nf3 (2. c3 {x) y} d5) d6) \
+                   2. Nf3 {multi\n\nline [%clk 0:00:09]} Nc6 ) 1/2-1/2 3. Bb5\n";
+        let g = one(pgn).unwrap();
+        assert_eq!(ucis(&g), ["e2e4", "e7e5", "g1f3", "b8c6"]);
+        assert_eq!(g.clocks[2], 9);
+        assert_eq!(g.outcome, outcome::DRAW_BY_AGREEMENT);
+        // No-break and other Unicode spaces separate moves; `%` escapes only in column one.
+        let g = one(&format!("{HEAD}1.\u{a0}e4\u{a0}e5\u{2009}2.\u{202f}Nf3\u{3000}Nc6\n%Bb5\n1-0\n")).unwrap();
+        assert_eq!(ucis(&g), ["e2e4", "e7e5", "g1f3", "b8c6"]);
+        let s = one(&format!("{HEAD}1. e4 e5 2. Nf3 Nc6\n %Bb5\n1-0\n")).unwrap_err();
+        assert_eq!((s.ply, s.reason), (4, SkipReason::UnreadableMove));
+        // `;` comment lines before and between tag pairs (python-chess ignores them).
+        let g = one("; file comment\n[Event \"x\"]\n; between\n[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 1-0\n").unwrap();
+        assert_eq!((g.headers.event.as_str(), g.outcome), ("x", outcome::WHITE_RESIGNS));
+        // No tags at all: moves are read, the game has no §6.3 outcome.
+        let s = one("1. e4 e5 2. Nf3 *\n").unwrap_err();
+        assert_eq!((s.ply, s.reason), (3, SkipReason::NoOutcome));
+    }
+
+    #[test]
+    fn null_moves_drops_and_foreign_piece_letters_are_unreadable() {
+        for bad in ["--", "Z0", "0000", "@@@@", "N@f3", "Sf3", "nf3", "\u{2658}f3", "Nf3Nc6x", "+--", "Ng1xe5e6"] {
+            let s = one(&format!("{HEAD}1. e4 e5 2. {bad} Nc6 1-0\n")).unwrap_err();
+            assert_eq!((s.ply, s.reason), (2, SkipReason::UnreadableMove), "{bad}");
+        }
+    }
+
+    #[test]
+    fn classify_tokens() {
+        assert_eq!(classify(b"12"), Token::Skip);
+        assert_eq!(classify("\u{bd}\u{2013}\u{bd}".as_bytes()), Token::Result(Outcome::Known(KnownOutcome::Draw)));
+        assert_eq!(classify(b"0-1"), Token::Result(Outcome::Known(KnownOutcome::Decisive { winner: Color::Black })));
+        assert!(matches!(classify(b"0-0-0#"), Token::Move(SanPlus { san: San::Castle(_), suffix: Some(Suffix::Checkmate) })));
+        assert_eq!(classify(b"+/-"), Token::Skip);
+        assert_eq!(classify(b"ep"), Token::Skip);
+        assert_eq!(classify(b"e4e5e6"), Token::Unreadable);
+        let mut buf = [0u8; 32];
+        assert_eq!(normalise(b"Ng1-f3+", &mut buf), b"Ng1f3+");
+        assert_eq!(normalise(b"e7-e8Q", &mut buf), b"e7e8Q");
+        assert_eq!(normalise(b"0-0-0", &mut buf), b"O-O-O");
+        assert_eq!(normalise(b"O-O", &mut buf), b"O-O");
     }
 
     #[test]

@@ -5,10 +5,10 @@
 //! king-takes-rook `e1h1` is an ordinary rook move id and is not castling. A move is accepted
 //! only if its token equals the token of a legal move (§1.4).
 
-use shakmaty::san::{San, SanPlus};
+use shakmaty::san::SanPlus;
 use shakmaty::{Chess, Move, Position};
 
-use crate::vocab;
+use crate::{pgn, vocab};
 
 /// What went wrong with a move, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,22 +45,16 @@ pub fn uci_to_move(pos: &Chess, uci: &str, ply: usize) -> Result<Move, MoveError
     legal_move_for_token(pos, token).ok_or_else(|| err(false))
 }
 
-/// Resolve one SAN string (`Nf3`, `exd5`, `O-O`, `0-0`, `e8=Q+`) in `pos`.
+/// Resolve one SAN string in `pos` with the PGN reader's dialect rules (`Nf3`, `exd5`, `O-O`,
+/// `0-0`, `e8=Q+`, `bxa8Q`, `Ng1-f3`, `ed5`, glyphs such as `e4!?` or `Nf3±`; see
+/// [`crate::pgn::read_mainline`]). Null moves, drops and anything else that is not one move are
+/// malformed.
 pub fn san_to_move(pos: &Chess, san: &str, ply: usize) -> Result<Move, MoveError> {
     let err = |malformed| MoveError { ply, text: san.to_owned(), malformed };
-    let text = san.trim_end_matches(['!', '?']);
-    let normalised;
-    let text = if text.starts_with("0-0") {
-        normalised = text.replace('0', "O");
-        normalised.as_str()
-    } else {
-        text
-    };
-    let sp = SanPlus::from_ascii(text.as_bytes()).map_err(|_| err(true))?;
-    if sp.san == San::Null {
-        return Err(err(true));
-    }
-    sp.san.to_move(pos).map_err(|_| err(false))
+    // `!`, `?` and `$` end a token in movetext; here they may only follow the move.
+    let text = san.trim().trim_end_matches(['!', '?']);
+    let sp = pgn::read_san(text.as_bytes()).ok_or_else(|| err(true))?;
+    pgn::san_to_move(pos, &sp.san).ok_or_else(|| err(false))
 }
 
 /// Replay a game given as move strings with `resolve`, returning every token until the end or
@@ -177,6 +171,20 @@ mod tests {
         assert_eq!(san_game_to_uci(&san).0, uci);
         let tokens = uci_game_to_tokens(&uci, 512).0;
         assert_eq!(tokens_to_san(&tokens).0, san);
+    }
+
+    #[test]
+    fn san_lists_take_the_pgn_dialects() {
+        let pre = ["e4", "d5", "exd5", "c6", "dxc6", "Nf6", "cxb7", "Nbd7"];
+        let mut g: Vec<&str> = pre.to_vec();
+        g.push("bxa8N±");
+        assert_eq!(san_game_to_uci(&g).0.last().unwrap(), "b7a8n");
+        let (uci, e) = san_game_to_uci(&["e2-e4", "d5", "ed5", "Qd5", "Ng1-f3!?"]);
+        assert_eq!((uci, e), (vec!["e2e4".into(), "d7d5".into(), "e4d5".into(), "d8d5".into(), "g1f3".into()], None));
+        for bad in ["--", "Sf3", "1-0", "+-", ""] {
+            let e = san_game_to_uci(&["e4", bad]).1.unwrap();
+            assert_eq!((e.ply, e.malformed), (1, true), "{bad:?}");
+        }
     }
 
     #[test]

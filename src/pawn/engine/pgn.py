@@ -1,10 +1,16 @@
 """Lichess PGN parsing (spec ``engine.md`` §6.1–§6.4): games → move tokens, outcome tokens,
 clocks, evals and header columns, with every dropped game reported.
 
-Unlike the v1 parser, move-quality glyphs (``e4!?``), NAGs (``$1``), ``{…}`` and ``;`` comments,
-nested variations, ``0-0`` castling, a UTF-8 BOM and CRLF line ends are read correctly, and a
-game with an illegal or unreadable move, a variant (Chess960, …) or a set-up (FEN) start is
-skipped and reported with its game number and ply — never silently truncated.
+Unlike the v1 parser, the PGN dialects python-chess reads are read the same way: move-quality
+glyphs (``e4!?``), NAGs (``$14``), evaluation symbols outside comments, alone or glued to the
+move (``±``, ``+/-``, ``=``, ``∞``, ``N``, ``TN``, ``Δ``, ``□``, …), ``{…}`` and ``;`` comments,
+``%`` escape lines, nested variations, ``0-0`` castling, promotion without ``=`` (``bxa8Q``),
+long algebraic (``Ng1-f3``, ``e2e4``), missing or extra capture marks, ``e.p.``, ``1.e4`` and
+``1...e5``, Unicode spaces, a UTF-8 BOM, CRLF line ends and two games glued on one line
+(``… 1-0[Event "b"]``). A game with an illegal or unreadable move (a null move, or a piece
+letter python-chess does not know either, such as ``Sf3``, ``nf3``, ``♘f3``), a variant
+(Chess960, …) or a set-up (FEN) start is skipped and reported with its game number and ply —
+never silently truncated. As in §6.1, the first result token ends the main line.
 """
 
 from __future__ import annotations
@@ -79,7 +85,8 @@ class PgnGames:
 
     @cached_property
     def san(self) -> list[list[str]]:
-        """SAN of each kept move, as written (normalised: ``0-0`` → ``O-O``, glyphs dropped)."""
+        """SAN of each kept move, as written (normalised: ``0-0`` → ``O-O``, ``bxa8Q`` → ``bxa8=Q``,
+        glyphs dropped)."""
         return [s.split() for s in self._san_joined]
 
     @cached_property

@@ -80,9 +80,11 @@ def uci_to_san(games: Sequence[Sequence[str] | str]) -> list[list[str]]:
 
 
 def san_to_uci(games: Sequence[Sequence[str] | str]) -> list[list[str]]:
-    """SAN lists or space-separated strings (glyphs such as ``e4!?`` and ``0-0`` accepted) →
-    UCI lists (castling ``e1g1``). Raises ValueError naming game and ply of a bad move,
-    TypeError if ``games`` is a single string."""
+    """SAN lists or space-separated strings → UCI lists (castling ``e1g1``). Each move is read
+    with ``parse_pgn``'s dialect rules: glyphs (``e4!?``, ``Nf3±``), ``0-0``, ``bxa8Q``,
+    ``Ng1-f3``, ``ed5``. Raises ValueError naming game and ply of a bad move (null moves,
+    ``Sf3``, results and bare annotations are malformed), TypeError if ``games`` is a single
+    string."""
     return _engine.san_to_uci(_move_lists(games))
 
 
