@@ -101,7 +101,7 @@ def convert(
     typer.echo(str(res.path))
 
 
-def _pretrain(config: Optional[Path] = None, **fields) -> None:
+def _pretrain(config: Optional[Path] = None, overwrite: bool = False, **fields) -> None:
     from pydantic import ValidationError
 
     from pawn.settings import ConfigFileError, PretrainConfig, format_validation_error
@@ -114,7 +114,7 @@ def _pretrain(config: Optional[Path] = None, **fields) -> None:
     except ValidationError as e:
         raise _fail(format_validation_error(e), 2)
     try:
-        res = run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True))
+        res = run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite))
     except TrainingError as e:
         raise _fail(str(e))
     except KeyboardInterrupt:
@@ -163,13 +163,19 @@ def _register_pretrain() -> None:
     def pretrain(**kwargs) -> None:
         _pretrain(**kwargs)
 
-    pretrain.__signature__ = inspect.Signature([config_param, *settings_parameters(PretrainConfig)])  # type: ignore[attr-defined]
+    overwrite_param = inspect.Parameter(
+        "overwrite", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+        default=typer.Option(False, "--overwrite", help="If --out holds another run, move it aside to OUT.old-<time> (never deleted) and start a new run there. Without it (or --resume), such a directory is refused."),
+    )
+    pretrain.__signature__ = inspect.Signature([config_param, overwrite_param, *settings_parameters(PretrainConfig)])  # type: ignore[attr-defined]
     pretrain.__doc__ = (
         "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
         "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
         "precedence: command line > environment > config file > defaults. "
         "Writes metrics.jsonl, config.json, schedule_health.json and checkpoints/step_NNNNNNNN "
-        "under --out; SIGTERM/Ctrl-C checkpoints and stops; --resume DIR|auto continues exactly."
+        "under --out (a directory holding another run is refused unless --resume or --overwrite); "
+        "SIGTERM/Ctrl-C checkpoints and stops (Ctrl-C twice stops at once); --resume DIR|auto continues exactly. "
+        "In a log file (not a terminal) progress is a plain line every --log-every-s seconds."
     )
     app.command("pretrain")(pretrain)
 
@@ -183,7 +189,19 @@ PUBLISHED_VAL_SEED = 2**63 - 1
 GamesOpt = Annotated[int, typer.Option("--games", min=1, help="Number of games.")]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write every figure and the exact settings to this JSON file.")]
 VariantOpt = Annotated[Optional[str], typer.Option("--variant", help="For a supernet checkpoint: evaluate only this nested variant (default: all).")]
-DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Compute dtype (float32, bfloat16). Default: float32 on CPU, bfloat16 on accelerators.")]
+
+
+def _dtype_option(value: Optional[str]) -> Optional[str]:
+    """--dtype: map bf16/fp32/... to the canonical name, or fail in one line listing them."""
+    from pawn.dtypes import canonical_dtype
+
+    try:
+        return canonical_dtype(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", callback=_dtype_option, help="Compute dtype: float32 (fp32) or bfloat16 (bf16). Default: float32 on CPU, bfloat16 on accelerators.")]
 PrefixOpt = Annotated[
     Optional[bool],
     typer.Option("--prepend-outcome/--pure-moves", help="Sequence layout. Default: what the checkpoint records, else pure moves (the published models)."),

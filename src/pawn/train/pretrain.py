@@ -21,12 +21,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from pydantic import ValidationError
 
 from pawn.checkpoint import load_checkpoint, save_checkpoint, write_json
 from pawn.config import ModelConfig
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
 from pawn.model import PAWNModel, sliced
-from pawn.settings import PretrainConfig
+from pawn.progress import ProgressReporter
+from pawn.settings import PretrainConfig, format_validation_error
 from pawn.train.lifecycle import (
     StopFlag,
     find_resume_checkpoint,
@@ -45,6 +47,7 @@ from pawn.train.loop import (
     with_count,
 )
 from pawn.train.metrics import MetricsLogger, truncate_metrics
+from pawn.train.rundir import RunDirError, check_run_dir
 
 
 class TrainingError(Exception):
@@ -61,7 +64,7 @@ VAL_KEYS = {
 """Evaluation keys written to ``val`` records, with their v1 metric names (spec eval §1.2)."""
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
-RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints"}
+RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "log_every_s"}
 
 
 @dataclass
@@ -132,6 +135,13 @@ def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]
     stored = json.loads((ckpt_dir / "config.json").read_text()).get("run_config")
     if stored is None:
         raise TrainingError(f"{ckpt_dir}: not a pretraining checkpoint (config.json has no run_config)")
+    if "sliced_from" in stored:
+        src = stored["sliced_from"].get("checkpoint") if isinstance(stored["sliced_from"], dict) else None
+        raise TrainingError(
+            f"--resume {cfg.resume}: {ckpt_dir} is a variant exported from a finished supernet run (weights only, "
+            "no optimizer state or step); it cannot be resumed"
+            + (f" (the supernet checkpoint it came from is {src})" if src else "")
+        )
     if "prepend_outcome" not in stored:
         raise TrainingError(f"{ckpt_dir}: run_config lacks prepend_outcome; refusing to guess the sequence format")
     given = {k: v for k, v in cfg.model_dump(mode="json").items() if k in cfg.user_set_fields}
@@ -145,7 +155,10 @@ def _resolve_resume(cfg: PretrainConfig) -> tuple[PretrainConfig, Optional[Path]
     merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
     merged["out"] = str(cfg.out) if cfg.out is not None else str(ckpt_dir.parent.parent)
     merged["resume"] = str(ckpt_dir)
-    return PretrainConfig.load(**merged), ckpt_dir
+    try:
+        return PretrainConfig.load(**merged), ckpt_dir
+    except ValidationError as e:
+        raise TrainingError(f"--resume {ckpt_dir}: its stored run config is not usable ({format_validation_error(e)})") from None
 
 
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
@@ -188,29 +201,41 @@ def run_pretrain(
     log: Callable[[str], None] = print,
     progress: bool = True,
     install_signal_handlers: bool = True,
+    overwrite: bool = False,
 ) -> PretrainResult:
     """Run (or resume) a pretraining job described by ``cfg``.
 
     Args:
         cfg: the run configuration.
         log: receives one-line status messages.
-        progress: show a rich progress bar (step, loss, tokens/s, ETA).
-        install_signal_handlers: SIGTERM/SIGINT finish the chunk, checkpoint and stop.
+        progress: show progress (step, loss, tokens/s, ETA): a rich bar in a terminal, else a
+            plain line every ``cfg.log_every_s`` seconds (:class:`pawn.progress.ProgressReporter`).
+        install_signal_handlers: SIGTERM/SIGINT finish the chunk, checkpoint and stop (a second
+            SIGINT stops at once, see :class:`pawn.train.lifecycle.StopFlag`).
+        overwrite: ``--out`` may hold another run, which is moved aside (never deleted) before
+            this one writes (:mod:`pawn.train.rundir`).
 
     Returns:
         :class:`PretrainResult`.
 
     Raises:
-        TrainingError: bad resume target, batch not divisible over devices, corpus mismatch, or
-            a NaN/Inf loss (no checkpoint is written from non-finite weights).
+        TrainingError: bad resume target, ``--out`` holding another run (without --resume or
+            --overwrite), batch not divisible over devices, corpus mismatch, or a NaN/Inf loss
+            (no checkpoint is written from non-finite weights).
     """
-    maybe_initialize_distributed()
+    given_resume = cfg.resume
     cfg, resume_dir = _resolve_resume(cfg)
+    run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
+    _check_run_dir(run_dir)
+    try:  # every process checks, before jax.distributed's start-up barrier (so before anyone writes)
+        run_dir_plan = check_run_dir(run_dir, resume=given_resume, resume_from=resume_dir, overwrite=overwrite,
+                                     new_config=cfg.model_dump(mode="json"))
+    except RunDirError as e:
+        raise TrainingError(str(e)) from None
+    maybe_initialize_distributed()
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     if cfg.batch_size % n_dev:
         raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {n_dev} devices it is sharded over")
-    run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
-    _check_run_dir(run_dir)
     K = cfg.chunk_steps
     schedule = cfg.schedule()
     stored_cfg, variants = _variant_list(cfg)
@@ -263,6 +288,12 @@ def run_pretrain(
     ckpt_root = run_dir / "checkpoints"
     is_main = proc == 0
     if is_main:
+        try:
+            moved = run_dir_plan.prepare()
+        except RunDirError as e:
+            raise TrainingError(str(e)) from None
+        if moved is not None:
+            log(f"moved the old run in {run_dir} aside to {moved}")
         try:
             ckpt_root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -325,17 +356,10 @@ def run_pretrain(
         return logger.write("val", step=at_step, **fields)
 
     bar = None
+    loss_name = "joint loss" if len(variants) > 1 else "loss"
     if progress and is_main:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        bar = Progress(
-            TextColumn("step {task.completed:>7}/{task.total}"), BarColumn(),
-            TextColumn(("joint loss" if len(variants) > 1 else "loss") + " {task.fields[loss]}"),
-            TextColumn("{task.fields[tps]} tok/s"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-        )
-        bar.start()
-        task = bar.add_task("pretrain", total=end_step, completed=start_step, loss="-", tps="-")
+        bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
+                               every_s=cfg.log_every_s).start()
 
     try:
         t_prev = time.perf_counter()
@@ -367,7 +391,7 @@ def run_pretrain(
             if logger:
                 last_train = logger.write("train", step=step, **rec)
             if bar is not None:
-                bar.update(task, completed=step, loss=f"{rec['loss']:.4f}", tps=f"{rec['tokens_per_s']:,.0f}")
+                bar.update(step, **{loss_name: f"{rec['loss']:.4f}", "tok/s": f"{rec['tokens_per_s']:,.0f}"})
             if step % cfg.val_every == 0 or step == cfg.total_steps:
                 last_val = validate(step) or last_val
             if step % cfg.checkpoint_every == 0 and step < end_step:
