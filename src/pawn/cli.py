@@ -605,27 +605,46 @@ def bench_cmd(
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     from rich.console import Console
 
-    from pawn.bench import print_report, run_bench
+    from pawn.bench import REFERENCE_MACHINE, estimate_seconds, print_report, run_bench
+    from pawn.progress import format_duration
 
     console = Console()
     err = Console(stderr=True)
+    try:
+        settings.check()
+    except ValueError as e:
+        raise _fail(str(e), 2)
+    _check_outputs(json=json_out)
+    est = estimate_seconds(settings, sections)
+    err.print(f"pawn bench: {', '.join(sections)}; roughly {format_duration(sum(est.values()))} on {REFERENCE_MACHINE} "
+              f"({', '.join(f'{n} ~{format_duration(t)}' for n, t in est.items())}); tables print as sections finish, "
+              "Ctrl-C keeps what finished", highlight=False)
 
     def progress(name: str) -> None:
-        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)})"
+        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(est[name])})"
         if err.is_terminal:
             status.update(msg)
         else:
-            err.print(msg)
+            err.print(msg, highlight=False)
+
+    def on_section(name: str, report: dict) -> None:
+        print_report(report, console, only=[name], header=not report["completed_sections"][:-1], footer=False)
 
     try:
-        settings.check()
         with err.status("") as status:
-            report = run_bench(settings, sections, progress=progress)
+            report = run_bench(settings, sections, progress=progress, on_section=on_section)
     except ValueError as e:
         raise _fail(str(e), 2)
     except RuntimeError as e:
         raise _fail(str(e))
-    print_report(report, console)
+    if report["completed_sections"]:
+        print_report(report, console, only=[], header=False)
+    if report.get("interrupted"):
+        done = report["completed_sections"]
+        if done:
+            _write_json(json_out, report)
+        kept = f"kept {', '.join(done)} (tables above" + (f", {json_out}" if json_out and done else "") + ")" if done else "nothing had finished"
+        raise _fail(f"interrupted during {report['interrupted']}; {kept}", 130)
     _write_json(json_out, report)
 
 
