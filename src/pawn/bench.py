@@ -758,8 +758,8 @@ def parse_only(values: Optional[Sequence[str]]) -> list[str]:
 # Concurrency is per process row (a row with n processes costs about n times a 1-process row
 # on two cores). Only used for the rough estimate printed before a run.
 REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
-    "engine": (ENGINE_Q, ENGINE_D), "step": (STEP_Q, STEP_D), "mfu": (MFU_Q, MFU_D), "data": (DATA_Q, DATA_D),
-    "concurrency": (CONC_Q, CONC_D), "decode": (DECODE_Q, DECODE_D),
+    "engine": (10.0, 40.0), "step": (15.0, 60.0), "mfu": (5.0, 10.0), "data": (10.0, 30.0),
+    "concurrency": (15.0, 30.0), "decode": (10.0, 20.0),
 }
 REFERENCE_MACHINE = "a 2-core CPU"
 """Where :data:`REFERENCE_SECTION_S` was measured."""

@@ -618,14 +618,14 @@ def bench_cmd(
     est = estimate_seconds(settings, sections)
     err.print(f"pawn bench: {', '.join(sections)}; roughly {format_duration(sum(est.values()))} on {REFERENCE_MACHINE} "
               f"({', '.join(f'{n} ~{format_duration(t)}' for n, t in est.items())}); tables print as sections finish, "
-              "Ctrl-C keeps what finished", highlight=False)
+              "Ctrl-C keeps what finished", highlight=False, soft_wrap=True)
 
     def progress(name: str) -> None:
         msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(est[name])})"
         if err.is_terminal:
             status.update(msg)
         else:
-            err.print(msg, highlight=False)
+            err.print(msg, highlight=False, soft_wrap=True)
 
     def on_section(name: str, report: dict) -> None:
         print_report(report, console, only=[name], header=not report["completed_sections"][:-1], footer=False)
