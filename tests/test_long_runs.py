@@ -120,3 +120,18 @@ def test_bench_estimate_scales_with_concurrency_and_model_size():
     assert four["step"] == base["step"]
     large = estimate_seconds(BenchSettings(supernet="large", batch_size=256, seq_len=512), ["step"])
     assert large["step"] > 100 * base["step"]
+
+
+def test_ctrl_c_in_eval_probe_generate_exits_130_saying_what_is_on_disk(tmp_path, monkeypatch):
+    import pawn.engine
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pawn.engine, "random_games", interrupted)
+    out = tmp_path / "g.parquet"
+    r = CliRunner().invoke(app, ["generate", "--random", "--games", "4", "--out", str(out)])
+    assert r.exit_code == 130, r.output
+    errs = error_lines(r)
+    assert len(errs) == 1 and "interrupted (Ctrl-C)" in errs[0] and "written whole or not at all" in errs[0], r.output
+    assert not out.exists()

@@ -37,6 +37,16 @@ class _OneLineErrors(TyperGroup):
             raise SystemExit(1) from None
         raise SystemExit(rv if isinstance(rv, int) else 0)
 
+    def invoke(self, ctx):
+        """Run the subcommand; Ctrl-C that the command does not handle itself ends with exit code
+        130 and one line saying what is on disk (outputs are written whole or not at all)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            typer.secho("error: interrupted (Ctrl-C); files are written whole or not at all: those reported as written "
+                        "above are complete, nothing else was written", err=True, fg=typer.colors.RED)
+            raise typer.Exit(130) from None
+
 
 app = typer.Typer(
     name="pawn",
