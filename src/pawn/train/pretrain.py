@@ -229,7 +229,7 @@ def run_pretrain(
     _check_run_dir(run_dir)
     try:  # every process checks, before jax.distributed's start-up barrier (so before anyone writes)
         run_dir_plan = check_run_dir(run_dir, resume=given_resume, resume_from=resume_dir, overwrite=overwrite,
-                                     new_config=cfg.model_dump(mode="json"))
+                                     new_config=cfg.model_dump(mode="json"), ignored_fields=RESUME_MUTABLE)
     except RunDirError as e:
         raise TrainingError(str(e)) from None
     maybe_initialize_distributed()

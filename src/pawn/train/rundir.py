@@ -14,13 +14,13 @@ import datetime as _dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 RUN_MARKERS: tuple[str, ...] = ("config.json", "metrics.jsonl", "schedule_health.json", "checkpoints", "variants")
 """Entries whose presence means a directory holds a run (what a run writes at its top level)."""
 
-# Fields that do not make two runs different (same meaning as pretrain's RESUME_MUTABLE).
-_NOT_THE_RUN = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "log_every_s"}
+DEFAULT_IGNORED_FIELDS = frozenset({"resume", "out", "pause_after_steps", "log_every_s"})
+"""Config fields that do not make two runs different, unless the caller names its own set."""
 
 
 class RunDirError(ValueError):
@@ -50,10 +50,10 @@ def _stored_run_config(run_dir: Path) -> Optional[dict]:
     return data if isinstance(data, dict) else None
 
 
-def _same_run(stored: Optional[dict], new: Optional[dict]) -> bool:
+def _same_run(stored: Optional[dict], new: Optional[dict], ignored: Iterable[str]) -> bool:
     if stored is None or new is None:
         return False
-    keys = (set(stored) | set(new)) - _NOT_THE_RUN
+    keys = (set(stored) | set(new)) - set(ignored)
     return all(stored.get(k) == new.get(k) for k in keys)
 
 
@@ -107,6 +107,7 @@ def check_run_dir(
     resume_from: Optional[Path] = None,
     overwrite: bool = False,
     new_config: Optional[dict] = None,
+    ignored_fields: Iterable[str] = DEFAULT_IGNORED_FIELDS,
 ) -> RunDirPlan:
     """Decide, before any work, whether a run may write ``run_dir``.
 
@@ -118,6 +119,8 @@ def check_run_dir(
         overwrite: ``--overwrite`` was given: an old run there is moved aside.
         new_config: the new run's config (JSON form), to tell "the same run re-fed with
             ``--config``" from "another run" in the message.
+        ignored_fields: config fields that may differ within one run (pretrain passes its
+            ``RESUME_MUTABLE``).
 
     Returns:
         A :class:`RunDirPlan`.
@@ -148,7 +151,7 @@ def check_run_dir(
         )
     step = _newest_step(run_dir)
     what = f"checkpoints up to step {step}" if step is not None else ", ".join(markers)
-    if _same_run(_stored_run_config(run_dir), new_config):
+    if _same_run(_stored_run_config(run_dir), new_config, ignored_fields):
         raise RunDirError(
             f"--out {run_dir} already holds this run ({what}), e.g. its config.json re-fed with --config; "
             f"add --resume {run_dir} to continue it, or --overwrite to start it over (the old run is moved aside, not deleted)"
