@@ -142,3 +142,40 @@ def test_second_ctrl_c_stops_at_once_without_a_checkpoint(tmp_path):
     assert "stopping after this chunk" in stderr and "without a checkpoint" in stderr
     assert "Traceback" not in stderr
     assert not list((out / "checkpoints").glob("step_*[0-9]"))
+
+
+def test_heartbeat_writes_still_running_lines_only_when_not_a_terminal():
+    from pawn.progress import Heartbeat
+
+    buf = io.StringIO()
+    with Heartbeat("pawn bench", every_s=0.05, stream=buf, plain=True) as hb:
+        hb.status = "concurrency (roughly 0:02:00)"
+        time.sleep(0.4)
+    n = len(buf.getvalue().splitlines())
+    assert n >= 2, buf.getvalue()
+    assert re.fullmatch(r"pawn bench: still running, concurrency \(roughly 0:02:00\), elapsed 0:00:00", buf.getvalue().splitlines()[-1])
+    time.sleep(0.2)
+    assert len(buf.getvalue().splitlines()) == n  # stopped with the block
+    quiet = io.StringIO()
+    with Heartbeat("x", every_s=0.05, stream=quiet, plain=False):
+        time.sleep(0.2)
+    with Heartbeat("x", every_s=0, stream=quiet, plain=True):
+        time.sleep(0.1)
+    assert quiet.getvalue() == ""
+
+
+def test_eval_into_a_pipe_says_it_is_alive(tmp_path):
+    """A command without a step counter prints a heartbeat in a log file (PAWN_LOG_EVERY_S)."""
+    import jax
+
+    from pawn.checkpoint import save_checkpoint
+    from pawn.config import TOY
+    from pawn.model import PAWNModel
+
+    ck = save_checkpoint(tmp_path / "toy", PAWNModel(TOY, jax.random.PRNGKey(0)).params(), TOY)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PAWN_LOG_EVERY_S": "0.5"}
+    r = subprocess.run([sys.executable, "-m", "pawn.cli", "eval", str(ck), "--games", "8", "--max-ply", "16"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    beats = [ln for ln in r.stdout.splitlines() if ln.startswith("pawn eval: still running, elapsed ")]
+    assert beats, r.stdout  # start-up, loading and compiling take well over half a second

@@ -270,6 +270,24 @@ def _load(checkpoint: str, variant: Optional[str]):
         raise _fail(str(e))
 
 
+def _heartbeat(label: str):
+    """When stdout is not a terminal, a "still running" line every PAWN_LOG_EVERY_S seconds (30 by
+    default) until the command ends (:class:`pawn.progress.Heartbeat`)."""
+    try:  # the Click that Typer runs on (vendored in recent Typer)
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover
+        from click import get_current_context
+
+    from pawn.progress import Heartbeat
+
+    try:
+        hb = Heartbeat(label).start()
+    except ValueError as e:  # a bad PAWN_LOG_EVERY_S
+        raise _fail(str(e), 2)
+    get_current_context().call_on_close(hb.stop)
+    return hb
+
+
 def _pct(x) -> str:
     return "—" if x is None or x != x else f"{100 * x:.4f}%"
 
@@ -319,6 +337,7 @@ def eval_cmd(
     if pgn is not None and pgn_min_ply > max_ply:
         raise _fail(f"--pgn-min-ply ({pgn_min_ply}) exceeds --max-ply ({max_ply}); lower it to at most {max_ply}", 2)
     _check_outputs(json=json_out)
+    _heartbeat("pawn eval")
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
@@ -418,6 +437,7 @@ def probe_cmd(
     if bad:
         raise _fail(f"unknown probe(s) {bad}; choose from {', '.join(PROBES)}")
     _check_outputs(json=json_out, plot=plot)
+    _heartbeat("pawn probe")
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "models": []}
@@ -478,6 +498,7 @@ def generate_cmd(
     if not temperature > 0:
         raise _fail(f"--temperature must be > 0, got {temperature}")
     _check_outputs(json=json_out, out=out, pgn_out=pgn_out)
+    _heartbeat("pawn generate")
     console = Console()
     record: dict = {"settings": {"checkpoint": checkpoint, "random": random, "games": games, "seed": seed, "max_ply": max_ply,
                                  "temperature": temperature, "top_k": top_k, "mask_illegal": mask_illegal, "outcome": outcome,
@@ -630,8 +651,11 @@ def bench_cmd(
               f"({', '.join(f'{n} ~{format_duration(t)}' for n, t in est.items())}); tables print as sections finish, "
               "Ctrl-C keeps what finished", highlight=False, soft_wrap=True)
 
+    beat = _heartbeat("pawn bench")
+
     def progress(name: str) -> None:
         msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(est[name])})"
+        beat.status = f"{name} (roughly {format_duration(est[name])})"
         if err.is_terminal:
             status.update(msg)
         else:

@@ -179,3 +179,62 @@ class ProgressReporter:
         self.lines_written += 1
 
     _pending = False
+
+
+class Heartbeat:
+    """For work without a step counter (a bench section, an evaluation pass): when the output is
+    not a terminal, a background thread writes ``<label>: still running, <status>, elapsed
+    H:MM:SS`` every ``every_s`` seconds, so a log file shows the job is alive. In a terminal (or
+    with ``every_s`` = 0) it writes nothing.
+
+    Set :attr:`status` to say what runs now (e.g. ``"concurrency (roughly 0:02:00)"``).
+    Use as a context manager, or :meth:`start` / :meth:`stop` (idempotent).
+    """
+
+    def __init__(self, label: str, *, every_s: Optional[float] = None, stream: Optional[TextIO] = None,
+                 plain: Optional[bool] = None, clock: Callable[[], float] = time.monotonic):
+        import threading
+
+        self.label, self.status = label, ""
+        self.every_s = log_every_s(every_s)
+        self.stream = stream if stream is not None else sys.stdout
+        self.enabled = ((not is_terminal(self.stream)) if plain is None else plain) and self.every_s > 0
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._t0 = clock()
+
+    def line(self) -> str:
+        """The heartbeat line for now."""
+        status = f", {self.status}" if self.status else ""
+        return f"{self.label}: still running{status}, elapsed {format_duration(self._clock() - self._t0)}"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                print(self.line(), file=self.stream, flush=True)
+            except (OSError, ValueError):  # the stream was closed under us
+                return
+
+    def start(self) -> "Heartbeat":
+        """Start the thread (when enabled)."""
+        import threading
+
+        self._t0 = self._clock()
+        if self.enabled and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pawn-heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> "Heartbeat":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
