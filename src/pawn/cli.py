@@ -128,7 +128,7 @@ def _pretrain(config: Optional[Path] = None, overwrite: bool = False, **fields) 
     except TrainingError as e:
         raise _fail(str(e))
     except KeyboardInterrupt:
-        raise _fail("interrupted twice; stopped without a final checkpoint (the last complete one is still loadable)", 130)
+        raise _fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
     if res.reason == "sigterm":
         typer.echo(f"stopped by signal at step {res.step}; checkpoint {res.checkpoint} (resume with --resume {res.run_dir})")
         return
