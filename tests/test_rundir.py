@@ -58,12 +58,12 @@ def test_same_config_refed_says_it_is_this_run(tmp_path):
         check_run_dir(run, new_config={**stored, "out": str(run), "resume": None})
 
 
-def test_non_empty_directory_without_a_run_is_refused_even_with_overwrite(tmp_path):
-    (tmp_path / "notes.txt").write_text("mine")
+def test_other_files_are_no_run_and_are_never_moved(tmp_path):
+    (tmp_path / "slurm-123.out").write_text("mine")  # e.g. the job's log, created before pawn starts
     for overwrite in (False, True):
-        with pytest.raises(RunDirError, match="not empty and holds no run"):
-            check_run_dir(tmp_path, overwrite=overwrite)
-    assert (tmp_path / "notes.txt").read_text() == "mine"
+        plan = check_run_dir(tmp_path, overwrite=overwrite)
+        assert plan.prepare() is None
+    assert (tmp_path / "slurm-123.out").read_text() == "mine"
 
 
 def test_resume_and_overwrite_together_are_refused(tmp_path):

@@ -126,17 +126,14 @@ def check_run_dir(
         A :class:`RunDirPlan`.
 
     Raises:
-        RunDirError: ``run_dir`` holds another run and neither flag allows writing it; both
-            flags were given; or it is a non-empty directory that holds no run.
+        RunDirError: ``run_dir`` holds another run and neither flag allows writing it, or both
+            flags were given. A directory with other files but no run (a Slurm log written
+            there before the job started) is fine: the run writes beside them.
     """
     if overwrite and resume is not None:
         raise RunDirError("give either --resume (continue a run) or --overwrite (start over), not both")
     markers = run_markers(run_dir)
-    if not markers:
-        if run_dir.is_dir() and any(run_dir.iterdir()):
-            raise RunDirError(
-                f"--out {run_dir}: the directory is not empty and holds no run; choose a new or empty directory"
-            )
+    if not markers:  # new, empty, or only other files (e.g. a Slurm log written there first): left alone
         return RunDirPlan(run_dir)
     if overwrite:
         return RunDirPlan(run_dir, move_aside=True)
