@@ -121,6 +121,8 @@ def test_overwrite_starts_a_clean_run_and_keeps_the_old_one_beside_it(tmp_path):
     # the new run directory holds only the new run: one config record, its own checkpoints
     recs = read_metrics(out / "metrics.jsonl")
     assert [r["type"] for r in recs].count("config") == 1 and max(r["step"] for r in recs if r["type"] == "train") == 2
+    assert recs[0]["summary"]["tokens_this_run"] == 2 * 4 * 32 and recs[0]["summary"]["dtype"] == "float32"
+    assert any(m.startswith("model: variant toy") for m in msgs), msgs  # the start-of-run summary
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_00000002"]
     old = [p for p in tmp_path.iterdir() if p.name.startswith("run.old-")]
     assert len(old) == 1 and sorted(p.name for p in (old[0] / "checkpoints").iterdir()) == ["step_00000004", "step_00000008"]

@@ -754,9 +754,8 @@ def parse_only(values: Optional[Sequence[str]]) -> list[str]:
 
 
 # Wall seconds of each section at the default settings (tiny supernet, batch 16 × 128, K 10,
-# 5 repeats, concurrency 2) and at --quick, measured on a 2-core CPU: (quick, default).
-# Concurrency is per process row (a row with n processes costs about n times a 1-process row
-# on two cores). Only used for the rough estimate printed before a run.
+# 5 repeats) and at --quick, measured on a 2-core CPU: (quick, default). Concurrency is the
+# one-process row (see estimate_seconds). Only used for the rough estimate printed before a run.
 REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
     "engine": (10.0, 40.0), "step": (15.0, 60.0), "mfu": (5.0, 10.0), "data": (10.0, 30.0),
     "concurrency": (15.0, 30.0), "decode": (10.0, 20.0),
@@ -787,11 +786,12 @@ def _work(s: BenchSettings, name: str) -> float:
     return step * s.repeats
 
 
-def estimate_seconds(s: BenchSettings, sections: Sequence[str]) -> dict[str, float]:
+def estimate_seconds(s: BenchSettings, sections: Sequence[str], cores: int = 2) -> dict[str, float]:
     """Rough wall seconds per section on :data:`REFERENCE_MACHINE`: the reference time of the
     default run (or of ``--quick``), half fixed cost (start-up, compilation) and half scaled by
-    the section's work relative to that reference (:func:`_work`); concurrency sums its rows
-    (``1 + 2 + … + N`` process-rows). Accelerators are usually much faster for large models."""
+    the section's work relative to that reference (:func:`_work`). Concurrency sums its rows:
+    the row of n processes costs ``max(1, n / cores)`` times the one-process row (the processes
+    share ``cores`` CPU cores). Accelerators are usually much faster for large models."""
     ref = BenchSettings(**BenchSettings.quick_defaults()) if s.quick else BenchSettings()
     out = {}
     for name in sections:
@@ -799,7 +799,7 @@ def estimate_seconds(s: BenchSettings, sections: Sequence[str]) -> dict[str, flo
         ratio = _work(s, name) / max(_work(ref, name), 1.0)
         t = 0.5 * base + 0.5 * base * ratio
         if name == "concurrency":
-            t *= s.concurrency * (s.concurrency + 1) / 2
+            t *= sum(max(1.0, n / cores) for n in range(1, s.concurrency + 1))
         out[name] = t
     return out
 

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from pawn.checkpoint import load_checkpoint, save_checkpoint, write_json
 from pawn.config import ModelConfig
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
-from pawn.model import PAWNModel, sliced
+from pawn.model import PAWNModel, resolve_dtype, sliced
 from pawn.progress import ProgressReporter
 from pawn.settings import PretrainConfig, format_validation_error
 from pawn.train.lifecycle import (
@@ -48,6 +48,7 @@ from pawn.train.loop import (
 )
 from pawn.train.metrics import MetricsLogger, truncate_metrics
 from pawn.train.rundir import RunDirError, check_run_dir
+from pawn.train.summary import run_summary, summary_lines
 
 
 class TrainingError(Exception):
@@ -306,9 +307,18 @@ def run_pretrain(
     if resume_dir is not None and is_main:
         truncate_metrics(metrics_path, start_step)
     logger = MetricsLogger(metrics_path, elapsed_offset=elapsed0) if is_main else None
+    summary = run_summary(
+        stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
+        batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start_step,
+        end_step=cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps),
+        total_steps=cfg.total_steps, steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+        dtype=jnp.dtype(resolve_dtype(dtype)).name,
+    )
     if logger:
+        for line in summary_lines(summary):
+            log(line)
         logger.write(
-            "config", run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
+            "config", summary=summary, run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
             variants={n: c.to_json_dict() for n, c in variants}, param_count=int(state.model.num_params()),
             steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
             jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
