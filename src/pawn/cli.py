@@ -675,9 +675,10 @@ def bench_cmd(
         print_report(report, console, only=[], header=False)
     if report.get("interrupted"):
         done = report["completed_sections"]
+        kept = "nothing had finished"
         if done:
             _write_json(json_out, report)
-        kept = f"kept {', '.join(done)} (tables above" + (f", {json_out}" if json_out and done else "") + ")" if done else "nothing had finished"
+            kept = f"kept {', '.join(done)} (tables above" + (f", {json_out})" if json_out else ")")
         raise _fail(f"interrupted during {report['interrupted']}; {kept}", 130)
     _write_json(json_out, report)
 
