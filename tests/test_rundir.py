@@ -146,3 +146,14 @@ def test_resume_auto_over_a_run_without_checkpoint_moves_the_leftovers_aside(tmp
     assert res.step == 2
     assert [r["type"] for r in read_metrics(out / "metrics.jsonl")].count("config") == 1
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("run.old-")]) == 1
+
+
+def test_a_resumed_runs_config_json_refed_does_not_rewind_it(tmp_path):
+    out = tmp_path / "run"
+    quiet(PretrainConfig.load(**SMALL, total_steps=8, val_every=2, checkpoint_every=2, pause_after_steps=2, out=out))
+    quiet(PretrainConfig.load(resume="auto", out=out, pause_after_steps=4))
+    stored = json.loads((out / "config.json").read_text())
+    assert stored["resume"] is None and stored["pause_after_steps"] is None and stored["total_steps"] == 8
+    with pytest.raises(TrainingError, match="already holds this run"):
+        quiet(PretrainConfig.load(config_file=out / "config.json"))
+    assert max(r["step"] for r in read_metrics(out / "metrics.jsonl") if r["type"] == "train") == 4

@@ -299,7 +299,9 @@ def run_pretrain(
             ckpt_root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise TrainingError(f"--out {run_dir}: cannot create {ckpt_root} ({e.strerror or e})") from None
-        run_cfg_json = cfg.model_dump(mode="json")
+        # Re-feedable with --config: the run's settings, without the checkpoint this invocation
+        # resumed from (re-fed, that would silently rewind the run; metrics.jsonl records it).
+        run_cfg_json = {**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None}
         tmp = run_dir / "config.json.tmp"
         write_json(tmp, run_cfg_json)
         tmp.replace(run_dir / "config.json")
