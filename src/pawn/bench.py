@@ -753,12 +753,16 @@ def parse_only(values: Optional[Sequence[str]]) -> list[str]:
     return [n for n in SECTIONS if n in names]
 
 
-# Wall seconds of each section at the default settings (tiny supernet, batch 16 × 128, K 10,
-# 5 repeats) and at --quick, measured on a 2-core CPU: (quick, default). Concurrency is the
-# one-process row (see estimate_seconds). Only used for the rough estimate printed before a run.
+# Rough wall seconds of each section on an otherwise idle 2-core CPU: (--quick, default settings =
+# tiny supernet, batch 16 × 128, K 10, 5 repeats). Concurrency is the one-process row (see
+# estimate_seconds). Derived from CPU seconds measured per section on a busy 2-core machine
+# (quick: engine 0.5, step 29.8, mfu 0.4, data 0.1, concurrency 28.2 for rows 1 and 2, decode 3.2;
+# default: engine 12.2, step 168.5, mfu 0.7, data 71.4), and, for the default concurrency and
+# decode sections, from a whole default run with --concurrency 4 taking about 7.5 minutes there.
+# Only used for the estimate printed before a run.
 REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
-    "engine": (10.0, 40.0), "step": (15.0, 60.0), "mfu": (5.0, 10.0), "data": (10.0, 30.0),
-    "concurrency": (15.0, 30.0), "decode": (10.0, 20.0),
+    "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
+    "concurrency": (9.0, 46.0), "decode": (3.0, 15.0),
 }
 REFERENCE_MACHINE = "a 2-core CPU"
 """Where :data:`REFERENCE_SECTION_S` was measured."""

@@ -646,8 +646,11 @@ def bench_cmd(
     except ValueError as e:
         raise _fail(str(e), 2)
     _check_outputs(json=json_out)
+    import jax
+
     est = estimate_seconds(settings, sections)
-    err.print(f"pawn bench: {', '.join(sections)}; roughly {format_duration(sum(est.values()))} on {REFERENCE_MACHINE} "
+    faster = "" if jax.default_backend() == "cpu" else f" (on this {jax.default_backend()} accelerator the model sections are usually much faster)"
+    err.print(f"pawn bench: {', '.join(sections)}; roughly {format_duration(sum(est.values()))} on {REFERENCE_MACHINE}{faster} "
               f"({', '.join(f'{n} ~{format_duration(t)}' for n, t in est.items())}); tables print as sections finish, "
               "Ctrl-C keeps what finished", highlight=False, soft_wrap=True)
 
