@@ -904,37 +904,113 @@ def parse_only(values: Optional[Sequence[str]]) -> list[str]:
     return [n for n in SECTIONS if n in names]
 
 
-def run_bench(s: BenchSettings, sections: Sequence[str], progress: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+# Rough wall seconds of each section on an otherwise idle 2-core CPU: (--quick, default settings =
+# tiny supernet, batch 16 × 128, K 10, 5 repeats). Concurrency is the one-process row (see
+# estimate_seconds). Derived from CPU seconds measured per section on a busy 2-core machine
+# (quick: engine 0.5, step 29.8, mfu 0.4, data 0.1, concurrency 28.2 for rows 1 and 2, decode 3.2;
+# default: engine 12.2, step 168.5, mfu 0.7, data 71.4), and, for the default concurrency and
+# decode sections, from a whole default run with --concurrency 4 taking about 7.5 minutes there.
+# eval and the decode section's 64 × 257 workload are guesses scaled from their first timings.
+# Only used for the estimate printed before a run.
+REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
+    "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
+    "concurrency": (9.0, 46.0), "eval": (3.0, 10.0), "decode": (5.0, 60.0),
+}
+REFERENCE_MACHINE = "a 2-core CPU"
+"""Where :data:`REFERENCE_SECTION_S` was measured."""
+
+
+def _work(s: BenchSettings, name: str) -> float:
+    """Relative amount of work of a section (its dominant loop), for :func:`estimate_seconds`."""
+    from pawn.config import NAMED_CONFIGS, SUPERNETS
+
+    if name == "engine":
+        return s.engine_games * s.engine_max_ply * s.repeats
+    if s.variant is not None and s.variant in NAMED_CONFIGS:
+        variants = [(NAMED_CONFIGS[s.variant], 1.0)]
+        stored = NAMED_CONFIGS[s.variant]
+    else:
+        sup, vs = SUPERNETS.get(s.supernet or "tiny", SUPERNETS["tiny"])
+        variants, stored = [(c, 1.0) for c in vs.values()], sup
+    if name == "decode":
+        return flops_per_token(stored, s.decode_len) / 3 * s.decode_games * s.decode_len * s.decode_len
+    if name == "eval":
+        return flops_per_token(stored, s.seq_len) / 3 * s.eval_games * s.seq_len * s.repeats
+    step = step_flops_per_token(variants, s.seq_len) * s.batch_size * s.seq_len * s.steps_per_chunk
+    if name == "concurrency":
+        return step * s.concurrency_chunks
+    if name == "data":
+        return step * s.data_chunks
+    return step * s.repeats
+
+
+def estimate_seconds(s: BenchSettings, sections: Sequence[str], cores: int = 2) -> dict[str, float]:
+    """Rough wall seconds per section on :data:`REFERENCE_MACHINE`: the reference time of the
+    default run (or of ``--quick``), half fixed cost (start-up, compilation) and half scaled by
+    the section's work relative to that reference (:func:`_work`). Concurrency sums its rows:
+    the row of n processes costs ``max(1, n / cores)`` times the one-process row (the processes
+    share ``cores`` CPU cores). Accelerators are usually much faster for large models."""
+    ref = BenchSettings(**BenchSettings.quick_defaults()) if s.quick else BenchSettings()
+    out = {}
+    for name in sections:
+        base = REFERENCE_SECTION_S[name][0 if s.quick else 1]
+        ratio = _work(s, name) / max(_work(ref, name), 1.0)
+        t = 0.5 * base + 0.5 * base * ratio
+        if name == "concurrency":
+            t *= sum(max(1.0, n / cores) for n in range(1, s.concurrency + 1))
+        out[name] = t
+    return out
+
+
+def run_bench(
+    s: BenchSettings,
+    sections: Sequence[str],
+    progress: Callable[[str], None] = lambda m: None,
+    on_section: Optional[Callable[[str, dict[str, Any]], None]] = None,
+) -> dict[str, Any]:
     """Run the chosen sections in order; returns ``{"header", "settings", "sections",
-    <section>: dict …}``. The step, mfu and data sections share one compiled setup.
+    "completed_sections", <section>: dict …}``. The step, mfu and data sections share one
+    compiled setup. ``on_section(name, report)`` is called as each section finishes (the CLI
+    prints its table then).
+
+    Ctrl-C (KeyboardInterrupt) stops the run and returns what finished: ``completed_sections``
+    lists those sections and ``interrupted`` names the one that was running.
 
     Raises:
         ValueError: bad settings (see :meth:`BenchSettings.check`).
     """
     s.check()
-    report: dict[str, Any] = {"header": header(), "settings": s.to_dict(), "sections": list(sections)}
+    report: dict[str, Any] = {"header": header(), "settings": s.to_dict(), "sections": list(sections), "completed_sections": []}
     setup = None
     t_all = time.perf_counter()
-    for name in sections:
-        progress(name)
-        t0 = time.perf_counter()
-        if name in ("step", "mfu", "data") and setup is None:
-            setup = make_setup(s)
-        if name == "engine":
-            report[name] = bench_engine(s)
-        elif name == "step":
-            report[name] = bench_step(s, setup)
-        elif name == "mfu":
-            report[name] = bench_mfu(s, report.get("step"), setup)
-        elif name == "data":
-            report[name] = bench_data(s, setup)
-        elif name == "concurrency":
-            report[name] = bench_concurrency(s)
-        elif name == "eval":
-            report[name] = bench_eval(s)
-        elif name == "decode":
-            report[name] = bench_decode(s)
-        report[name]["section_wall_s"] = time.perf_counter() - t0
+    name = None
+    try:
+        for name in sections:
+            progress(name)
+            t0 = time.perf_counter()
+            if name in ("step", "mfu", "data") and setup is None:
+                setup = make_setup(s)
+            if name == "engine":
+                result = bench_engine(s)
+            elif name == "step":
+                result = bench_step(s, setup)
+            elif name == "mfu":
+                result = bench_mfu(s, report.get("step"), setup)
+            elif name == "data":
+                result = bench_data(s, setup)
+            elif name == "concurrency":
+                result = bench_concurrency(s)
+            elif name == "eval":
+                result = bench_eval(s)
+            elif name == "decode":
+                result = bench_decode(s)
+            result["section_wall_s"] = time.perf_counter() - t0
+            report[name] = result
+            report["completed_sections"].append(name)
+            if on_section is not None:
+                on_section(name, report)
+    except KeyboardInterrupt:
+        report["interrupted"] = name
     report["wall_s"] = time.perf_counter() - t_all
     return report
 
@@ -950,17 +1026,22 @@ def _ms(st: dict) -> str:
     return f"{1e3 * st['median_s']:,.2f} ({1e3 * st['min_s']:,.2f}–{1e3 * st['max_s']:,.2f})"
 
 
-def print_report(report: dict[str, Any], console=None) -> None:
-    """Print the report as rich tables (one per section)."""
+def print_report(report: dict[str, Any], console=None, *, only: Optional[Sequence[str]] = None,
+                 header: bool = True, footer: bool = True) -> None:
+    """Print the report as rich tables (one per section): the header line, the tables of the
+    sections in ``only`` (default: every section in the report) and the total time."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
     h = report["header"]
-    console.print(f"[bold]pawn bench[/bold] {h['timestamp']}  {h['backend']}: {h['device']} ×{h['device_count']}  "
-                  f"JAX {h['jax_version']}  CPU {h['cpu_model']} ({h['cpus_available']} threads available, "
-                  f"rayon {h['rayon_threads']})  pawn {h['pawn_version']}")
-    console.print("[dim]median (min–max) over timed runs after warm-up; rates are work / time[/dim]")
+    if header:
+        console.print(f"[bold]pawn bench[/bold] {h['timestamp']}  {h['backend']}: {h['device']} ×{h['device_count']}  "
+                      f"JAX {h['jax_version']}  CPU {h['cpu_model']} ({h['cpus_available']} threads available, "
+                      f"rayon {h['rayon_threads']})  pawn {h['pawn_version']}")
+        console.print("[dim]median (min–max) over timed runs after warm-up; rates are work / time[/dim]")
+    if only is not None:
+        report = {k: v for k, v in report.items() if k not in SECTIONS or k in only}
 
     if "engine" in report:
         e = report["engine"]
@@ -1073,4 +1154,5 @@ def print_report(report: dict[str, Any], console=None) -> None:
             if "kv_speedup" in w:
                 t.add_row(wl, "generate speed-up", f"{w['kv_speedup']:.2f}×", "", "", "", "")
         console.print(t)
-    console.print(f"[dim]total {report['wall_s']:.1f} s[/dim]")
+    if footer and "wall_s" in report:
+        console.print(f"[dim]total {report['wall_s']:.1f} s[/dim]")

@@ -37,6 +37,16 @@ class _OneLineErrors(TyperGroup):
             raise SystemExit(1) from None
         raise SystemExit(rv if isinstance(rv, int) else 0)
 
+    def invoke(self, ctx):
+        """Run the subcommand; Ctrl-C that the command does not handle itself ends with exit code
+        130 and one line saying what is on disk (outputs are written whole or not at all)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            typer.secho("error: interrupted (Ctrl-C); files are written whole or not at all: those reported as written "
+                        "above are complete, nothing else was written", err=True, fg=typer.colors.RED)
+            raise typer.Exit(130) from None
+
 
 app = typer.Typer(
     name="pawn",
@@ -101,7 +111,7 @@ def convert(
     typer.echo(str(res.path))
 
 
-def _pretrain(config: Optional[Path] = None, **fields) -> None:
+def _pretrain(config: Optional[Path] = None, overwrite: bool = False, **fields) -> None:
     from pydantic import ValidationError
 
     from pawn.settings import ConfigFileError, PretrainConfig, format_validation_error
@@ -114,11 +124,11 @@ def _pretrain(config: Optional[Path] = None, **fields) -> None:
     except ValidationError as e:
         raise _fail(format_validation_error(e), 2)
     try:
-        res = run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True))
+        res = run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite))
     except TrainingError as e:
         raise _fail(str(e))
     except KeyboardInterrupt:
-        raise _fail("interrupted twice; stopped without a final checkpoint (the last complete one is still loadable)", 130)
+        raise _fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
     if res.reason == "sigterm":
         typer.echo(f"stopped by signal at step {res.step}; checkpoint {res.checkpoint} (resume with --resume {res.run_dir})")
         return
@@ -168,14 +178,20 @@ def _register_pretrain() -> None:
     def pretrain(**kwargs) -> None:
         _pretrain(**kwargs)
 
-    pretrain.__signature__ = inspect.Signature([config_param, *settings_parameters(PretrainConfig)])  # type: ignore[attr-defined]
+    overwrite_param = inspect.Parameter(
+        "overwrite", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+        default=typer.Option(False, "--overwrite", help="If --out holds another run, move it aside to OUT.old-<time> (never deleted) and start a new run there. Without it (or --resume), such a directory is refused."),
+    )
+    pretrain.__signature__ = inspect.Signature([config_param, overwrite_param, *settings_parameters(PretrainConfig)])  # type: ignore[attr-defined]
     pretrain.__doc__ = (
         "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
         "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
         "precedence: command line > environment > config file > defaults. "
         "Writes metrics.jsonl, config.json, schedule_health.json, checkpoints/step_NNNNNNNN and "
-        "checkpoints/best (lowest val loss) under --out; --patience N stops early; SIGTERM/Ctrl-C "
-        "checkpoints and stops; --resume DIR|auto continues exactly (skipping damaged checkpoints)."
+        "checkpoints/best (lowest val loss) under --out (a directory holding another run is refused unless "
+        "--resume or --overwrite); --patience N stops early; SIGTERM/Ctrl-C checkpoints and stops (Ctrl-C twice "
+        "stops at once); --resume DIR|auto continues exactly (skipping damaged checkpoints). "
+        "In a log file (not a terminal) progress is a plain line every --log-every-s seconds."
     )
     app.command("pretrain")(pretrain)
 
@@ -189,7 +205,19 @@ PUBLISHED_VAL_SEED = 2**63 - 1
 GamesOpt = Annotated[int, typer.Option("--games", min=1, help="Number of games.")]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write every figure and the exact settings to this JSON file.")]
 VariantOpt = Annotated[Optional[str], typer.Option("--variant", help="For a supernet checkpoint: evaluate only this nested variant (default: all).")]
-DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Compute dtype (float32, bfloat16). Default: float32 on CPU, bfloat16 on accelerators.")]
+
+
+def _dtype_option(value: Optional[str]) -> Optional[str]:
+    """--dtype: map bf16/fp32/... to the canonical name, or fail in one line listing them."""
+    from pawn.dtypes import canonical_dtype
+
+    try:
+        return canonical_dtype(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", callback=_dtype_option, help="Compute dtype: float32 (fp32) or bfloat16 (bf16). Default: float32 on CPU, bfloat16 on accelerators.")]
 PrefixOpt = Annotated[
     Optional[bool],
     typer.Option("--prepend-outcome/--pure-moves", help="Sequence layout. Default: what the checkpoint records, else pure moves (the published models)."),
@@ -248,6 +276,24 @@ def _load(checkpoint: str, variant: Optional[str]):
         raise _fail(str(e))
 
 
+def _heartbeat(label: str):
+    """When stdout is not a terminal, a "still running" line every PAWN_LOG_EVERY_S seconds (30 by
+    default) until the command ends (:class:`pawn.progress.Heartbeat`)."""
+    try:  # the Click that Typer runs on (vendored in recent Typer)
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover
+        from click import get_current_context
+
+    from pawn.progress import Heartbeat
+
+    try:
+        hb = Heartbeat(label).start()
+    except ValueError as e:  # a bad PAWN_LOG_EVERY_S
+        raise _fail(str(e), 2)
+    get_current_context().call_on_close(hb.stop)
+    return hb
+
+
 def _pct(x) -> str:
     return "—" if x is None or x != x else f"{100 * x:.4f}%"
 
@@ -297,6 +343,7 @@ def eval_cmd(
     if pgn is not None and pgn_min_ply > max_ply:
         raise _fail(f"--pgn-min-ply ({pgn_min_ply}) exceeds --max-ply ({max_ply}); lower it to at most {max_ply}", 2)
     _check_outputs(json=json_out)
+    _heartbeat("pawn eval")
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
@@ -396,6 +443,7 @@ def probe_cmd(
     if bad:
         raise _fail(f"unknown probe(s) {bad}; choose from {', '.join(PROBES)}")
     _check_outputs(json=json_out, plot=plot)
+    _heartbeat("pawn probe")
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "models": []}
@@ -456,6 +504,7 @@ def generate_cmd(
     if not temperature > 0:
         raise _fail(f"--temperature must be > 0, got {temperature}")
     _check_outputs(json=json_out, out=out, pgn_out=pgn_out)
+    _heartbeat("pawn generate")
     console = Console()
     record: dict = {"settings": {"checkpoint": checkpoint, "random": random, "games": games, "seed": seed, "max_ply": max_ply,
                                  "temperature": temperature, "top_k": top_k, "mask_illegal": mask_illegal, "outcome": outcome,
@@ -593,27 +642,53 @@ def bench_cmd(
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     from rich.console import Console
 
-    from pawn.bench import print_report, run_bench
+    from pawn.bench import REFERENCE_MACHINE, estimate_seconds, print_report, run_bench
+    from pawn.progress import format_duration
 
     console = Console()
     err = Console(stderr=True)
+    try:
+        settings.check()
+    except ValueError as e:
+        raise _fail(str(e), 2)
+    _check_outputs(json=json_out)
+    import jax
+
+    est = estimate_seconds(settings, sections)
+    faster = "" if jax.default_backend() == "cpu" else f" (on this {jax.default_backend()} accelerator the model sections are usually much faster)"
+    err.print(f"pawn bench: {', '.join(sections)}; roughly {format_duration(sum(est.values()))} on {REFERENCE_MACHINE}{faster} "
+              f"({', '.join(f'{n} ~{format_duration(t)}' for n, t in est.items())}); tables print as sections finish, "
+              "Ctrl-C keeps what finished", highlight=False, soft_wrap=True)
+
+    beat = _heartbeat("pawn bench")
 
     def progress(name: str) -> None:
-        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)})"
+        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(est[name])})"
+        beat.status = f"{name} (roughly {format_duration(est[name])})"
         if err.is_terminal:
             status.update(msg)
         else:
-            err.print(msg)
+            err.print(msg, highlight=False, soft_wrap=True)
+
+    def on_section(name: str, report: dict) -> None:
+        print_report(report, console, only=[name], header=not report["completed_sections"][:-1], footer=False)
 
     try:
-        settings.check()
         with err.status("") as status:
-            report = run_bench(settings, sections, progress=progress)
+            report = run_bench(settings, sections, progress=progress, on_section=on_section)
     except ValueError as e:
         raise _fail(str(e), 2)
     except RuntimeError as e:
         raise _fail(str(e))
-    print_report(report, console)
+    if report["completed_sections"]:
+        print_report(report, console, only=[], header=False)
+    if report.get("interrupted"):
+        done = report["completed_sections"]
+        kept = "nothing had finished"
+        if done:
+            _write_json(json_out, report)
+            kept = f"kept {', '.join(done)} (tables above" + (f", {json_out})" if json_out else ")")
+        raise _fail(f"interrupted during {report['interrupted']}; {kept}", 130)
     _write_json(json_out, report)
 
 

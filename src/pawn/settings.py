@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -127,7 +127,7 @@ class PretrainConfig(_Settings):
     # model
     supernet: Optional[Literal["tiny", "large"]] = Field(None, description="Train a supernet jointly over its nested variants (large when neither --supernet nor --variant is given).")
     variant: Optional[Literal["toy", "small", "base", "large"]] = Field(None, description="Train one model of this size.")
-    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators.")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators (bf16, fp32 and f32 are accepted spellings).")
     remat: bool = Field(False, description="Rematerialise layers in the backward pass (less memory, more compute).")
     # optimisation
     total_steps: Optional[int] = Field(None, description="Optimizer steps to run (required, except with --resume, which reads it from the checkpoint).")
@@ -165,6 +165,15 @@ class PretrainConfig(_Settings):
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
     pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).")
     distributed_timeout_s: int = Field(300, description="Multi-process runs: seconds jax.distributed.initialize waits for every process to reach the coordinator.")
+    log_every_s: float = Field(30.0, description="When the output is not a terminal (nohup, Slurm, tee): seconds between plain progress lines.")
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _dtype_spelling(cls, v: Any) -> Any:
+        """Accept the common spellings (bf16, fp32, …); see :func:`pawn.dtypes.canonical_dtype`."""
+        from pawn.dtypes import canonical_dtype
+
+        return canonical_dtype(v, allow_auto=True) if isinstance(v, str) else v
 
     @model_validator(mode="before")
     @classmethod
@@ -188,6 +197,8 @@ class PretrainConfig(_Settings):
     def _cross_field(self) -> "PretrainConfig":
         if self.supernet is not None and self.variant is not None:
             raise ValueError("give either supernet or variant, not both")
+        if not self.log_every_s >= 0:
+            raise ValueError(f"log_every_s must be ≥ 0, got {self.log_every_s}")
         if self.total_steps is None:
             if self.resume is None:
                 raise ValueError(f"total_steps: {_REQUIRED_TOTAL_STEPS}")

@@ -47,6 +47,26 @@ def _supernet_of(config: ModelConfig, run_config: Optional[dict]) -> Optional[st
     return None
 
 
+def not_local_nor_hub(source: str, hub_error: str) -> str:
+    """One line for a ``source`` that is neither a local directory nor a loadable Hub id: both
+    readings, the Hub's reason, and local names close to it (a mistyped path is the likelier
+    case when its parent directory exists)."""
+    import difflib
+    from pathlib import Path
+
+    reason = hub_error.removeprefix(f"{source}: ")
+    p = Path(source)
+    hint = ""
+    if p.parent != Path(".") and p.parent.is_dir():
+        try:
+            names = [c.name for c in p.parent.iterdir()]
+        except OSError:
+            names = []
+        close = difflib.get_close_matches(p.name, names, n=3, cutoff=0.5)
+        hint = f" ({p.parent}/ exists" + (f"; did you mean {' or '.join(str(p.parent / c) for c in close)}?)" if close else ")")
+    return f"{source}: no such local directory{hint}, and as a Hugging Face Hub id: {reason}"
+
+
 def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> list[LoadedModel]:
     """Models to evaluate from ``source``.
 
@@ -56,7 +76,8 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
 
     Raises:
         FileNotFoundError, pawn.checkpoint.CheckpointError, pawn.convert.ConversionError: from
-            loading; ValueError: ``variant`` given for a checkpoint that is not a supernet, or
+            loading (a string that names no local directory and fails as a Hub id gets a message
+            naming both readings, :func:`not_local_nor_hub`); ValueError: ``variant`` given for a checkpoint that is not a supernet, or
             not one of its variants.
     """
     from pawn.checkpoint import is_hub_id, load_checkpoint, load_model
@@ -65,7 +86,12 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
     src = str(source)
     run_config: Optional[dict] = None
     if is_hub_id(src):
-        model, config = load_model(src)
+        from pawn.convert import ConversionError
+
+        try:
+            model, config = load_model(src)
+        except ConversionError as e:
+            raise ConversionError(not_local_nor_hub(src, str(e))) from None
     else:
         ckpt = load_checkpoint(src)
         model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import signal
+import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -125,18 +128,78 @@ def write_schedule_health(path: Path, schedule: Schedule, actual_steps: int, rea
 
 
 class StopFlag:
-    """SIGTERM/SIGINT set a flag that the loop checks between chunks; a second SIGINT raises
-    KeyboardInterrupt at once. Restores the previous handlers on :meth:`restore`."""
+    """SIGTERM/SIGINT set a flag that the loop checks between chunks; a second SIGINT stops at once.
 
-    def __init__(self, install: bool = True):
+    The first signal is acknowledged immediately on stderr ("stopping after this chunk; Ctrl-C
+    again to stop now without a checkpoint"), even while the main thread waits inside a compiled
+    chunk: a watcher thread reads the signal numbers from :func:`signal.set_wakeup_fd`, which the
+    interpreter writes at once, whereas Python-level handlers only run once the main thread is
+    back in Python. A second SIGINT raises KeyboardInterrupt in the main thread; if the main
+    thread is still inside XLA after ``hard_stop_after_s`` seconds, the watcher ends the process
+    with exit code 130 (the last complete checkpoint stays loadable; checkpoints are written
+    atomically). Restores the previous handlers on :meth:`restore`.
+    """
+
+    FIRST_SIGINT = "stopping after this chunk (a checkpoint is written); Ctrl-C again to stop now without a checkpoint"
+    FIRST_SIGTERM = "SIGTERM: stopping after this chunk (a checkpoint is written)"
+    SECOND_SIGINT = "second Ctrl-C: stopping now without a checkpoint (the last complete checkpoint is kept)"
+
+    def __init__(self, install: bool = True, hard_stop_after_s: float = 2.0):
         self.requested: Optional[str] = None
         self._previous = {}
+        self._wakeup = None
+        self._hard_stop_after_s = hard_stop_after_s
         if install:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 try:
                     self._previous[sig] = signal.signal(sig, self._handle)
                 except ValueError:  # not the main thread
                     pass
+            if self._previous:
+                self._start_watcher()
+
+    def _start_watcher(self) -> None:
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread
+            os.close(r)
+            os.close(w)
+            return
+        self._wakeup = (w, old)
+        threading.Thread(target=self._watch, args=(r,), name="pawn-signal-watcher", daemon=True).start()
+
+    def _watch(self, fd: int) -> None:
+        sigints = 0
+        while True:
+            try:
+                data = os.read(fd, 64)
+            except OSError:
+                return
+            if not data or 0 in data:  # EOF, or restore()'s wake-up byte (no signal is number 0)
+                os.close(fd)
+                return
+            for signum in data:
+                if signum == signal.SIGINT:
+                    sigints += 1
+                    msg = self.FIRST_SIGINT if sigints == 1 else self.SECOND_SIGINT
+                    if sigints == 2:
+                        timer = threading.Timer(self._hard_stop_after_s, lambda: os._exit(130))
+                        timer.daemon = True
+                        timer.start()
+                        self._timer = timer
+                elif signum == signal.SIGTERM:
+                    msg = self.FIRST_SIGTERM
+                else:
+                    continue
+                if sigints <= 2:
+                    try:
+                        os.write(sys.stderr.fileno(), (msg + "\n").encode())
+                    except (OSError, ValueError, AttributeError):
+                        pass
+
+    _timer = None
 
     def _handle(self, signum, frame):
         if self.requested is not None and signum == signal.SIGINT:
@@ -145,9 +208,23 @@ class StopFlag:
 
     def restore(self) -> None:
         """Reinstall the signal handlers that were active before this flag (idempotent)."""
+        if self._timer is not None:
+            self._timer.cancel()
         for sig, h in self._previous.items():
             signal.signal(sig, h)
         self._previous = {}
+        if self._wakeup is not None:
+            w, old = self._wakeup
+            self._wakeup = None
+            try:
+                signal.set_wakeup_fd(old)
+            except ValueError:
+                pass
+            try:
+                os.write(w, b"\0")  # wakes the watcher, which closes the read end itself
+            except OSError:
+                pass
+            os.close(w)
 
 
 ES_METRICS = ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")

@@ -18,13 +18,15 @@ from typing import Callable, Optional
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 from pydantic import ValidationError
 
 from pawn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint, write_json
 from pawn.config import ModelConfig
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
-from pawn.model import PAWNModel, sliced
+from pawn.model import PAWNModel, resolve_dtype, sliced
+from pawn.progress import ProgressReporter
 from pawn.settings import PretrainConfig, format_validation_error
 from pawn.train.lifecycle import (
     BEST_DIR,
@@ -47,6 +49,8 @@ from pawn.train.loop import (
     with_count,
 )
 from pawn.train.metrics import MetricsLogger, truncate_metrics
+from pawn.train.rundir import RunDirError, check_run_dir
+from pawn.train.summary import run_summary, summary_lines
 
 
 class TrainingError(Exception):
@@ -64,7 +68,7 @@ VAL_KEYS = {
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
 RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
-                  "distributed_timeout_s"}
+                  "distributed_timeout_s", "log_every_s"}
 
 
 @dataclass
@@ -152,6 +156,12 @@ def _load_resumable(d: Path) -> Checkpoint:
     stored = ck.run_config
     if stored is None:
         raise CheckpointError(f"{d}: not a pretraining checkpoint (config.json has no run_config)")
+    if "sliced_from" in stored:
+        src = stored["sliced_from"].get("checkpoint") if isinstance(stored["sliced_from"], dict) else None
+        raise CheckpointError(
+            f"{d} is a variant exported from a finished supernet run (weights only, no optimizer state or step); "
+            "it cannot be resumed" + (f" (the supernet checkpoint it came from is {src})" if src else "")
+        )
     if "prepend_outcome" not in stored:
         raise CheckpointError(f"{d}: run_config lacks prepend_outcome; refusing to guess the sequence format")
     step = (ck.training_state or {}).get("step")
@@ -214,7 +224,7 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
     try:
         return PretrainConfig.load(**merged), ck
     except ValidationError as e:  # e.g. --patience on a run without validation
-        raise TrainingError(f"--resume {ck.path}: {format_validation_error(e)}") from None
+        raise TrainingError(f"--resume {ck.path}: its stored run config is not usable ({format_validation_error(e)})") from None
 
 
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
@@ -258,14 +268,19 @@ def run_pretrain(
     log: Callable[[str], None] = print,
     progress: bool = True,
     install_signal_handlers: bool = True,
+    overwrite: bool = False,
 ) -> PretrainResult:
     """Run (or resume) a pretraining job described by ``cfg``.
 
     Args:
         cfg: the run configuration.
         log: receives one-line status messages.
-        progress: show a rich progress bar (step, loss, tokens/s, ETA).
-        install_signal_handlers: SIGTERM/SIGINT finish the chunk, checkpoint and stop.
+        progress: show progress (step, loss, tokens/s, ETA): a rich bar in a terminal, else a
+            plain line every ``cfg.log_every_s`` seconds (:class:`pawn.progress.ProgressReporter`).
+        install_signal_handlers: SIGTERM/SIGINT finish the chunk, checkpoint and stop (a second
+            SIGINT stops at once, see :class:`pawn.train.lifecycle.StopFlag`).
+        overwrite: ``--out`` may hold another run, which is moved aside (never deleted) before
+            this one writes (:mod:`pawn.train.rundir`).
 
     Returns:
         :class:`PretrainResult`.
@@ -286,19 +301,26 @@ def run_pretrain(
     checkpoint's ``training_state.json`` and restored on resume.
 
     Raises:
-        TrainingError: bad resume target (or no intact checkpoint to resume), batch not
-            divisible over devices, corpus mismatch, a checkpoint or metrics write that fails
-            (disk full, ...; the previous checkpoint stays loadable), or a NaN/Inf loss (no
-            checkpoint is written from non-finite weights). Every message is one line.
+        TrainingError: bad resume target (or no intact checkpoint to resume), ``--out`` holding
+            another run (without --resume or --overwrite), batch not divisible over devices,
+            corpus mismatch, a checkpoint or metrics write that fails (disk full, ...; the
+            previous checkpoint stays loadable), or a NaN/Inf loss (no checkpoint is written from
+            non-finite weights). Every message is one line.
     """
+    given_resume = cfg.resume
     maybe_initialize_distributed(cfg.distributed_timeout_s)
     cfg, resume_ck = _resolve_resume(cfg, log)
     resume_dir = resume_ck.path if resume_ck is not None else None
+    run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
+    _check_run_dir(run_dir)
+    try:
+        run_dir_plan = check_run_dir(run_dir, resume=given_resume, resume_from=resume_dir, overwrite=overwrite,
+                                     new_config=cfg.model_dump(mode="json"), ignored_fields=RESUME_MUTABLE)
+    except RunDirError as e:
+        raise TrainingError(str(e)) from None
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     if cfg.batch_size % n_dev:
         raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {n_dev} devices it is sharded over")
-    run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
-    _check_run_dir(run_dir)
     K = cfg.chunk_steps
     schedule = cfg.schedule()
     stored_cfg, variants = _variant_list(cfg)
@@ -359,20 +381,38 @@ def run_pretrain(
     is_main = proc == 0
     if is_main:
         try:
+            moved = run_dir_plan.prepare()
+        except RunDirError as e:
+            raise TrainingError(str(e)) from None
+        if moved is not None:
+            log(f"moved the old run in {run_dir} aside to {moved}")
+        try:
             ckpt_root.mkdir(parents=True, exist_ok=True)
+            # Re-feedable with --config: the run's settings, without the checkpoint this invocation
+            # resumed from (re-fed, that would silently rewind the run; metrics.jsonl records it).
+            run_cfg_json = {**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None}
             tmp = run_dir / "config.json.tmp"
-            write_json(tmp, cfg.model_dump(mode="json"))
+            write_json(tmp, run_cfg_json)
             tmp.replace(run_dir / "config.json")
         except OSError as e:
             raise TrainingError(f"--out {run_dir}: cannot write the run directory ({e.strerror or e})") from None
     metrics_path = run_dir / "metrics.jsonl"
+    summary = run_summary(
+        stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
+        batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start_step,
+        end_step=cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps),
+        total_steps=cfg.total_steps, steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+        dtype=jnp.dtype(resolve_dtype(dtype)).name,
+    )
     try:
         if resume_dir is not None and is_main:
             truncate_metrics(metrics_path, start_step)
         logger = MetricsLogger(metrics_path, elapsed_offset=elapsed0) if is_main else None
         if logger:
+            for line in summary_lines(summary):
+                log(line)
             logger.write(
-                "config", run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
+                "config", summary=summary, run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
                 variants={n: c.to_json_dict() for n, c in variants}, param_count=int(state.model.num_params()),
                 steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
                 jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
@@ -431,17 +471,10 @@ def run_pretrain(
         return fields
 
     bar = None
+    loss_name = "joint loss" if len(variants) > 1 else "loss"
     if progress and is_main:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        bar = Progress(
-            TextColumn("step {task.completed:>7}/{task.total}"), BarColumn(),
-            TextColumn(("joint loss" if len(variants) > 1 else "loss") + " {task.fields[loss]}"),
-            TextColumn("{task.fields[tps]} tok/s"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-        )
-        bar.start()
-        task = bar.add_task("pretrain", total=end_step, completed=start_step, loss="-", tps="-")
+        bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
+                               every_s=cfg.log_every_s).start()
 
     acc_key = f"accuracy_{monitored.name}"
     try:
@@ -473,7 +506,7 @@ def run_pretrain(
                 "includes_compile": s0 == start_step,
             }
             if bar is not None:
-                bar.update(task, completed=step, loss=f"{rec['loss']:.4f}", tps=f"{rec['tokens_per_s']:,.0f}")
+                bar.update(step, **{loss_name: f"{rec['loss']:.4f}", "tok/s": f"{rec['tokens_per_s']:,.0f}"})
             val_fields, val_s, ckpt_s = None, 0.0, 0.0
             try:
                 if val_set is not None and logger is not None and (step % cfg.val_every == 0 or step == cfg.total_steps):

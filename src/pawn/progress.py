@@ -1,0 +1,240 @@
+"""Progress for long commands that works both in a terminal and in a log file.
+
+In a terminal a rich bar redraws in place. When the output is not a terminal (``nohup``, Slurm,
+``| tee``, a pipe) a bar would print once, at exit; instead :class:`ProgressReporter` writes one
+plain line every ``every_s`` seconds (and for the first and the last update)::
+
+    pretrain: step 120/300 (40.0%) loss 3.2104, 1,547 tok/s, elapsed 0:01:02, ETA 0:01:33
+
+The interval comes from the caller (``pawn pretrain --log-every-s``), else the
+``PAWN_LOG_EVERY_S`` environment variable, else :data:`DEFAULT_EVERY_S`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable, Optional, TextIO
+
+DEFAULT_EVERY_S = 30.0
+"""Seconds between plain progress lines when neither the caller nor ``PAWN_LOG_EVERY_S`` sets it."""
+
+
+def log_every_s(value: Optional[float] = None) -> float:
+    """The plain-line interval in seconds: ``value``, else ``$PAWN_LOG_EVERY_S``, else
+    :data:`DEFAULT_EVERY_S`.
+
+    Raises:
+        ValueError: a negative interval, or ``PAWN_LOG_EVERY_S`` that is not a number (one line
+            naming the variable).
+    """
+    if value is None:
+        env = os.environ.get("PAWN_LOG_EVERY_S")
+        if env is None or not env.strip():
+            return DEFAULT_EVERY_S
+        try:
+            value = float(env)
+        except ValueError:
+            raise ValueError(f"PAWN_LOG_EVERY_S must be a number of seconds, got {env!r}") from None
+    if not value >= 0:
+        raise ValueError(f"the progress interval must be ≥ 0 seconds, got {value}")
+    return float(value)
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """True if ``stream`` is an interactive terminal (rich's view, which honours
+    ``FORCE_COLOR``/``TERM=dumb`` and Jupyter)."""
+    from rich.console import Console
+
+    return Console(file=stream).is_terminal
+
+
+def format_duration(seconds: Optional[float]) -> str:
+    """``H:MM:SS`` (``?`` for None or a non-finite value)."""
+    if seconds is None or seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return "?"
+    s = int(round(max(0.0, seconds)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+class ProgressReporter:
+    """A progress display over ``total`` units (steps, games, sections).
+
+    Use as a context manager or call :meth:`start` / :meth:`stop`; call :meth:`update` with the
+    units completed so far and display fields (strings or numbers, shown as ``name value``).
+
+    Args:
+        label: what runs (``"pretrain"``), the start of every plain line.
+        total: units to complete. start: units already done (a resumed run).
+        unit: the unit's name in plain lines (``"step"``).
+        fields: display fields in order, with their initial text.
+        every_s: seconds between plain lines (see :func:`log_every_s`).
+        stream: where to write (default ``sys.stdout``).
+        plain: force plain lines (True) or the rich bar (False); default: plain unless
+            ``stream`` is a terminal.
+        clock: time source in seconds (tests inject a fake one).
+
+    The ETA is extrapolated from the rate since the first update, so compile time (which the
+    first update absorbs) does not inflate it.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        *,
+        start: int = 0,
+        unit: str = "step",
+        fields: Optional[dict[str, str]] = None,
+        every_s: Optional[float] = None,
+        stream: Optional[TextIO] = None,
+        plain: Optional[bool] = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.label, self.total, self.unit = label, int(total), unit
+        self.completed = int(start)
+        self.fields: dict[str, Any] = dict(fields or {})
+        self.every_s = log_every_s(every_s)
+        self.stream = stream if stream is not None else sys.stdout
+        self.plain = (not is_terminal(self.stream)) if plain is None else plain
+        self._clock = clock
+        self._t0 = self._first_t = self._last_line_t = None
+        self._first_done: Optional[int] = None
+        self._bar = self._task = None
+        self.lines_written = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "ProgressReporter":
+        """Begin timing (and draw the bar in a terminal)."""
+        self._t0 = self._clock()
+        if not self.plain:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            cols = [TextColumn(f"{self.unit} {{task.completed:>7}}/{{task.total}}"), BarColumn()]
+            cols += [TextColumn("{task.fields[f%d]} %s" % (i, name) if name.endswith("/s") else f"{name} " + "{task.fields[f%d]}" % i)
+                     for i, name in enumerate(self.fields)]
+            cols += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+            self._bar = Progress(*cols, console=Console(file=self.stream))
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=self.total, completed=self.completed,
+                                            **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
+        return self
+
+    def stop(self) -> None:
+        """Remove the bar, or write a last plain line if the last update was not written."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        elif self.plain and self._first_done is not None and self._last_line_t is not None and self._pending:
+            self._write_line(self._clock())
+
+    def __enter__(self) -> "ProgressReporter":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ updates
+    def update(self, completed: int, **fields: Any) -> None:
+        """Record progress: ``completed`` units done in all, and new display field values."""
+        if self._t0 is None:
+            self.start()
+        now = self._clock()
+        self.completed = int(completed)
+        self.fields.update(fields)
+        if self._first_done is None:
+            self._first_done, self._first_t = self.completed, now
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.completed,
+                             **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
+            return
+        self._pending = True
+        due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.total
+        if due:
+            self._write_line(now)
+
+    def eta_s(self, now: Optional[float] = None) -> Optional[float]:
+        """Seconds left at the rate measured since the first update (None before a rate exists)."""
+        now = self._clock() if now is None else now
+        if self._first_done is None or self.completed <= self._first_done or now <= self._first_t:
+            return None
+        rate = (self.completed - self._first_done) / (now - self._first_t)
+        return max(0, self.total - self.completed) / rate
+
+    def line(self, now: Optional[float] = None) -> str:
+        """The plain progress line for the current state."""
+        now = self._clock() if now is None else now
+        pct = 100.0 * self.completed / self.total if self.total else 100.0
+        parts = [f"{self.label}: {self.unit} {self.completed}/{self.total} ({pct:.1f}%)"]
+        shown = [f"{v} {k}" if k.endswith("/s") else f"{k} {v}" for k, v in self.fields.items()]
+        parts.append(", ".join(shown + [f"elapsed {format_duration(now - self._t0)}", f"ETA {format_duration(self.eta_s(now))}"]))
+        return " ".join(parts)
+
+    def _write_line(self, now: float) -> None:
+        print(self.line(now), file=self.stream, flush=True)
+        self._last_line_t = now
+        self._pending = False
+        self.lines_written += 1
+
+    _pending = False
+
+
+class Heartbeat:
+    """For work without a step counter (a bench section, an evaluation pass): when the output is
+    not a terminal, a background thread writes ``<label>: still running, <status>, elapsed
+    H:MM:SS`` every ``every_s`` seconds, so a log file shows the job is alive. In a terminal (or
+    with ``every_s`` = 0) it writes nothing.
+
+    Set :attr:`status` to say what runs now (e.g. ``"concurrency (roughly 0:02:00)"``).
+    Use as a context manager, or :meth:`start` / :meth:`stop` (idempotent).
+    """
+
+    def __init__(self, label: str, *, every_s: Optional[float] = None, stream: Optional[TextIO] = None,
+                 plain: Optional[bool] = None, clock: Callable[[], float] = time.monotonic):
+        import threading
+
+        self.label, self.status = label, ""
+        self.every_s = log_every_s(every_s)
+        self.stream = stream if stream is not None else sys.stdout
+        self.enabled = ((not is_terminal(self.stream)) if plain is None else plain) and self.every_s > 0
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._t0 = clock()
+
+    def line(self) -> str:
+        """The heartbeat line for now."""
+        status = f", {self.status}" if self.status else ""
+        return f"{self.label}: still running{status}, elapsed {format_duration(self._clock() - self._t0)}"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                print(self.line(), file=self.stream, flush=True)
+            except (OSError, ValueError):  # the stream was closed under us
+                return
+
+    def start(self) -> "Heartbeat":
+        """Start the thread (when enabled)."""
+        import threading
+
+        self._t0 = self._clock()
+        if self.enabled and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pawn-heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> "Heartbeat":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

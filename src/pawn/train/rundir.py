@@ -1,0 +1,159 @@
+"""One run per directory: the rule every command that writes a run directory follows
+(``pawn pretrain`` now; ``pawn adapt`` and sweeps use the same functions).
+
+A directory that holds another run is never written to, unless the user resumes that run
+(``--resume``) or asks to start over (``--overwrite``), which moves the old run aside to a sibling
+``DIR.old-YYYYmmdd-HHMMSS`` and never deletes it. The check (:func:`check_run_dir`) runs before
+any work; the move (:meth:`RunDirPlan.prepare`) happens only when the new run is about to write,
+so a command that fails its other checks leaves the old run where it was.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+RUN_MARKERS: tuple[str, ...] = ("config.json", "metrics.jsonl", "schedule_health.json", "checkpoints", "variants")
+"""Entries whose presence means a directory holds a run (what a run writes at its top level)."""
+
+DEFAULT_IGNORED_FIELDS = frozenset({"resume", "out", "pause_after_steps", "log_every_s"})
+"""Config fields that do not make two runs different, unless the caller names its own set."""
+
+
+class RunDirError(ValueError):
+    """A run directory that this command must not write; the message is one line naming the
+    directory and the flag that would allow it."""
+
+
+def run_markers(run_dir: Path) -> list[str]:
+    """Names from :data:`RUN_MARKERS` present in ``run_dir`` (empty when it holds no run)."""
+    if not run_dir.is_dir():
+        return []
+    return [m for m in RUN_MARKERS if (run_dir / m).exists()]
+
+
+def _newest_step(run_dir: Path) -> Optional[int]:
+    from pawn.train.lifecycle import complete_checkpoints
+
+    found = complete_checkpoints(run_dir / "checkpoints")
+    return found[-1][0] if found else None
+
+
+def _stored_run_config(run_dir: Path) -> Optional[dict]:
+    try:
+        data = json.loads((run_dir / "config.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _same_run(stored: Optional[dict], new: Optional[dict], ignored: Iterable[str]) -> bool:
+    if stored is None or new is None:
+        return False
+    keys = (set(stored) | set(new)) - set(ignored)
+    return all(stored.get(k) == new.get(k) for k in keys)
+
+
+def aside_name(run_dir: Path, now: Optional[_dt.datetime] = None) -> Path:
+    """The sibling an overwritten run is moved to: ``DIR.old-YYYYmmdd-HHMMSS`` (``-2``, ``-3`` …
+    appended if that exists already)."""
+    stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    base = run_dir.with_name(f"{run_dir.name}.old-{stamp}")
+    target, i = base, 2
+    while target.exists():
+        target, i = base.with_name(f"{base.name}-{i}"), i + 1
+    return target
+
+
+@dataclass
+class RunDirPlan:
+    """What a command may do with its run directory, decided by :func:`check_run_dir`.
+
+    Attributes:
+        run_dir: the directory. move_aside: an old run is there and is moved to a sibling by
+            :meth:`prepare` (``--overwrite``, or ``--resume auto`` over a run that never wrote
+            a checkpoint). continues: the directory holds the run being resumed.
+    """
+
+    run_dir: Path
+    move_aside: bool = False
+    continues: bool = False
+
+    def prepare(self) -> Optional[Path]:
+        """Move the old run aside when planned (rename, never delete). Call on the writing
+        process only, just before the new run writes. Returns the new place of the old run, or
+        None.
+
+        Raises:
+            RunDirError: the rename failed (the message names both paths and the reason).
+        """
+        if not self.move_aside or not run_markers(self.run_dir):
+            return None
+        target = aside_name(self.run_dir)
+        try:
+            self.run_dir.rename(target)
+        except OSError as e:
+            raise RunDirError(f"--overwrite: cannot move {self.run_dir} aside to {target} ({e.strerror or e})") from None
+        return target
+
+
+def check_run_dir(
+    run_dir: Path,
+    *,
+    resume: Optional[str] = None,
+    resume_from: Optional[Path] = None,
+    overwrite: bool = False,
+    new_config: Optional[dict] = None,
+    ignored_fields: Iterable[str] = DEFAULT_IGNORED_FIELDS,
+) -> RunDirPlan:
+    """Decide, before any work, whether a run may write ``run_dir``.
+
+    Args:
+        run_dir: the ``--out`` directory.
+        resume: the ``--resume`` value given (None when not resuming).
+        resume_from: the checkpoint directory it resolved to (None: nothing to resume yet,
+            e.g. ``--resume auto`` in a directory without a complete checkpoint).
+        overwrite: ``--overwrite`` was given: an old run there is moved aside.
+        new_config: the new run's config (JSON form), to tell "the same run re-fed with
+            ``--config``" from "another run" in the message.
+        ignored_fields: config fields that may differ within one run (pretrain passes its
+            ``RESUME_MUTABLE``).
+
+    Returns:
+        A :class:`RunDirPlan`.
+
+    Raises:
+        RunDirError: ``run_dir`` holds another run and neither flag allows writing it, or both
+            flags were given. A directory with other files but no run (a Slurm log written
+            there before the job started) is fine: the run writes beside them.
+    """
+    if overwrite and resume is not None:
+        raise RunDirError("give either --resume (continue a run) or --overwrite (start over), not both")
+    markers = run_markers(run_dir)
+    if not markers:  # new, empty, or only other files (e.g. a Slurm log written there first): left alone
+        return RunDirPlan(run_dir)
+    if overwrite:
+        return RunDirPlan(run_dir, move_aside=True)
+    if resume is not None:
+        if resume_from is None:  # --resume auto, but the old run never wrote a checkpoint
+            return RunDirPlan(run_dir, move_aside=True)
+        if run_dir.resolve() in (resume_from.resolve().parent.parent, resume_from.resolve().parent):
+            return RunDirPlan(run_dir, continues=True)
+        raise RunDirError(
+            f"--out {run_dir} holds another run than {resume_from}; resume into that checkpoint's own run "
+            "directory or into a new --out"
+        )
+    step = _newest_step(run_dir)
+    what = f"checkpoints up to step {step}" if step is not None else ", ".join(markers)
+    if _same_run(_stored_run_config(run_dir), new_config, ignored_fields):
+        raise RunDirError(
+            f"--out {run_dir} already holds this run ({what}), e.g. its config.json re-fed with --config; "
+            f"add --resume {run_dir} to continue it, or --overwrite to start it over (the old run is moved aside, not deleted)"
+        )
+    raise RunDirError(
+        f"--out {run_dir} holds another run ({what}); add --resume {run_dir} to continue it, "
+        "--overwrite to move it aside and start a new one, or choose another --out"
+    )

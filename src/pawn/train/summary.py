@@ -1,0 +1,76 @@
+"""What a pretraining run is going to do, said before it starts: the model and its variants,
+parameter counts, FLOPs per token, batch × sequence, devices and total tokens. Printed as a few
+lines and written into ``metrics.jsonl``'s ``config`` record (``summary``)."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from pawn.config import ModelConfig, param_count
+
+
+def run_summary(
+    stored: ModelConfig,
+    variants: Sequence[tuple[str, ModelConfig]],
+    *,
+    label: str,
+    batch_size: int,
+    seq_len: int,
+    start_step: int,
+    end_step: int,
+    total_steps: int,
+    steps_per_chunk: int,
+    devices: int,
+    processes: int,
+    backend: str,
+    dtype: str,
+) -> dict:
+    """The start-of-run summary as a JSON-ready dict.
+
+    FLOPs per token follow ``pawn bench``'s convention (:func:`pawn.bench.flops_per_token`,
+    spec eval §7.3: ``6·N + 12·L·T·d``, summed over the variants a supernet step trains).
+    ``tokens`` are padded sequence positions, ``batch_size · seq_len`` per step.
+
+    Returns:
+        ``{"model", "stored_params", "variants": {name: {"config", "params", "flops_per_token"}},
+        "flops_per_token", "batch_size", "seq_len", "tokens_per_step", "steps_this_run",
+        "tokens_this_run", "flops_this_run", "total_steps", "steps_per_chunk", "devices",
+        "processes", "backend", "dtype"}``.
+    """
+    from pawn.bench import flops_per_token
+
+    per = {name: {"config": c.name, "params": param_count(c), "flops_per_token": flops_per_token(c, seq_len)} for name, c in variants}
+    fpt = sum(v["flops_per_token"] for v in per.values())
+    steps = max(0, end_step - start_step)
+    tokens = steps * batch_size * seq_len
+    return {
+        "model": label, "stored_params": param_count(stored), "variants": per, "flops_per_token": fpt,
+        "batch_size": batch_size, "seq_len": seq_len, "tokens_per_step": batch_size * seq_len,
+        "start_step": start_step, "end_step": end_step, "steps_this_run": steps, "tokens_this_run": tokens,
+        "flops_this_run": fpt * tokens, "total_steps": total_steps, "steps_per_chunk": steps_per_chunk,
+        "devices": devices, "processes": processes, "backend": backend, "dtype": dtype,
+    }
+
+
+def _si(x: float, unit: str = "") -> str:
+    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}".rstrip()
+
+
+def summary_lines(s: dict, memory: Optional[str] = None) -> list[str]:
+    """Three or four human lines for :func:`run_summary`'s dict (``memory``: an optional
+    compiled-memory line from the caller)."""
+    parts = ", ".join(f"{n} {v['config']} {_si(v['params'])} params" for n, v in s["variants"].items())
+    lines = [
+        f"model: {s['model']} ({_si(s['stored_params'])} stored params): {parts}",
+        f"batch {s['batch_size']} × {s['seq_len']} = {s['tokens_per_step']:,} tokens/step; steps {s['start_step']:,} → {s['end_step']:,} "
+        f"of {s['total_steps']:,} = {_si(s['tokens_this_run'])} tokens; {_si(s['flops_per_token'])} FLOPs/token "
+        f"= {_si(s['flops_this_run'])} FLOPs in all",
+        f"devices: {s['devices']} × {s['backend']} ({s['processes']} process{'es' if s['processes'] != 1 else ''}), "
+        f"compute dtype {s['dtype']}, {s['steps_per_chunk']} steps per compiled chunk",
+    ]
+    if memory:
+        lines.append(memory)
+    return lines

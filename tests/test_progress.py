@@ -1,0 +1,181 @@
+"""Progress in log files (issue 11): when the output is not a terminal, plain lines every N
+seconds (step, loss, tokens/s, ETA) instead of a rich bar that prints once at exit; Ctrl-C in
+pretrain is acknowledged at once and a second one stops without a checkpoint."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pawn.progress import ProgressReporter, format_duration, log_every_s
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_plain_lines_are_throttled_and_carry_step_fields_and_eta():
+    buf, clock = io.StringIO(), Clock()
+    rep = ProgressReporter("pretrain", 100, fields={"loss": "-", "tok/s": "-"}, every_s=10, stream=buf, clock=clock).start()
+    clock.t += 5
+    rep.update(10, loss="5.0000", **{"tok/s": "1,000"})    # first update: always written
+    clock.t += 4
+    rep.update(20, loss="4.0000", **{"tok/s": "1,100"})    # 4 s later: throttled
+    clock.t += 7
+    rep.update(30, loss="3.0000", **{"tok/s": "1,200"})    # 11 s after the last line: written
+    rep.stop()                                             # nothing pending: no extra line
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("pretrain: step 10/100 (10.0%) loss 5.0000, 1,000 tok/s, elapsed 0:00:05, ETA ?")
+    # rate since the first update: 20 steps in 11 s → 70 steps left take 38.5 s
+    assert lines[1] == "pretrain: step 30/100 (30.0%) loss 3.0000, 1,200 tok/s, elapsed 0:00:16, ETA 0:00:38"
+
+
+def test_stop_writes_the_last_update_and_the_final_step_is_always_written():
+    buf, clock = io.StringIO(), Clock()
+    rep = ProgressReporter("eval", 3, unit="batch", every_s=60, stream=buf, clock=clock).start()
+    rep.update(1)
+    rep.update(2)
+    rep.stop()
+    assert [ln.split(" (")[0] for ln in buf.getvalue().splitlines()] == ["eval: batch 1/3", "eval: batch 2/3"]
+    buf2 = io.StringIO()
+    rep = ProgressReporter("eval", 3, every_s=60, stream=buf2, clock=clock).start()
+    rep.update(1)
+    rep.update(3)
+    assert buf2.getvalue().splitlines()[-1].startswith("eval: step 3/3 (100.0%)")
+
+
+def test_interval_comes_from_the_caller_then_the_environment(monkeypatch):
+    monkeypatch.setenv("PAWN_LOG_EVERY_S", "7.5")
+    assert log_every_s() == 7.5 and log_every_s(2) == 2.0
+    monkeypatch.setenv("PAWN_LOG_EVERY_S", "often")
+    with pytest.raises(ValueError, match="PAWN_LOG_EVERY_S"):
+        log_every_s()
+    monkeypatch.delenv("PAWN_LOG_EVERY_S")
+    assert log_every_s() == 30.0
+    with pytest.raises(ValueError):
+        log_every_s(-1)
+
+
+def test_a_pipe_is_not_a_terminal_so_plain_lines_are_chosen():
+    r, w = os.pipe()
+    with os.fdopen(w, "w") as f:
+        assert ProgressReporter("x", 1, stream=f).plain
+    os.close(r)
+    assert format_duration(3725.4) == "1:02:05" and format_duration(None) == "?"
+
+
+def _pretrain_cmd(out: Path, steps: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pawn.cli", "pretrain", "--variant", "toy", "--total-steps", str(steps), "--batch-size", "4",
+            "--seq-len", "32", "--val-games", "0", "--steps-per-chunk", "2", "--val-every", str(steps),
+            "--checkpoint-every", str(steps), "--out", str(out), *extra]
+
+
+def test_pretrain_into_a_pipe_prints_plain_progress_lines_not_a_bar(tmp_path):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PAWN_LOG_EVERY_S": "0"}
+    r = subprocess.run(_pretrain_cmd(tmp_path / "run", 6), env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("pretrain: step")]
+    assert [int(re.match(r"pretrain: step (\d+)/6", ln).group(1)) for ln in lines] == [2, 4, 6], r.stdout
+    for ln in lines:
+        assert re.search(r"loss \d+\.\d{4}, [\d,]+ tok/s, elapsed \d:\d\d:\d\d, ETA (\d:\d\d:\d\d|\?)$", ln), ln
+    assert "━" not in r.stdout + r.stderr  # no rich bar in a log file
+    # --log-every-s beats the environment: one line for the first chunk and one for the last
+    r = subprocess.run(_pretrain_cmd(tmp_path / "run2", 6, "--log-every-s", "3600"), env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [ln.split(" (")[0] for ln in r.stdout.splitlines() if ln.startswith("pretrain: step")] == ["pretrain: step 2/6", "pretrain: step 6/6"]
+
+
+def _wait_for_training(p: subprocess.Popen, out: Path, timeout: float = 180) -> None:
+    metrics = out / "metrics.jsonl"
+    deadline = time.time() + timeout
+    while time.time() < deadline and not (metrics.exists() and '"train"' in metrics.read_text()):
+        assert p.poll() is None, p.communicate()[1][-2000:]
+        time.sleep(0.2)
+
+
+def test_ctrl_c_is_acknowledged_then_the_chunk_finishes_with_a_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.Popen(_pretrain_cmd(out, 4000), env={**os.environ, "JAX_PLATFORMS": "cpu"},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_training(p, out)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0, stderr[-2000:]
+    assert "stopping after this chunk" in stderr and "Ctrl-C again to stop now without a checkpoint" in stderr
+    assert "stopped by signal" in stdout
+    step = json.loads((out / "schedule_health.json").read_text())["actual_total_steps"]
+    assert 0 < step < 4000 and (out / "checkpoints" / f"step_{step:08d}" / ".complete").exists()
+
+
+def test_second_ctrl_c_stops_at_once_without_a_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    # long chunks (200 steps), so the first Ctrl-C alone would wait for minutes
+    cmd = _pretrain_cmd(out, 4000)
+    cmd[cmd.index("--steps-per-chunk") + 1] = "200"
+    p = subprocess.Popen(cmd, env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and not (out / "metrics.jsonl").exists():  # run directory written: the loop is starting
+        assert p.poll() is None, p.communicate()[1][-2000:]
+        time.sleep(0.2)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    t0 = time.time()
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, stderr[-2000:]
+    assert time.time() - t0 < 20, "the second Ctrl-C did not stop the run promptly"
+    assert "stopping after this chunk" in stderr and "without a checkpoint" in stderr
+    assert "Traceback" not in stderr
+    assert not list((out / "checkpoints").glob("step_*[0-9]"))
+
+
+def test_heartbeat_writes_still_running_lines_only_when_not_a_terminal():
+    from pawn.progress import Heartbeat
+
+    buf = io.StringIO()
+    with Heartbeat("pawn bench", every_s=0.05, stream=buf, plain=True) as hb:
+        hb.status = "concurrency (roughly 0:02:00)"
+        time.sleep(0.4)
+    n = len(buf.getvalue().splitlines())
+    assert n >= 2, buf.getvalue()
+    assert re.fullmatch(r"pawn bench: still running, concurrency \(roughly 0:02:00\), elapsed 0:00:00", buf.getvalue().splitlines()[-1])
+    time.sleep(0.2)
+    assert len(buf.getvalue().splitlines()) == n  # stopped with the block
+    quiet = io.StringIO()
+    with Heartbeat("x", every_s=0.05, stream=quiet, plain=False):
+        time.sleep(0.2)
+    with Heartbeat("x", every_s=0, stream=quiet, plain=True):
+        time.sleep(0.1)
+    assert quiet.getvalue() == ""
+
+
+def test_eval_into_a_pipe_says_it_is_alive(tmp_path):
+    """A command without a step counter prints a heartbeat in a log file (PAWN_LOG_EVERY_S)."""
+    import jax
+
+    from pawn.checkpoint import save_checkpoint
+    from pawn.config import TOY
+    from pawn.model import PAWNModel
+
+    ck = save_checkpoint(tmp_path / "toy", PAWNModel(TOY, jax.random.PRNGKey(0)).params(), TOY)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PAWN_LOG_EVERY_S": "0.5"}
+    r = subprocess.run([sys.executable, "-m", "pawn.cli", "eval", str(ck), "--games", "8", "--max-ply", "16"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    beats = [ln for ln in r.stdout.splitlines() if ln.startswith("pawn eval: still running, elapsed ")]
+    assert beats, r.stdout  # start-up, loading and compiling take well over half a second
