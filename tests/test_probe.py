@@ -24,7 +24,9 @@ SMALL = dict(n_train_games=16, n_val_games=8, max_ply=24, n_epochs=1, game_batch
 @pytest.mark.parametrize("prepend_outcome", [False, True])
 def test_probe_sample_pairs_board_before_move_t_with_the_position_holding_move_t(prepend_outcome):
     c = _Corpus(6, 30, 3, prepend_outcome, tuple(PROBES))
-    ids, _, flat, ys = c.batch(np.arange(6))
+    games = np.arange(6)
+    ids, _, flat = c.batch(games)
+    ys = {k: a[c.rows_of(games)] for k, a in c.rows.items()}
     for i in range(0, flat.size, 7):
         b, p = divmod(int(flat[i]), c.seq_len)
         t = p - c.offset
