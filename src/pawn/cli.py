@@ -503,6 +503,8 @@ def probe_cmd(
     max_ply min(context, 256). The published v1.0.0 probe table used weight decay 0.01 (see
     --weight-decay and --max-ply). The frozen backbone's hidden states are computed once per
     corpus; progress with ETA goes to stderr."""
+    import time
+
     from rich.console import Console
     from rich.table import Table
 
@@ -536,9 +538,11 @@ def probe_cmd(
                                   feature_cache_gb=feature_cache_gb)
                 console.print(f"{lm.name}: {games}/{cfg.val_games} games, max_ply {plies} ({source}), weight decay {weight_decay:g}, "
                               f"{epochs} epochs", highlight=False)
+                t0 = time.perf_counter()
                 res = run_probes(lm.model, cfg, progress=prog.task(lm.name, epochs + 1))
                 res["settings"]["max_ply_source"] = source
-                record["models"].append({"name": lm.name, "model_config": lm.config.to_json_dict(), **res})
+                record["models"].append({"name": lm.name, "model_config": lm.config.to_json_dict(), **res,
+                                         "wall_s": time.perf_counter() - t0})
                 cached = res["settings"]["features_cached"]
                 tab = Table(title=f"{lm.name}: linear probes ({games}/{cfg.val_games} games, {epochs} epochs, max_ply {plies}, "
                                   f"weight decay {weight_decay:g})")

@@ -309,6 +309,14 @@ def _segments(idx: np.ndarray, w: np.ndarray, seg: int):
 
 
 # --------------------------------------------------------------------------- run
+def init_probe_params(probes: tuple[str, ...], n_layers_plus_one: int, d_model: int, seed: int) -> dict[str, dict]:
+    """Initial probe weights (spec §2.2): per probe ``w`` float32 [L+1, d, n_out] ~ N(0, 1)/√d
+    (one key per probe, split from ``PRNGKey(seed)`` in ``probes`` order) and ``b`` zeros [L+1, n_out]."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(probes))
+    return {k: {"w": jax.random.normal(kk, (n_layers_plus_one, d_model, PROBES[k][0])) / np.sqrt(d_model),
+                "b": jnp.zeros((n_layers_plus_one, PROBES[k][0]))} for k, kk in zip(probes, keys)}
+
+
 def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
                progress: Optional[Callable[[float, float, str], None]] = None) -> dict[str, Any]:
     """Train and evaluate the linear probes of spec §2 on ``model``.
@@ -361,9 +369,7 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
                    lambda f: report(share + f * (1 - share), "hidden states (training)"))
     report(1.0, "hidden states cached" if cache_val or cache_train else "streaming hidden states")
 
-    keys = jax.random.split(jax.random.PRNGKey(config.seed + 7), len(config.probes))
-    params = {k: {"w": jax.random.normal(kk, (Lp, d, PROBES[k][0])) / np.sqrt(d), "b": jnp.zeros((Lp, PROBES[k][0]))}
-              for k, kk in zip(config.probes, keys)}
+    params = init_probe_params(config.probes, Lp, d, config.seed + 7)
     optimizer = optax.adamw(config.lr, weight_decay=config.weight_decay)
     opt_state = optimizer.init(params)
     means = {}
