@@ -213,3 +213,30 @@ def test_probe_flags_env_and_config_file_and_trained_context_default(tmp_path, m
     cfg.write_text("weight_decy = 0.5\n")
     res = CliRunner().invoke(app, base + ["--config", str(cfg)])
     assert res.exit_code == 2 and "weight_decy" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_ctrl_c_during_probe_keeps_the_finished_variants_and_says_so(tmp_path, monkeypatch):
+    import pawn.evaluate.probes as probes_mod
+    from pawn.config import TINY_SUPERNET
+
+    ck = save_checkpoint(tmp_path / "sup", PAWNModel(TINY_SUPERNET, jax.random.PRNGKey(0)).params(), TINY_SUPERNET,
+                         run_config={"supernet": "tiny", "seq_len": 16})
+    calls = []
+
+    def fake(model, cfg, progress=None):
+        calls.append(cfg)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return {"settings": {"max_ply": cfg.max_ply, "features_cached": {"train": True, "val": True}}, "probes": {}, "best": {}}
+
+    monkeypatch.setattr(probes_mod, "run_probes", fake)
+    out = tmp_path / "p.json"
+    res = CliRunner().invoke(app, ["probe", str(ck), "--json", str(out)])
+    assert res.exit_code == 130
+    assert "interrupted; kept the results of tiny/small" in res.output and "tiny/base" in res.output
+    data = json.loads(out.read_text())
+    assert [m["name"] for m in data["models"]] == ["tiny/small"]
+    assert data["interrupted"] == {"finished": ["tiny/small"], "not_run_or_unfinished": ["tiny/base", "tiny/large"]}
+    calls[:] = [None]  # the next call (the first variant) is interrupted
+    res = CliRunner().invoke(app, ["probe", str(ck)])
+    assert res.exit_code == 130 and "nothing was finished; nothing written" in res.output
