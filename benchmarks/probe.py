@@ -66,7 +66,8 @@ def main() -> None:
 
         data = json.loads((Path(tmp) / "p.json").read_text())
     s = data["models"][0]["settings"]
-    print(f"pawn probe {' '.join(cmd[2:-2])}: {wall:.1f} s for {len(data['models'])} variants "
+    shown = [a for a in cmd[2:] if a not in ("--json", str(Path(tmp) / "p.json"))]
+    print(f"pawn probe {' '.join(shown)}: {wall:.1f} s for {len(data['models'])} variants "
           f"({s['n_games']}/{s['n_val_games']} games, max_ply {s['max_ply']}, {s['n_epochs']} epochs, "
           f"cached {s['features_cached']}); device {jax.devices()[0].device_kind}, "
           f"load average {load0:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
