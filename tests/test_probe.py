@@ -201,6 +201,7 @@ def test_probe_flags_env_and_config_file_and_trained_context_default(tmp_path, m
 
     text, s = settings([])
     assert s["max_ply"] == 20 and "trained context 20" in s["max_ply_source"] and "max_ply 20" in text
+    assert "100% elapsed" in text and "ETA" in text  # not a terminal: plain progress lines
     assert s["weight_decay"] == 1e-4 and s["n_val_games"] == 2
     cfg = tmp_path / "probe.toml"
     cfg.write_text("max_ply = 12\nweight_decay = 0.5\nval_games = 3\n")
