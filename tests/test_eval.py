@@ -226,3 +226,23 @@ def test_eval_command_shows_an_empty_elo_band_as_dashes_not_nan(toy_checkpoint, 
     assert res.exit_code == 0, res.output
     row = next(ln for ln in res.output.splitlines() if "elo_0_100" in ln)
     assert "nan" not in row and "—" in row, row
+
+
+@pytest.mark.parametrize("prepend_outcome", [False, True])
+def test_eval_defaults_to_the_checkpoints_trained_context_and_says_so(tmp_path, prepend_outcome):
+    ck = save_checkpoint(tmp_path / "toy", PAWNModel(TOY, jax.random.PRNGKey(2)).params(), TOY,
+                         run_config={"seq_len": 20, "prepend_outcome": prepend_outcome})
+    plies = 20 - int(prepend_outcome)
+    runs = {}
+    for name, extra in (("default", []), ("explicit", ["--max-ply", str(plies)])):
+        out = tmp_path / f"{name}.json"
+        res = CliRunner().invoke(app, ["eval", str(ck), "--games", "4", "--batch-size", "4", "--json", str(out), *extra],
+                                 env={"COLUMNS": "200"})
+        assert res.exit_code == 0, res.output
+        runs[name] = (res.output, json.loads(out.read_text())["models"][0])
+    text, rec = runs["default"]
+    assert f"max_ply {plies} (the checkpoint's trained context, seq_len 20)" in text
+    assert rec["random_games"]["settings"]["max_ply"] == plies
+    assert "trained context" in rec["random_games"]["settings"]["max_ply_source"]
+    assert rec["random_games"]["counts/n_positions"] == runs["explicit"][1]["random_games"]["counts/n_positions"]
+    assert rec["random_games"]["published/loss"] == runs["explicit"][1]["random_games"]["published/loss"]

@@ -24,7 +24,9 @@ SMALL = dict(n_train_games=16, n_val_games=8, max_ply=24, n_epochs=1, game_batch
 @pytest.mark.parametrize("prepend_outcome", [False, True])
 def test_probe_sample_pairs_board_before_move_t_with_the_position_holding_move_t(prepend_outcome):
     c = _Corpus(6, 30, 3, prepend_outcome, tuple(PROBES))
-    ids, _, flat, ys = c.batch(np.arange(6))
+    games = np.arange(6)
+    ids, _, flat = c.batch(games)
+    ys = {k: a[c.rows_of(games)] for k, a in c.rows.items()}
     for i in range(0, flat.size, 7):
         b, p = divmod(int(flat[i]), c.seq_len)
         t = p - c.offset
@@ -99,3 +101,143 @@ def test_probe_plot_without_matplotlib_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_mpl)
     res = CliRunner().invoke(app, ["probe", str(tmp_path), "--plot", str(tmp_path / "p.png")])
     assert res.exit_code == 1 and "matplotlib" in res.output
+
+
+class TokenTable:
+    """Backbone stand-in with known hidden states: layer l (0 = embed) at a position holding token
+    x is ``(l + 1) · table[x]`` for a fixed random table [vocab, d]."""
+
+    config = TOY
+
+    def __init__(self, seed: int = 0):
+        self.table = np.random.default_rng(seed).standard_normal((1980, TOY.d_model)).astype(np.float32)
+
+    def hidden(self, tokens: np.ndarray, layer: int) -> np.ndarray:
+        return (layer + 1) * self.table[tokens].astype(np.float64)
+
+    def __call__(self, tokens, attn_mask, dtype=None, return_hidden=False):
+        import jax.numpy as jnp
+
+        h = jnp.asarray(self.table)[tokens]
+        return None, h[None] * jnp.arange(1, TOY.n_layers + 2, dtype=jnp.float32)[:, None, None, None]
+
+
+def test_probe_metrics_match_a_numpy_hand_computation():
+    """With 0 epochs the probes keep their initial weights, so every validation figure can be
+    recomputed by hand: R² pooled over outputs around the per-output val means, v1 MAE (Σ over
+    outputs / positions), the MSE loss, and thresholded / argmax accuracies."""
+    from pawn.engine import probe_targets, random_games
+    from pawn.evaluate.probes import init_probe_params
+
+    names = ("material_count", "legal_move_count", "halfmove_clock", "side_to_move", "piece_type")
+    cfg = ProbeConfig(n_train_games=4, n_val_games=6, max_ply=20, seed=3, n_epochs=0, game_batch=4, inner_batch=32, probes=names)
+    model = TokenTable()
+    res = run_probes(model, cfg)
+    g = random_games(6, 20, 4)  # validation corpus: seed + 1
+    tg = probe_targets(g.tokens, g.lengths)
+    b, t = np.nonzero(tg["valid"])
+    n = b.size
+    params = init_probe_params(names, TOY.n_layers + 1, TOY.d_model, 3 + 7)
+    for li, layer in enumerate(["embed", "layer_0", "layer_1"]):
+        h = model.hidden(g.tokens[b, t], li)  # pure moves: position t holds move t
+        for k in names:
+            w, bias = np.asarray(params[k]["w"][li], np.float64), np.asarray(params[k]["b"][li], np.float64)
+            pred = h @ w + bias
+            rec = res["probes"][k][layer]
+            assert rec["n_val"] == n
+            if k == "side_to_move":
+                y = tg[k][b, t].astype(np.float64)
+                assert rec["accuracy"] == pytest.approx(np.mean((pred[:, 0] > 0) == (y > 0.5)), abs=1e-9)
+                continue
+            if k == "piece_type":
+                y = tg[k][b, t]
+                assert rec["accuracy"] == pytest.approx(np.mean(pred.reshape(n, 64, 13).argmax(-1) == y), abs=1e-9)
+                continue
+            y = tg[k][b, t].reshape(n, -1).astype(np.float64)
+            err = pred - y
+            r2 = 1 - (err ** 2).sum() / (((y - y.mean(0)) ** 2).sum() + 1e-8)
+            assert rec["accuracy"] == pytest.approx(r2, rel=1e-4, abs=1e-5)
+            assert rec["best_accuracy"] == rec["accuracy"]
+            assert rec["mae"] == pytest.approx(np.abs(err).sum() / n, rel=1e-5)
+            assert rec["loss"] == pytest.approx((err ** 2).mean(1).mean(), rel=1e-5)
+    # The pooled R² differs from a mean of per-output R² here, so the check above discriminates.
+    y = tg["material_count"][b, t].reshape(n, -1).astype(np.float64)
+    pred = model.hidden(g.tokens[b, t], 0) @ np.asarray(params["material_count"]["w"][0], np.float64)
+    per_output = np.mean([1 - ((pred[:, j] - y[:, j]) ** 2).sum() / (((y[:, j] - y[:, j].mean()) ** 2).sum() + 1e-8)
+                          for j in range(10) if y[:, j].std() > 0])
+    assert abs(per_output - res["probes"]["material_count"]["embed"]["accuracy"]) > 1e-3
+
+
+def test_cached_and_streamed_hidden_states_give_the_same_probes():
+    cfg = dict(n_train_games=20, n_val_games=9, max_ply=16, seed=5, n_epochs=2, game_batch=8, inner_batch=32,
+               probes=("is_check", "material_count", "game_phase"))
+    cached = run_probes(TokenTable(1), ProbeConfig(**cfg))
+    streamed = run_probes(TokenTable(1), ProbeConfig(**cfg, feature_cache_gb=0.0))
+    assert cached["settings"]["features_cached"] == {"train": True, "val": True}
+    assert streamed["settings"]["features_cached"] == {"train": False, "val": False}
+    for k, recs in cached["probes"].items():
+        for layer, r in recs.items():
+            for f, v in r.items():
+                assert streamed["probes"][k][layer][f] == pytest.approx(v, rel=1e-6, abs=1e-7), (k, layer, f)
+
+
+def test_validation_games_default_to_a_quarter_of_the_training_games():
+    assert ProbeConfig(n_train_games=64).val_games == 16
+    assert ProbeConfig().val_games == 1024
+    assert ProbeConfig(n_train_games=2).val_games == 1
+    assert ProbeConfig(n_train_games=64, n_val_games=5).val_games == 5
+
+
+def test_probe_flags_env_and_config_file_and_trained_context_default(tmp_path, monkeypatch):
+    ck = save_checkpoint(tmp_path / "toy", PAWNModel(TOY, jax.random.PRNGKey(1)).params(), TOY,
+                         run_config={"seq_len": 20, "prepend_outcome": False})
+    out = tmp_path / "p.json"
+    base = ["probe", str(ck), "--games", "8", "--epochs", "0", "--probe", "is_check", "--json", str(out)]
+
+    def settings(args, env=None):
+        res = CliRunner().invoke(app, base + args, env=env or {})
+        assert res.exit_code == 0, res.output
+        return res.output, json.loads(out.read_text())["models"][0]["settings"]
+
+    text, s = settings([])
+    assert s["max_ply"] == 20 and "trained context 20" in s["max_ply_source"] and "max_ply 20" in text
+    assert "100% elapsed" in text and "ETA" in text  # not a terminal: plain progress lines
+    assert s["weight_decay"] == 1e-4 and s["n_val_games"] == 2
+    cfg = tmp_path / "probe.toml"
+    cfg.write_text("max_ply = 12\nweight_decay = 0.5\nval_games = 3\n")
+    _, s = settings(["--config", str(cfg)])
+    assert (s["max_ply"], s["weight_decay"], s["n_val_games"]) == (12, 0.5, 3)
+    _, s = settings(["--config", str(cfg)], env={"PAWN_PROBE_WEIGHT_DECAY": "0.01"})
+    assert s["weight_decay"] == 0.01 and s["max_ply"] == 12  # environment beats the file
+    _, s = settings(["--config", str(cfg), "--weight-decay", "0.02", "--max-ply", "10"], env={"PAWN_PROBE_WEIGHT_DECAY": "0.01"})
+    assert s["weight_decay"] == 0.02 and s["max_ply"] == 10  # the command line beats both
+    cfg.write_text("weight_decy = 0.5\n")
+    res = CliRunner().invoke(app, base + ["--config", str(cfg)])
+    assert res.exit_code == 2 and "weight_decy" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_ctrl_c_during_probe_keeps_the_finished_variants_and_says_so(tmp_path, monkeypatch):
+    import pawn.evaluate.probes as probes_mod
+    from pawn.config import TINY_SUPERNET
+
+    ck = save_checkpoint(tmp_path / "sup", PAWNModel(TINY_SUPERNET, jax.random.PRNGKey(0)).params(), TINY_SUPERNET,
+                         run_config={"supernet": "tiny", "seq_len": 16})
+    calls = []
+
+    def fake(model, cfg, progress=None):
+        calls.append(cfg)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return {"settings": {"max_ply": cfg.max_ply, "features_cached": {"train": True, "val": True}}, "probes": {}, "best": {}}
+
+    monkeypatch.setattr(probes_mod, "run_probes", fake)
+    out = tmp_path / "p.json"
+    res = CliRunner().invoke(app, ["probe", str(ck), "--json", str(out)])
+    assert res.exit_code == 130
+    assert "interrupted; kept the results of tiny/small" in res.output and "tiny/base" in res.output
+    data = json.loads(out.read_text())
+    assert [m["name"] for m in data["models"]] == ["tiny/small"]
+    assert data["interrupted"] == {"finished": ["tiny/small"], "not_run_or_unfinished": ["tiny/base", "tiny/large"]}
+    calls[:] = [None]  # the next call (the first variant) is interrupted
+    res = CliRunner().invoke(app, ["probe", str(ck)])
+    assert res.exit_code == 130 and "nothing was finished; nothing written" in res.output

@@ -307,7 +307,7 @@ def eval_cmd(
     checkpoint: Annotated[str, typer.Argument(help="v2 checkpoint directory (a supernet evaluates every nested variant) or a Hub id (converted on the fly).")],
     games: GamesOpt = 2048,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**64 - 1, help="Random-game seed; default is the published validation seed 2^63 − 1.")] = PUBLISHED_VAL_SEED,
-    max_ply: Annotated[int, typer.Option("--max-ply", min=1, help="Ply cap of the random games; the sequence length is max_ply (+1 with the outcome prefix), capped at the model context.")] = 512,
+    max_ply: Annotated[Optional[int], typer.Option("--max-ply", min=1, help="Ply cap of the random games; the sequence length is max_ply (+1 with the outcome prefix), capped at the model context. Default: the checkpoint's trained context (its run config's seq_len, less 1 with the outcome prefix), so the numbers match the run's own validation; 512 for a checkpoint that records none (published models).", show_default=False)] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Games per model call; also the batch of the published per-batch means (256 in the published runs).")] = 256,
     late_ply: Annotated[Optional[int], typer.Option("--late-ply", help="First sequence position of the late-game legal rate (default: sequence length // 2 = 256).")] = None,
     pgn: Annotated[Optional[Path], typer.Option("--pgn", help="Also evaluate on Lichess games from this PGN file, by Elo band.")] = None,
@@ -329,10 +329,6 @@ def eval_cmd(
     import time
 
     from rich.console import Console
-    from rich.table import Table
-
-    from pawn.engine import random_games
-    from pawn.evaluate.accuracy import evaluate_games, evaluate_pgn
 
     try:
         edges = tuple(int(x) for x in elo_edges.split(","))
@@ -340,7 +336,7 @@ def eval_cmd(
         raise _fail(f"--elo-edges must be comma-separated integers, got {elo_edges!r}")
     if pgn is not None and not pgn.is_file():
         raise _fail(f"PGN file not found: {pgn}")
-    if pgn is not None and pgn_min_ply > max_ply:
+    if pgn is not None and max_ply is not None and pgn_min_ply > max_ply:
         raise _fail(f"--pgn-min-ply ({pgn_min_ply}) exceeds --max-ply ({max_ply}); lower it to at most {max_ply}", 2)
     _check_outputs(json=json_out)
     _heartbeat("pawn eval")
@@ -349,76 +345,203 @@ def eval_cmd(
     record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
     t0 = time.perf_counter()
     game_cache: dict[int, object] = {}
-    for lm in models:
-        layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
-        seq_len = min(lm.config.max_seq_len, max_ply + int(layout))
-        if max_ply not in game_cache:
-            game_cache[max_ply] = random_games(games, max_ply, seed)
-        g = game_cache[max_ply]
-        t = time.perf_counter()
-        try:
-            lichess = None
-            if pgn is not None:  # first: an unusable file fails before the long random-game pass
-                lichess = evaluate_pgn(lm.model, str(pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=pgn_games_per_band,
-                                       min_ply=pgn_min_ply, prepend_outcome=layout, batch_size=min(batch_size, 64), dtype=dtype)
-            rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=batch_size,
-                                 prepend_outcome=layout, dtype=dtype, late_ply=late_ply)
-        except ValueError as e:
-            raise _fail(str(e))
-        wall = time.perf_counter() - t
-        d = rep.to_dict()
-        d["settings"].update(games=games, seed=seed, max_ply=max_ply)
-        rec = {"name": lm.name, "model_config": lm.config.to_json_dict(), "prepend_outcome": layout,
-               "random_games": d, "eval_wall_s": wall}
-        if lichess is not None:
-            rec["lichess"] = lichess
-        record["models"].append(rec)
-
-        tab = Table(title=f"{lm.name}: {games} random games, seed {seed}, max_ply {max_ply}, seq_len {seq_len}"
-                    f"{' (outcome prefix)' if layout else ''}")
-        tab.add_column("Metric")
-        tab.add_column("Published (v1)", justify="right")
-        tab.add_column("Moves-only", justify="right")
-        tab.add_row("Loss (nats)", f"{rep.loss:.4f}", f"{rep.moves_only_loss:.4f}")
-        tab.add_row("Perplexity", f"{rep.perplexity:.2f}", "")
-        tab.add_row("Top-1", _pct(rep.top1), _pct(rep.moves_only_top1))
-        tab.add_row("Top-5", _pct(rep.top5), _pct(rep.moves_only_top5))
-        tab.add_row("Top-1 / ceiling", _pct(rep.top1_over_ceiling), _pct(rep.moves_only_top1_over_ceiling))
-        tab.add_row("Ceiling E[1/N_legal]", _pct(rep.ceiling), _pct(rep.ceiling_moves_only))
-        tab.add_row("Legal move rate", _pct(rep.legal_rate), _pct(rep.moves_only_legal_rate))
-        tab.add_row(f"Late legal rate (pos ≥ {rep.late_ply})", _pct(rep.late_legal_rate), "")
-        tab.add_row("Illegal prediction rate", _pct(rep.illegal_pred_rate), "")
-        tab.add_row("Illegal probability mass", _pct(rep.illegal_prob_mass), "")
-        tab.add_row("Game completion (teacher-forced)", _pct(rep.completion_rate), "")
-        tab.add_row("Avg plies completed", f"{rep.avg_plies_completed:.1f}", "")
-        tab.add_row("Avg % of game completed", _pct(rep.avg_pct_completion), "")
-        tab.add_row("Forfeit ply min / median / max", f"{rep.min_forfeit_ply} / {rep.median_forfeit_ply} / {rep.max_forfeit_ply}", "")
-        tab.add_row("Positions", f"{rep.n_positions}", f"{rep.n_move_positions}")
-        console.print(tab)
-        if lichess is not None:
-            lt = Table(title=f"{lm.name}: Lichess {pgn.name} (parsed {lichess['parser'].get('kept', 0)} of "
-                       f"{lichess['parser'].get('read', 0)}, {lichess['n_out_of_band']} outside the bands)")
-            for c in ("Elo band", "Games", "Positions", "Loss", "Top-1", "Top-5", "Legal rate"):
-                lt.add_column(c, justify="right")
-            for key, b in lichess["bands"].items():
-                lt.add_row(key, str(b["n_games"]), str(b["n_positions"]), _num(b["loss"]), _pct(b["top1"]),
-                           _pct(b["top5"]), _pct(b["legal_rate"]))
-            console.print(lt)
+    done: list[str] = []
+    try:
+        for lm in models:
+            layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
+            plies, source = _eval_max_ply(max_ply, lm, layout)
+            if pgn is not None and pgn_min_ply > plies:
+                raise _fail(f"--pgn-min-ply ({pgn_min_ply}) exceeds the max_ply in use ({plies}, {source}); lower it or set --max-ply", 2)
+            console.print(f"{lm.name}: max_ply {plies} ({source})")
+            _eval_one(lm, layout, plies, source, games=games, seed=seed, batch_size=batch_size, late_ply=late_ply, pgn=pgn,
+                      edges=edges, pgn_games_per_band=pgn_games_per_band, pgn_min_ply=pgn_min_ply, dtype=dtype,
+                      game_cache=game_cache, record=record, console=console)
+            done.append(lm.name)
+    except KeyboardInterrupt:
+        _interrupted(done, [lm.name for lm in models], json_out, record)
     record["settings"] = {"games": games, "seed": seed, "max_ply": max_ply, "batch_size": batch_size, "late_ply": late_ply,
                           "dtype": dtype, "variant": variant, "pgn": None if pgn is None else str(pgn), "elo_edges": list(edges),
                           "pgn_games_per_band": pgn_games_per_band, "pgn_min_ply": pgn_min_ply, "wall_s": time.perf_counter() - t0}
     _write_json(json_out, record)
 
 
+def _eval_max_ply(max_ply: Optional[int], lm, layout: bool) -> tuple[int, str]:
+    """The ply cap ``pawn eval`` uses for one model and where it comes from (for the report)."""
+    if max_ply is not None:
+        return max_ply, "--max-ply"
+    if lm.trained_seq_len is not None:
+        plies = max(1, min(lm.trained_seq_len, lm.config.max_seq_len) - int(layout))
+        return plies, f"the checkpoint's trained context, seq_len {lm.trained_seq_len}"
+    return 512, "default: the checkpoint records no training context"
+
+
+def _interrupted(done: list[str], names: list[str], json_out: Optional[Path], record: dict) -> None:
+    """Ctrl-C in eval/probe: say what was kept (the finished models' results, if --json), exit 130."""
+    left = [n for n in names if n not in done]
+    if done and json_out is not None:
+        record["interrupted"] = {"finished": done, "not_run_or_unfinished": left}
+        _write_json(json_out, record)
+        raise _fail(f"interrupted; kept the results of {', '.join(done)} in {json_out} (not finished: {', '.join(left)})", 130)
+    kept = f"finished {', '.join(done)} (printed above; no --json given)" if done else "nothing was finished"
+    raise _fail(f"interrupted; {kept}; nothing written", 130)
+
+
+def _eval_one(lm, layout, max_ply, source, *, games, seed, batch_size, late_ply, pgn, edges, pgn_games_per_band, pgn_min_ply,
+              dtype, game_cache, record, console) -> None:
+    """Evaluate one loaded model for ``pawn eval``: append its record and print its tables."""
+    import time
+
+    from rich.table import Table
+
+    from pawn.engine import random_games
+    from pawn.evaluate.accuracy import evaluate_games, evaluate_pgn
+
+    seq_len = min(lm.config.max_seq_len, max_ply + int(layout))
+    if max_ply not in game_cache:
+        game_cache[max_ply] = random_games(games, max_ply, seed)
+    g = game_cache[max_ply]
+    t = time.perf_counter()
+    try:
+        lichess = None
+        if pgn is not None:  # first: an unusable file fails before the long random-game pass
+            lichess = evaluate_pgn(lm.model, str(pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=pgn_games_per_band,
+                                   min_ply=pgn_min_ply, prepend_outcome=layout, batch_size=min(batch_size, 64), dtype=dtype)
+        rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=batch_size,
+                             prepend_outcome=layout, dtype=dtype, late_ply=late_ply)
+    except ValueError as e:
+        raise _fail(str(e))
+    wall = time.perf_counter() - t
+    d = rep.to_dict()
+    d["settings"].update(games=games, seed=seed, max_ply=max_ply, max_ply_source=source)
+    rec = {"name": lm.name, "model_config": lm.config.to_json_dict(), "prepend_outcome": layout,
+           "random_games": d, "eval_wall_s": wall}
+    if lichess is not None:
+        rec["lichess"] = lichess
+    record["models"].append(rec)
+
+    tab = Table(title=f"{lm.name}: {games} random games, seed {seed}, max_ply {max_ply}, seq_len {seq_len}"
+                f"{' (outcome prefix)' if layout else ''}")
+    tab.add_column("Metric")
+    tab.add_column("Published (v1)", justify="right")
+    tab.add_column("Moves-only", justify="right")
+    tab.add_row("Loss (nats)", f"{rep.loss:.4f}", f"{rep.moves_only_loss:.4f}")
+    tab.add_row("Perplexity", f"{rep.perplexity:.2f}", "")
+    tab.add_row("Top-1", _pct(rep.top1), _pct(rep.moves_only_top1))
+    tab.add_row("Top-5", _pct(rep.top5), _pct(rep.moves_only_top5))
+    tab.add_row("Top-1 / ceiling", _pct(rep.top1_over_ceiling), _pct(rep.moves_only_top1_over_ceiling))
+    tab.add_row("Ceiling E[1/N_legal]", _pct(rep.ceiling), _pct(rep.ceiling_moves_only))
+    tab.add_row("Legal move rate", _pct(rep.legal_rate), _pct(rep.moves_only_legal_rate))
+    tab.add_row(f"Late legal rate (pos ≥ {rep.late_ply})", _pct(rep.late_legal_rate), "")
+    tab.add_row("Illegal prediction rate", _pct(rep.illegal_pred_rate), "")
+    tab.add_row("Illegal probability mass", _pct(rep.illegal_prob_mass), "")
+    tab.add_row("Game completion (teacher-forced)", _pct(rep.completion_rate), "")
+    tab.add_row("Avg plies completed", f"{rep.avg_plies_completed:.1f}", "")
+    tab.add_row("Avg % of game completed", _pct(rep.avg_pct_completion), "")
+    tab.add_row("Forfeit ply min / median / max", f"{rep.min_forfeit_ply} / {rep.median_forfeit_ply} / {rep.max_forfeit_ply}", "")
+    tab.add_row("Positions", f"{rep.n_positions}", f"{rep.n_move_positions}")
+    console.print(tab)
+    if lichess is not None:
+        lt = Table(title=f"{lm.name}: Lichess {pgn.name} (parsed {lichess['parser'].get('kept', 0)} of "
+                   f"{lichess['parser'].get('read', 0)}, {lichess['n_out_of_band']} outside the bands)")
+        for c in ("Elo band", "Games", "Positions", "Loss", "Top-1", "Top-5", "Legal rate"):
+            lt.add_column(c, justify="right")
+        for key, b in lichess["bands"].items():
+            lt.add_row(key, str(b["n_games"]), str(b["n_positions"]), _num(b["loss"]), _pct(b["top1"]),
+                       _pct(b["top5"]), _pct(b["legal_rate"]))
+        console.print(lt)
+
+
+class _Progress:
+    """Progress of a long command on stderr: a rich bar with elapsed time and ETA on a terminal,
+    else one plain line at most every ``interval`` seconds (and at each task's end)."""
+
+    def __init__(self, interval: float = 10.0):
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.interval = interval
+        self.bar = None
+
+    def __enter__(self) -> "_Progress":
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[msg]}"),
+                                console=self.console)
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def task(self, name: str, total: float):
+        """A callback ``(done, total, message)`` for one unit of work named ``name``."""
+        import time
+
+        if self.bar is not None:
+            tid = self.bar.add_task(name, total=total, msg="")
+            return lambda done, tot, msg: self.bar.update(tid, completed=done, total=tot, msg=msg)
+        t0 = time.perf_counter()
+        last = [t0]
+
+        def plain(done: float, tot: float, msg: str) -> None:
+            now = time.perf_counter()
+            if now - last[0] < self.interval and done < tot:
+                return
+            last[0] = now
+            el = now - t0
+            eta = el / done * (tot - done) if done > 0 else float("nan")
+
+            def hms(x: float) -> str:
+                return "?" if x != x else f"{int(x) // 3600}:{int(x) % 3600 // 60:02d}:{int(x) % 60:02d}"
+
+            self.console.print(f"{name}: {100 * done / tot:.0f}% elapsed {hms(el)} ETA {hms(eta)} {msg}", highlight=False)
+
+        return plain
+
+
+def _config_defaults(ctx: typer.Context, param: typer.CallbackParam, value: Optional[Path]) -> Optional[Path]:
+    """Eager ``--config FILE`` callback: the file's fields become the command's defaults, below
+    the command line and the PAWN_* environment variables (Click's own precedence)."""
+    if value is None:
+        return value
+    from pawn.settings import ConfigFileError, read_config_file
+
+    try:
+        data = read_config_file(value)
+    except ConfigFileError as e:
+        raise typer.BadParameter(str(e))
+    known = {p.name for p in ctx.command.params} - {"config", "checkpoint"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise typer.BadParameter(f"{value}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    ctx.default_map = {**(ctx.default_map or {}), **data}
+    return value
+
+
+def _probe_env(name: str) -> str:
+    return f"PAWN_PROBE_{name.upper()}"
+
+
 @app.command("probe")
 def probe_cmd(
     checkpoint: Annotated[str, typer.Argument(help="v2 checkpoint directory (a supernet probes every nested variant) or a Hub id.")],
-    games: GamesOpt = 4096,
-    val_games: Annotated[int, typer.Option("--val-games", min=1, help="Validation games (seed + 1).")] = 1024,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Training-corpus seed; validation uses seed + 1, probe init seed + 7.")] = 12345,
-    max_ply: Annotated[Optional[int], typer.Option("--max-ply", min=1, help="Ply cap of the probe games (default: min(context, 256)).")] = None,
-    epochs: Annotated[int, typer.Option("--epochs", min=0, help="Training epochs.")] = 20,
-    lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate.")] = 1e-3,
+    config: Annotated[Optional[Path], typer.Option("--config", is_eager=True, callback=_config_defaults, show_default=False,
+                                                   help="JSON or TOML file of option values by name (games, val_games, max_ply, weight_decay, ...); precedence: command line > PAWN_PROBE_* environment > file > defaults.")] = None,
+    games: Annotated[int, typer.Option("--games", min=1, envvar=_probe_env("games"), help="Training games (seed).")] = 4096,
+    val_games: Annotated[Optional[int], typer.Option("--val-games", min=1, envvar=_probe_env("val_games"), show_default=False,
+                                                     help="Validation games (seed + 1). Default: --games / 4, i.e. 1,024 for the default 4,096 (the spec's 4:1 split).")] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, envvar=_probe_env("seed"), help="Training-corpus seed; validation uses seed + 1, probe init seed + 7.")] = 12345,
+    max_ply: Annotated[Optional[int], typer.Option("--max-ply", min=1, envvar=_probe_env("max_ply"), show_default=False,
+                                                   help="Ply cap of the probe games. Default (v2): min(context, 256), the context being the checkpoint's trained seq_len when it records one. The v1 per-run probe script used the full context (--max-ply 512 for the published models); which of 256 or 512 produced the published v1.0.0 table is not recorded.")] = None,
+    epochs: Annotated[int, typer.Option("--epochs", min=0, envvar=_probe_env("epochs"), help="Training epochs.")] = 20,
+    lr: Annotated[float, typer.Option("--lr", envvar=_probe_env("lr"), help="AdamW learning rate.")] = 1e-3,
+    weight_decay: Annotated[float, typer.Option("--weight-decay", min=0.0, envvar=_probe_env("weight_decay"),
+                                                help="AdamW weight decay. 1e-4 = the v2 default (optax); 0.01 = v1 (torch AdamW default), the setting of the published v1.0.0 probe table (use --weight-decay 0.01 --max-ply 512 to reproduce its v1 probe-script settings).")] = 1e-4,
+    feature_cache_gb: Annotated[Optional[float], typer.Option("--feature-cache-gb", min=0.0, envvar=_probe_env("feature_cache_gb"), show_default=False,
+                                                              help="Cache at most this many GiB of hidden states (validation set first); a set that does not fit is recomputed every epoch (same numbers, slower). Default: half the accelerator's memory, or 30% of available host memory on CPU.")] = None,
     probe: Annotated[Optional[list[str]], typer.Option("--probe", help="Probe to run (repeatable; default all nine).")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw accuracy (R² for regression) by layer to this PNG (needs matplotlib).")] = None,
     variant: VariantOpt = None,
@@ -427,7 +550,14 @@ def probe_cmd(
     json_out: JsonOpt = None,
 ) -> None:
     """Train the nine linear probes of the spec on the embedding output and every layer; report the
-    best layer per probe (accuracy, or R² and MAE) and the whole per-layer table in --json."""
+    best layer per probe (accuracy, or R² and MAE) and the whole per-layer table in --json.
+
+    Defaults are v2's (spec §2.4): 4,096/1,024 games, 20 epochs, lr 1e-3, weight decay 1e-4,
+    max_ply min(context, 256). The published v1.0.0 probe table used weight decay 0.01 (see
+    --weight-decay and --max-ply). The frozen backbone's hidden states are computed once per
+    corpus; progress with ETA goes to stderr."""
+    import time
+
     from rich.console import Console
     from rich.table import Table
 
@@ -447,23 +577,45 @@ def probe_cmd(
     models = _load(checkpoint, variant)
     console = Console()
     record: dict = {"checkpoint": checkpoint, "models": []}
-    for lm in models:
-        layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
-        cfg = ProbeConfig(n_train_games=games, n_val_games=val_games, max_ply=max_ply, seed=seed, n_epochs=epochs, lr=lr,
-                          prepend_outcome=layout, probes=names, dtype=dtype)
-        res = run_probes(lm.model, cfg, progress=lambda s, n=lm.name: console.print(f"[dim]{n}: {s}[/dim]"))
-        record["models"].append({"name": lm.name, "model_config": lm.config.to_json_dict(), **res})
-        tab = Table(title=f"{lm.name}: linear probes ({games}/{val_games} games, {epochs} epochs, max_ply {res['settings']['max_ply']})")
-        for c in ("Probe", "Best layer", "Best"):
-            tab.add_column(c, justify="right" if c == "Best" else "left")
-        for k, b in res["best"].items():
-            val = f"R² {b['best_accuracy']:.2f} (MAE {b['mae']:.1f})" if k in REGRESSION else f"{100 * b['best_accuracy']:.1f}%"
-            tab.add_row(k, b["layer"], val)
-        console.print(tab)
-        if plot is not None:
-            target = plot if len(models) == 1 else plot.with_name(f"{plot.stem}_{lm.name.replace('/', '_')}{plot.suffix}")
-            plot_probes(res, str(target), title=f"{lm.name} linear probes")
-            typer.echo(f"wrote {target}")
+    done: list[str] = []
+    try:
+        with _Progress() as prog:
+            for lm in models:
+                layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
+                plies, source = max_ply, "--max-ply"
+                if plies is None:
+                    ctx = min(lm.trained_seq_len or lm.config.max_seq_len, lm.config.max_seq_len)
+                    plies = max(1, min(ctx - int(layout), 256))
+                    source = f"min(trained context {ctx}, 256)" if lm.trained_seq_len else f"min(model context {ctx}, 256)"
+                cfg = ProbeConfig(n_train_games=games, n_val_games=val_games, max_ply=plies, seed=seed, n_epochs=epochs, lr=lr,
+                                  weight_decay=weight_decay, prepend_outcome=layout, probes=names, dtype=dtype,
+                                  feature_cache_gb=feature_cache_gb)
+                console.print(f"{lm.name}: {games}/{cfg.val_games} games, max_ply {plies} ({source}), weight decay {weight_decay:g}, "
+                              f"{epochs} epochs", highlight=False)
+                t0 = time.perf_counter()
+                res = run_probes(lm.model, cfg, progress=prog.task(lm.name, epochs + 1))
+                res["settings"]["max_ply_source"] = source
+                record["models"].append({"name": lm.name, "model_config": lm.config.to_json_dict(), **res,
+                                         "wall_s": time.perf_counter() - t0})
+                cached = res["settings"]["features_cached"]
+                tab = Table(title=f"{lm.name}: linear probes ({games}/{cfg.val_games} games, {epochs} epochs, max_ply {plies}, "
+                                  f"weight decay {weight_decay:g})")
+                for c in ("Probe", "Best layer", "Best"):
+                    tab.add_column(c, justify="right" if c == "Best" else "left")
+                for k, b in res["best"].items():
+                    val = f"R² {b['best_accuracy']:.2f} (MAE {b['mae']:.1f})" if k in REGRESSION else f"{100 * b['best_accuracy']:.1f}%"
+                    tab.add_row(k, b["layer"], val)
+                console.print(tab)
+                if not (cached["train"] and cached["val"]):
+                    console.print(f"  note: hidden states recomputed every epoch for {', '.join(s for s in ('train', 'val') if not cached[s])} "
+                                  "(over --feature-cache-gb)")
+                if plot is not None:
+                    target = plot if len(models) == 1 else plot.with_name(f"{plot.stem}_{lm.name.replace('/', '_')}{plot.suffix}")
+                    plot_probes(res, str(target), title=f"{lm.name} linear probes")
+                    typer.echo(f"wrote {target}")
+                done.append(lm.name)
+    except KeyboardInterrupt:
+        _interrupted(done, [lm.name for lm in models], json_out, record)
     _write_json(json_out, record)
 
 

@@ -22,6 +22,9 @@ class LoadedModel:
             (``run_config["prepend_outcome"]``), else None (unknown; published models are
             pure-moves).
         source: the path or Hub id given.
+        trained_seq_len: the sequence length the checkpoint was trained at
+            (``run_config["seq_len"]``, tokens incl. the outcome prefix), else None (unknown;
+            published models were trained at their full 512-token context).
     """
 
     name: str
@@ -29,6 +32,7 @@ class LoadedModel:
     config: ModelConfig
     prepend_outcome: Optional[bool]
     source: str
+    trained_seq_len: Optional[int] = None
 
 
 def _supernet_of(config: ModelConfig, run_config: Optional[dict]) -> Optional[str]:
@@ -97,13 +101,15 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
         model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
     layout = run_config.get("prepend_outcome") if run_config else None
     layout = None if layout is None else bool(layout)
+    trained = run_config.get("seq_len") if run_config else None
+    trained = int(trained) if isinstance(trained, int) and trained > 0 else None
     sup = _supernet_of(config, run_config)
     if sup is None:
         if variant is not None:
             raise ValueError(f"{src} is not a supernet checkpoint; --variant {variant} does not apply")
-        return [LoadedModel(config.name, model, config, layout, src)]
+        return [LoadedModel(config.name, model, config, layout, src, trained)]
     variants = SUPERNETS[sup][1]
     if variant is not None and variant not in variants:
         raise ValueError(f"variant {variant!r} is not one of supernet {sup!r}'s variants {sorted(variants)}")
     names = [variant] if variant is not None else list(variants)
-    return [LoadedModel(f"{sup}/{v}", sliced(model, variants[v]), variants[v], layout, src) for v in names]
+    return [LoadedModel(f"{sup}/{v}", sliced(model, variants[v]), variants[v], layout, src, trained) for v in names]

@@ -5,10 +5,18 @@ Board state at ply t (before move t) is paired with the hidden state at the posi
 move t (pure moves: position t; outcome prefix: t + 1). One linear map per probe type with
 weight ``[L+1, d, n_out]`` ~ N(0, 1)/√d and zero bias, all layers trained jointly (the loss is a
 sum of per-layer means, so layers are independent) with optax AdamW (lr 1e-3, v2 defaults:
-weight decay 1e-4). Training streams: each epoch shuffles the training games, forwards
-``game_batch`` games at a time (all layers in one pass), shuffles the valid positions and takes
-steps on mini-batches of ``inner_batch`` positions. A full validation pass after every epoch
-updates ``best_accuracy``; a final pass gives ``accuracy``/``loss`` (and ``mae``).
+weight decay 1e-4; the published v1 table used 0.01). Each epoch shuffles the training games,
+takes them ``game_batch`` at a time, shuffles that group's valid positions and takes steps on
+mini-batches of ``inner_batch`` positions. A full validation pass after every epoch updates
+``best_accuracy``; a final pass gives ``accuracy``/``loss`` (and ``mae``).
+
+Speed (v2 departure from the spec's streaming description, same numbers): the backbone is
+frozen, so its hidden states at the probed positions are computed once per corpus (all layers
+in one forward pass, ``game_batch`` games at a time) and cached as float32 ``[L+1, n_positions,
+d]``; the training steps and validation chunks then run as ``lax.scan`` segments over the cached
+features. The mini-batch sequence (random stream, grouping, padding) is the streaming one, so
+the results do not depend on whether a corpus was cached. A corpus whose features exceed
+``feature_cache_gb`` is streamed instead (its forward pass repeated every epoch).
 """
 
 from __future__ import annotations
@@ -48,17 +56,25 @@ class ProbeConfig:
     """Probe-run settings (spec §2.4 v2 defaults).
 
     Attributes:
-        n_train_games, n_val_games: corpus sizes (4,096 / 1,024).
+        n_train_games: training games (4,096).
+        n_val_games: validation games; None = ``n_train_games // 4`` (at least 1), so 1,024
+            for the default 4,096 (the spec's 4:1 split).
         max_ply: random-game ply cap (default: min(context, 256)).
         seed: training-corpus seed (12345); validation uses seed + 1; probe init key seed + 7.
-        n_epochs, lr, weight_decay: 20, 1e-3, 1e-4 (optax defaults; v1 used 0.01).
+        n_epochs, lr: 20, 1e-3.
+        weight_decay: AdamW weight decay. 1e-4 = the v2 default (optax); 0.01 = v1 (torch
+            AdamW default), the setting of the published v1.0.0 probe table (spec §2.2, §2.5).
         game_batch, inner_batch: games per forward (64), positions per step (256).
         prepend_outcome: outcome-prefixed layout. probes: subset of :data:`PROBES` (all).
         dtype: compute dtype of the backbone forward.
+        feature_cache_gb: at most this many GiB of cached float32 hidden states (validation set
+            first, then training set); a corpus that does not fit is streamed (recomputed every
+            epoch). None = half the accelerator's memory, or 30 % of the host's available
+            memory on CPU. Numbers are the same either way.
     """
 
     n_train_games: int = 4096
-    n_val_games: int = 1024
+    n_val_games: Optional[int] = None
     max_ply: Optional[int] = None
     seed: int = 12345
     n_epochs: int = 20
@@ -69,6 +85,12 @@ class ProbeConfig:
     prepend_outcome: bool = False
     probes: tuple[str, ...] = tuple(PROBES)
     dtype: Optional[str] = None
+    feature_cache_gb: Optional[float] = None
+
+    @property
+    def val_games(self) -> int:
+        """Validation games: ``n_val_games``, else ``max(1, n_train_games // 4)``."""
+        return self.n_val_games if self.n_val_games is not None else max(1, self.n_train_games // 4)
 
 
 # --------------------------------------------------------------------------- math
@@ -109,15 +131,17 @@ def _metric_sums(kind: str, logits, y, w, mean):
     return loss, ss_res, abs_err, ss_tot
 
 
-def _gather(hidden, idx):
-    """hidden [L+1, B, T, d] → [L+1, n, d] at flat positions ``idx`` int [n] (b·T + t)."""
-    Lp, B, T, d = hidden.shape
-    return hidden.reshape(Lp, B * T, d)[:, idx].astype(jnp.float32)
-
-
 @eqx.filter_jit
 def _hidden(model, ids, attn, dtype):
     return model(ids, attn, dtype=dtype, return_hidden=True)[1]
+
+
+@eqx.filter_jit
+def _block_features(model, ids, attn, flat, dtype):
+    """Hidden states of every layer at flat positions: ids [B, T] → float32 [L+1, len(flat), d]."""
+    hidden = _hidden(model, ids, attn, dtype)
+    Lp, B, T, d = hidden.shape
+    return hidden.reshape(Lp, B * T, d)[:, flat].astype(jnp.float32)
 
 
 def _apply(params, h):
@@ -125,45 +149,135 @@ def _apply(params, h):
 
 
 @eqx.filter_jit
-def _train_step(params, opt_state, optimizer, hidden, idx, w, ys):
-    h = _gather(hidden, idx)
+def _train_segment(params, opt_state, optimizer, feats, targets, idx, w, active):
+    """AdamW steps over one segment. feats [L+1, n, d]; targets {probe: [n, ...]}; idx, w
+    [S, inner] (rows into feats, weights 0 on padding); active bool [S] (False = no step)."""
 
-    def loss_fn(p):
-        out = _apply(p, h)
-        return sum(_per_layer_loss(PROBES[k][1], out[k], ys[k], w).sum() for k in p)
+    def step(carry, xs):
+        i, wi, on = xs
 
-    grads = jax.grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
+        def run(c):
+            p, o = c
+            h = feats[:, i]
+            ys = {k: a[i] for k, a in targets.items()}
+
+            def loss_fn(q):
+                out = _apply(q, h)
+                return sum(_per_layer_loss(PROBES[k][1], out[k], ys[k], wi).sum() for k in q)
+
+            grads = jax.grad(loss_fn)(p)
+            updates, o = optimizer.update(grads, o, p)
+            return optax.apply_updates(p, updates), o
+
+        return jax.lax.cond(on, run, lambda c: c, carry), None
+
+    (params, opt_state), _ = jax.lax.scan(step, (params, opt_state), (idx, w, active))
+    return params, opt_state
 
 
 @eqx.filter_jit
-def _val_step(params, hidden, idx, w, ys, means):
-    out = _apply(params, _gather(hidden, idx))
-    return {k: _metric_sums(PROBES[k][1], out[k], ys[k], w, means.get(k, 0.0)) for k in params}
+def _val_segment(params, feats, targets, idx, w, means):
+    """Per-chunk validation sums over one segment: {probe: 4 × [S, L+1]} (see :func:`_metric_sums`)."""
+
+    def chunk(_, xs):
+        i, wi = xs
+        out = _apply(params, feats[:, i])
+        return None, {k: _metric_sums(PROBES[k][1], out[k], targets[k][i], wi, means.get(k, 0.0)) for k in params}
+
+    return jax.lax.scan(chunk, None, (idx, w))[1]
 
 
 # --------------------------------------------------------------------------- data
+def _auto_cache_bytes() -> int:
+    """Default feature-cache budget: half the accelerator's memory, or 30 % of the host's
+    available memory on CPU."""
+    dev = jax.devices()[0]
+    if dev.platform != "cpu":
+        try:
+            return int(0.5 * dev.memory_stats()["bytes_limit"])
+        except Exception:  # noqa: BLE001 - backends without memory stats
+            return 4 << 30
+    try:
+        import os
+
+        return int(0.3 * os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+class _Features:
+    """Float32 hidden states [L+1, n_positions, d] of one corpus at its probed positions (row
+    order: game-major, ply ascending — the order of ``corpus.rows``), computed ``game_batch``
+    games per forward pass; or, when not cached, the same rows computed per game group on demand."""
+
+    def __init__(self, model, corpus: "_Corpus", game_batch: int, dtype, cache: bool, progress=None):
+        self.model, self.corpus, self.game_batch, self.dtype = model, corpus, game_batch, dtype
+        self.block_rows = game_batch * corpus.max_ply
+        self.cached = cache
+        self.feats = self.targets = None
+        if cache:
+            Lp, d = model.config.n_layers + 1, model.config.d_model
+            host = np.empty((Lp, corpus.n_positions, d), np.float32)
+            n_groups = -(-corpus.n_games // game_batch)
+            for gi, s in enumerate(range(0, corpus.n_games, game_batch)):
+                games = np.arange(s, min(s + game_batch, corpus.n_games))
+                f, n = self._compute(games)
+                r0 = corpus.starts[games[0]]
+                host[:, r0:r0 + n] = np.asarray(f[:, :n])
+                if progress is not None:
+                    progress((gi + 1) / n_groups)
+            self.feats = jnp.asarray(host)
+            del host
+            self.targets = {k: jnp.asarray(a) for k, a in corpus.rows.items()}
+
+    def _compute(self, games: np.ndarray):
+        """(features [L+1, block_rows, d] of ``games``' positions in order, padded; count n)."""
+        c = self.corpus
+        ids, attn, flat = c.batch(_pad_games(games, self.game_batch))
+        flat = flat[flat < games.size * c.seq_len]
+        n = flat.size
+        flat = np.concatenate([flat, np.zeros(self.block_rows - n, flat.dtype)])
+        return _block_features(self.model, jnp.asarray(ids), jnp.asarray(attn), jnp.asarray(flat), self.dtype), n
+
+    def block(self, games: np.ndarray):
+        """Streaming: (features, targets) of ``games`` with rows 0…n−1 in order (padded)."""
+        f, n = self._compute(games)
+        rows = self.corpus.rows_of(games)
+        pad = self.block_rows - n
+        ys = {k: jnp.asarray(np.concatenate([a[rows], np.zeros((pad,) + a.shape[1:], a.dtype)]))
+              for k, a in self.corpus.rows.items()}
+        return f, ys
+
+
 class _Corpus:
-    """Games, packed sequences and flattened probe targets of one split."""
+    """Games, packed sequences and probe targets of one split; ``rows`` holds the targets of
+    every valid (game, ply) flattened game-major, ply ascending (``starts``/``counts`` per game)."""
 
     def __init__(self, n_games: int, max_ply: int, seed: int, prepend_outcome: bool, probes: tuple[str, ...]):
         g = random_games(n_games, max_ply, seed)
+        self.n_games, self.max_ply = n_games, max_ply
         self.offset = int(prepend_outcome)
         self.seq_len = max_ply + self.offset
         self.packed = pack_games(g.tokens, g.lengths, g.outcome, self.seq_len, prepend_outcome=prepend_outcome)
         tg = probe_targets(g.tokens, g.lengths)
         self.valid = tg["valid"]  # [N, max_ply]
         self.targets = {k: tg[k] for k in probes}
-        self.n_positions = int(self.valid.sum())
+        self.counts = self.valid.sum(1).astype(np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+        self.rows = {k: a[self.valid] for k, a in self.targets.items()}
+        self.n_positions = int(self.counts.sum())
 
     def batch(self, games: np.ndarray):
-        """(ids, attn, flat position index [n] into [len(games), T], targets [n, ...])."""
-        v = self.valid[games]
-        b, t = np.nonzero(v)
+        """(ids, attn, flat position index [n] into [len(games), T]) of the valid plies of ``games``."""
+        b, t = np.nonzero(self.valid[games])
         flat = b * self.seq_len + t + self.offset
-        ys = {k: a[games][b, t] for k, a in self.targets.items()}
-        return self.packed["input_ids"][games], self.packed["attn_mask"][games], flat, ys
+        return self.packed["input_ids"][games], self.packed["attn_mask"][games], flat
+
+    def rows_of(self, games: np.ndarray) -> np.ndarray:
+        """Row indices (into ``rows``) of the valid plies of ``games``, in the order of :meth:`batch`."""
+        cnt = self.counts[games]
+        first = np.repeat(self.starts[games] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
+        return first + np.arange(cnt.sum())
 
 
 def _pad_games(games: np.ndarray, size: int) -> np.ndarray:
@@ -171,27 +285,47 @@ def _pad_games(games: np.ndarray, size: int) -> np.ndarray:
     return games if games.size == size else np.concatenate([games, np.zeros(size - games.size, games.dtype)])
 
 
-def _chunks(flat, ys, size, rng=None):
-    """Mini-batches of exactly ``size`` positions (weights 0 on padding)."""
-    order = rng.permutation(flat.size) if rng is not None else np.arange(flat.size)
-    for s in range(0, flat.size, size):
-        sel = order[s:s + size]
-        w = np.zeros(size, np.float32)
-        w[: sel.size] = 1.0
-        pad = size - sel.size
-        idx = np.concatenate([flat[sel], np.zeros(pad, flat.dtype)])
-        yb = {k: np.concatenate([a[sel], np.zeros((pad,) + a.shape[1:], a.dtype)]) for k, a in ys.items()}
-        yield jnp.asarray(idx), jnp.asarray(w), {k: jnp.asarray(a) for k, a in yb.items()}
+def _chunk(rows: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mini-batches of exactly ``size`` rows: (idx [s, size], w [s, size]), weight 0 on padding."""
+    n_chunks = -(-rows.size // size)
+    idx = np.zeros(n_chunks * size, np.int32)
+    idx[: rows.size] = rows
+    w = np.zeros(n_chunks * size, np.float32)
+    w[: rows.size] = 1.0
+    return idx.reshape(n_chunks, size), w.reshape(n_chunks, size)
+
+
+def _segments(idx: np.ndarray, w: np.ndarray, seg: int):
+    """Split [s, size] step arrays into segments of ``seg`` steps (the last padded with inactive
+    steps): yields (idx, w, active) of shapes [seg, size], [seg, size], [seg]."""
+    for s in range(0, len(idx), seg):
+        i, ww = idx[s:s + seg], w[s:s + seg]
+        pad = seg - len(i)
+        on = np.concatenate([np.ones(len(i), bool), np.zeros(pad, bool)])
+        if pad:
+            i = np.concatenate([i, np.zeros((pad, i.shape[1]), i.dtype)])
+            ww = np.concatenate([ww, np.zeros((pad, ww.shape[1]), ww.dtype)])
+        yield jnp.asarray(i), jnp.asarray(ww), jnp.asarray(on)
 
 
 # --------------------------------------------------------------------------- run
-def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(), progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+def init_probe_params(probes: tuple[str, ...], n_layers_plus_one: int, d_model: int, seed: int) -> dict[str, dict]:
+    """Initial probe weights (spec §2.2): per probe ``w`` float32 [L+1, d, n_out] ~ N(0, 1)/√d
+    (one key per probe, split from ``PRNGKey(seed)`` in ``probes`` order) and ``b`` zeros [L+1, n_out]."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(probes))
+    return {k: {"w": jax.random.normal(kk, (n_layers_plus_one, d_model, PROBES[k][0])) / np.sqrt(d_model),
+                "b": jnp.zeros((n_layers_plus_one, PROBES[k][0]))} for k, kk in zip(probes, keys)}
+
+
+def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
+               progress: Optional[Callable[[float, float, str], None]] = None) -> dict[str, Any]:
     """Train and evaluate the linear probes of spec §2 on ``model``.
 
     Args:
         model: a :class:`pawn.model.PAWNModel` (``return_hidden=True`` gives [L+1, B, T, d]).
         config: :class:`ProbeConfig`.
-        progress: optional callback receiving one line per epoch.
+        progress: optional callback ``(done, total, message)``; ``total`` = epochs + 1 (the first
+            unit is the feature pass), called after every segment of work.
 
     Returns:
         dict with ``settings`` and ``probes`` {probe: {``embed``/``layer_<i>``: {accuracy,
@@ -201,19 +335,41 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(), progress: O
         ``mae`` = Σ|err| over outputs / positions (v1).
 
     Raises:
-        ValueError: an unknown probe name.
+        ValueError: an unknown probe name, or a non-positive size.
     """
     unknown = sorted(set(config.probes) - set(PROBES))
     if unknown:
         raise ValueError(f"unknown probes {unknown}; choose from {list(PROBES)}")
+    for name in ("n_train_games", "game_batch", "inner_batch"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be ≥ 1, got {getattr(config, name)}")
+    if config.val_games < 1:
+        raise ValueError(f"n_val_games must be ≥ 1, got {config.val_games}")
     mc = model.config
     max_ply = config.max_ply or min(mc.max_seq_len - int(config.prepend_outcome), 256)
+    n_val_games = config.val_games
     train = _Corpus(config.n_train_games, max_ply, config.seed, config.prepend_outcome, config.probes)
-    val = _Corpus(config.n_val_games, max_ply, config.seed + 1, config.prepend_outcome, config.probes)
+    val = _Corpus(n_val_games, max_ply, config.seed + 1, config.prepend_outcome, config.probes)
     Lp, d = mc.n_layers + 1, mc.d_model
-    keys = jax.random.split(jax.random.PRNGKey(config.seed + 7), len(config.probes))
-    params = {k: {"w": jax.random.normal(kk, (Lp, d, PROBES[k][0])) / np.sqrt(d), "b": jnp.zeros((Lp, PROBES[k][0]))}
-              for k, kk in zip(config.probes, keys)}
+    total = config.n_epochs + 1
+
+    def report(done: float, msg: str) -> None:
+        if progress is not None:
+            progress(done, total, msg)
+
+    # Feature caches: validation first (it is read every epoch), then training.
+    budget = _auto_cache_bytes() if config.feature_cache_gb is None else int(config.feature_cache_gb * 2**30)
+    per_row = Lp * d * 4
+    cache_val = val.n_positions * per_row <= budget
+    cache_train = (train.n_positions + (val.n_positions if cache_val else 0)) * per_row <= budget
+    share = val.n_positions * cache_val / max(val.n_positions * cache_val + train.n_positions * cache_train, 1)
+    vf = _Features(model, val, config.game_batch, config.dtype, cache_val,
+                   lambda f: report(f * share, "hidden states (validation)"))
+    tf = _Features(model, train, config.game_batch, config.dtype, cache_train,
+                   lambda f: report(share + f * (1 - share), "hidden states (training)"))
+    report(1.0, "hidden states cached" if cache_val or cache_train else "streaming hidden states")
+
+    params = init_probe_params(config.probes, Lp, d, config.seed + 7)
     optimizer = optax.adamw(config.lr, weight_decay=config.weight_decay)
     opt_state = optimizer.init(params)
     means = {}
@@ -222,23 +378,27 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(), progress: O
             a = val.targets[k][val.valid].astype(np.float64)
             means[k] = jnp.asarray(a.reshape(a.shape[0], -1).mean(0) if a.size else np.zeros(1), jnp.float32)
     rng = np.random.default_rng(config.seed)
+    seg = max(1, -(-config.game_batch * max_ply // config.inner_batch))  # most steps a game group can need
+    val_groups = [np.arange(s, min(s + config.game_batch, n_val_games)) for s in range(0, n_val_games, config.game_batch)]
+    if cache_val:
+        val_plan = _chunk(np.concatenate([val.rows_of(g) for g in val_groups]), config.inner_batch) if val_groups else None
 
     def val_pass():
-        acc = {k: [np.zeros(Lp) for _ in range(4)] for k in config.probes}
-        for s in range(0, config.n_val_games, config.game_batch):
-            games = np.arange(s, min(s + config.game_batch, config.n_val_games))
-            ids, attn, flat, ys = val.batch(_pad_games(games, config.game_batch))
-            keep = flat < games.size * val.seq_len
-            flat, ys = flat[keep], {k: a[keep] for k, a in ys.items()}
-            hidden = _hidden(model, jnp.asarray(ids), jnp.asarray(attn), config.dtype)
-            for idx, w, yb in _chunks(flat, ys, config.inner_batch):
-                out = _val_step(params, hidden, idx, w, yb, means)
-                for k, sums in out.items():
-                    for i in range(4):
-                        acc[k][i] += np.asarray(sums[i], np.float64)
+        outs = []
+        if cache_val:
+            for i, w, _ in _segments(*val_plan, seg):
+                outs.append(_val_segment(params, vf.feats, vf.targets, i, w, means))
+        else:
+            for games in val_groups:
+                f, ys = vf.block(games)
+                for i, w, _ in _segments(*_chunk(np.arange(val.counts[games].sum()), config.inner_batch), seg):
+                    outs.append(_val_segment(params, f, ys, i, w, means))
         n = max(val.n_positions, 1)
         res = {}
-        for k, (loss, good, abs_err, ss_tot) in acc.items():
+        for k in config.probes:
+            # Chunk sums accumulated in order in float64 (padding chunks add exact zeros).
+            loss, good, abs_err, ss_tot = (np.cumsum(np.concatenate([np.asarray(o[k][j], np.float64) for o in outs]), 0)[-1]
+                                           for j in range(4))
             if PROBES[k][1] == "mse":
                 res[k] = {"loss": loss / n, "accuracy": 1.0 - good / (ss_tot + R2_EPS), "mae": abs_err / n}
             else:
@@ -248,20 +408,30 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(), progress: O
     best = {k: np.full(Lp, -np.inf) for k in config.probes}
     for epoch in range(config.n_epochs):
         order = rng.permutation(config.n_train_games)
-        for s in range(0, order.size, config.game_batch):
-            games = order[s:s + config.game_batch]
-            n_real = games.size
-            ids, attn, flat, ys = train.batch(_pad_games(games, config.game_batch))
-            keep = flat < n_real * train.seq_len
-            flat, ys = flat[keep], {k: a[keep] for k, a in ys.items()}
-            hidden = _hidden(model, jnp.asarray(ids), jnp.asarray(attn), config.dtype)
-            for idx, w, yb in _chunks(flat, ys, config.inner_batch, rng):
-                params, opt_state = _train_step(params, opt_state, optimizer, hidden, idx, w, yb)
+        groups = [order[s:s + config.game_batch] for s in range(0, order.size, config.game_batch)]
+        label = f"epoch {epoch + 1}/{config.n_epochs}"
+        if cache_train:
+            steps = []
+            for games in groups:
+                rows = train.rows_of(games)
+                steps.append(_chunk(rows[rng.permutation(rows.size)], config.inner_batch))
+            idx = np.concatenate([s[0] for s in steps])
+            w = np.concatenate([s[1] for s in steps])
+            n_seg = -(-len(idx) // seg)
+            for si, (i, ww, on) in enumerate(_segments(idx, w, seg)):
+                params, opt_state = _train_segment(params, opt_state, optimizer, tf.feats, tf.targets, i, ww, on)
+                report(1 + epoch + 0.9 * (si + 1) / n_seg, label)
+        else:
+            for gi, games in enumerate(groups):
+                f, ys = tf.block(games)
+                local = np.arange(train.counts[games].sum())
+                for i, ww, on in _segments(*_chunk(local[rng.permutation(local.size)], config.inner_batch), seg):
+                    params, opt_state = _train_segment(params, opt_state, optimizer, f, ys, i, ww, on)
+                report(1 + epoch + 0.9 * (gi + 1) / len(groups), label)
         ev = val_pass()
         for k in config.probes:
             best[k] = np.maximum(best[k], ev[k]["accuracy"])
-        if progress is not None:
-            progress(f"epoch {epoch + 1}/{config.n_epochs}: " + ", ".join(f"{k} {ev[k]['accuracy'].max():.3f}" for k in config.probes))
+        report(2 + epoch, f"{label}: " + ", ".join(f"{k} {ev[k]['accuracy'].max():.3f}" for k in config.probes))
     final = val_pass()
     layers = ["embed"] + [f"layer_{i}" for i in range(mc.n_layers)]
     probes_out: dict[str, Any] = {}
@@ -278,9 +448,10 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(), progress: O
         probes_out[k] = recs
         top = max(layers, key=lambda n: recs[n]["best_accuracy"])
         best_out[k] = {"layer": top, "best_accuracy": recs[top]["best_accuracy"], **({"mae": recs[top]["mae"]} if "mae" in recs[top] else {})}
-    settings = {"n_games": config.n_train_games, "n_val_games": config.n_val_games, "max_ply": max_ply, "seed": config.seed,
+    settings = {"n_games": config.n_train_games, "n_val_games": n_val_games, "max_ply": max_ply, "seed": config.seed,
                 "n_epochs": config.n_epochs, "lr": config.lr, "weight_decay": config.weight_decay, "game_batch": config.game_batch,
-                "inner_batch": config.inner_batch, "prepend_outcome": config.prepend_outcome, "dtype": config.dtype}
+                "inner_batch": config.inner_batch, "prepend_outcome": config.prepend_outcome, "dtype": config.dtype,
+                "features_cached": {"train": cache_train, "val": cache_val}}
     return {"settings": settings, "probes": probes_out, "best": best_out}
 
 
