@@ -61,7 +61,8 @@ VAL_KEYS = {
 """Evaluation keys written to ``val`` records, with their v1 metric names (spec eval §1.2)."""
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
-RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints"}
+RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints",
+                  "remat", "accumulation_steps"}  # the last two change memory, not the update
 
 
 @dataclass
@@ -182,6 +183,29 @@ def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elaps
     return params, opt, ts
 
 
+def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainConfig, k: int, n_dev: int,
+                  log: Callable[[str], None]) -> None:
+    """Compile the K-step chunk from shapes (nothing allocated) and refuse, in one line, a step
+    whose XLA memory analysis exceeds the device (see :mod:`pawn.train.memory`); with
+    ``remat = auto`` take the first of none, attention, full that fits. The program keeps the
+    executable, so the run does not compile twice."""
+    from pawn.model import REMAT_MODES
+    from pawn.train.memory import GIB, InsufficientMemoryError, check_step_memory
+
+    if cfg.batch_size % (n_dev * cfg.accumulation_steps):
+        raise TrainingError(f"batch_size {cfg.batch_size} does not split into {cfg.accumulation_steps} micro-batches "
+                            f"on each of the {n_dev} devices (needs a multiple of {n_dev * cfg.accumulation_steps})")
+    candidates = list(REMAT_MODES) if cfg.remat == "auto" else [cfg.remat]
+    try:
+        mode, est, info = check_step_memory(program, stored_cfg, k=k, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                                            remat_candidates=candidates, what="this training step")
+    except InsufficientMemoryError as e:
+        raise TrainingError(str(e)) from None
+    cap = info["capacity_bytes"]
+    log(f"compiled step: {est.peak_bytes / GIB:.2f} GiB per device (remat {mode}, accumulation {cfg.accumulation_steps}); "
+        + (f"{info['capacity_source']}: {cap / GIB:.1f} GiB" if cap else f"{info['capacity_source']}: not checked"))
+
+
 def run_pretrain(
     cfg: PretrainConfig,
     *,
@@ -201,8 +225,10 @@ def run_pretrain(
         :class:`PretrainResult`.
 
     Raises:
-        TrainingError: bad resume target, batch not divisible over devices, corpus mismatch, or
-            a NaN/Inf loss (no checkpoint is written from non-finite weights).
+        TrainingError: bad resume target, batch not divisible over devices (and micro-batches),
+            a compiled step that does not fit the device's memory (checked before any work, the
+            message names the flags that would fit), corpus mismatch, or a NaN/Inf loss (no
+            checkpoint is written from non-finite weights).
     """
     maybe_initialize_distributed()
     cfg, resume_dir = _resolve_resume(cfg)
@@ -216,6 +242,9 @@ def run_pretrain(
     stored_cfg, variants = _variant_list(cfg)
     optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
     dtype = None if cfg.dtype == "auto" else cfg.dtype
+    mesh = make_mesh()
+    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", mesh, cfg.accumulation_steps)
+    _check_memory(program, stored_cfg, cfg, K, n_dev, log)
 
     # ---- model and optimizer state
     start_step, elapsed0 = 0, 0.0
@@ -283,8 +312,6 @@ def run_pretrain(
             jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
         )
 
-    mesh = make_mesh()
-    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, cfg.remat, mesh)
     state = program.place_state(state)
     stop = StopFlag(install_signal_handlers)
     end_step = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
