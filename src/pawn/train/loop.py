@@ -9,6 +9,7 @@ between chunks.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -201,7 +202,10 @@ class TrainProgram:
         compilation. Returns the ``jax.stages.Compiled`` (see its ``memory_analysis()``)."""
         st = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), state)
         ch = {n: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self.chunk_sharding) for n, a in chunk.items()}
-        compiled = self._jit.lower(st, ch).compile()
+        with warnings.catch_warnings():
+            # The chunk's int/bool inputs are donated but have no same-shaped output to reuse.
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+            compiled = self._jit.lower(st, ch).compile()
         self._compiled[self._signature(ch)] = compiled
         return compiled
 
@@ -209,7 +213,11 @@ class TrainProgram:
         """Run K steps (K = leading axis of the chunk arrays). ``state`` and ``chunk`` are donated:
         do not use them afterwards. Returns the new state and metrics stacked [K]."""
         compiled = self._compiled.get(self._signature(chunk))
-        return (compiled or self._jit)(state, chunk)
+        if compiled is not None:
+            return compiled(state, chunk)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+            return self._jit(state, chunk)
 
 
 def make_mesh(devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
