@@ -233,6 +233,10 @@ def _causal_attention_bwd(block, res, do):
 causal_attention.defvjp(_causal_attention_fwd, _causal_attention_bwd)
 
 
+FUSED_ATTENTION = True
+"""Use cuDNN's fused attention where :func:`_attend_full` allows it (set False to force the
+blockwise XLA attention, e.g. when cuDNN fails to compile a shape)."""
+
 ATTENTION_IMPL: dict[str, str] = {}
 """The attention implementation chosen at the last trace of the full forward, by compute dtype
 (``"cudnn"`` or ``"xla"``); reported by ``pawn bench`` and ``benchmarks/gpu_check.sh``."""
@@ -249,7 +253,7 @@ def _attend_full(q, k, v, attn_mask, all_masked, prefix_mask: bool):
     blockwise :func:`causal_attention`. Rows with no real key at or before the query (``all_masked``
     bool [B, T]) output exactly 0 in both paths (spec §2.3)."""
     out = None
-    if prefix_mask and jax.default_backend() == "gpu" and q.dtype in (jnp.bfloat16, jnp.float16):
+    if FUSED_ATTENTION and prefix_mask and jax.default_backend() == "gpu" and q.dtype in (jnp.bfloat16, jnp.float16):
         # A game of length 0 has no real key at all; give the kernel one (slot 0) so its rows stay
         # finite in both passes; their output is zeroed below.
         kv_len = jnp.maximum(attn_mask.sum(axis=1, dtype=jnp.int32), 1)
