@@ -4,7 +4,7 @@ Run from the repository root on a machine with an NVIDIA GPU (never part of CI):
 
     PYTHONPATH=src python3 benchmarks/gpu_check.py          # or: benchmarks/gpu_check.sh
 
-1. Memory: the K-step train chunk is compiled (not run) for remat none, attention and full, and
+1. Memory: the K-step train chunk is compiled (not run) for remat attention and full (``--modes``), and
    XLA's memory analysis (per device: temp, arguments, outputs, peak) is printed with whether it
    fits this GPU and 80 GB / 141 GB devices (10 % headroom), plus which attention ran (cuDNN or
    XLA).
@@ -103,7 +103,8 @@ def main() -> int:
     ap.add_argument("--accumulation-steps", type=int, default=1)
     ap.add_argument("--steps-per-chunk", type=int, default=4)
     ap.add_argument("--chunks", type=int, default=3, help="timed chunks after one warm-up chunk")
-    ap.add_argument("--modes", default="none,attention,full")
+    ap.add_argument("--modes", default="attention,full",
+                    help="remat modes to compile, comma list (none is left out by default: it cannot fit B 256 × T 512)")
     ap.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/out")
     a = ap.parse_args()
     engine = _import_pawn()
