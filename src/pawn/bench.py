@@ -1,5 +1,5 @@
-"""``pawn bench``: where the time goes — engine, train step, MFU, data path, concurrency, eval, decode
-(spec ``eval-probe-generate-sweep-bench.md`` §7).
+"""``pawn bench``: where the time goes — compiled memory, engine, train step, MFU, data path,
+concurrency, eval, decode (spec ``eval-probe-generate-sweep-bench.md`` §7).
 
 Every section is one function returning a plain dict (JSON-ready). Timings are medians over
 repeated runs after warm-up, with min and max, and every timed call ends in
@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-SECTIONS: tuple[str, ...] = ("engine", "step", "mfu", "data", "concurrency", "eval", "decode")
+SECTIONS: tuple[str, ...] = ("memory", "engine", "step", "mfu", "data", "concurrency", "eval", "decode")
 """Section names accepted by ``--only``, in run order."""
 
 FLOPS_FORMULA = "FLOPs/token = 6·N + 12·L·T·d (N = all parameters, L layers, T sequence length, d width); supernet = sum over variants"
@@ -173,6 +173,10 @@ class BenchSettings:
         variant / supernet: the model (a single ``NAMED_CONFIGS`` size, or a ``SUPERNETS`` name
             trained jointly over its variants); exactly one is used, supernet ``tiny`` by default.
         batch_size, seq_len, steps_per_chunk: the train step's B, T and K.
+        dtype: compute dtype (None = float32 on CPU, bfloat16 on accelerators).
+        remat: :data:`pawn.model.REMAT_MODES` or ``"auto"`` (the first that fits the device;
+            the memory section then reports every mode).
+        accumulation_steps: micro-batches per optimizer step.
         repeats: timed repetitions per measurement. warmup: untimed ones before.
         engine_games, engine_max_ply: random-game workload of the engine section.
         mask_games: games whose legal masks are computed. chess_games: python-chess games.
@@ -193,6 +197,9 @@ class BenchSettings:
     batch_size: int = 16
     seq_len: int = 128
     steps_per_chunk: int = 10
+    dtype: Optional[str] = None
+    remat: str = "auto"
+    accumulation_steps: int = 1
     repeats: int = 5
     warmup: int = 1
     engine_games: int = 4000
@@ -246,9 +253,11 @@ class BenchSettings:
         from pawn.vocab import MAX_SEQ_LEN
 
         self.model()
+        from pawn.model import REMAT_MODES
+
         for name in ("batch_size", "seq_len", "steps_per_chunk", "repeats", "engine_games", "engine_max_ply",
                      "mask_games", "data_chunks", "concurrency", "concurrency_chunks", "decode_games", "decode_long_games",
-                     "eval_games", "matmul_n"):
+                     "eval_games", "matmul_n", "accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if self.seq_len > MAX_SEQ_LEN:
@@ -256,6 +265,22 @@ class BenchSettings:
         for name in ("decode_len", "decode_long_len"):
             if not 2 <= getattr(self, name) <= MAX_SEQ_LEN:
                 raise ValueError(f"{name} must be in 2..{MAX_SEQ_LEN}, got {getattr(self, name)}")
+        if self.dtype not in (None, "auto", "float32", "bfloat16"):
+            raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
+        if self.remat not in ("auto", *REMAT_MODES):
+            raise ValueError(f"remat must be one of auto, {', '.join(REMAT_MODES)}; got {self.remat!r}")
+        if self.batch_size % self.accumulation_steps:
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of accumulation_steps {self.accumulation_steps}")
+
+    def remat_candidates(self) -> list[str]:
+        """Remat modes to try, cheapest compute first (``auto``: all of them)."""
+        from pawn.model import REMAT_MODES
+
+        return list(REMAT_MODES) if self.remat == "auto" else [self.remat]
+
+    def compute_dtype(self) -> Optional[str]:
+        """The dtype name passed to the model (None = auto)."""
+        return None if self.dtype in (None, "auto") else self.dtype
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -302,6 +327,53 @@ def header() -> dict[str, Any]:
         "rayon_threads": int(os.environ.get("RAYON_NUM_THREADS") or cpus_avail),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
+
+
+# =============================================================================== memory
+def bench_memory(s: BenchSettings) -> dict[str, Any]:
+    """Compiled memory of the K-step train chunk, without running it: for each remat mode of
+    :meth:`BenchSettings.remat_candidates` (``auto`` = all), the chunk is compiled from shapes
+    alone (nothing allocated) and XLA's ``memory_analysis()`` reported per device: argument,
+    output, alias (donated) and temp bytes, and the peak (arguments + unaliased outputs + temps),
+    with whether that fits this device and each of :data:`pawn.train.memory.NAMED_DEVICES`
+    after :data:`~pawn.train.memory.HEADROOM`. On CPU the figure is a proxy for a GPU (no cuDNN
+    fused attention there).
+
+    Raises:
+        ValueError: the batch does not split over devices × micro-batches.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from pawn.model import ATTENTION_IMPL
+    from pawn.train.loop import TrainProgram, make_mesh, make_optimizer
+    from pawn.train.memory import HEADROOM, NAMED_DEVICES, compile_chunk, device_memory, fits
+    from pawn.train.schedules import build_schedule
+
+    cfg, variants, label = s.model()
+    n_dev = jax.device_count()
+    if s.batch_size % (n_dev * s.accumulation_steps):
+        raise ValueError(f"batch_size {s.batch_size} does not split over {n_dev} devices × {s.accumulation_steps} micro-batches")
+    schedule = build_schedule("constant", 3e-4, 10**9, 0)
+    opt = make_optimizer(schedule, b1=0.9, b2=0.95, weight_decay=0.01, max_grad_norm=1.0)
+    cap, where = device_memory()
+    dt_name = jnp.dtype(_compute_dtype(s)).name
+    rows = []
+    for mode in s.remat_candidates():
+        program = TrainProgram(opt, schedule, variants, s.compute_dtype(), mode, make_mesh(), s.accumulation_steps)
+        ATTENTION_IMPL.clear()
+        t0 = time.perf_counter()
+        _, est = compile_chunk(program, cfg, s.steps_per_chunk, s.batch_size, s.seq_len)
+        rows.append({"remat": mode, **est.to_dict(), "compile_s": time.perf_counter() - t0,
+                     "attention": ATTENTION_IMPL.get(dt_name, "?"),
+                     "fits_this_device": None if cap is None else fits(est.peak_bytes, cap),
+                     "fits": {name: fits(est.peak_bytes, size) for name, size in NAMED_DEVICES}})
+    return {"model": label, "batch_size": s.batch_size, "seq_len": s.seq_len, "steps_per_chunk": s.steps_per_chunk,
+            "compute_dtype": dt_name, "accumulation_steps": s.accumulation_steps, "backend": jax.default_backend(),
+            "devices": n_dev, "headroom": HEADROOM, "this_device": {"bytes": cap, "source": where},
+            "named_devices": [{"name": n, "bytes": b} for n, b in NAMED_DEVICES], "rows": rows,
+            "source": "XLA memory_analysis() of the compiled K-step chunk, per device"
+                      + ("; CPU: a proxy for a GPU, which can use cuDNN fused attention" if jax.default_backend() == "cpu" else "")}
 
 
 # =============================================================================== engine
@@ -431,10 +503,14 @@ class StepSetup:
 def make_setup(s: BenchSettings, model_seed: int = 0) -> StepSetup:
     """Model, optimizer (pretraining defaults: AdamW lr 3e-4 constant, β 0.9/0.95, wd 0.01,
     clip 1.0), :class:`~pawn.train.loop.TrainProgram` on all devices, one packed batch
-    [B, T] and one chunk [K, B, T] of engine games.
+    [B, T] and one chunk [K, B, T] of engine games. Before anything is allocated the chunk is
+    compiled from shapes and its XLA memory analysis checked against the device
+    (:func:`pawn.train.memory.check_step_memory`; ``remat auto`` takes the first mode that fits).
 
     Raises:
-        ValueError: batch not divisible by the device count, or a bad model name.
+        ValueError: batch not divisible by the device count (times accumulation steps), or a
+            bad model name.
+        pawn.train.memory.InsufficientMemoryError: the step does not fit (one line, with flags).
     """
     import jax
 
@@ -443,18 +519,25 @@ def make_setup(s: BenchSettings, model_seed: int = 0) -> StepSetup:
     from pawn.train.loop import TrainProgram, init_state, make_mesh, make_optimizer
     from pawn.train.schedules import build_schedule
 
+    from pawn.train.memory import check_step_memory
+
     cfg, variants, label = s.model()
     n_dev = jax.device_count()
-    if s.batch_size % n_dev:
-        raise ValueError(f"batch_size {s.batch_size} is not divisible by the {n_dev} devices it is sharded over")
+    if s.batch_size % (n_dev * s.accumulation_steps):
+        raise ValueError(f"batch_size {s.batch_size} is not divisible by the {n_dev} devices it is sharded over"
+                         + (f" times {s.accumulation_steps} micro-batches" if s.accumulation_steps > 1 else ""))
     schedule = build_schedule("constant", 3e-4, 10**9, 0)
     opt = make_optimizer(schedule, b1=0.9, b2=0.95, weight_decay=0.01, max_grad_norm=1.0)
-    program = TrainProgram(opt, schedule, variants, None, False, make_mesh())
+    program = TrainProgram(opt, schedule, variants, s.compute_dtype(), "none", make_mesh(), s.accumulation_steps)
+    mode, est, info = check_step_memory(program, cfg, k=s.steps_per_chunk, batch_size=s.batch_size, seq_len=s.seq_len,
+                                        remat_candidates=s.remat_candidates(),
+                                        what=f"the train step ({label}, batch {s.batch_size} × seq {s.seq_len})")
     state = init_state(PAWNModel(cfg, jax.random.key(model_seed)), opt)
     src = EngineSource(s.seed, s.seq_len)
     batches = [make_batch(src, i, s.batch_size, s.seq_len, False) for i in range(s.steps_per_chunk)]
     chunk = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
-    return StepSetup(program, state, batches[0], chunk, cfg, variants, label)
+    return StepSetup(program, state, batches[0], chunk, cfg, variants, label,
+                     extra={"remat": mode, "memory": est.to_dict(), **info})
 
 
 def fresh_state(setup: StepSetup):
@@ -508,7 +591,8 @@ def bench_step(s: BenchSettings, setup: Optional[StepSetup] = None) -> dict[str,
     tokens_per_step = B * T
     out: dict[str, Any] = {"model": setup.label, "batch_size": B, "seq_len": T, "steps_per_chunk": K,
                            "tokens_per_step": tokens_per_step, "param_count": int(setup.state.model.num_params()),
-                           "compute_dtype": str(jnp.dtype(_compute_dtype())), "forms": {}}
+                           "compute_dtype": str(jnp.dtype(_compute_dtype(s))), "remat": prog.remat,
+                           "accumulation_steps": prog.accumulation_steps, "forms": {}}
     batch = {k: jnp.asarray(v) for k, v in setup.batch.items()}
 
     # eager: the same step function with jit disabled (op-by-op dispatch)
@@ -540,10 +624,10 @@ def bench_step(s: BenchSettings, setup: Optional[StepSetup] = None) -> dict[str,
     return out
 
 
-def _compute_dtype():
+def _compute_dtype(s: Optional[BenchSettings] = None):
     from pawn.model import resolve_dtype
 
-    return resolve_dtype(None)
+    return resolve_dtype(s.compute_dtype() if s is not None else None)
 
 
 # =============================================================================== MFU
@@ -602,7 +686,7 @@ def bench_mfu(s: BenchSettings, step: Optional[dict] = None, setup: Optional[Ste
     else:
         tps = step["forms"]["scan_chunk"]["tokens_per_s"]
         measured_here = False
-    dt_name = jnp.dtype(_compute_dtype()).name
+    dt_name = jnp.dtype(_compute_dtype(s)).name
     per_variant = [{"name": c.name, "param_count": param_count(c), "flops_per_token": flops_per_token(c, s.seq_len),
                     "attention_flops_per_token": 12 * c.n_layers * s.seq_len * c.d_model} for c, _ in setup.variants]
     fpt = step_flops_per_token(setup.variants, s.seq_len)
@@ -910,10 +994,10 @@ def parse_only(values: Optional[Sequence[str]]) -> list[str]:
 # (quick: engine 0.5, step 29.8, mfu 0.4, data 0.1, concurrency 28.2 for rows 1 and 2, decode 3.2;
 # default: engine 12.2, step 168.5, mfu 0.7, data 71.4), and, for the default concurrency and
 # decode sections, from a whole default run with --concurrency 4 taking about 7.5 minutes there.
-# eval and the decode section's 64 × 257 workload are guesses scaled from their first timings.
+# memory, eval and the decode section's 64 × 257 workload are guesses from their first timings.
 # Only used for the estimate printed before a run.
 REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
-    "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
+    "memory": (5.0, 20.0), "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
     "concurrency": (9.0, 46.0), "eval": (3.0, 10.0), "decode": (5.0, 60.0),
 }
 REFERENCE_MACHINE = "a 2-core CPU"
@@ -990,7 +1074,9 @@ def run_bench(
             t0 = time.perf_counter()
             if name in ("step", "mfu", "data") and setup is None:
                 setup = make_setup(s)
-            if name == "engine":
+            if name == "memory":
+                result = bench_memory(s)
+            elif name == "engine":
                 result = bench_engine(s)
             elif name == "step":
                 result = bench_step(s, setup)
@@ -1043,6 +1129,26 @@ def print_report(report: dict[str, Any], console=None, *, only: Optional[Sequenc
     if only is not None:
         report = {k: v for k, v in report.items() if k not in SECTIONS or k in only}
 
+    if "memory" in report:
+        mem = report["memory"]
+        t = Table(title=f"compiled train-step memory: {mem['model']}, batch {mem['batch_size']} × seq {mem['seq_len']} "
+                        f"({mem['compute_dtype']}), K = {mem['steps_per_chunk']}, accumulation {mem['accumulation_steps']}, "
+                        f"per device ({mem['backend']})")
+        cols = ["remat", "attention", "temp GiB", "args GiB", "out GiB", "alias GiB", "peak GiB", "compile s"]
+        cols += [f"fits {d['name'].split(' (')[0]}" for d in mem["named_devices"]]
+        cap = mem["this_device"]["bytes"]
+        cols.append(f"fits here ({cap / 2**30:.0f} GiB)" if cap else "fits here")
+        for c in cols:
+            t.add_column(c, justify="left" if c == "remat" else "right")
+        yes = {True: "yes", False: "no", None: "?"}
+        for r in mem["rows"]:
+            t.add_row(r["remat"], r["attention"], f"{r['temp_gib']:.2f}", f"{r['argument_gib']:.2f}", f"{r['output_gib']:.2f}",
+                      f"{r['alias_gib']:.2f}", f"{r['peak_gib']:.2f}", f"{r['compile_s']:.1f}",
+                      *(yes[r["fits"][d["name"]]] for d in mem["named_devices"]), yes[r["fits_this_device"]])
+        console.print(t)
+        console.print(f"[dim]{mem['source']}; fits = peak ≤ {100 * (1 - mem['headroom']):.0f}% of the device; "
+                      f"this device: {mem['this_device']['source']}[/dim]")
+
     if "engine" in report:
         e = report["engine"]
         t = Table(title="engine")
@@ -1071,7 +1177,8 @@ def print_report(report: dict[str, Any], console=None, *, only: Optional[Sequenc
     if "step" in report:
         st = report["step"]
         t = Table(title=f"train step: {st['model']}, {st['param_count']:,} params, batch {st['batch_size']} × seq {st['seq_len']}"
-                        f" ({st['compute_dtype']}), K = {st['steps_per_chunk']}")
+                        f" ({st['compute_dtype']}), K = {st['steps_per_chunk']}, remat {st.get('remat', 'none')}, "
+                        f"accumulation {st.get('accumulation_steps', 1)}")
         for c in ("form", "time ms (per call)", "tokens/s", "tokens/s min–max", "steps/s", "first call s", "compile s"):
             t.add_column(c, justify="left" if c == "form" else "right")
         names = {"eager": "eager (no jit)", "jit_step": "jit, 1 step per call", "scan_chunk": f"lax.scan chunk, {st['steps_per_chunk']} steps"}

@@ -741,20 +741,28 @@ def generate_cmd(
 # ============================================================================ bench
 @app.command("bench")
 def bench_cmd(
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only these sections (repeatable or comma list): engine, step, mfu, data, concurrency, eval, decode. Default: all.")] = None,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only these sections (repeatable or comma list): memory, engine, step, mfu, data, concurrency, eval, decode. Default: all.")] = None,
     variant: Annotated[Optional[str], typer.Option("--variant", help="Benchmark one model of this size (toy, small, base, large).")] = None,
     supernet: Annotated[Optional[str], typer.Option("--supernet", help="Benchmark the joint step of this supernet (tiny, large). Default: tiny (toy variant with --quick).")] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Games per train step (default 16; 4 with --quick).", show_default=False)] = None,
     seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=1, help="Train-step sequence length (default 128; 32 with --quick).", show_default=False)] = None,
     steps_per_chunk: Annotated[Optional[int], typer.Option("--steps-per-chunk", min=1, help="K, optimizer steps per lax.scan chunk (default 10; 2 with --quick).", show_default=False)] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Train-step compute dtype: float32 or bfloat16 (default: float32 on CPU, bfloat16 on accelerators).", show_default=False)] = None,
+    remat: Annotated[Optional[str], typer.Option("--remat", help="Per-layer rematerialisation: none, attention, full, or auto (default: the first that fits; the memory section reports all three).", show_default=False)] = None,
+    accumulation_steps: Annotated[Optional[int], typer.Option("--accumulation-steps", min=1, help="Micro-batches per optimizer step (default 1).", show_default=False)] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Run 1..N independent training processes at once (spawned) and report aggregate and per-process tokens/s (default 2).", show_default=False)] = None,
     repeats: Annotated[Optional[int], typer.Option("--repeats", min=1, help="Timed runs per measurement (median, min, max) (default 5; 2 with --quick).", show_default=False)] = None,
     pgn: Annotated[Optional[list[Path]], typer.Option("--pgn", help="PGN file, or a directory of .pgn files, for the parsing workload (repeatable), e.g. Lichess exports; default: the random games written as PGN.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Every section at tiny sizes (a smoke run, about a minute on two CPU cores).")] = False,
     json_out: JsonOpt = None,
 ) -> None:
-    """Measure where time goes: engine games/s, train step (eager, jit, lax.scan chunk), MFU, the
-    data path, concurrent training processes, teacher-forced evaluation and KV-cache decoding.
+    """Measure where time goes: compiled train-step memory (XLA memory analysis, per remat mode, and
+    whether it fits 80 GB and 141 GB devices), engine games/s, train step (eager, jit, lax.scan
+    chunk), MFU, the data path, concurrent training processes, teacher-forced evaluation and
+    KV-cache decoding.
+
+    Sections that run the train step first check its compiled memory against this device and
+    refuse in one line, with the flags that would fit, instead of running out of memory.
 
     Prints rich tables; --json FILE writes every figure with the header (device, JAX version,
     threads, CPU model) and the settings. Medians over repeated runs after warm-up, min and max shown.
@@ -773,7 +781,8 @@ def bench_cmd(
     fields = BenchSettings.quick_defaults() if quick else {}
     if variant is not None or supernet is not None:
         fields.update(variant=variant, supernet=supernet)
-    given = {"batch_size": batch_size, "seq_len": seq_len, "steps_per_chunk": steps_per_chunk, "concurrency": concurrency, "repeats": repeats}
+    given = {"batch_size": batch_size, "seq_len": seq_len, "steps_per_chunk": steps_per_chunk, "concurrency": concurrency, "repeats": repeats,
+             "dtype": dtype, "remat": remat, "accumulation_steps": accumulation_steps}
     fields.update({k: v for k, v in given.items() if v is not None})
     if pgn:
         files: list[Path] = []

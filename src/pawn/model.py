@@ -9,12 +9,14 @@ files, no engine and no CLI.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 from jaxtyping import Array, Bool, Float, Int
 
 from pawn.config import ModelConfig, validate_nested
@@ -118,6 +120,165 @@ def _attend_cached(
     scores = jnp.einsum("bhd,bhtd->bht", q, k).astype(jnp.float32) * (hd ** -0.5)
     w = jax.nn.softmax(jnp.where(valid[None, None, :], scores, MASK_FILL), axis=-1).astype(v.dtype)
     return jnp.einsum("bht,bhtd->bhd", w, v)
+
+
+REMAT_MODES: tuple[str, ...] = ("none", "attention", "full")
+"""Per-layer rematerialisation policies of the training forward (cheapest memory last):
+
+* ``none`` — no rematerialisation; every intermediate the backward needs is kept.
+* ``attention`` — each layer under ``jax.checkpoint`` keeping only its matmul outputs
+  (:data:`SAVED_IN_ATTENTION_MODE`); the attention core, norms, RoPE and SiLU are recomputed.
+* ``full`` — each layer under ``jax.checkpoint`` saving nothing: only the layer inputs
+  ``[L, B, T, d]`` are kept and a whole layer is recomputed in the backward pass.
+
+No mode changes the numbers computed (XLA may fuse differently, float-rounding level)."""
+
+
+def remat_mode(remat: bool | str) -> str:
+    """Normalise a ``remat`` argument: ``False``/``"none"`` → ``"none"``, ``True``/``"full"`` →
+    ``"full"``, ``"attention"`` → ``"attention"``.
+
+    Raises:
+        ValueError: any other value (the message lists :data:`REMAT_MODES`).
+    """
+    if remat is True:
+        return "full"
+    if remat is False or remat is None:
+        return "none"
+    if remat not in REMAT_MODES:
+        raise ValueError(f"unknown remat mode {remat!r}; choose from {', '.join(REMAT_MODES)}")
+    return remat
+
+
+SAVED_IN_ATTENTION_MODE: tuple[str, ...] = ("attn_q", "attn_k", "attn_v", "attn_ctx", "attn_lse")
+"""Per-layer values kept by remat mode ``attention``: what the attention backward needs
+(post-RoPE q, k; v; the attention output and its fp32 log-sum-exp [B, H, T]), 4·d + H values per
+token. The attention forward is never rerun; norms and the SwiGLU FFN (the 8·d-per-token gate and
+up activations) are recomputed in the backward pass."""
+
+
+def _remat_policy(mode: str):
+    if mode == "attention":
+        return jax.checkpoint_policies.save_only_these_names(*SAVED_IN_ATTENTION_MODE)
+    return jax.checkpoint_policies.nothing_saveable
+
+
+ATTENTION_BLOCK = 128
+"""Query block of :func:`causal_attention`: block ``i`` scores only keys ``[0, end_i)``, so the
+largest transient is ``[B, H, ATTENTION_BLOCK, T]`` and the masked upper triangle beyond the
+block diagonal is never computed."""
+
+
+def _query_blocks(T: int, block: int) -> list[tuple[int, int]]:
+    return [(s, min(s + block, T)) for s in range(0, T, block)]
+
+
+def _block_scores(q_blk, k_pre, mask_pre, start: int, scale: float):
+    """Masked fp32 scores [B, H, t, e] of queries ``start … start+t−1`` against keys ``0 … e−1``."""
+    t, e = q_blk.shape[1], k_pre.shape[1]
+    sc = jnp.einsum("bqhd,bkhd->bhqk", q_blk, k_pre, preferred_element_type=jnp.float32) * jnp.float32(scale)
+    causal = jnp.arange(e)[None, :] <= (start + jnp.arange(t))[:, None]
+    keep = causal[None, None] & mask_pre[:, None, None, :]
+    # A finite fill keeps rows with no key kept free of NaN in both passes (spec §2.3).
+    return jnp.where(keep, sc, MASK_FILL)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
+def causal_attention(q, k, v, attn_mask, block: int = ATTENTION_BLOCK):
+    """Causal scaled dot-product attention with a key-padding mask (spec §2.3), blockwise over
+    queries, keeping no ``[T, T]`` tensor for the backward pass.
+
+    Args:
+        q, k, v: [B, T, H, hd] in the compute dtype.
+        attn_mask: bool [B, T], true at real keys.
+        block: query block length (static).
+
+    Returns:
+        [B, T, H, hd] in ``v.dtype``. Scores are accumulated in fp32 and softmaxed in fp32; the
+        weights are cast to the compute dtype for the ``AV`` product. A row with no key kept
+        (all scores at the finite fill) gets uniform weights: the caller zeroes its output.
+
+    The backward pass (custom VJP) saves only q, k, v, the output and the fp32 log-sum-exp
+    [B, H, T] and recomputes each block's weights, as flash attention does (Dao et al. 2022,
+    §3.1, with whole key prefixes instead of an online softmax).
+    """
+    return _causal_attention_fwd(q, k, v, attn_mask, block)[0]
+
+
+def _causal_attention_fwd(q, k, v, attn_mask, block=ATTENTION_BLOCK):
+    scale = q.shape[-1] ** -0.5
+    outs, lses = [], []
+    for s, e in _query_blocks(q.shape[1], block):
+        sc = _block_scores(q[:, s:e], k[:, :e], attn_mask[:, :e], s, scale)
+        m = sc.max(axis=-1, keepdims=True)
+        p = jnp.exp(sc - m)
+        den = p.sum(axis=-1, keepdims=True)
+        outs.append(jnp.einsum("bhqk,bkhd->bqhd", (p / den).astype(v.dtype), v[:, :e]))
+        lses.append((m + jnp.log(den))[..., 0])
+    o = jnp.concatenate(outs, axis=1) if len(outs) > 1 else outs[0]
+    lse = jnp.concatenate(lses, axis=2) if len(lses) > 1 else lses[0]
+    # Named for the remat policy: saving both means a checkpointed layer never reruns this.
+    o, lse = checkpoint_name(o, "attn_ctx"), checkpoint_name(lse, "attn_lse")
+    return o, (q, k, v, attn_mask, o, lse)
+
+
+def _causal_attention_bwd(block, res, do):
+    q, k, v, attn_mask, o, lse = res
+    f32 = jnp.float32
+    scale = q.shape[-1] ** -0.5
+    delta = jnp.einsum("bqhd,bqhd->bhq", do.astype(f32), o.astype(f32))  # rowsum(dO ∘ O)
+    dq_blocks = []
+    dk = jnp.zeros(k.shape, f32)
+    dv = jnp.zeros(v.shape, f32)
+    for s, e in _query_blocks(q.shape[1], block):
+        sc = _block_scores(q[:, s:e], k[:, :e], attn_mask[:, :e], s, scale)
+        p = jnp.exp(sc - lse[:, :, s:e, None])
+        do_b = do[:, s:e]
+        dv = dv.at[:, :e].add(jnp.einsum("bhqk,bqhd->bkhd", p.astype(do.dtype), do_b, preferred_element_type=f32))
+        dp = jnp.einsum("bqhd,bkhd->bhqk", do_b, v[:, :e], preferred_element_type=f32)
+        ds = (p * (dp - delta[:, :, s:e, None]) * f32(scale)).astype(q.dtype)
+        dq_blocks.append(jnp.einsum("bhqk,bkhd->bqhd", ds, k[:, :e], preferred_element_type=f32))
+        dk = dk.at[:, :e].add(jnp.einsum("bhqk,bqhd->bkhd", ds, q[:, s:e], preferred_element_type=f32))
+    dq = jnp.concatenate(dq_blocks, axis=1) if len(dq_blocks) > 1 else dq_blocks[0]
+    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
+
+
+causal_attention.defvjp(_causal_attention_fwd, _causal_attention_bwd)
+
+
+FUSED_ATTENTION = True
+"""Use cuDNN's fused attention where :func:`_attend_full` allows it (set False to force the
+blockwise XLA attention, e.g. when cuDNN fails to compile a shape)."""
+
+ATTENTION_IMPL: dict[str, str] = {}
+"""The attention implementation chosen at the last trace of the full forward, by compute dtype
+(``"cudnn"`` or ``"xla"``); reported by ``pawn bench`` and ``benchmarks/gpu_check.sh``."""
+
+
+def _attend_full(q, k, v, attn_mask, all_masked, prefix_mask: bool):
+    """Attention of the full forward: q, k, v [B, T, H, hd]; returns [B, T, H, hd].
+
+    On an NVIDIA GPU with a bf16/fp16 compute dtype and a prefix ``attn_mask`` (true exactly on
+    positions ``< sum(attn_mask[b])``, which is what packed games are), this is
+    ``jax.nn.dot_product_attention(..., is_causal=True, key_value_seq_lengths=...,
+    implementation="cudnn")``: cuDNN's fused flash attention, which keeps no ``[T, T]`` tensor for
+    the backward. Elsewhere (CPU, fp32, or when cuDNN refuses the shapes at trace time) it is the
+    blockwise :func:`causal_attention`. Rows with no real key at or before the query (``all_masked``
+    bool [B, T]) output exactly 0 in both paths (spec §2.3)."""
+    out = None
+    if FUSED_ATTENTION and prefix_mask and jax.default_backend() == "gpu" and q.dtype in (jnp.bfloat16, jnp.float16):
+        # A game of length 0 has no real key at all; give the kernel one (slot 0) so its rows stay
+        # finite in both passes; their output is zeroed below.
+        kv_len = jnp.maximum(attn_mask.sum(axis=1, dtype=jnp.int32), 1)
+        try:
+            out = jax.nn.dot_product_attention(q, k, v, is_causal=True, key_value_seq_lengths=kv_len, implementation="cudnn")
+            ATTENTION_IMPL[jnp.dtype(q.dtype).name] = "cudnn"
+        except (NotImplementedError, ValueError, RuntimeError, TypeError):
+            out = None
+    if out is None:
+        out = causal_attention(q, k, v, attn_mask)
+        ATTENTION_IMPL[jnp.dtype(q.dtype).name] = "xla"
+    return jnp.where(all_masked[:, :, None, None], jnp.zeros((), out.dtype), out)
 
 
 class KVCache(eqx.Module):
@@ -246,34 +407,35 @@ class PAWNModel(eqx.Module):
         x = rms_norm(h, self.final_norm)
         return dense(x, self.lm_head.astype(h.dtype)).astype(jnp.float32)
 
-    def _run(self, tokens, attn_mask, dtype, *, return_hidden: bool, return_kv: bool, remat: bool):
+    def _run(self, tokens, attn_mask, dtype, *, return_hidden: bool, return_kv: bool, remat, prefix_mask: bool = False):
         B, T = tokens.shape
         cfg = self.config
         if T > cfg.max_seq_len:
             raise ValueError(f"sequence length {T} exceeds max_seq_len {cfg.max_seq_len}")
+        mode = remat_mode(remat)
         if attn_mask is None:
             attn_mask = tokens != PAD_TOKEN
         attn_mask = attn_mask.astype(bool)
         cos, sin = rope_tables(jnp.arange(T), cfg.head_dim, cfg.rope_base)
-        causal = jnp.tril(jnp.ones((T, T), bool))
-        keep = causal[None] & attn_mask[:, None, :]
         all_masked = jnp.cumsum(attn_mask.astype(jnp.int32), axis=1) == 0
         h0 = self.embed(tokens).astype(dtype)
 
         def layer(h, lw):
             x = rms_norm(h, lw["attn_norm"])
             q, k, v = self._qkv(x, lw, cos, sin)
-            ctx = _attend(q, k, v, keep, all_masked).reshape(B, T, cfg.d_model)
+            q, k, v = checkpoint_name(q, "attn_q"), checkpoint_name(k, "attn_k"), checkpoint_name(v, "attn_v")
+            ctx = _attend_full(q, k, v, attn_mask, all_masked, prefix_mask).reshape(B, T, cfg.d_model)
             h = h + dense(ctx, lw["wo"])
             h = h + self._ffn(h, lw)
             ys = (h if return_hidden else None, (k, v) if return_kv else None)
             return h, ys
 
-        if remat:
-            layer = jax.checkpoint(layer)
-        # Unrolled: XLA then schedules and fuses across layers (about 12 % faster per training
-        # step on CPU, measured with `pawn bench --only step`); the weights stay stacked.
-        h, (hidden, kv) = jax.lax.scan(layer, h0, self._layer_weights(dtype), unroll=True)
+        if mode != "none":
+            layer = jax.checkpoint(layer, policy=_remat_policy(mode), prevent_cse=False)
+        # A rolled scan: with remat, unrolling would let XLA hoist every recomputation to the start
+        # of the backward pass, so nothing would be freed; without remat, rolled measured faster
+        # than unrolled on CPU with the blockwise attention (TINY supernet, B 16, T 128).
+        h, (hidden, kv) = jax.lax.scan(layer, h0, self._layer_weights(dtype))
         return h0, h, hidden, kv
 
     # ------------------------------------------------------------------ public calls
@@ -284,7 +446,8 @@ class PAWNModel(eqx.Module):
         *,
         dtype: Optional[str] = None,
         return_hidden: bool = False,
-        remat: bool = False,
+        remat: bool | str = False,
+        prefix_mask: bool = False,
     ):
         """Full forward pass.
 
@@ -296,16 +459,21 @@ class PAWNModel(eqx.Module):
                 accelerators. Parameters stay fp32; norms, softmax and logits are fp32.
             return_hidden: also return the residual stream in the compute dtype,
                 [L+1, B, T, d]: index 0 = embedding output, ℓ+1 = after layer ℓ (pre-final-norm).
-            remat: rematerialise each layer in the backward pass (memory only).
+            remat: per-layer rematerialisation in the backward pass (memory only), one of
+                :data:`REMAT_MODES`; ``False`` = ``"none"``, ``True`` = ``"full"``.
+            prefix_mask: the caller guarantees ``attn_mask[b]`` is true exactly on positions
+                ``< sum(attn_mask[b])`` (packed games); lets an NVIDIA GPU use cuDNN's fused
+                attention (see :func:`_attend_full`). Wrong for other masks.
 
         Returns:
             logits float32 [B, T, V], or ``(logits, hidden)`` with ``return_hidden``.
 
         Raises:
-            ValueError: T > ``max_seq_len``.
+            ValueError: T > ``max_seq_len``; an unknown ``remat`` mode.
         """
         dt = resolve_dtype(dtype)
-        h0, h, hidden, _ = self._run(tokens, attn_mask, dt, return_hidden=return_hidden, return_kv=False, remat=remat)
+        h0, h, hidden, _ = self._run(tokens, attn_mask, dt, return_hidden=return_hidden, return_kv=False, remat=remat,
+                                     prefix_mask=prefix_mask)
         logits = self._head(h)
         if return_hidden:
             return logits, jnp.concatenate([h0[None], hidden], axis=0)

@@ -128,7 +128,8 @@ class PretrainConfig(_Settings):
     supernet: Optional[Literal["tiny", "large"]] = Field(None, description="Train a supernet jointly over its nested variants (large when neither --supernet nor --variant is given).")
     variant: Optional[Literal["toy", "small", "base", "large"]] = Field(None, description="Train one model of this size.")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators (bf16, fp32 and f32 are accepted spellings).")
-    remat: bool = Field(False, description="Rematerialise layers in the backward pass (less memory, more compute).")
+    remat: Literal["auto", "none", "attention", "full"] = Field("auto", description="Per-layer rematerialisation in the backward pass: none (fastest), attention (keep only q, k, v and the attention output of each layer; recompute norms and FFN), full (keep only each layer's input; recompute the layer); auto = the first of none, attention, full whose compiled step fits the device.")
+    accumulation_steps: int = Field(1, description="Micro-batches per optimizer step (gradients summed inside the compiled step: the full-batch update with the activation memory of batch_size / N games).")
     # optimisation
     total_steps: Optional[int] = Field(None, description="Optimizer steps to run (required, except with --resume, which reads it from the checkpoint).")
     batch_size: int = Field(256, description="Games per step (global, over all devices).")
@@ -187,6 +188,16 @@ class PretrainConfig(_Settings):
             return {**LAPTOP_PRESET, **data}
         return data
 
+    @field_validator("remat", mode="before")
+    @classmethod
+    def _remat_bool(cls, v: Any) -> Any:
+        """Run configs written before remat modes stored a bool: true = full, false = none."""
+        if isinstance(v, bool):
+            return "full" if v else "none"
+        if isinstance(v, str) and v.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return "full" if v.lower() in ("true", "1", "yes") else "none"
+        return v
+
     @property
     def user_set_fields(self) -> set[str]:
         """Fields given on the command line, in the environment or in the config file (not
@@ -203,9 +214,11 @@ class PretrainConfig(_Settings):
             if self.resume is None:
                 raise ValueError(f"total_steps: {_REQUIRED_TOTAL_STEPS}")
             return self  # resuming: the stored run config supplies it and is validated when merged
-        for name in ("total_steps", "batch_size", "seq_len", "val_every", "checkpoint_every", "prefetch_chunks"):
+        for name in ("total_steps", "batch_size", "seq_len", "val_every", "checkpoint_every", "prefetch_chunks", "accumulation_steps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.batch_size % self.accumulation_steps:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of accumulation_steps ({self.accumulation_steps})")
         for name in ("val_games", "keep_checkpoints"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")

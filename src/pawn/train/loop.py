@@ -9,6 +9,7 @@ between chunks.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -20,7 +21,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from pawn.config import ModelConfig
-from pawn.model import PAWNModel
+from pawn.model import PAWNModel, remat_mode
 from pawn.train.losses import joint_loss
 from pawn.train.schedules import Schedule
 
@@ -135,20 +136,46 @@ class TrainProgram:
         schedule: LR schedule (reported per step).
         variants: ``(config, weight)`` pairs trained jointly.
         dtype: compute dtype name or None (auto).
-        remat: rematerialise layers in the backward pass.
+        remat: per-layer rematerialisation, one of :data:`pawn.model.REMAT_MODES` (``False`` =
+            ``"none"``, ``True`` = ``"full"``).
         mesh: device mesh with one ``data`` axis; the batch axis is sharded over it.
+        accumulation_steps: A, micro-batches per optimizer step. Each step's batch [B, T] is cut
+            into A micro-batches of B/A games (game ``j·A + i`` goes to micro-batch ``i``, so
+            every device keeps its share); their gradients are summed inside the compiled step,
+            each weighted by its share of the batch's supervised positions, which gives the
+            full-batch loss and update (spec §1.3–1.4) with the activation memory of B/A games.
+
+    Raises:
+        ValueError: ``accumulation_steps < 1`` or an unknown remat mode.
     """
 
     optimizer: optax.GradientTransformation
     schedule: Schedule
     variants: Sequence[tuple[ModelConfig, float]]
     dtype: Optional[str]
-    remat: bool
+    remat: bool | str
     mesh: Mesh
+    accumulation_steps: int = 1
 
     def __post_init__(self):
         self.variants = tuple(self.variants)
-        self._chunk = eqx.filter_jit(self._chunk_impl, donate="all")
+        self.remat = remat_mode(self.remat)
+        if self.accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps must be ≥ 1, got {self.accumulation_steps}")
+        self._jit = self._make_jit()
+        self._compiled: dict = {}
+
+    def _make_jit(self):
+        def chunk_fn(state, chunk):  # a fresh function: its own trace cache
+            return self._chunk_impl(state, chunk)
+
+        return jax.jit(chunk_fn, donate_argnums=(0, 1))
+
+    def set_remat(self, remat: bool | str) -> None:
+        """Switch the rematerialisation mode (drops compiled executables)."""
+        self.remat = remat_mode(remat)
+        self._jit = self._make_jit()
+        self._compiled = {}
 
     # ------------------------------------------------------------------ sharding
     @property
@@ -170,11 +197,46 @@ class TrainProgram:
         return {k: jax.make_array_from_process_local_data(self.chunk_sharding, v) for k, v in chunk.items()}
 
     # ------------------------------------------------------------------ compiled step
-    def _step(self, state: TrainState, batch: dict[str, jax.Array]):
-        def loss_fn(model):
-            return joint_loss(model, batch, self.variants, dtype=self.dtype, remat=self.remat, with_accuracy=True)
+    def _loss_and_grads(self, model: PAWNModel, batch: dict[str, jax.Array]):
+        """``(joint loss, per-variant CE, n_supervised, per-variant top-1, grads)`` of one batch,
+        over :attr:`accumulation_steps` micro-batches when that is above 1."""
+        def loss_fn(m, b):
+            return joint_loss(m, b, self.variants, dtype=self.dtype, remat=self.remat, with_accuracy=True)
 
-        (loss, (per_variant, count, accuracy)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(state.model)
+        A = self.accumulation_steps
+        if A == 1:
+            (loss, (per_variant, count, accuracy)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(model, batch)
+            return loss, per_variant, count, accuracy, grads
+        B = batch["input_ids"].shape[0]
+        if B % A:
+            raise ValueError(f"batch of {B} games does not split into {A} micro-batches")
+        # [B, ...] → [A, B/A, ...] with game j·A + i in micro-batch i: a device's contiguous block
+        # of games contributes to every micro-batch, so the batch sharding carries over.
+        micro = {k: v.reshape(B // A, A, *v.shape[1:]).swapaxes(0, 1) for k, v in batch.items()}
+        count = batch["loss_mask"].sum(dtype=jnp.int32)
+        denom = jnp.maximum(count, 1).astype(jnp.float32)
+
+        def weighted(m, b):
+            # CE_i · n_i / N: the micro-batch's share of the full batch's masked mean (the same
+            # weighting makes the micro-batch accuracies sum to the full batch's).
+            loss, (per, n, acc) = loss_fn(m, b)
+            share = n.astype(jnp.float32) / denom
+            return loss * share, ({k: v * share for k, v in per.items()}, {k: v * share for k, v in acc.items()})
+
+        def body(carry, b):
+            g_acc, l_acc, per_acc, acc_acc = carry
+            (l, (per, acc)), g = eqx.filter_value_and_grad(weighted, has_aux=True)(model, b)
+            g_acc = jax.tree_util.tree_map(jnp.add, g_acc, g)
+            return (g_acc, l_acc + l, {k: per_acc[k] + per[k] for k in per_acc},
+                    {k: acc_acc[k] + acc[k] for k in acc_acc}), None
+
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, eqx.filter(model, eqx.is_array))
+        per0 = {cfg.name: jnp.float32(0.0) for cfg, _ in self.variants}
+        (grads, loss, per_variant, accuracy), _ = jax.lax.scan(body, (zeros, jnp.float32(0.0), per0, dict(per0)), micro)
+        return loss, per_variant, count, accuracy, grads
+
+    def _step(self, state: TrainState, batch: dict[str, jax.Array]):
+        loss, per_variant, count, accuracy, grads = self._loss_and_grads(state.model, batch)
         grad_norm = optax.tree.norm(grads)
         params = eqx.filter(state.model, eqx.is_array)
         updates, new_opt = self.optimizer.update(grads, state.opt_state, params, step=state.step)
@@ -197,10 +259,40 @@ class TrainProgram:
     def _chunk_impl(self, state: TrainState, chunk: dict[str, jax.Array]):
         return jax.lax.scan(self._step, state, chunk)
 
+    def abstract_chunk(self, k: int, batch_size: int, seq_len: int) -> dict[str, jax.ShapeDtypeStruct]:
+        """Shapes, dtypes and shardings of a chunk [K, B, T] as :meth:`place_chunk` makes it
+        (``input_ids``/``targets`` int32, ``attn_mask``/``loss_mask`` bool); no memory is used."""
+        dt = {"input_ids": jnp.int32, "targets": jnp.int32, "attn_mask": jnp.bool_, "loss_mask": jnp.bool_}
+        return {n: jax.ShapeDtypeStruct((k, batch_size, seq_len), d, sharding=self.chunk_sharding) for n, d in dt.items()}
+
+    @staticmethod
+    def _signature(chunk) -> tuple:
+        return tuple(sorted((n, tuple(a.shape), str(a.dtype)) for n, a in chunk.items()))
+
+    def compile(self, state, chunk):
+        """Compile (without running) the K-step chunk for ``state`` and ``chunk``, which may be
+        arrays or ``jax.ShapeDtypeStruct`` trees (e.g. from ``jax.eval_shape`` and
+        :meth:`abstract_chunk`, so nothing is allocated). The executable is kept and used by
+        :meth:`run_chunk` for chunks of the same shapes, so checking memory first costs no second
+        compilation. Returns the ``jax.stages.Compiled`` (see its ``memory_analysis()``)."""
+        st = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), state)
+        ch = {n: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self.chunk_sharding) for n, a in chunk.items()}
+        with warnings.catch_warnings():
+            # The chunk's int/bool inputs are donated but have no same-shaped output to reuse.
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+            compiled = self._jit.lower(st, ch).compile()
+        self._compiled[self._signature(ch)] = compiled
+        return compiled
+
     def run_chunk(self, state: TrainState, chunk: dict[str, jax.Array]) -> tuple[TrainState, dict[str, jax.Array]]:
         """Run K steps (K = leading axis of the chunk arrays). ``state`` and ``chunk`` are donated:
         do not use them afterwards. Returns the new state and metrics stacked [K]."""
-        return self._chunk(state, chunk)
+        compiled = self._compiled.get(self._signature(chunk))
+        if compiled is not None:
+            return compiled(state, chunk)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+            return self._jit(state, chunk)
 
 
 def make_mesh(devices: Optional[Sequence[jax.Device]] = None) -> Mesh:

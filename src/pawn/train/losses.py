@@ -56,14 +56,16 @@ def joint_loss(
     variants: Sequence[tuple[ModelConfig, float]],
     *,
     dtype: Optional[str] = None,
-    remat: bool = False,
+    remat: bool | str = False,
     with_accuracy: bool = False,
 ):
     """Supernet joint loss ``Σ_v w_v · CE_v`` on one batch (spec §1.3).
 
     Each variant runs its nested slice of ``model`` (the variant equal to ``model.config`` runs
     the unsliced model). ``batch`` holds ``input_ids`` int32 [B, T], ``attn_mask`` bool,
-    ``targets`` int32, ``loss_mask`` bool.
+    ``targets`` int32, ``loss_mask`` bool; ``attn_mask`` must be true exactly on a prefix of
+    each row (packed games are), which lets GPUs use fused attention. ``remat``: one of
+    :data:`pawn.model.REMAT_MODES` (or a bool).
 
     Returns:
         ``(joint, (per_variant {ModelConfig.name: CE}, n_supervised int32))``; with
@@ -81,7 +83,7 @@ def joint_loss(
     count = jnp.int32(0)
     for cfg, weight in variants:
         m = model if cfg == model.config else sliced(model, cfg)
-        logits = m(batch["input_ids"], batch["attn_mask"], dtype=dtype, remat=remat)
+        logits = m(batch["input_ids"], batch["attn_mask"], dtype=dtype, remat=remat, prefix_mask=True)
         ce, count = masked_cross_entropy(logits, batch["targets"], batch["loss_mask"])
         per[cfg.name] = ce
         if with_accuracy:

@@ -68,7 +68,8 @@ VAL_KEYS = {
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
 RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
-                  "distributed_timeout_s", "log_every_s"}
+                  "distributed_timeout_s", "log_every_s",
+                  "remat", "accumulation_steps"}  # the last two change memory, not the update
 
 
 @dataclass
@@ -262,6 +263,29 @@ def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elaps
     return params, opt, ts
 
 
+def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainConfig, k: int, n_dev: int,
+                  log: Callable[[str], None]) -> None:
+    """Compile the K-step chunk from shapes (nothing allocated) and refuse, in one line, a step
+    whose XLA memory analysis exceeds the device (see :mod:`pawn.train.memory`); with
+    ``remat = auto`` take the first of none, attention, full that fits. The program keeps the
+    executable, so the run does not compile twice."""
+    from pawn.model import REMAT_MODES
+    from pawn.train.memory import GIB, InsufficientMemoryError, check_step_memory
+
+    if cfg.batch_size % (n_dev * cfg.accumulation_steps):
+        raise TrainingError(f"batch_size {cfg.batch_size} does not split into {cfg.accumulation_steps} micro-batches "
+                            f"on each of the {n_dev} devices (needs a multiple of {n_dev * cfg.accumulation_steps})")
+    candidates = list(REMAT_MODES) if cfg.remat == "auto" else [cfg.remat]
+    try:
+        mode, est, info = check_step_memory(program, stored_cfg, k=k, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                                            remat_candidates=candidates, what="this training step")
+    except InsufficientMemoryError as e:
+        raise TrainingError(str(e)) from None
+    cap = info["capacity_bytes"]
+    log(f"compiled step: {est.peak_bytes / GIB:.2f} GiB per device (remat {mode}, accumulation {cfg.accumulation_steps}); "
+        + (f"{info['capacity_source']}: {cap / GIB:.1f} GiB" if cap else f"{info['capacity_source']}: not checked"))
+
+
 def run_pretrain(
     cfg: PretrainConfig,
     *,
@@ -302,10 +326,12 @@ def run_pretrain(
 
     Raises:
         TrainingError: bad resume target (or no intact checkpoint to resume), ``--out`` holding
-            another run (without --resume or --overwrite), batch not divisible over devices,
-            corpus mismatch, a checkpoint or metrics write that fails (disk full, ...; the
-            previous checkpoint stays loadable), or a NaN/Inf loss (no checkpoint is written from
-            non-finite weights). Every message is one line.
+            another run (without --resume or --overwrite), batch not divisible over devices (and
+            micro-batches), a compiled step that does not fit the device's memory (checked before
+            any work, the message names the flags that would fit), corpus mismatch, a checkpoint
+            or metrics write that fails (disk full, ...; the previous checkpoint stays loadable),
+            or a NaN/Inf loss (no checkpoint is written from non-finite weights). Every message
+            is one line.
     """
     given_resume = cfg.resume
     maybe_initialize_distributed(cfg.distributed_timeout_s)
@@ -327,6 +353,9 @@ def run_pretrain(
     monitored = next((c for _, c in variants if c == stored_cfg), variants[-1][1])  # bests follow the stored model
     optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
     dtype = None if cfg.dtype == "auto" else cfg.dtype
+    mesh = make_mesh()
+    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", mesh, cfg.accumulation_steps)
+    _check_memory(program, stored_cfg, cfg, K, n_dev, log)
 
     # ---- model and optimizer state
     start_step, elapsed0 = 0, 0.0
@@ -420,8 +449,6 @@ def run_pretrain(
     except OSError as e:
         raise TrainingError(f"{metrics_path}: cannot write metrics ({e.strerror or e})") from None
 
-    mesh = make_mesh()
-    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, cfg.remat, mesh)
     state = program.place_state(state)
     stop = StopFlag(install_signal_handlers)
     end_step = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)

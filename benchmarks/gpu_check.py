@@ -1,0 +1,196 @@
+"""GPU check of the published recipe: large supernet, batch 256 × 512 plies, bf16.
+
+Run from the repository root on a machine with an NVIDIA GPU (never part of CI):
+
+    PYTHONPATH=src python3 benchmarks/gpu_check.py          # or: benchmarks/gpu_check.sh
+
+1. Memory: the K-step train chunk is compiled (not run) for remat attention and full (``--modes``), and
+   XLA's memory analysis (per device: temp, arguments, outputs, peak) is printed with whether it
+   fits this GPU and 80 GB / 141 GB devices (10 % headroom), plus which attention ran (cuDNN or
+   XLA).
+2. Speed: the cheapest mode that fits this GPU runs one warm-up chunk and ``--chunks`` timed
+   chunks of synthetic games (uniform random move ids, lengths uniform in [T/4, T]; the step's
+   cost does not depend on the moves) and reports tokens/s and MFU = model FLOP/s ÷ peak, with
+   model FLOPs from ``pawn.bench.FLOPS_FORMULA`` and the peak from ``pawn.bench.GPU_PEAKS``
+   (H200 / H100 SXM: 989.4 TFLOP/s dense bf16, the datasheet figure).
+
+Results go to ``$OUT/gpu_check.json`` (or ``--out``). The compiled Rust engine is not needed:
+when ``pawn._engine`` cannot be imported (e.g. built for another Python), the vocabulary
+constants and the action table are regenerated here from spec engine.md §1.1–1.3, exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+
+def _spec_engine_module() -> types.ModuleType:
+    """``pawn._engine`` replacement holding only what the model needs (spec engine.md §1)."""
+    files = "abcdefgh"
+
+    def name(sq: int) -> str:
+        return files[sq % 8] + str(sq // 8 + 1)
+
+    src, dst, promo = [], [], []
+    for s in range(64):  # §1.3 (1): queen-line targets ascending, then knight targets ascending
+        f, r = s % 8, s // 8
+        queen = sorted(8 * (r + k * dr) + f + k * df for dr, df in
+                       ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1))
+                       for k in range(1, 8) if 0 <= r + k * dr < 8 and 0 <= f + k * df < 8)
+        knight = sorted(8 * (r + dr) + f + df for dr, df in
+                        ((1, 2), (2, 1), (-1, 2), (-2, 1), (1, -2), (2, -1), (-1, -2), (-2, -1))
+                        if 0 <= r + dr < 8 and 0 <= f + df < 8)
+        for t in queen + knight:
+            src.append(s), dst.append(t), promo.append(0)
+    for from_rank, to_rank in ((1, 0), (6, 7)):  # §1.3 (2): black block, then white block
+        for f in range(8):
+            for df in (0, -1, 1):
+                if 0 <= f + df < 8:
+                    for p in (1, 2, 3, 4):  # q, r, b, n
+                        src.append(8 * from_rank + f), dst.append(8 * to_rank + f + df), promo.append(p)
+    assert len(src) == 1968 and name(src[0]) + name(dst[0]) == "a1b1"
+    mod = types.ModuleType("pawn._engine")
+    mod.NUM_ACTIONS, mod.PAD_TOKEN, mod.OUTCOME_TOKEN_BASE = 1968, 1968, 1969
+    mod.N_OUTCOMES, mod.VOCAB_SIZE, mod.MAX_SEQ_LEN = 11, 1980, 512
+    mod.OUTCOME_NAMES = ["WHITE_CHECKMATES", "BLACK_CHECKMATES", "STALEMATE", "DRAW_BY_RULE", "PLY_LIMIT",
+                         "WHITE_RESIGNS", "BLACK_RESIGNS", "DRAW_BY_AGREEMENT", "WHITE_WINS_ON_TIME",
+                         "BLACK_WINS_ON_TIME", "DRAW_BY_TIME"]
+    table = tuple(np.asarray(x, np.uint8) for x in (src, dst, promo))
+    mod.action_table = lambda: table
+    return mod
+
+
+def _import_pawn() -> str:
+    try:
+        import pawn._engine  # noqa: F401
+
+        return "compiled engine"
+    except ImportError:
+        sys.modules["pawn._engine"] = _spec_engine_module()
+        import pawn
+
+        pawn._engine = sys.modules["pawn._engine"]
+        return "engine absent: vocabulary regenerated from the spec"
+
+
+def synthetic_chunk(k: int, batch: int, seq_len: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """[K, B, T] packed games of random move ids with lengths uniform in [T/4, T]."""
+    from pawn.data.packing import pack_games
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(k):
+        toks = rng.integers(0, 1968, (batch, seq_len)).astype(np.int16)
+        lengths = rng.integers(seq_len // 4, seq_len + 1, batch)
+        out.append(pack_games(toks, lengths, np.zeros(batch, np.uint8), seq_len))
+    return {n: np.stack([b[n] for b in out]) for n in out[0]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--supernet", default="large")
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--accumulation-steps", type=int, default=1)
+    ap.add_argument("--steps-per-chunk", type=int, default=4)
+    ap.add_argument("--chunks", type=int, default=3, help="timed chunks after one warm-up chunk")
+    ap.add_argument("--modes", default="attention,full",
+                    help="remat modes to compile, comma list (none is left out by default: it cannot fit B 256 × T 512)")
+    ap.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/out")
+    a = ap.parse_args()
+    engine = _import_pawn()
+
+    import jax
+
+    import pawn.model as pm
+    from pawn.bench import PEAK_SOURCE, lookup_gpu_peak, step_flops_per_token
+    from pawn.config import SUPERNETS
+    from pawn.model import PAWNModel
+    from pawn.train.loop import TrainProgram, init_state, make_mesh, make_optimizer
+    from pawn.train.memory import GIB, NAMED_DEVICES, compile_chunk, device_memory, fits
+    from pawn.train.schedules import build_schedule
+
+    dev = jax.devices()[0]
+    res: dict = {"device": dev.device_kind, "backend": jax.default_backend(), "devices": jax.device_count(),
+                 "jax": jax.__version__, "engine": engine, "settings": vars(a), "memory": [], "errors": []}
+    print(f"{dev.device_kind} ×{jax.device_count()} ({jax.default_backend()}), JAX {jax.__version__}; {engine}", flush=True)
+    sup, variants = SUPERNETS[a.supernet]
+    vlist = [(c, 1.0) for c in variants.values()]
+    sched = build_schedule("constant", 3e-4, 10**9, 0)
+    opt = make_optimizer(sched, b1=0.9, b2=0.95, weight_decay=0.01, max_grad_norm=1.0)
+    cap, where = device_memory()
+    res["capacity"] = {"bytes": cap, "source": where}
+    K, B, T = a.steps_per_chunk, a.batch_size, a.seq_len
+    programs = {}
+    for mode in a.modes.split(","):
+        prog = TrainProgram(opt, sched, vlist, a.dtype, mode, make_mesh(), a.accumulation_steps)
+        pm.ATTENTION_IMPL.clear()
+        t0 = time.perf_counter()
+        try:
+            _, est = compile_chunk(prog, sup, K, B, T)
+        except Exception as e:  # a cuDNN refusal at compile time: retry with the XLA attention
+            if pm.ATTENTION_IMPL.get(a.dtype) != "cudnn":
+                raise
+            res["errors"].append(f"remat {mode}: cuDNN attention failed to compile ({type(e).__name__}: {str(e)[:300]}); retried with XLA")
+            print(res["errors"][-1], flush=True)
+            pm.FUSED_ATTENTION = False
+            pm.ATTENTION_IMPL.clear()
+            prog = TrainProgram(opt, sched, vlist, a.dtype, mode, make_mesh(), a.accumulation_steps)
+            _, est = compile_chunk(prog, sup, K, B, T)
+        row = {"remat": mode, "attention": pm.ATTENTION_IMPL.get(a.dtype, "?"), **est.to_dict(),
+               "compile_s": time.perf_counter() - t0, "fits_this_device": cap is not None and fits(est.peak_bytes, cap),
+               "fits": {n: fits(est.peak_bytes, s) for n, s in NAMED_DEVICES}}
+        res["memory"].append(row)
+        programs[mode] = prog
+        print(f"memory remat={mode:9s} attention={row['attention']}: temp {row['temp_gib']:.2f} GiB, peak {row['peak_gib']:.2f} GiB "
+              f"(compile {row['compile_s']:.0f} s); fits here ({(cap or 0) / GIB:.0f} GiB): {row['fits_this_device']}; "
+              + ", ".join(f"{n}: {v}" for n, v in row["fits"].items()), flush=True)
+
+    chosen = next((r["remat"] for r in res["memory"] if r["fits_this_device"]), None)
+    if chosen is None:
+        res["speed"] = {"skipped": "no remat mode fits this device"}
+        print(res["speed"]["skipped"])
+    else:
+        prog = programs[chosen]
+        state = prog.place_state(init_state(PAWNModel(sup, jax.random.key(0)), opt))
+        host = synthetic_chunk(K, B, T)
+        samples = []
+        for i in range(1 + a.chunks):
+            chunk = jax.block_until_ready(prog.place_chunk(host))
+            t0 = time.perf_counter()
+            state, m = prog.run_chunk(state, chunk)
+            jax.block_until_ready((state, m))
+            if i:
+                samples.append(time.perf_counter() - t0)
+        med = float(np.median(samples))
+        tps = K * B * T / med
+        fpt = step_flops_per_token(vlist, T)
+        row = lookup_gpu_peak(dev.device_kind) if jax.default_backend() == "gpu" else None
+        peak = (row[1] if a.dtype == "bfloat16" else row[2]) * 1e12 * jax.device_count() if row else None
+        res["speed"] = {"remat": chosen, "chunk_s_median": med, "chunk_s": samples, "tokens_per_s": tps,
+                        "steps_per_s": K / med, "flops_per_token": fpt, "achieved_flops_per_s": fpt * tps,
+                        "peak_flops_per_s": peak, "peak_source": f"{PEAK_SOURCE} ({row[0]})" if row else "no published peak for this device",
+                        "mfu": fpt * tps / peak if peak else None, "final_loss": float(np.asarray(m["loss"])[-1])}
+        s = res["speed"]
+        print(f"speed remat={chosen}: {tps:,.0f} tokens/s, {K / med:.2f} steps/s, {fpt * tps / 1e12:.1f} TFLOP/s achieved"
+              + (f", MFU {100 * s['mfu']:.1f}% of {peak / 1e12:.1f} TFLOP/s ({row[0]} dense {a.dtype})" if peak else ""), flush=True)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "gpu_check.json.tmp"
+    tmp.write_text(json.dumps(res, indent=2, default=str) + "\n")
+    tmp.replace(out / "gpu_check.json")
+    print(f"wrote {out / 'gpu_check.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

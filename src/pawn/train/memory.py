@@ -1,0 +1,221 @@
+"""Will the training step fit? XLA's own buffer assignment for the compiled K-step chunk.
+
+Every command that compiles a train step (``pawn pretrain``, ``pawn bench``) compiles it first
+from shapes alone (``jax.eval_shape`` state, :meth:`~pawn.train.loop.TrainProgram.abstract_chunk`
+chunk: nothing allocated), reads ``Compiled.memory_analysis()`` and compares the per-device peak
+with what the device has — accelerator memory (``memory_stats()["bytes_limit"]``), or available
+RAM (``MemAvailable``) on CPU. A step that will not fit is refused in one line naming the size
+needed, the size available and the flags that would fit. The executable compiled for the check
+is the one the run then uses (no second compilation).
+
+On CPU the figure is a proxy for an accelerator: XLA:CPU has no fused (flash) attention kernel,
+so an NVIDIA GPU with cuDNN needs less than the CPU analysis of the same bf16 step says.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+GIB = 2 ** 30
+
+NAMED_DEVICES: tuple[tuple[str, float], ...] = (("80 GB (A100/H100 80GB)", 80e9), ("141 GB (H200)", 141e9))
+"""Device sizes ``pawn bench --only memory`` checks the step against (bytes, as sold: 10⁹)."""
+
+HEADROOM = 0.10
+"""Fraction of a device kept free when deciding "fits" (allocator fragmentation, the runtime's
+own buffers, the prefetched next chunk)."""
+
+
+class InsufficientMemoryError(RuntimeError):
+    """The compiled step needs more memory than the device has; the message is one line with the
+    size needed, the size available and the flags that would fit."""
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """XLA's buffer assignment of one compiled program, per device, in bytes.
+
+    Attributes:
+        argument_bytes: inputs (state + chunk). output_bytes: outputs (new state + metrics).
+        alias_bytes: outputs written into donated inputs (counted once).
+        temp_bytes: everything else live at some point (activations kept for the backward,
+            gradients, optimizer temporaries): XLA's ``temp_size_in_bytes``.
+        code_bytes: generated code.
+    """
+
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int
+    temp_bytes: int
+    code_bytes: int
+
+    @classmethod
+    def from_compiled(cls, compiled: Any) -> "MemoryEstimate":
+        """Read ``compiled.memory_analysis()`` (a ``jax.stages.Compiled``).
+
+        Raises:
+            RuntimeError: the backend gives no memory analysis.
+        """
+        ma = compiled.memory_analysis()
+        if ma is None:
+            raise RuntimeError("this JAX backend reports no memory analysis for compiled programs")
+        return cls(int(ma.argument_size_in_bytes), int(ma.output_size_in_bytes), int(ma.alias_size_in_bytes),
+                   int(ma.temp_size_in_bytes), int(ma.generated_code_size_in_bytes))
+
+    @property
+    def fixed_bytes(self) -> int:
+        """Arguments plus outputs not aliased onto donated arguments."""
+        return self.argument_bytes + self.output_bytes - self.alias_bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        """Per-device bytes the program needs: :attr:`fixed_bytes` + :attr:`temp_bytes`."""
+        return self.fixed_bytes + self.temp_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict with every field, the peak and GiB figures."""
+        d = {k: getattr(self, k) for k in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes", "code_bytes")}
+        d["peak_bytes"] = self.peak_bytes
+        d.update({k.replace("_bytes", "_gib"): v / GIB for k, v in list(d.items())})
+        return d
+
+
+def usable(capacity_bytes: float, headroom: float = HEADROOM) -> float:
+    """Bytes a step may use on a device of ``capacity_bytes``: ``(1 − headroom) · capacity``."""
+    return (1.0 - headroom) * capacity_bytes
+
+
+def fits(needed_bytes: float, capacity_bytes: float, headroom: float = HEADROOM) -> bool:
+    """Whether ``needed_bytes`` ≤ :func:`usable` of ``capacity_bytes``."""
+    return needed_bytes <= usable(capacity_bytes, headroom)
+
+
+def _mem_available() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def device_memory() -> tuple[Optional[int], str]:
+    """``(bytes, description)`` of memory one device of the default backend can use: the
+    allocator limit of an accelerator (``memory_stats()["bytes_limit"]``, which reflects
+    ``XLA_PYTHON_CLIENT_MEM_FRACTION``), or on CPU the host's available RAM (``MemAvailable``)
+    shared by the CPU devices. ``(None, why)`` when neither is known."""
+    import jax
+
+    dev = jax.local_devices()[0]
+    if jax.default_backend() == "cpu":
+        avail = _mem_available()
+        if avail is None:
+            return None, "host RAM (unknown)"
+        return avail // max(1, jax.local_device_count()), "available host RAM" + (
+            f" / {jax.local_device_count()} CPU devices" if jax.local_device_count() > 1 else "")
+    try:
+        stats = dev.memory_stats() or {}
+    except Exception:  # some plugins do not implement memory_stats
+        stats = {}
+    limit = stats.get("bytes_limit")
+    if limit is None:
+        return None, f"{dev.device_kind} memory (unknown)"
+    return int(limit), f"{dev.device_kind} memory"
+
+
+def abstract_state(program, stored_config):
+    """The shapes and dtypes of a fresh :class:`~pawn.train.loop.TrainState` for ``program``'s
+    optimizer and ``stored_config`` (``jax.eval_shape``: nothing is allocated)."""
+    import jax
+
+    from pawn.model import PAWNModel
+    from pawn.train.loop import init_state
+
+    return jax.eval_shape(lambda: init_state(PAWNModel(stored_config, jax.random.key(0)), program.optimizer))
+
+
+def compile_chunk(program, stored_config, k: int, batch_size: int, seq_len: int) -> tuple[Any, MemoryEstimate]:
+    """Compile ``program``'s K-step chunk for a [K, B, T] chunk from shapes alone and read its
+    memory. Returns ``(compiled, MemoryEstimate)``; ``program`` keeps the executable."""
+    compiled = program.compile(abstract_state(program, stored_config), program.abstract_chunk(k, batch_size, seq_len))
+    return compiled, MemoryEstimate.from_compiled(compiled)
+
+
+def accumulation_choices(batch_size: int, n_devices: int) -> list[int]:
+    """Valid ``--accumulation-steps`` values above 1: A such that every device's share of the
+    batch splits into A equal micro-batches (``batch_size % (A · n_devices) == 0``)."""
+    per_dev = batch_size // n_devices if batch_size % n_devices == 0 else 0
+    return [a for a in range(2, per_dev + 1) if per_dev % a == 0]
+
+
+def suggest_flags(est: MemoryEstimate, capacity: float, *, batch_size: int, n_devices: int, remat: str,
+                  accumulation_steps: int, headroom: float = HEADROOM) -> list[str]:
+    """Flags that should make a step of estimate ``est`` fit ``capacity`` bytes.
+
+    Activation memory (``temp_bytes``) scales with the games per micro-batch, state and chunk
+    (``fixed_bytes``) do not, so the accumulation and batch-size figures are estimates from
+    ``est`` scaled by the micro-batch size; ``--remat full`` is suggested whenever it is not on.
+    """
+    room = usable(capacity, headroom) - est.fixed_bytes
+    out: list[str] = []
+    if remat != "full":
+        out.append("--remat full")
+    micro = batch_size // accumulation_steps
+    if room > 0:
+        for a in accumulation_choices(batch_size, n_devices):
+            if a > accumulation_steps and est.temp_bytes * accumulation_steps / a <= room:
+                out.append(f"--accumulation-steps {a} (≈{(est.fixed_bytes + est.temp_bytes * accumulation_steps / a) / GIB:.1f} GiB)")
+                break
+        b = int(micro * room / max(est.temp_bytes, 1)) * accumulation_steps
+        b -= b % (n_devices * accumulation_steps)
+        if 0 < b < batch_size:
+            out.append(f"--batch-size {b} (≈{(est.fixed_bytes + est.temp_bytes * b / batch_size) / GIB:.1f} GiB)")
+    return out
+
+
+def refusal(est: MemoryEstimate, capacity: Optional[int], where: str, *, batch_size: int, n_devices: int,
+            remat: str, accumulation_steps: int, what: str = "the train step") -> str:
+    """The one-line message for a step that will not fit."""
+    flags = suggest_flags(est, capacity or 0, batch_size=batch_size, n_devices=n_devices, remat=remat,
+                          accumulation_steps=accumulation_steps)
+    hint = f"; try {', or '.join(flags)}" if flags else "; no batch size or flag found that fits this model"
+    return (f"{what} needs {est.peak_bytes / GIB:.1f} GiB per device (XLA memory analysis: "
+            f"{est.temp_bytes / GIB:.1f} GiB temporaries + {est.fixed_bytes / GIB:.1f} GiB state and batch, "
+            f"remat {remat}, accumulation {accumulation_steps}) but {where} is {(capacity or 0) / GIB:.1f} GiB "
+            f"({100 * (1 - HEADROOM):.0f}% usable){hint}")
+
+
+def check_step_memory(program, stored_config, *, k: int, batch_size: int, seq_len: int,
+                      remat_candidates: Sequence[str], what: str = "the train step") -> tuple[str, MemoryEstimate, dict]:
+    """Compile ``program``'s chunk for each remat mode in ``remat_candidates`` (cheapest compute
+    first) until one fits this device; the program is left set to that mode, holding its
+    executable.
+
+    Returns:
+        ``(remat mode, MemoryEstimate, {"capacity_bytes", "capacity_source", "tried": {mode: peak}})``.
+
+    Raises:
+        InsufficientMemoryError: no candidate fits (one line, see :func:`refusal`). When the
+            device's memory is unknown the first candidate is used without a check.
+    """
+    import jax
+
+    capacity, where = device_memory()
+    tried: dict[str, int] = {}
+    est = None
+    for mode in remat_candidates:
+        program.set_remat(mode)
+        _, est = compile_chunk(program, stored_config, k, batch_size, seq_len)
+        tried[mode] = est.peak_bytes
+        if capacity is None or fits(est.peak_bytes, capacity):
+            return mode, est, {"capacity_bytes": capacity, "capacity_source": where, "tried": tried}
+    raise InsufficientMemoryError(refusal(est, capacity, where, batch_size=batch_size, n_devices=jax.device_count(),
+                                          remat=remat_candidates[-1], accumulation_steps=program.accumulation_steps,
+                                          what=what))
