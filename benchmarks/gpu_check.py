@@ -14,9 +14,9 @@ Run from the repository root on a machine with an NVIDIA GPU (never part of CI):
    model FLOPs from ``pawn.bench.FLOPS_FORMULA`` and the peak from ``pawn.bench.GPU_PEAKS``
    (H200 / H100 SXM: 989.4 TFLOP/s dense bf16, the datasheet figure).
 
-Results go to ``$OUT/gpu_check.json`` (or ``--out``). The compiled Rust engine is not needed:
-when ``pawn._engine`` cannot be imported (e.g. built for another Python), the vocabulary
-constants and the action table are regenerated here from spec engine.md §1.1–1.3, exactly.
+Results go to ``$OUT/gpu_check.json`` (or ``--out``). The compiled Rust engine must import: on a
+GPU machine without cargo, build a wheel for its Python elsewhere (``maturin build --release -i
+python3.12``) and copy ``pawn/_engine*.so`` from it into ``src/pawn/``.
 """
 
 from __future__ import annotations
@@ -26,59 +26,21 @@ import json
 import os
 import sys
 import time
-import types
 from pathlib import Path
 
 import numpy as np
 
 
-def _spec_engine_module() -> types.ModuleType:
-    """``pawn._engine`` replacement holding only what the model needs (spec engine.md §1)."""
-    files = "abcdefgh"
-
-    def name(sq: int) -> str:
-        return files[sq % 8] + str(sq // 8 + 1)
-
-    src, dst, promo = [], [], []
-    for s in range(64):  # §1.3 (1): queen-line targets ascending, then knight targets ascending
-        f, r = s % 8, s // 8
-        queen = sorted(8 * (r + k * dr) + f + k * df for dr, df in
-                       ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1))
-                       for k in range(1, 8) if 0 <= r + k * dr < 8 and 0 <= f + k * df < 8)
-        knight = sorted(8 * (r + dr) + f + df for dr, df in
-                        ((1, 2), (2, 1), (-1, 2), (-2, 1), (1, -2), (2, -1), (-1, -2), (-2, -1))
-                        if 0 <= r + dr < 8 and 0 <= f + df < 8)
-        for t in queen + knight:
-            src.append(s), dst.append(t), promo.append(0)
-    for from_rank, to_rank in ((1, 0), (6, 7)):  # §1.3 (2): black block, then white block
-        for f in range(8):
-            for df in (0, -1, 1):
-                if 0 <= f + df < 8:
-                    for p in (1, 2, 3, 4):  # q, r, b, n
-                        src.append(8 * from_rank + f), dst.append(8 * to_rank + f + df), promo.append(p)
-    assert len(src) == 1968 and name(src[0]) + name(dst[0]) == "a1b1"
-    mod = types.ModuleType("pawn._engine")
-    mod.NUM_ACTIONS, mod.PAD_TOKEN, mod.OUTCOME_TOKEN_BASE = 1968, 1968, 1969
-    mod.N_OUTCOMES, mod.VOCAB_SIZE, mod.MAX_SEQ_LEN = 11, 1980, 512
-    mod.OUTCOME_NAMES = ["WHITE_CHECKMATES", "BLACK_CHECKMATES", "STALEMATE", "DRAW_BY_RULE", "PLY_LIMIT",
-                         "WHITE_RESIGNS", "BLACK_RESIGNS", "DRAW_BY_AGREEMENT", "WHITE_WINS_ON_TIME",
-                         "BLACK_WINS_ON_TIME", "DRAW_BY_TIME"]
-    table = tuple(np.asarray(x, np.uint8) for x in (src, dst, promo))
-    mod.action_table = lambda: table
-    return mod
-
-
 def _import_pawn() -> str:
+    """Import pawn, or exit with one line saying how to build the engine for this Python."""
     try:
         import pawn._engine  # noqa: F401
-
-        return "compiled engine"
-    except ImportError:
-        sys.modules["pawn._engine"] = _spec_engine_module()
-        import pawn
-
-        pawn._engine = sys.modules["pawn._engine"]
-        return "engine absent: vocabulary regenerated from the spec"
+    except ImportError as e:
+        v = f"{sys.version_info.major}.{sys.version_info.minor}"
+        sys.exit(f"error: pawn's compiled engine does not import here ({e}); build it for Python {v} on a machine "
+                 f"with cargo (`maturin build --release -i python{v}`) and install the wheel, or copy its "
+                 f"pawn/_engine*.so into src/pawn/")
+    return "compiled engine"
 
 
 def synthetic_chunk(k: int, batch: int, seq_len: int, seed: int = 0) -> dict[str, np.ndarray]:
