@@ -13,26 +13,9 @@ from pawn import vocab
 from pawn.engine import parse_pgn
 from pawn.engine.pgn import CLOCK_MISSING, EVAL_MISSING, is_pgn_text
 
+from _chess_oracle import expected_outcome
+
 MAX_PLY = 512
-
-
-def expected_outcome(headers: chess.pgn.Headers, board: chess.Board, n_ply: int, max_ply: int) -> int | None:
-    """Spec §6.3, computed independently from python-chess's headers and final board."""
-    if n_ply > max_ply:
-        return vocab.PLY_LIMIT
-    term, result = headers.get("Termination", ""), headers.get("Result", "")
-    if term == "Normal":
-        if result == "1-0":
-            return vocab.WHITE_CHECKMATES if board.is_checkmate() else vocab.WHITE_RESIGNS
-        if result == "0-1":
-            return vocab.BLACK_CHECKMATES if board.is_checkmate() else vocab.BLACK_RESIGNS
-        if result == "1/2-1/2":
-            return vocab.STALEMATE if board.is_stalemate() else vocab.DRAW_BY_AGREEMENT
-    if term == "Time forfeit":
-        return {"1-0": vocab.WHITE_WINS_ON_TIME, "0-1": vocab.BLACK_WINS_ON_TIME, "1/2-1/2": vocab.DRAW_BY_TIME}.get(result)
-    if term == "Insufficient material":
-        return vocab.DRAW_BY_RULE
-    return None
 
 
 def elo(value: str | None) -> int:

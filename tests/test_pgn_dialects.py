@@ -23,27 +23,10 @@ import pytest
 from pawn import vocab
 from pawn.engine import parse_pgn, san_to_uci
 
+from _chess_oracle import expected_outcome
+
 MAX_PLY = 512
 MOVE_ERRORS = {"illegal_move", "unreadable_move"}
-
-
-def spec_outcome(headers: chess.pgn.Headers, board: chess.Board, n_ply: int) -> int | None:
-    """Spec engine.md §6.3 outcome token from python-chess's headers and final board."""
-    if n_ply > MAX_PLY:
-        return vocab.PLY_LIMIT
-    term, result = headers.get("Termination", ""), headers.get("Result", "")
-    if term == "Normal":
-        if result == "1-0":
-            return vocab.WHITE_CHECKMATES if board.is_checkmate() else vocab.WHITE_RESIGNS
-        if result == "0-1":
-            return vocab.BLACK_CHECKMATES if board.is_checkmate() else vocab.BLACK_RESIGNS
-        if result == "1/2-1/2":
-            return vocab.STALEMATE if board.is_stalemate() else vocab.DRAW_BY_AGREEMENT
-    if term == "Time forfeit":
-        return {"1-0": vocab.WHITE_WINS_ON_TIME, "0-1": vocab.BLACK_WINS_ON_TIME, "1/2-1/2": vocab.DRAW_BY_TIME}.get(result)
-    if term == "Insufficient material":
-        return vocab.DRAW_BY_RULE
-    return None
 
 
 class _Builder(chess.pgn.GameBuilder):
@@ -90,11 +73,11 @@ def python_chess_games(text: str) -> list[tuple[list[str], str | None, int | Non
             reason = "unknown"
         elif game.errors or null:
             reason = "move_error"
-        elif spec_outcome(h, board, len(ucis)) is None:
+        elif expected_outcome(h, board, len(ucis), MAX_PLY) is None:
             reason = "no_outcome"
         else:
             reason = None
-        out.append((ucis, reason, None if reason else spec_outcome(h, board, len(ucis))))
+        out.append((ucis, reason, None if reason else expected_outcome(h, board, len(ucis), MAX_PLY)))
     return out
 
 
