@@ -180,8 +180,7 @@ def _tfrecords(path: Path):
 
 
 def test_tensorboard_event_file_holds_the_scalars(tmp_path):
-    pytest.importorskip("tensorboardX", reason="the tensorboard extra (tensorboardX) is not installed")
-    from tensorboardX.proto import event_pb2
+    event_pb2 = pytest.importorskip("tensorboardX.proto.event_pb2", reason="the tensorboard extra (tensorboardX) is not installed")
 
     hook = H.TensorBoardHook(tmp_path / "tensorboard")
     hook.on_record("train", {"type": "train", "step": 2, "loss": 7.5})
