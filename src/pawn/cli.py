@@ -187,11 +187,12 @@ def _register_pretrain() -> None:
         "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
         "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
         "precedence: command line > environment > config file > defaults. "
-        "Writes metrics.jsonl, config.json, schedule_health.json, checkpoints/step_NNNNNNNN and "
+        "Writes metrics.jsonl, config.json, schedule_health.json, curves.png (with matplotlib), checkpoints/step_NNNNNNNN and "
         "checkpoints/best (lowest val loss) under --out (a directory holding another run is refused unless "
         "--resume or --overwrite); --patience N stops early; SIGTERM/Ctrl-C checkpoints and stops (Ctrl-C twice "
         "stops at once); --resume DIR|auto continues exactly (skipping damaged checkpoints). "
-        "In a log file (not a terminal) progress is a plain line every --log-every-s seconds."
+        "In a log file (not a terminal) progress is a plain line every --log-every-s seconds. "
+        "--tensorboard and --wandb also log every record (extras pawn[tensorboard], pawn[wandb])."
     )
     app.command("pretrain")(pretrain)
 

@@ -167,6 +167,11 @@ class PretrainConfig(_Settings):
     pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).")
     distributed_timeout_s: int = Field(300, description="Multi-process runs: seconds jax.distributed.initialize waits for every process to reach the coordinator.")
     log_every_s: float = Field(30.0, description="When the output is not a terminal (nohup, Slurm, tee): seconds between plain progress lines.")
+    # logging hooks (curves.png is drawn whenever matplotlib is installed)
+    tensorboard: bool = Field(False, description="Also write TensorBoard event files under RUN/tensorboard/ (needs pawn[tensorboard], i.e. tensorboardX).")
+    wandb: bool = Field(False, description="Also log to Weights & Biases (needs pawn[wandb]); run name and group = the run directory name.")
+    wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.")
+    wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode: offline writes RUN/wandb/ without a network (upload later with wandb sync).")
 
     @field_validator("dtype", mode="before")
     @classmethod

@@ -83,13 +83,17 @@ class MetricsLogger:
     Args:
         path: the JSONL file (created if missing, appended otherwise).
         elapsed_offset: seconds already spent by earlier segments of the run (on resume).
+        hooks: receive each record after it is written and flushed (``on_record(type, record)``)
+            and are closed with the logger (:class:`pawn.train.hooks.RunHooks`: curves PNG,
+            TensorBoard, W&B). A hook that raises is reported and dropped by ``RunHooks``.
     """
 
-    def __init__(self, path: Path, *, elapsed_offset: float = 0.0):
+    def __init__(self, path: Path, *, elapsed_offset: float = 0.0, hooks: Optional[Any] = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = open(self.path, "a", encoding="utf-8")
         self._t0 = time.monotonic() - elapsed_offset
+        self.hooks = hooks
 
     @property
     def elapsed(self) -> float:
@@ -111,11 +115,17 @@ class MetricsLogger:
         rec = jsonable(rec)
         self._f.write(json.dumps(rec, allow_nan=False) + "\n")
         self._f.flush()
+        if self.hooks is not None:
+            self.hooks.on_record(record_type, rec)
         return rec
 
     def close(self) -> None:
-        """Close the file; every record is already flushed."""
-        self._f.close()
+        """Close the file (every record is already flushed), then the hooks."""
+        try:
+            self._f.close()
+        finally:
+            if self.hooks is not None:
+                self.hooks.close()
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -48,6 +48,7 @@ from pawn.train.loop import (
     step_counter,
     with_count,
 )
+from pawn.train.hooks import HookError, check_extras, open_run_hooks
 from pawn.train.metrics import MetricsLogger, truncate_metrics
 from pawn.train.rundir import RunDirError, check_run_dir
 from pawn.train.summary import run_summary, summary_lines
@@ -68,7 +69,7 @@ VAL_KEYS = {
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
 RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
-                  "distributed_timeout_s", "log_every_s",
+                  "distributed_timeout_s", "log_every_s", "tensorboard", "wandb", "wandb_project", "wandb_mode",
                   "remat", "accumulation_steps"}  # the last two change memory, not the update
 
 
@@ -264,13 +265,14 @@ def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elaps
 
 
 def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainConfig, k: int, n_dev: int,
-                  log: Callable[[str], None]) -> None:
+                  log: Callable[[str], None]) -> dict:
     """Compile the K-step chunk from shapes (nothing allocated) and refuse, in one line, a step
     whose XLA memory analysis exceeds the device (see :mod:`pawn.train.memory`); with
     ``remat = auto`` take the first of none, attention, full that fits. The program keeps the
-    executable, so the run does not compile twice."""
+    executable, so the run does not compile twice. Returns the figures for the run summary
+    (:func:`pawn.train.summary.run_summary`'s ``compiled_memory``)."""
     from pawn.model import REMAT_MODES
-    from pawn.train.memory import GIB, InsufficientMemoryError, check_step_memory
+    from pawn.train.memory import InsufficientMemoryError, check_step_memory
 
     if cfg.batch_size % (n_dev * cfg.accumulation_steps):
         raise TrainingError(f"batch_size {cfg.batch_size} does not split into {cfg.accumulation_steps} micro-batches "
@@ -281,9 +283,9 @@ def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainC
                                             remat_candidates=candidates, what="this training step")
     except InsufficientMemoryError as e:
         raise TrainingError(str(e)) from None
-    cap = info["capacity_bytes"]
-    log(f"compiled step: {est.peak_bytes / GIB:.2f} GiB per device (remat {mode}, accumulation {cfg.accumulation_steps}); "
-        + (f"{info['capacity_source']}: {cap / GIB:.1f} GiB" if cap else f"{info['capacity_source']}: not checked"))
+    return {"peak_bytes": est.peak_bytes, "temp_bytes": est.temp_bytes, "fixed_bytes": est.fixed_bytes, "remat": mode,
+            "accumulation_steps": cfg.accumulation_steps, "capacity_bytes": info["capacity_bytes"],
+            "capacity_source": info["capacity_source"]}
 
 
 def run_pretrain(
@@ -340,9 +342,10 @@ def run_pretrain(
     run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
     _check_run_dir(run_dir)
     try:
+        check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
         run_dir_plan = check_run_dir(run_dir, resume=given_resume, resume_from=resume_dir, overwrite=overwrite,
                                      new_config=cfg.model_dump(mode="json"), ignored_fields=RESUME_MUTABLE)
-    except RunDirError as e:
+    except (RunDirError, HookError) as e:
         raise TrainingError(str(e)) from None
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     if cfg.batch_size % n_dev:
@@ -355,7 +358,7 @@ def run_pretrain(
     dtype = None if cfg.dtype == "auto" else cfg.dtype
     mesh = make_mesh()
     program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", mesh, cfg.accumulation_steps)
-    _check_memory(program, stored_cfg, cfg, K, n_dev, log)
+    compiled_memory = _check_memory(program, stored_cfg, cfg, K, n_dev, log)
 
     # ---- model and optimizer state
     start_step, elapsed0 = 0, 0.0
@@ -408,6 +411,7 @@ def run_pretrain(
     # ---- run directory (only now: every check above has passed)
     ckpt_root = run_dir / "checkpoints"
     is_main = proc == 0
+    hooks = None
     if is_main:
         try:
             moved = run_dir_plan.prepare()
@@ -416,6 +420,9 @@ def run_pretrain(
         if moved is not None:
             log(f"moved the old run in {run_dir} aside to {moved}")
         try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            hooks = open_run_hooks(run_dir, config=cfg.model_dump(mode="json"), tensorboard=cfg.tensorboard, wandb=cfg.wandb,
+                                   wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode, start_step=start_step, log=log)
             ckpt_root.mkdir(parents=True, exist_ok=True)
             # Re-feedable with --config: the run's settings, without the checkpoint this invocation
             # resumed from (re-fed, that would silently rewind the run; metrics.jsonl records it).
@@ -423,20 +430,22 @@ def run_pretrain(
             tmp = run_dir / "config.json.tmp"
             write_json(tmp, run_cfg_json)
             tmp.replace(run_dir / "config.json")
-        except OSError as e:
-            raise TrainingError(f"--out {run_dir}: cannot write the run directory ({e.strerror or e})") from None
+        except (OSError, HookError) as e:
+            if hooks is not None:
+                hooks.close()
+            raise TrainingError(str(e) if isinstance(e, HookError) else f"--out {run_dir}: cannot write the run directory ({e.strerror or e})") from None
     metrics_path = run_dir / "metrics.jsonl"
     summary = run_summary(
         stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
         batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start_step,
         end_step=cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps),
         total_steps=cfg.total_steps, steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
-        dtype=jnp.dtype(resolve_dtype(dtype)).name,
+        dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory,
     )
     try:
         if resume_dir is not None and is_main:
             truncate_metrics(metrics_path, start_step)
-        logger = MetricsLogger(metrics_path, elapsed_offset=elapsed0) if is_main else None
+        logger = MetricsLogger(metrics_path, elapsed_offset=elapsed0, hooks=hooks) if is_main else None
         if logger:
             for line in summary_lines(summary):
                 log(line)

@@ -24,18 +24,23 @@ def run_summary(
     processes: int,
     backend: str,
     dtype: str,
+    compiled_memory: Optional[dict] = None,
 ) -> dict:
     """The start-of-run summary as a JSON-ready dict.
 
     FLOPs per token follow ``pawn bench``'s convention (:func:`pawn.bench.flops_per_token`,
     spec eval §7.3: ``6·N + 12·L·T·d``, summed over the variants a supernet step trains).
     ``tokens`` are padded sequence positions, ``batch_size · seq_len`` per step.
+    ``compiled_memory`` is the memory check's result for the compiled K-step chunk
+    (:func:`pawn.train.memory.check_step_memory`): ``{"peak_bytes", "temp_bytes", "fixed_bytes"``
+    (per device, bytes, XLA memory analysis), ``"remat", "accumulation_steps", "capacity_bytes"``
+    (None when unknown), ``"capacity_source"}``; stored as given.
 
     Returns:
         ``{"model", "stored_params", "variants": {name: {"config", "params", "flops_per_token"}},
         "flops_per_token", "batch_size", "seq_len", "tokens_per_step", "steps_this_run",
         "tokens_this_run", "flops_this_run", "total_steps", "steps_per_chunk", "devices",
-        "processes", "backend", "dtype"}``.
+        "processes", "backend", "dtype", "compiled_memory"}`` (``compiled_memory`` only when given).
     """
     from pawn.bench import flops_per_token
 
@@ -49,6 +54,7 @@ def run_summary(
         "start_step": start_step, "end_step": end_step, "steps_this_run": steps, "tokens_this_run": tokens,
         "flops_this_run": fpt * tokens, "total_steps": total_steps, "steps_per_chunk": steps_per_chunk,
         "devices": devices, "processes": processes, "backend": backend, "dtype": dtype,
+        **({"compiled_memory": dict(compiled_memory)} if compiled_memory is not None else {}),
     }
 
 
@@ -59,9 +65,19 @@ def _si(x: float, unit: str = "") -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
+def memory_line(m: dict) -> str:
+    """``compiled step: 1.23 GiB per device (remat none, accumulation 1); available host RAM: 20.1 GiB``
+    for a ``compiled_memory`` dict (see :func:`run_summary`)."""
+    gib = 2 ** 30
+    cap = m.get("capacity_bytes")
+    where = m.get("capacity_source", "device memory")
+    return (f"compiled step: {m['peak_bytes'] / gib:.2f} GiB per device (remat {m.get('remat')}, "
+            f"accumulation {m.get('accumulation_steps')}); " + (f"{where}: {cap / gib:.1f} GiB" if cap else f"{where}: not checked"))
+
+
 def summary_lines(s: dict, memory: Optional[str] = None) -> list[str]:
-    """Three or four human lines for :func:`run_summary`'s dict (``memory``: an optional
-    compiled-memory line from the caller)."""
+    """Three or four human lines for :func:`run_summary`'s dict: the compiled-memory line when
+    the summary has ``compiled_memory`` (or ``memory``, a line from the caller, is given)."""
     parts = ", ".join(f"{n} {v['config']} {_si(v['params'])} params" for n, v in s["variants"].items())
     lines = [
         f"model: {s['model']} ({_si(s['stored_params'])} stored params): {parts}",
@@ -71,6 +87,8 @@ def summary_lines(s: dict, memory: Optional[str] = None) -> list[str]:
         f"devices: {s['devices']} × {s['backend']} ({s['processes']} process{'es' if s['processes'] != 1 else ''}), "
         f"compute dtype {s['dtype']}, {s['steps_per_chunk']} steps per compiled chunk",
     ]
+    if memory is None and s.get("compiled_memory"):
+        memory = memory_line(s["compiled_memory"])
     if memory:
         lines.append(memory)
     return lines
