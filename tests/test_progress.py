@@ -123,9 +123,10 @@ def test_ctrl_c_is_acknowledged_then_the_chunk_finishes_with_a_checkpoint(tmp_pa
 
 def test_second_ctrl_c_stops_at_once_without_a_checkpoint(tmp_path):
     out = tmp_path / "run"
-    # long chunks (200 steps), so the first Ctrl-C alone would wait for minutes
-    cmd = _pretrain_cmd(out, 4000)
-    cmd[cmd.index("--steps-per-chunk") + 1] = "200"
+    # long chunks (20,000 toy steps: many seconds even on a fast machine), so both signals land
+    # inside the first chunk and the first Ctrl-C alone would wait for it
+    cmd = _pretrain_cmd(out, 40000)
+    cmd[cmd.index("--steps-per-chunk") + 1] = "20000"
     p = subprocess.Popen(cmd, env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 180
     while time.time() < deadline and not (out / "metrics.jsonl").exists():  # run directory written: the loop is starting
