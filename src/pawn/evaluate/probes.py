@@ -257,6 +257,7 @@ class _Corpus:
         g = random_games(n_games, max_ply, seed)
         self.n_games, self.max_ply = n_games, max_ply
         self.layout = Layout.of(prepend_outcome)
+        self.offset = self.layout.offset
         self.seq_len = self.layout.seq_len(max_ply)
         self.packed = self.layout.pack(g.tokens, g.lengths, g.outcome, self.seq_len)
         tg = probe_targets(g.tokens, g.lengths)
