@@ -703,11 +703,13 @@ def generate_cmd(
         except ValueError as e:
             raise _fail(f"bad --prefix: {e}")
         pre_moves, pre_len = np.repeat(t1, games, 0), np.repeat(l1, games, 0)
+    from pawn.data.layout import Layout
+
     models = _load(checkpoint, variant)
     for lm in models:
         trained = _layout(outcome_prefix_trained, lm).prepend_outcome
-        offset = 0 if token is None else 1
-        T = lm.config.max_seq_len if max_ply is None else min(lm.config.max_seq_len, max_ply + offset)
+        conditioned = Layout.of(token is not None)  # the outcome slot is used only when conditioning
+        T = lm.config.max_seq_len if max_ply is None else min(lm.config.max_seq_len, conditioned.seq_len(max_ply))
         try:
             res = autoregressive_generate(lm.model, games, outcome_token=token, prefix_moves=pre_moves, prefix_lengths=pre_len,
                                           max_seq_len=T, temperature=temperature, top_k=top_k, mask_illegal=mask_illegal,
