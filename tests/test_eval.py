@@ -17,7 +17,8 @@ from pawn.cli import app
 from pawn.config import TOY
 from pawn.data.packing import pack_games
 from pawn.engine import legal_move_counts, random_games
-from pawn.evaluate.accuracy import aligned_legal, elo_bands, evaluate_games, evaluate_pgn, lower_median
+from pawn.data.layout import Layout
+from pawn.evaluate.accuracy import elo_bands, evaluate_games, evaluate_pgn, lower_median
 from pawn.model import PAWNModel
 from pawn.vocab import NUM_ACTIONS, PAD_TOKEN, VOCAB_SIZE
 
@@ -48,7 +49,7 @@ def legal_uniform(offset: int = 0, bad_position=None):
 
     def fn(ids):
         tok, lens = _moves_of(ids, offset)
-        legal, _ = aligned_legal(tok, lens, ids.shape[1], offset == 1)
+        legal, _ = Layout(offset == 1).legal_at_positions(tok, lens)
         logits = np.where(legal, 0.0, -1e9)
         if bad_position is not None:
             p = bad_position(lens.astype(np.int64))

@@ -7,6 +7,7 @@ import pytest
 from _chess_oracle import PAD, OracleGames, load_vocab, random_games
 
 from pawn import engine, vocab
+from pawn.data.layout import Layout
 
 N_GAMES, MAX_PLY, WIDE = 200, 300, 310
 
@@ -188,13 +189,13 @@ def test_alignment_on_a_hand_built_game():
     tokens = np.array([[317, 1497, PAD]], dtype=np.int16)
     lengths = np.array([2], dtype=np.int16)
     mask = engine.legal_move_masks(tokens, lengths)
-    pure = engine.align_masks_to_positions(mask, lengths, "pure_moves")
+    pure = Layout.named("pure_moves").align_masks(mask, lengths)
     assert pure.shape == (1, 3, 1969)
     np.testing.assert_array_equal(pure[0, 0], mask[0, 1])  # after e4: black's 20 replies
     assert pure[0, 0, 1497] and pure[0, 0].sum() == 20
     assert pure[0, 1, PAD] and pure[0, 1].sum() == 1  # e5 is the last move: predict end
     assert not pure[0, 2].any()
-    prefix = engine.align_masks_to_positions(mask, lengths, "outcome_prefix")
+    prefix = Layout.named("outcome_prefix").align_masks(mask, lengths)
     assert prefix.shape == (1, 4, 1969)
     np.testing.assert_array_equal(prefix[0, :2], mask[0, :2])
     assert prefix[0, 2, PAD] and prefix[0, 2].sum() == 1
@@ -202,24 +203,24 @@ def test_alignment_on_a_hand_built_game():
     # A game of full length gets its PAD target at position T − 1 explicitly.
     full = np.array([[317, 1497]], dtype=np.int16)
     two = np.array([2], dtype=np.int16)
-    pure = engine.align_masks_to_positions(engine.legal_move_masks(full, two), two)
+    pure = Layout().align_masks(engine.legal_move_masks(full, two), two)
     assert pure[0, 1, PAD] and pure[0, 1].sum() == 1
     # The empty game supervises nothing in pure-moves mode, only PAD at 0 with a prefix.
     empty = np.full((1, 2), PAD, dtype=np.int16)
     zero = np.array([0], dtype=np.int16)
     m0 = engine.legal_move_masks(empty, zero)
-    assert not engine.align_masks_to_positions(m0, zero).any()
-    p0 = engine.align_masks_to_positions(m0, zero, "outcome_prefix")
+    assert not Layout().align_masks(m0, zero).any()
+    p0 = Layout.named("outcome_prefix").align_masks(m0, zero)
     assert p0[0, 0, PAD] and p0.sum() == 1
     with pytest.raises(ValueError, match="layout"):
-        engine.align_masks_to_positions(m0, zero, "moves")
+        Layout.named("moves").align_masks(m0, zero)
 
 
 @pytest.mark.parametrize("layout", ["pure_moves", "outcome_prefix"])
 def test_every_supervised_target_is_legal_under_the_aligned_mask(layout, games):
     tokens, lengths = games.tokens[:60], games.lengths[:60]  # includes games of length T
     assert (lengths == MAX_PLY).any()
-    aligned = engine.align_masks_to_positions(engine.legal_move_masks(tokens, lengths), lengths, layout)
+    aligned = Layout.named(layout).align_masks(engine.legal_move_masks(tokens, lengths), lengths)
     _, targets, loss_mask = pack(tokens, lengths, layout == "outcome_prefix")
     assert aligned.shape[:2] == targets.shape
     b, p = np.nonzero(loss_mask)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import pawn.evaluate.accuracy as accuracy_mod
+import pawn.metrics_core as accuracy_mod
 import pawn.train.pretrain as pretrain_mod
 from pawn.checkpoint import MANIFEST, load_checkpoint, write_manifest
 from pawn.cli import app

@@ -15,7 +15,8 @@ __all__ = ["__version__", "load_model"]
 
 
 def load_model(path_or_hub_id):
-    """Load a PAWN model: ``(PAWNModel, ModelConfig)``; see :func:`pawn.checkpoint.load_model`."""
-    from pawn.checkpoint import load_model as _load
+    """Load a PAWN model from a v2 checkpoint directory or a Hugging Face repo id:
+    ``(PAWNModel, ModelConfig)``; see :func:`pawn.evaluate.loading.load_model`."""
+    from pawn.evaluate.loading import load_model as _load
 
     return _load(path_or_hub_id)

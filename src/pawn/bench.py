@@ -27,6 +27,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from pawn.config import flops_per_token  # noqa: F401  (re-exported; defined with param_count)
+
 SECTIONS: tuple[str, ...] = ("memory", "engine", "step", "mfu", "data", "concurrency", "eval", "decode")
 """Section names accepted by ``--only``, in run order."""
 
@@ -348,7 +350,7 @@ def bench_memory(s: BenchSettings) -> dict[str, Any]:
     from pawn.model import ATTENTION_IMPL
     from pawn.train.loop import TrainProgram, make_mesh, make_optimizer
     from pawn.train.memory import HEADROOM, NAMED_DEVICES, compile_chunk, device_memory, fits
-    from pawn.train.schedules import build_schedule
+    from pawn.schedules import build_schedule
 
     cfg, variants, label = s.model()
     n_dev = jax.device_count()
@@ -517,7 +519,7 @@ def make_setup(s: BenchSettings, model_seed: int = 0) -> StepSetup:
     from pawn.data.stream import EngineSource, make_batch
     from pawn.model import PAWNModel
     from pawn.train.loop import TrainProgram, init_state, make_mesh, make_optimizer
-    from pawn.train.schedules import build_schedule
+    from pawn.schedules import build_schedule
 
     from pawn.train.memory import check_step_memory
 
@@ -631,16 +633,6 @@ def _compute_dtype(s: Optional[BenchSettings] = None):
 
 
 # =============================================================================== MFU
-def flops_per_token(cfg, seq_len: int) -> int:
-    """Training FLOPs per token of one model: ``6·N + 12·L·T·d`` — 6N for the forward (2N),
-    activation-gradient (2N) and weight-gradient (2N) matmuls with N = all parameters
-    (:func:`pawn.config.param_count`), plus materialised attention ``QKᵀ`` and ``AV``
-    (4·T·d per layer forward, ×3 with the backward), not skipping the causal half (spec §7.3)."""
-    from pawn.config import param_count
-
-    return 6 * param_count(cfg) + 12 * cfg.n_layers * seq_len * cfg.d_model
-
-
 def step_flops_per_token(variants: Sequence, seq_len: int) -> int:
     """Supernet joint step: the sum of :func:`flops_per_token` over the variants trained (each
     runs its own forward and backward). ``variants`` are configs or ``(config, weight)`` pairs."""

@@ -336,24 +336,19 @@ def is_hub_id(source: str) -> bool:
     return bool(_HUB_ID.match(source)) and not Path(source).exists()
 
 
-def load_model(path_or_hub_id: str | os.PathLike):
-    """Load a model for use: ``(PAWNModel, ModelConfig)``.
-
-    ``path_or_hub_id`` is a v2 checkpoint directory (hashes verified before use), or a Hugging
-    Face repo id of a published v1 model (``thomas-schweich/pawn-base``), which is downloaded and
-    converted once into the conversion cache (:func:`pawn.convert.convert`).
+def load_model(path: str | os.PathLike):
+    """Load a v2 checkpoint directory for use: ``(PAWNModel, ModelConfig)`` (hashes verified
+    before use). Hugging Face repo ids of published v1 models are loaded by
+    :func:`pawn.load_model` / :func:`pawn.evaluate.loading.load_model`, which convert them first.
 
     Raises:
-        FileNotFoundError: no such directory and not a repo id.
+        FileNotFoundError: no such directory (a repo-id-shaped name says where Hub ids load).
         CheckpointError (and subclasses): see :func:`load_checkpoint`.
-        pawn.convert.ConversionError: download or conversion failed (one-line message).
     """
     from pawn.model import PAWNModel
 
-    src = str(path_or_hub_id)
+    src = str(path)
     if is_hub_id(src):
-        from pawn.convert import convert
-
-        src = str(convert(src).path)
+        raise FileNotFoundError(f"{src}: no such checkpoint directory (to load a Hugging Face Hub id, use pawn.load_model)")
     ckpt = load_checkpoint(src)
     return PAWNModel(ckpt.config, params=ckpt.params), ckpt.config

@@ -349,7 +349,7 @@ def eval_cmd(
     done: list[str] = []
     try:
         for lm in models:
-            layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
+            layout = _layout(prepend_outcome, lm)
             plies, source = _eval_max_ply(max_ply, lm, layout)
             if pgn is not None and pgn_min_ply > plies:
                 raise _fail(f"--pgn-min-ply ({pgn_min_ply}) exceeds the max_ply in use ({plies}, {source}); lower it or set --max-ply", 2)
@@ -366,12 +366,20 @@ def eval_cmd(
     _write_json(json_out, record)
 
 
-def _eval_max_ply(max_ply: Optional[int], lm, layout: bool) -> tuple[int, str]:
+def _layout(flag: Optional[bool], lm):
+    """The :class:`pawn.data.layout.Layout` a command uses for loaded model ``lm``: the flag,
+    else the layout its checkpoint records, else pure moves."""
+    from pawn.data.layout import Layout
+
+    return Layout.resolve(flag, lm.layout)
+
+
+def _eval_max_ply(max_ply: Optional[int], lm, layout) -> tuple[int, str]:
     """The ply cap ``pawn eval`` uses for one model and where it comes from (for the report)."""
     if max_ply is not None:
         return max_ply, "--max-ply"
     if lm.trained_seq_len is not None:
-        plies = max(1, min(lm.trained_seq_len, lm.config.max_seq_len) - int(layout))
+        plies = max(1, layout.max_ply(min(lm.trained_seq_len, lm.config.max_seq_len)))
         return plies, f"the checkpoint's trained context, seq_len {lm.trained_seq_len}"
     return 512, "default: the checkpoint records no training context"
 
@@ -397,7 +405,7 @@ def _eval_one(lm, layout, max_ply, source, *, games, seed, batch_size, late_ply,
     from pawn.engine import random_games
     from pawn.evaluate.accuracy import evaluate_games, evaluate_pgn
 
-    seq_len = min(lm.config.max_seq_len, max_ply + int(layout))
+    seq_len = min(lm.config.max_seq_len, layout.seq_len(max_ply))
     if max_ply not in game_cache:
         game_cache[max_ply] = random_games(games, max_ply, seed)
     g = game_cache[max_ply]
@@ -406,22 +414,22 @@ def _eval_one(lm, layout, max_ply, source, *, games, seed, batch_size, late_ply,
         lichess = None
         if pgn is not None:  # first: an unusable file fails before the long random-game pass
             lichess = evaluate_pgn(lm.model, str(pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=pgn_games_per_band,
-                                   min_ply=pgn_min_ply, prepend_outcome=layout, batch_size=min(batch_size, 64), dtype=dtype)
+                                   min_ply=pgn_min_ply, prepend_outcome=layout.prepend_outcome, batch_size=min(batch_size, 64), dtype=dtype)
         rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=batch_size,
-                             prepend_outcome=layout, dtype=dtype, late_ply=late_ply)
+                             prepend_outcome=layout.prepend_outcome, dtype=dtype, late_ply=late_ply)
     except ValueError as e:
         raise _fail(str(e))
     wall = time.perf_counter() - t
     d = rep.to_dict()
     d["settings"].update(games=games, seed=seed, max_ply=max_ply, max_ply_source=source)
-    rec = {"name": lm.name, "model_config": lm.config.to_json_dict(), "prepend_outcome": layout,
+    rec = {"name": lm.name, "model_config": lm.config.to_json_dict(), "prepend_outcome": layout.prepend_outcome,
            "random_games": d, "eval_wall_s": wall}
     if lichess is not None:
         rec["lichess"] = lichess
     record["models"].append(rec)
 
     tab = Table(title=f"{lm.name}: {games} random games, seed {seed}, max_ply {max_ply}, seq_len {seq_len}"
-                f"{' (outcome prefix)' if layout else ''}")
+                f"{' (outcome prefix)' if layout.prepend_outcome else ''}")
     tab.add_column("Metric")
     tab.add_column("Published (v1)", justify="right")
     tab.add_column("Moves-only", justify="right")
@@ -582,14 +590,14 @@ def probe_cmd(
     try:
         with _Progress() as prog:
             for lm in models:
-                layout = bool(prepend_outcome if prepend_outcome is not None else (lm.prepend_outcome or False))
+                layout = _layout(prepend_outcome, lm)
                 plies, source = max_ply, "--max-ply"
                 if plies is None:
                     ctx = min(lm.trained_seq_len or lm.config.max_seq_len, lm.config.max_seq_len)
-                    plies = max(1, min(ctx - int(layout), 256))
+                    plies = max(1, min(layout.max_ply(ctx), 256))
                     source = f"min(trained context {ctx}, 256)" if lm.trained_seq_len else f"min(model context {ctx}, 256)"
                 cfg = ProbeConfig(n_train_games=games, n_val_games=val_games, max_ply=plies, seed=seed, n_epochs=epochs, lr=lr,
-                                  weight_decay=weight_decay, prepend_outcome=layout, probes=names, dtype=dtype,
+                                  weight_decay=weight_decay, prepend_outcome=layout.prepend_outcome, probes=names, dtype=dtype,
                                   feature_cache_gb=feature_cache_gb)
                 console.print(f"{lm.name}: {games}/{cfg.val_games} games, max_ply {plies} ({source}), weight decay {weight_decay:g}, "
                               f"{epochs} epochs", highlight=False)
@@ -696,11 +704,13 @@ def generate_cmd(
         except ValueError as e:
             raise _fail(f"bad --prefix: {e}")
         pre_moves, pre_len = np.repeat(t1, games, 0), np.repeat(l1, games, 0)
+    from pawn.data.layout import Layout
+
     models = _load(checkpoint, variant)
     for lm in models:
-        trained = bool(outcome_prefix_trained if outcome_prefix_trained is not None else (lm.prepend_outcome or False))
-        offset = 0 if token is None else 1
-        T = lm.config.max_seq_len if max_ply is None else min(lm.config.max_seq_len, max_ply + offset)
+        trained = _layout(outcome_prefix_trained, lm).prepend_outcome
+        conditioned = Layout.of(token is not None)  # the outcome slot is used only when conditioning
+        T = lm.config.max_seq_len if max_ply is None else min(lm.config.max_seq_len, conditioned.seq_len(max_ply))
         try:
             res = autoregressive_generate(lm.model, games, outcome_token=token, prefix_moves=pre_moves, prefix_lengths=pre_len,
                                           max_seq_len=T, temperature=temperature, top_k=top_k, mask_illegal=mask_illegal,

@@ -72,6 +72,14 @@ def param_count(cfg: ModelConfig) -> int:
     return (64 + 64 + 5 + 1 + cfg.n_outcomes) * d + L * (4 * d * d + 3 * d * F + 2 * d) + d + V * d
 
 
+def flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
+    """Training FLOPs per token of one model: ``6·N + 12·L·T·d`` — 6N for the forward (2N),
+    activation-gradient (2N) and weight-gradient (2N) matmuls with N = all parameters
+    (:func:`param_count`), plus materialised attention ``QKᵀ`` and ``AV``
+    (4·T·d per layer forward, ×3 with the backward), not skipping the causal half (spec eval §7.3); ``pawn bench`` and the run summary use it."""
+    return 6 * param_count(cfg) + 12 * cfg.n_layers * seq_len * cfg.d_model
+
+
 TOY = ModelConfig(d_model=64, n_layers=2, n_heads=4, d_ff=256)
 """Test-only config (head_dim 16); nests into neither supernet."""
 

@@ -49,12 +49,12 @@ def param_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     }
 
 
+@functools.cache
 def _decomposition() -> np.ndarray:
+    """int32 [1968, 3]: (src, dst, promo) of every action (spec §1.5), the vocabulary's
+    :func:`pawn.vocab.action_table` read on first use (not at import)."""
     src, dst, promo = action_table()
-    return np.stack([src, dst, promo], axis=1).astype(np.int32)  # [1968, 3]
-
-
-_DECOMP = _decomposition()
+    return np.stack([src, dst, promo], axis=1).astype(np.int32)
 
 
 def resolve_dtype(dtype: Optional[str | jnp.dtype]) -> jnp.dtype:
@@ -378,7 +378,7 @@ class PAWNModel(eqx.Module):
         """Factored input embedding (spec §2.1), fp32 [B, T, d]: ids are clamped into the action
         range for the table lookup, then PAD rows become ``pad_embed`` and outcome ids
         ``outcome_embed[clamp(x − 1969, 0, O−1)]``."""
-        decomp = jnp.asarray(_DECOMP)
+        decomp = jnp.asarray(_decomposition())
         a = decomp[jnp.clip(tokens, 0, NUM_ACTIONS - 1)]
         e = self.src_embed[a[..., 0]] + self.dst_embed[a[..., 1]] + self.promo_embed[a[..., 2]]
         e = jnp.where((tokens == PAD_TOKEN)[..., None], self.pad_embed, e)

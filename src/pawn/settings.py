@@ -26,7 +26,8 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from pawn.config import NAMED_CONFIGS, SUPERNETS, ModelConfig
-from pawn.train.schedules import Schedule, build_schedule
+from pawn.data.layout import Layout
+from pawn.schedules import Schedule, build_schedule
 from pawn.vocab import MAX_SEQ_LEN
 
 if sys.version_info >= (3, 11):
@@ -291,9 +292,14 @@ class PretrainConfig(_Settings):
         return sup, dict(variants)
 
     @property
+    def layout(self) -> Layout:
+        """The sequence layout this run trains with (``prepend_outcome``)."""
+        return Layout.of(self.prepend_outcome)
+
+    @property
     def max_ply(self) -> int:
         """Plies per game: seq_len, or seq_len − 1 with the outcome prefix (spec engine §3.4)."""
-        return self.seq_len - 1 if self.prepend_outcome else self.seq_len
+        return self.layout.max_ply(self.seq_len)
 
 
 def format_validation_error(e: ValidationError) -> str:

@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Optional, Protocol
 
 import numpy as np
 
-from pawn.data.packing import pack_games
+from pawn.data.layout import Layout
 from pawn.engine import random_games
 
 
@@ -138,11 +138,11 @@ class CorpusSource:
 def make_batch(source: GameSource, step: int, batch_size: int, seq_len: int, prepend_outcome: bool,
                process_index: int = 0, process_count: int = 1) -> dict[str, np.ndarray]:
     """This process's part of batch ``step``: games ``[step·B + p·B/P, step·B + (p+1)·B/P)``
-    packed by :func:`pawn.data.packing.pack_games` (arrays [B/P, T])."""
+    packed by :meth:`pawn.data.layout.Layout.pack` (arrays [B/P, T])."""
     local = batch_size // process_count
     first = step * batch_size + process_index * local
     tokens, lengths, outcome = source.games(first, local)
-    return pack_games(tokens, lengths, outcome, seq_len, prepend_outcome=prepend_outcome)
+    return Layout.of(prepend_outcome).pack(tokens, lengths, outcome, seq_len)
 
 
 class ChunkStream:

@@ -4,7 +4,7 @@ Every function states the shapes and dtypes it takes and returns. Token ids and 
 helpers live in :mod:`pawn.vocab`; this package groups the engine by area:
 
 - :mod:`pawn.engine.games`: random games (spec §3)
-- :mod:`pawn.engine.masks`: legal-move masks, their alignment to positions, perft (spec §4)
+- :mod:`pawn.engine.masks`: legal-move masks, perft (spec §4)
 - :mod:`pawn.engine.boards`: board states and probe targets (spec §5)
 - :mod:`pawn.engine.pgn`: Lichess PGN parsing (spec §6.1–§6.4); :mod:`pawn.engine.uci`: UCI/SAN ↔ tokens (§6.7)
 - :mod:`pawn.engine.diagnostics`: validation, edge-case bits, diagnostic sets, accuracy ceiling (spec §7)
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pawn.engine.games import RandomGames, random_games
 from pawn.engine.boards import BoardStates, board_states, probe_targets
-from pawn.engine.masks import (align_masks_to_positions, legal_move_counts, legal_move_grid, legal_move_masks,
+from pawn.engine.masks import (legal_move_counts, legal_move_grid, legal_move_masks,
                                legal_move_masks_sparse, perft)
 from pawn.engine.pgn import PgnGames, parse_pgn
 from pawn.engine.uci import UciGames, parse_uci_file, san_to_uci, tokens_to_san, tokens_to_uci, uci_to_san, uci_to_tokens
@@ -29,7 +29,6 @@ __all__ = [
     "BoardStates",
     "board_states",
     "probe_targets",
-    "align_masks_to_positions",
     "legal_move_counts",
     "legal_move_grid",
     "legal_move_masks",

@@ -5,7 +5,7 @@ Every mask function replays ``tokens`` int16 [B, T] (C-order; slots at and after
 are ignored, normally PAD = 1968) for ``lengths`` int16 [B] from the standard start position.
 Masks are indexed by **game ply**: entry ``t`` describes the position *before* move ``t`` (the
 options of the side about to play ``tokens[b, t]``), for ``0 <= t < length``. Use
-:func:`align_masks_to_positions` to index them by model sequence position instead.
+:meth:`pawn.data.layout.Layout.align_masks` to index them by model sequence position instead.
 
 Errors shared by all of them:
 
@@ -20,12 +20,10 @@ The work runs in Rust, one game per rayon task, with the GIL released.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from pawn import _engine
-from pawn.vocab import NUM_ACTIONS, PAD_TOKEN
+from pawn.vocab import NUM_ACTIONS
 
 
 def legal_move_masks(tokens: np.ndarray, lengths: np.ndarray, vocab_size: int = NUM_ACTIONS + 1) -> np.ndarray:
@@ -104,70 +102,6 @@ def legal_move_counts(tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         TypeError, ValueError: see the module docstring.
     """
     return _engine.legal_move_counts(tokens, lengths)
-
-
-def align_masks_to_positions(
-    mask: np.ndarray,
-    lengths: np.ndarray,
-    layout: Literal["pure_moves", "outcome_prefix"] = "pure_moves",
-) -> np.ndarray:
-    """Re-index ply masks by model sequence position (spec §4 alignment notes, §3.4 packing).
-
-    The model at sequence position p predicts ``targets[p]``; the aligned mask row p marks the
-    targets that are legal there, so ``logits`` can be masked row by row.
-
-    * ``"pure_moves"`` (published models): ``input_ids = [m0 … m(L-1), PAD …]`` and
-      ``targets[p] = input_ids[p + 1]``, supervised at p = 0 … L−1. Row p is ply mask p+1 (shift
-      down one ply, drop ply 0); row L−1 holds only PAD (the end-of-game target), also for games
-      with L = T, where the ply mask has no row L. Output [B, T, V].
-    * ``"outcome_prefix"``: ``input_ids = [outcome, m0 … m(L-1), PAD …]``, seq_len = T + 1,
-      supervised at p = 0 … L. Row p is ply mask p for p < L and row L holds only PAD. The ply axis
-      has max_ply = seq_len − 1 = T rows, so one row is appended: output [B, T + 1, V].
-
-    Rows at unsupervised positions are all false. PAD is set by this function, so it does not
-    matter whether ``mask`` already carries the PAD entry of :func:`legal_move_masks`.
-
-    Args:
-        mask: bool [B, T, V] ply masks from :func:`legal_move_masks`, V ≥ 1969.
-        lengths: int [B] game lengths, each in 0…T.
-        layout: ``"pure_moves"`` or ``"outcome_prefix"``.
-
-    Returns:
-        bool [B, T, V] (pure moves) or bool [B, T + 1, V] (outcome prefix).
-
-    Raises:
-        ValueError: ``mask`` is not 3-D with V ≥ 1969, lengths do not match B or lie outside
-        0…T, or ``layout`` is unknown.
-    """
-    mask = np.asarray(mask, dtype=bool)
-    lengths = np.asarray(lengths)
-    if mask.ndim != 3 or mask.shape[2] <= PAD_TOKEN:
-        raise ValueError(f"mask must be bool [B, T, V] with V > {PAD_TOKEN}, got shape {mask.shape}")
-    n_games, max_ply, _ = mask.shape
-    if lengths.shape != (n_games,):
-        raise ValueError(f"lengths must have shape ({n_games},), got {lengths.shape}")
-    if lengths.size and (lengths.min() < 0 or lengths.max() > max_ply):
-        raise ValueError(f"lengths must lie in 0..{max_ply}, got range {lengths.min()}..{lengths.max()}")
-    lengths = lengths.astype(np.int64)
-    rows = np.arange(max_ply)[None, :]
-    if layout == "pure_moves":
-        out = np.zeros_like(mask)
-        out[:, :-1] = mask[:, 1:]
-        end = lengths - 1  # position whose target is end-of-game
-        n_pos = max_ply
-    elif layout == "outcome_prefix":
-        out = np.zeros((n_games, max_ply + 1, mask.shape[2]), dtype=bool)
-        out[:, :-1] = mask
-        end = lengths
-        n_pos = max_ply + 1
-        rows = np.arange(n_pos)[None, :]
-    else:
-        raise ValueError(f"layout must be 'pure_moves' or 'outcome_prefix', got {layout!r}")
-    # Clear everything from the end-of-game position on, then set PAD there.
-    out[rows >= end[:, None]] = False
-    has_end = (end >= 0) & (end < n_pos)
-    out[np.nonzero(has_end)[0], end[has_end], PAD_TOKEN] = True
-    return out
 
 
 def perft(fen: str, depth: int) -> int:

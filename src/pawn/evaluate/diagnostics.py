@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pawn.data.layout import Layout
 from pawn.engine import edge_case_bits, generate_diagnostic_sets, legal_move_masks, random_games
 from pawn.evaluate.generation import analyze, autoregressive_generate
 from pawn.vocab import (BLACK_CHECKMATES, DRAW_BY_RULE, OUTCOME_NAMES, OUTCOME_TOKEN_BASE, PAD_TOKEN, PLY_LIMIT,
@@ -232,7 +233,7 @@ def edge_case_diagnostics(
     sets = generate_diagnostic_sets(quota_w, quota_b, n_per_category * len(cats), max_ply, seed, max_simulated_factor)
     tokens, lengths = sets["move_ids"], sets["game_lengths"].astype(np.int64)
     per_ply, codes = sets["per_ply_stats"], sets["termination_codes"]
-    offset = int(prepend_outcome)
+    layout = Layout.of(prepend_outcome)
     ctx = model.config.max_seq_len
     # Select (game, ply) per category in scan order.
     picks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -244,10 +245,10 @@ def edge_case_diagnostics(
         else:
             g = np.nonzero((codes == term) & (lengths >= 1))[0]
             t = lengths[g]
-        keep = t + offset <= ctx  # the prompt (moves before t, plus the prefix) must fit
+        keep = layout.position_of_ply(t) <= ctx  # the prompt (moves before t, plus the prefix) must fit
         picks[c] = (g[keep][:n_per_category], t[keep][:n_per_category])
     outcome = np.asarray(random_outcome_tokens(codes, lengths), np.int32)
-    T = min(ctx, max_ply + offset)
+    T = min(ctx, layout.seq_len(max_ply))
     key = jax.random.PRNGKey(seed)
     out: dict[str, Any] = {}
     for ci, (c, (g, t)) in enumerate(picks.items()):
@@ -256,11 +257,7 @@ def edge_case_diagnostics(
             gb, tb = g[s:s + batch_size], t[s:s + batch_size]
             n = gb.size
             ids = np.full((batch_size, T), PAD_TOKEN, np.int32)
-            cols = np.arange(T - offset)[None, :]
-            moves = np.where(cols < tb[:, None], tokens[gb][:, :T - offset], PAD_TOKEN)
-            ids[:n, offset:] = moves
-            if offset:
-                ids[:n, 0] = outcome[gb]
+            ids[:n] = layout.pack(tokens[gb], tb, outcome[gb], T)["input_ids"]  # the moves before ply t
             attn = ids != PAD_TOKEN
             masks = legal_move_masks(np.ascontiguousarray(tokens[gb]), lengths[gb].astype(np.int16), VOCAB_SIZE)
             legal = np.zeros((batch_size, VOCAB_SIZE), bool)
@@ -268,7 +265,7 @@ def edge_case_diagnostics(
             legal[:n][tb >= masks.shape[1]] = False
             legal[np.arange(n)[tb >= masks.shape[1]], PAD_TOKEN] = True  # game over at T: only PAD
             pos = np.zeros(batch_size, np.int64)
-            pos[:n] = tb - 1 + offset
+            pos[:n] = layout.position_of_ply(tb) - 1  # its target is ply t
             ok, pad, ent = _edge_scores(model, jnp.asarray(ids), jnp.asarray(attn), jnp.arange(batch_size), jnp.asarray(pos),
                                         jnp.asarray(legal), jax.random.fold_in(key, ci * 100_003 + s), n_samples, dtype)
             oks.append(np.asarray(ok)[:n])

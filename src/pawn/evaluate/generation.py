@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pawn.data.layout import Layout
 from pawn.engine import BatchEnv, GameState
 from pawn.vocab import DRAW_BY_RULE, OUTCOME_NAMES, OUTCOME_TOKEN_BASE, PAD_TOKEN, PLY_LIMIT, STALEMATE, TERMINATION_NAMES
 
@@ -77,7 +78,7 @@ class GenerationResult:
 
     @property
     def offset(self) -> int:
-        return 0 if self.outcome_token is None else 1
+        return Layout.of(self.outcome_token is not None).offset
 
     def outcomes(self) -> list[str]:
         """Outcome name of every game (:func:`outcome_of`)."""
@@ -121,7 +122,7 @@ def _sample(logits, key, legal, temperature, top_k):
 # --------------------------------------------------------------------------- generation
 def _generate_batch(model, outcome_token, prefix, plen, T, temperature, top_k, mask_illegal, key, use_kv_cache, dtype):
     B = prefix.shape[0]
-    offset = 0 if outcome_token is None else 1
+    offset = Layout.of(outcome_token is not None).offset
     seq = np.full((B, T), PAD_TOKEN, np.int32)
     if offset:
         seq[:, 0] = outcome_token
@@ -234,7 +235,7 @@ def autoregressive_generate(
     T = ctx if max_seq_len is None else int(max_seq_len)
     if not 2 <= T <= ctx:
         raise ValueError(f"max_seq_len must lie in 2..{ctx}, got {T}")
-    offset = 0 if outcome_token is None else 1
+    offset = Layout.of(outcome_token is not None).offset
     if prefix_moves is None:
         if offset:
             prefix_moves, prefix_lengths = np.full((n_games, 1), PAD_TOKEN, np.int64), np.zeros(n_games, np.int64)

@@ -7,7 +7,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from pawn import checkpoint
 from pawn.config import SUPERNETS, ModelConfig
+from pawn.convert import ConversionError, convert
+from pawn.data.layout import Layout
 
 
 @dataclass
@@ -18,9 +21,10 @@ class LoadedModel:
         name: ``"<supernet>/<variant>"`` for a nested variant, else the config's shape name.
         model: the :class:`pawn.model.PAWNModel`.
         config: its :class:`ModelConfig`.
-        prepend_outcome: the layout it was trained with, when the checkpoint records it
-            (``run_config["prepend_outcome"]``), else None (unknown; published models are
-            pure-moves).
+        layout: the :class:`~pawn.data.layout.Layout` it was trained with, when the checkpoint
+            records it (``run_config["prepend_outcome"]``), else None (unknown; published models
+            are pure-moves). :meth:`Layout.resolve` turns it and a command's flag into the
+            layout to use.
         source: the path or Hub id given.
         trained_seq_len: the sequence length the checkpoint was trained at
             (``run_config["seq_len"]``, tokens incl. the outcome prefix), else None (unknown;
@@ -30,9 +34,14 @@ class LoadedModel:
     name: str
     model: Any
     config: ModelConfig
-    prepend_outcome: Optional[bool]
+    layout: Optional[Layout]
     source: str
     trained_seq_len: Optional[int] = None
+
+    @property
+    def prepend_outcome(self) -> Optional[bool]:
+        """``layout.prepend_outcome``, or None when the layout is unknown."""
+        return None if self.layout is None else self.layout.prepend_outcome
 
 
 def _supernet_of(config: ModelConfig, run_config: Optional[dict]) -> Optional[str]:
@@ -71,6 +80,24 @@ def not_local_nor_hub(source: str, hub_error: str) -> str:
     return f"{source}: no such local directory{hint}, and as a Hugging Face Hub id: {reason}"
 
 
+def load_model(path_or_hub_id: str | os.PathLike):
+    """Load a model for use: ``(PAWNModel, ModelConfig)``.
+
+    ``path_or_hub_id`` is a v2 checkpoint directory (hashes verified before use), or a Hugging
+    Face repo id of a published v1 model (``thomas-schweich/pawn-base``), which is downloaded and
+    converted once into the conversion cache (:func:`pawn.convert.convert`).
+
+    Raises:
+        FileNotFoundError: no such directory and not a repo id.
+        pawn.checkpoint.CheckpointError (and subclasses): see :func:`pawn.checkpoint.load_checkpoint`.
+        pawn.convert.ConversionError: download or conversion failed (one-line message).
+    """
+    src = str(path_or_hub_id)
+    if checkpoint.is_hub_id(src):
+        src = str(convert(src).path)
+    return checkpoint.load_model(src)
+
+
 def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> list[LoadedModel]:
     """Models to evaluate from ``source``.
 
@@ -84,23 +111,19 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
             naming both readings, :func:`not_local_nor_hub`); ValueError: ``variant`` given for a checkpoint that is not a supernet, or
             not one of its variants.
     """
-    from pawn.checkpoint import is_hub_id, load_checkpoint, load_model
     from pawn.model import PAWNModel, sliced
 
     src = str(source)
     run_config: Optional[dict] = None
-    if is_hub_id(src):
-        from pawn.convert import ConversionError
-
+    if checkpoint.is_hub_id(src):
         try:
             model, config = load_model(src)
         except ConversionError as e:
             raise ConversionError(not_local_nor_hub(src, str(e))) from None
     else:
-        ckpt = load_checkpoint(src)
+        ckpt = checkpoint.load_checkpoint(src)
         model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
-    layout = run_config.get("prepend_outcome") if run_config else None
-    layout = None if layout is None else bool(layout)
+    layout = Layout.recorded(run_config)
     trained = run_config.get("seq_len") if run_config else None
     trained = int(trained) if isinstance(trained, int) and trained > 0 else None
     sup = _supernet_of(config, run_config)

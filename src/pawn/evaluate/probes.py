@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from pawn.data.packing import pack_games
+from pawn.data.layout import Layout
 from pawn.engine import probe_targets, random_games
 
 # name: (n_out, kind) — kind ∈ ce (one class), ce_sq (13 classes × 64 squares), bce, mse
@@ -256,9 +256,10 @@ class _Corpus:
     def __init__(self, n_games: int, max_ply: int, seed: int, prepend_outcome: bool, probes: tuple[str, ...]):
         g = random_games(n_games, max_ply, seed)
         self.n_games, self.max_ply = n_games, max_ply
-        self.offset = int(prepend_outcome)
-        self.seq_len = max_ply + self.offset
-        self.packed = pack_games(g.tokens, g.lengths, g.outcome, self.seq_len, prepend_outcome=prepend_outcome)
+        self.layout = Layout.of(prepend_outcome)
+        self.offset = self.layout.offset
+        self.seq_len = self.layout.seq_len(max_ply)
+        self.packed = self.layout.pack(g.tokens, g.lengths, g.outcome, self.seq_len)
         tg = probe_targets(g.tokens, g.lengths)
         self.valid = tg["valid"]  # [N, max_ply]
         self.targets = {k: tg[k] for k in probes}
@@ -270,7 +271,7 @@ class _Corpus:
     def batch(self, games: np.ndarray):
         """(ids, attn, flat position index [n] into [len(games), T]) of the valid plies of ``games``."""
         b, t = np.nonzero(self.valid[games])
-        flat = b * self.seq_len + t + self.offset
+        flat = b * self.seq_len + self.layout.position_of_ply(t)
         return self.packed["input_ids"][games], self.packed["attn_mask"][games], flat
 
     def rows_of(self, games: np.ndarray) -> np.ndarray:
@@ -346,7 +347,7 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
     if config.val_games < 1:
         raise ValueError(f"n_val_games must be ≥ 1, got {config.val_games}")
     mc = model.config
-    max_ply = config.max_ply or min(mc.max_seq_len - int(config.prepend_outcome), 256)
+    max_ply = config.max_ply or min(Layout.of(config.prepend_outcome).max_ply(mc.max_seq_len), 256)
     n_val_games = config.val_games
     train = _Corpus(config.n_train_games, max_ply, config.seed, config.prepend_outcome, config.probes)
     val = _Corpus(n_val_games, max_ply, config.seed + 1, config.prepend_outcome, config.probes)

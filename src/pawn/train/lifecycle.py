@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from pawn.checkpoint import MANIFEST, write_json
-from pawn.train.schedules import SHOULD_REACH_ZERO, Schedule
+from pawn.schedules import SHOULD_REACH_ZERO, Schedule
 
 STEP_DIR = re.compile(r"^step_(\d{8,})$")
 """Checkpoint directory names: ``step_`` and the step, zero-padded to at least 8 digits (steps

@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from pawn.config import ModelConfig
 from pawn.model import PAWNModel, remat_mode
 from pawn.train.losses import joint_loss
-from pawn.train.schedules import Schedule
+from pawn.schedules import Schedule
 
 DATA_AXIS = "data"
 

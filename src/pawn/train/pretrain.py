@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from pawn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint, write_json
 from pawn.config import ModelConfig
+from pawn import metrics_core
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
 from pawn.model import PAWNModel, resolve_dtype, sliced
 from pawn.progress import ProgressReporter
@@ -490,14 +491,12 @@ def run_pretrain(
         return path
 
     def validate() -> dict:
-        from pawn.evaluate.accuracy import evaluate_games
-
         fields: dict = {}
         # One host copy, placed once on the default device (not re-sent with every val batch).
         model_now = jax.device_put(to_host(state.model))
         for name, vcfg in variants:
             m = model_now if vcfg == model_now.config else sliced(model_now, vcfg)
-            rep = evaluate_games(
+            rep = metrics_core.evaluate_games(
                 m, val_set.tokens, val_set.lengths, val_set.outcome, seq_len=cfg.seq_len,
                 batch_size=cfg.batch_size, prepend_outcome=cfg.prepend_outcome, dtype=dtype,
             ).to_dict()

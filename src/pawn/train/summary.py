@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from pawn.config import ModelConfig, param_count
+from pawn.config import ModelConfig, flops_per_token, param_count
 
 
 def run_summary(
@@ -28,7 +28,7 @@ def run_summary(
 ) -> dict:
     """The start-of-run summary as a JSON-ready dict.
 
-    FLOPs per token follow ``pawn bench``'s convention (:func:`pawn.bench.flops_per_token`,
+    FLOPs per token follow ``pawn bench``'s convention (:func:`pawn.config.flops_per_token`,
     spec eval §7.3: ``6·N + 12·L·T·d``, summed over the variants a supernet step trains).
     ``tokens`` are padded sequence positions, ``batch_size · seq_len`` per step.
     ``compiled_memory`` is the memory check's result for the compiled K-step chunk
@@ -42,8 +42,6 @@ def run_summary(
         "tokens_this_run", "flops_this_run", "total_steps", "steps_per_chunk", "devices",
         "processes", "backend", "dtype", "compiled_memory"}`` (``compiled_memory`` only when given).
     """
-    from pawn.bench import flops_per_token
-
     per = {name: {"config": c.name, "params": param_count(c), "flops_per_token": flops_per_token(c, seq_len)} for name, c in variants}
     fpt = sum(v["flops_per_token"] for v in per.values())
     steps = max(0, end_step - start_step)

@@ -1,0 +1,378 @@
+"""Teacher-forced move accuracy, legality and game completion (spec
+``eval-probe-generate-sweep-bench.md`` §1.2–§1.5, §5): the metric core shared by the trainer's
+validation and ``pawn eval`` (it sits below both; :mod:`pawn.evaluate.accuracy` re-exports it).
+
+Two conventions are computed in one pass and kept apart by name:
+
+* **published** (v1 validation, the numbers in the model cards): loss, top-1 and top-5 over every
+  ``loss_mask`` position — including the terminal slot whose target is PAD — with argmax/top-k
+  over the full 1,980-token vocabulary, averaged as the unweighted mean of per-batch means
+  (batch = ``batch_size`` games; a batch without positions contributes 0). Legal rates, game
+  completion and the illegal probability mass follow §1.2–§1.4.
+* **moves-only** (v2 ``evaluate_accuracy``): positions with ``loss_mask`` and a move target
+  (terminal slot excluded), argmax/top-k over the 1,968 actions, position-weighted.
+
+The accuracy ceiling E[1/N_legal] (§5) is computed on the same games. The model runs one batch
+at a time through a single jitted step that returns per-position scalars only, so memory is
+bounded by one batch of logits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pawn.data.layout import Layout
+from pawn.engine import accuracy_ceiling_of
+from pawn.vocab import NUM_ACTIONS, PAD_TOKEN, action_table
+
+PHASES: tuple[tuple[str, int, Optional[int]], ...] = (("opening", 0, 20), ("midgame", 20, 60), ("endgame", 60, None))
+"""Moves-only phase buckets by **sequence position** p (spec §1.5): [0, 20), [20, 60), [60, ∞)."""
+
+PERPLEXITY_LOSS_CAP = 20.0
+"""``perplexity = exp(min(loss, 20))`` (spec §1.2)."""
+
+_SRC, _DST, _ = (a.astype(np.int64) for a in action_table())
+
+
+# --------------------------------------------------------------------------- device step
+@eqx.filter_jit
+def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
+    """Per-position scores of one batch, on device. Returns a dict of [B, T] arrays:
+    ``nll`` (full-vocab CE at the target), ``argmax`` / ``in_top5`` (full vocab),
+    ``act_argmax`` / ``act_in_top5`` (the 1,968 actions only) and ``legal_mass`` (softmax mass on
+    the tokens set in ``packed_legal``, uint8 [B, T, ceil(V/8)] big-endian bit order)."""
+    logits = model(input_ids, attn_mask, dtype=dtype).astype(jnp.float32)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    tgt = targets[..., None]
+    nll = -jnp.take_along_axis(logp, tgt, axis=-1)[..., 0]
+    top5 = jax.lax.top_k(logits, 5)[1]
+    act_top5 = jax.lax.top_k(logits[..., :NUM_ACTIONS], 5)[1]
+    legal = jnp.unpackbits(packed_legal, axis=-1)[..., : logits.shape[-1]].astype(bool)
+    legal_mass = jnp.sum(jnp.where(legal, jnp.exp(logp), 0.0), axis=-1)
+    return {
+        "nll": nll,
+        "argmax": jnp.argmax(logits, axis=-1).astype(jnp.int32),
+        "in_top5": jnp.any(top5 == tgt, axis=-1),
+        "act_argmax": jnp.argmax(logits[..., :NUM_ACTIONS], axis=-1).astype(jnp.int32),
+        "act_in_top5": jnp.any(act_top5 == tgt, axis=-1),
+        "legal_mass": legal_mass,
+    }
+
+
+# --------------------------------------------------------------------------- host helpers
+def grid_legal(grid: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """v1 legality of predicted tokens: the (src, dst) grid bit (promotion piece not checked).
+
+    Args:
+        grid: uint64 [B, T, 64] aligned grids; tokens: int [B, T] predictions.
+
+    Returns:
+        bool [B, T]: token is a move (< 1968) and some legal move goes src → dst.
+    """
+    is_move = tokens < NUM_ACTIONS
+    t = np.where(is_move, tokens, 0)
+    words = np.take_along_axis(grid, _SRC[t][..., None], axis=-1)[..., 0]
+    bits = (words >> _DST[t].astype(np.uint64)) & np.uint64(1)
+    return is_move & (bits == 1)
+
+
+def lower_median(values: np.ndarray) -> int:
+    """Median as the lower middle value for an even count (spec §1.2); 0 for no values."""
+    if values.size == 0:
+        return 0
+    s = np.sort(values)
+    return int(s[(s.size - 1) // 2])
+
+
+# --------------------------------------------------------------------------- report
+@dataclass
+class AccuracyReport:
+    """Every figure of one evaluation (spec §1.2–§1.5, §5). Rates are fractions in [0, 1].
+
+    Published (v1) convention — ``published/*`` in :meth:`to_dict`:
+        loss, top1, top5: mean of per-batch means over all ``loss_mask`` positions (terminal PAD
+            target included; full-vocab argmax/top-5). perplexity = exp(min(loss, 20)).
+        legal_rate, late_legal_rate: mean of per-batch rates of argmax legality (grid bit) over
+            positions with a move target; the late rate only at positions ≥ ``late_ply``.
+        completion_rate: fraction of games with no illegal argmax (dense token mask) at any
+            move-target position; avg_plies_completed: mean first-forfeit position (forfeiting
+            games) or length (others); avg_pct_completion: mean of first-forfeit position /
+            length, 1 for complete games; min/median/max_forfeit_ply over forfeiting games (0 if
+            none; lower median); n_forfeits.
+        illegal_pred_rate, illegal_prob_mass: position-weighted over ``loss_mask`` positions
+            (PAD legal at the terminal slot) — spec §1.4.
+
+    Moves-only (v2) convention — ``moves_only/*``: positions with a move target; top1/top5 with
+    argmax over the 1,968 actions; ``top1_full_vocab``/``top5_full_vocab`` over the full
+    vocabulary (the Lichess convention of §4.1); loss (full
+    vocab CE); legal_rate (grid bit of the full-vocab argmax); phases by sequence position.
+
+    Ceiling — ``ceiling/*``: E[1/N_legal] over every ply < length of the same games (§5),
+    ``moves_only`` the same over exactly the plies the moves-only positions predict, and
+    top-1 divided by the ceiling for both conventions.
+    """
+
+    n_games: int
+    n_positions: int
+    n_move_positions: int
+    n_batches: int
+    loss: float
+    top1: float
+    top5: float
+    perplexity: float
+    legal_rate: float
+    late_legal_rate: float
+    late_ply: int
+    n_late_positions: int
+    completion_rate: float
+    avg_plies_completed: float
+    avg_pct_completion: float
+    n_forfeits: int
+    min_forfeit_ply: int
+    median_forfeit_ply: int
+    max_forfeit_ply: int
+    illegal_pred_rate: float
+    illegal_prob_mass: float
+    moves_only_loss: float
+    moves_only_top1: float
+    moves_only_top5: float
+    moves_only_top1_full_vocab: float
+    moves_only_top5_full_vocab: float
+    moves_only_legal_rate: float
+    phases: dict[str, dict[str, float]]
+    ceiling: float
+    ceiling_moves_only: float
+    n_ceiling_positions: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def top1_over_ceiling(self) -> float:
+        """Published top-1 / ceiling (the ratio in the model cards)."""
+        return self.top1 / self.ceiling if self.ceiling > 0 else float("nan")
+
+    @property
+    def moves_only_top1_over_ceiling(self) -> float:
+        """Moves-only top-1 / ceiling over the same plies."""
+        return self.moves_only_top1 / self.ceiling_moves_only if self.ceiling_moves_only > 0 else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat JSON-ready dict with ``published/``, ``moves_only/`` and ``ceiling/`` prefixes,
+        ``counts/`` for sizes and ``settings`` (the exact evaluation settings)."""
+        d = asdict(self)
+        pub = ("loss", "top1", "top5", "perplexity", "legal_rate", "late_legal_rate", "completion_rate",
+               "avg_plies_completed", "avg_pct_completion", "n_forfeits", "min_forfeit_ply", "median_forfeit_ply",
+               "max_forfeit_ply", "illegal_pred_rate", "illegal_prob_mass", "late_ply")
+        out: dict[str, Any] = {f"published/{k}": d[k] for k in pub}
+        out["published/top1_over_ceiling"] = self.top1_over_ceiling
+        for k in ("loss", "top1", "top5", "top1_full_vocab", "top5_full_vocab", "legal_rate"):
+            out[f"moves_only/{k}"] = d[f"moves_only_{k}"]
+        out["moves_only/top1_over_ceiling"] = self.moves_only_top1_over_ceiling
+        for name, ph in self.phases.items():
+            for k, v in ph.items():
+                out[f"moves_only/phase/{name}/{k}"] = v
+        out["ceiling/e_inv_n_legal"] = self.ceiling
+        out["ceiling/moves_only"] = self.ceiling_moves_only
+        for k in ("n_games", "n_positions", "n_move_positions", "n_batches", "n_late_positions", "n_ceiling_positions"):
+            out[f"counts/{k}"] = d[k]
+        out["settings"] = dict(self.settings)
+        return out
+
+
+class _Totals:
+    """Host-side accumulators of one evaluation."""
+
+    def __init__(self) -> None:
+        self.batch_loss: list[float] = []
+        self.batch_top1: list[float] = []
+        self.batch_top5: list[float] = []
+        self.batch_legal: list[float] = []
+        self.batch_late: list[float] = []
+        self.s: dict[str, float] = dict.fromkeys(
+            ("n_pos", "n_move", "n_late", "illegal_pred", "illegal_mass", "mo_nll", "mo_top1", "mo_top5",
+             "mo_top1_full", "mo_top5_full", "mo_legal", "ceil_sum", "ceil_n", "ceil_mo_sum", "ceil_mo_n"), 0.0)
+        self.phase = {name: [0, 0] for name, _, _ in PHASES}
+        self.first_forfeit: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
+
+
+def _score_stream(model, tokens, lengths, outcome, seq_len, batch_size, layout: Layout, dtype) -> Iterator[tuple]:
+    """Yield, per batch of real games, the packed batch, aligned legality and device scores
+    (NumPy). The last batch is padded with empty rows so one compiled step serves all."""
+    n = tokens.shape[0]
+    for start in range(0, n, batch_size):
+        stop = min(start + batch_size, n)
+        tok, lens = layout.fit(tokens[start:stop], lengths[start:stop], seq_len)
+        packed = layout.pack(tok, lens, outcome[start:stop], seq_len)
+        legal, grid = layout.legal_at_positions(tok, lens)
+        pad_rows = batch_size - (stop - start)
+
+        def padded(a, fill):
+            if pad_rows == 0:
+                return a
+            return np.concatenate([a, np.full((pad_rows,) + a.shape[1:], fill, a.dtype)], axis=0)
+
+        scores = _score_batch(
+            model,
+            jnp.asarray(padded(packed["input_ids"], PAD_TOKEN)),
+            jnp.asarray(padded(packed["attn_mask"], False)),
+            jnp.asarray(padded(packed["targets"], PAD_TOKEN)),
+            jnp.asarray(padded(np.packbits(legal, axis=-1), 0)),
+            dtype,
+        )
+        scores = {k: np.asarray(v)[: stop - start] for k, v in scores.items()}
+        yield tok, lens, packed, legal, grid, scores
+
+
+def evaluate_games(
+    model: Callable,
+    tokens: np.ndarray,
+    lengths: np.ndarray,
+    outcome: np.ndarray,
+    *,
+    seq_len: int,
+    batch_size: int = 256,
+    prepend_outcome: bool = False,
+    dtype: Optional[str] = None,
+    late_ply: Optional[int] = None,
+) -> AccuracyReport:
+    """Teacher-forced evaluation of ``model`` on games, in both conventions (module docstring).
+
+    Args:
+        model: a :class:`pawn.model.PAWNModel` or any object with
+            ``model(tokens int32 [B, T], attn_mask bool [B, T], dtype=...) -> logits [B, T, 1980]``
+            (a non-PyTree object must be hashable: it is a static argument of the jitted step).
+        tokens: int16 [N, P] move tokens (PAD after each length), e.g. from
+            :func:`pawn.engine.random_games` or :func:`pawn.engine.parse_pgn`.
+        lengths: int [N] plies per game; games are cut to ``seq_len − offset`` plies.
+        outcome: int [N] outcome tokens (used only with ``prepend_outcome``).
+        seq_len: T, the packed sequence length (≤ the model's ``max_seq_len``).
+        batch_size: games per model call; also the batch of the published per-batch means.
+        prepend_outcome: outcome-prefixed layout instead of pure moves.
+        dtype: compute dtype passed to the model (``None`` = model default).
+        late_ply: first sequence position of the late legal rate; default ``seq_len // 2``
+            (256 for the published 512-token setting).
+
+    Returns:
+        :class:`AccuracyReport`.
+
+    Raises:
+        ValueError: mismatched array sizes, ``batch_size < 1``, ``seq_len`` too small, or an
+            illegal move in the games (named by the engine).
+    """
+    tokens = np.asarray(tokens)
+    lengths = np.asarray(lengths)
+    outcome = np.asarray(outcome)
+    n = tokens.shape[0]
+    if tokens.ndim != 2 or lengths.shape != (n,) or outcome.shape != (n,):
+        raise ValueError(f"need tokens [N, P], lengths [N], outcome [N]; got {tokens.shape}, {lengths.shape}, {outcome.shape}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+    layout = Layout.of(prepend_outcome)
+    late_ply = seq_len // 2 if late_ply is None else int(late_ply)
+    pos = np.arange(seq_len)[None, :]
+    tot = _Totals()
+    for tok, lens, packed, legal, grid, sc in _score_stream(
+        model, tokens, lengths, outcome, seq_len, batch_size, layout, dtype
+    ):
+        lm, tgt = packed["loss_mask"], packed["targets"]
+        move = lm & (tgt < NUM_ACTIONS)
+        late = move & (pos >= late_ply)
+        argmax = sc["argmax"]
+        hit = argmax == tgt
+        n_lm = int(lm.sum())
+        tot.batch_loss.append(float(sc["nll"][lm].mean()) if n_lm else 0.0)
+        tot.batch_top1.append(float(hit[lm].mean()) if n_lm else 0.0)
+        tot.batch_top5.append(float(sc["in_top5"][lm].mean()) if n_lm else 0.0)
+        g_legal = grid_legal(grid, argmax)
+        tot.batch_legal.append(float(g_legal[move].mean()) if move.any() else 0.0)
+        tot.batch_late.append(float(g_legal[late].mean()) if late.any() else 0.0)
+        tok_legal = np.take_along_axis(legal, argmax[..., None].astype(np.int64), axis=-1)[..., 0]
+        s = tot.s
+        s["n_pos"] += n_lm
+        s["n_move"] += int(move.sum())
+        s["n_late"] += int(late.sum())
+        s["illegal_pred"] += int((lm & ~tok_legal).sum())
+        s["illegal_mass"] += float((1.0 - sc["legal_mass"])[lm].astype(np.float64).sum())
+        s["mo_nll"] += float(sc["nll"][move].astype(np.float64).sum())
+        act_hit = (sc["act_argmax"] == tgt) & move
+        s["mo_top1"] += int(act_hit.sum())
+        s["mo_top5"] += int((sc["act_in_top5"] & move).sum())
+        s["mo_top1_full"] += int((hit & move).sum())
+        s["mo_top5_full"] += int((sc["in_top5"] & move).sum())
+        s["mo_legal"] += int((g_legal & move).sum())
+        for name, lo, hi in PHASES:
+            sel = move & (pos >= lo) & (pos < (hi if hi is not None else seq_len))
+            tot.phase[name][0] += int((act_hit & sel).sum())
+            tot.phase[name][1] += int(sel.sum())
+        # Compound legality (§1.3): first move-target position whose argmax is not a legal token.
+        illegal = move & ~tok_legal
+        any_ill = illegal.any(axis=1)
+        tot.first_forfeit.append(np.where(any_ill, np.argmax(illegal, axis=1), -1))
+        tot.lengths.append(lens.astype(np.int64))
+        # Ceiling (§5): 1/N_legal over every ply < length, and over the plies moves-only scores.
+        inv = accuracy_ceiling_of(tok, lens)
+        s["ceil_sum"] += float(inv.sum())
+        s["ceil_n"] += int(lens.astype(np.int64).sum())
+        inv_pos = layout.align_plies(inv, lens)
+        s["ceil_mo_sum"] += float(inv_pos[move].sum())
+        s["ceil_mo_n"] += int(move.sum())
+
+    s = tot.s
+    first = np.concatenate(tot.first_forfeit) if tot.first_forfeit else np.zeros(0, np.int64)
+    lens_all = np.concatenate(tot.lengths) if tot.lengths else np.zeros(0, np.int64)
+    forfeited = first >= 0
+    ff = first[forfeited]
+    plies_completed = np.where(forfeited, first, lens_all)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(forfeited, first / np.maximum(lens_all, 1), 1.0)
+
+    def mean(x: list[float]) -> float:
+        return float(np.mean(x)) if x else 0.0
+
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else 0.0
+
+    loss = mean(tot.batch_loss)
+    ceiling = ratio(s["ceil_sum"], s["ceil_n"])
+    return AccuracyReport(
+        n_games=int(n),
+        n_positions=int(s["n_pos"]),
+        n_move_positions=int(s["n_move"]),
+        n_batches=len(tot.batch_loss),
+        loss=loss,
+        top1=mean(tot.batch_top1),
+        top5=mean(tot.batch_top5),
+        perplexity=math.exp(min(loss, PERPLEXITY_LOSS_CAP)),
+        legal_rate=mean(tot.batch_legal),
+        late_legal_rate=mean(tot.batch_late),
+        late_ply=late_ply,
+        n_late_positions=int(s["n_late"]),
+        completion_rate=float(1.0 - forfeited.mean()) if n else 0.0,
+        avg_plies_completed=float(plies_completed.mean()) if n else 0.0,
+        avg_pct_completion=float(pct.mean()) if n else 0.0,
+        n_forfeits=int(forfeited.sum()),
+        min_forfeit_ply=int(ff.min()) if ff.size else 0,
+        median_forfeit_ply=lower_median(ff),
+        max_forfeit_ply=int(ff.max()) if ff.size else 0,
+        illegal_pred_rate=ratio(s["illegal_pred"], s["n_pos"]),
+        illegal_prob_mass=ratio(s["illegal_mass"], s["n_pos"]),
+        moves_only_loss=ratio(s["mo_nll"], s["n_move"]),
+        moves_only_top1=ratio(s["mo_top1"], s["n_move"]),
+        moves_only_top5=ratio(s["mo_top5"], s["n_move"]),
+        moves_only_top1_full_vocab=ratio(s["mo_top1_full"], s["n_move"]),
+        moves_only_top5_full_vocab=ratio(s["mo_top5_full"], s["n_move"]),
+        moves_only_legal_rate=ratio(s["mo_legal"], s["n_move"]),
+        phases={k: {"correct": c, "total": t, "accuracy": ratio(c, t)} for k, (c, t) in tot.phase.items()},
+        ceiling=ceiling,
+        ceiling_moves_only=ratio(s["ceil_mo_sum"], s["ceil_mo_n"]),
+        n_ceiling_positions=int(s["ceil_n"]),
+        settings={"seq_len": seq_len, "batch_size": batch_size, "prepend_outcome": prepend_outcome,
+                  "dtype": None if dtype is None else str(dtype), "late_ply": late_ply},
+    )
