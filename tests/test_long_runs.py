@@ -151,3 +151,28 @@ def test_run_summary_counts_by_hand_for_the_toy_model():
     assert lines[0] == "model: variant toy (267 k stored params): toy d64_L2_F256 267 k params"
     assert "steps 2 → 8 of 10 = 768 tokens; 1.65 M FLOPs/token = 1.27 G FLOPs in all" in lines[1]
     assert lines[2] == "devices: 1 × cpu (1 process), compute dtype float32, 2 steps per compiled chunk"
+
+
+def test_console_script_leaves_an_interrupted_run_with_os_exit_130(monkeypatch):
+    """``pawn`` (``pawn.cli:run``) ends an exit-130 run with ``os._exit`` (native compiler threads
+    left by a Ctrl-C during compilation crashed interpreter teardown with SIGSEGV); other exits
+    stay ordinary ``SystemExit``s."""
+    import os
+
+    import pawn.cli as cli
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(code):
+        raise Exited(code)
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    monkeypatch.setattr(cli, "app", lambda: (_ for _ in ()).throw(SystemExit(130)))
+    with pytest.raises(Exited) as e:
+        cli.run()
+    assert e.value.args == (130,)
+    monkeypatch.setattr(cli, "app", lambda: (_ for _ in ()).throw(SystemExit(2)))
+    with pytest.raises(SystemExit) as e2:
+        cli.run()
+    assert e2.value.code == 2

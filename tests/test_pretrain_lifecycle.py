@@ -267,11 +267,15 @@ def test_cli_resume_with_a_flipped_byte_falls_back_and_finishes(tmp_path, paused
     run = tmp_path / "run"
     shutil.copytree(paused_run, run)
     _flip_byte(run / "checkpoints" / "step_00000004" / "model.safetensors")
+    damaged = _snapshot(run / "checkpoints" / "step_00000004")
     r = CliRunner().invoke(app, ["pretrain", "--resume", "auto", "--out", str(run)])
     assert r.exit_code == 0, r.output
     assert "Traceback" not in r.output and "WARNING: skipping damaged checkpoint" in r.output
     assert "SHA-256 does not match" in r.output and "finished 8 steps" in r.output
     assert load_checkpoint(run / "checkpoints" / "step_00000004").training_state["step"] == 4  # rewritten by the rerun
+    # the damaged copy is kept aside, byte for byte, not overwritten by the rerun nor rotated away
+    assert "kept the damaged checkpoint step_00000004 as step_00000004.damaged" in r.output
+    assert _snapshot(run / "checkpoints" / "step_00000004.damaged") == damaged
 
 
 def test_cli_resume_with_every_checkpoint_damaged_is_one_line(tmp_path, paused_run):

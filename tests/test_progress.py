@@ -180,3 +180,21 @@ def test_eval_into_a_pipe_says_it_is_alive(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     beats = [ln for ln in r.stdout.splitlines() if ln.startswith("pawn eval: still running, elapsed ")]
     assert beats, r.stdout  # start-up, loading and compiling take well over half a second
+
+
+def test_plain_lines_keep_coming_while_one_long_unit_of_work_runs():
+    """A compiled chunk can take minutes: the log still gets a line every ``every_s`` seconds
+    between two updates, with the latest figures (a reporter that only writes on update fails)."""
+    from pawn.progress import ProgressReporter
+
+    buf = io.StringIO()
+    rep = ProgressReporter("pretrain", 100, fields={"loss": "-"}, every_s=0.2, stream=buf, plain=True).start()
+    rep.update(10, loss="3.5000")
+    time.sleep(1.1)  # one long chunk, no update
+    n_between = len(buf.getvalue().splitlines())
+    rep.update(100, loss="2.0000")
+    rep.stop()
+    lines = buf.getvalue().splitlines()
+    assert n_between >= 4, lines
+    assert all(ln.startswith("pretrain: step 10/100 (10.0%) loss 3.5000") for ln in lines[1:n_between])
+    assert lines[-1].startswith("pretrain: step 100/100 (100.0%) loss 2.0000")

@@ -986,10 +986,11 @@ def parse_only(values: Optional[Sequence[str]]) -> list[str]:
 # (quick: engine 0.5, step 29.8, mfu 0.4, data 0.1, concurrency 28.2 for rows 1 and 2, decode 3.2;
 # default: engine 12.2, step 168.5, mfu 0.7, data 71.4), and, for the default concurrency and
 # decode sections, from a whole default run with --concurrency 4 taking about 7.5 minutes there.
-# memory, eval and the decode section's 64 × 257 workload are guesses from their first timings.
+# memory: three compilations of 10–25 s (toy to large supernet); eval and the decode section's
+# 64 × 257 workload are guesses from their first timings.
 # Only used for the estimate printed before a run.
 REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
-    "memory": (5.0, 20.0), "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
+    "memory": (30.0, 60.0), "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
     "concurrency": (9.0, 46.0), "eval": (3.0, 10.0), "decode": (5.0, 60.0),
 }
 REFERENCE_MACHINE = "a 2-core CPU"
@@ -1002,6 +1003,8 @@ def _work(s: BenchSettings, name: str) -> float:
 
     if name == "engine":
         return s.engine_games * s.engine_max_ply * s.repeats
+    if name == "memory":  # compile only: about one compilation per remat mode, whatever the sizes
+        return float(len(s.remat_candidates()))
     if s.variant is not None and s.variant in NAMED_CONFIGS:
         variants = [(NAMED_CONFIGS[s.variant], 1.0)]
         stored = NAMED_CONFIGS[s.variant]
@@ -1108,10 +1111,10 @@ def print_report(report: dict[str, Any], console=None, *, only: Optional[Sequenc
                  header: bool = True, footer: bool = True) -> None:
     """Print the report as rich tables (one per section): the header line, the tables of the
     sections in ``only`` (default: every section in the report) and the total time."""
-    from rich.console import Console
+    from pawn.progress import output_console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or output_console()
     h = report["header"]
     if header:
         console.print(f"[bold]pawn bench[/bold] {h['timestamp']}  {h['backend']}: {h['device']} ×{h['device_count']}  "

@@ -143,7 +143,7 @@ def _pretrain(config: Optional[Path] = None, overwrite: bool = False, **fields) 
     else:
         typer.echo(f"finished {res.step} steps; run directory {res.run_dir}")
     if res.last_val:
-        from rich.console import Console
+        from pawn.progress import output_console
         from rich.table import Table
 
         table = Table(title=f"validation at step {res.last_val['step']}")
@@ -156,7 +156,7 @@ def _pretrain(config: Optional[Path] = None, overwrite: bool = False, **fields) 
         for n in names:
             label = next((f"{v} ({n})" for v, vc in cfg.model_configs()[1].items() if vc.name == n), n)
             table.add_row(label, *(f"{res.last_val.get(f'val/{c}_{n}', float('nan')):.4f}" for c in cols))
-        Console().print(table)
+        output_console().print(table)
     typer.echo(f"checkpoint: {res.checkpoint}")
     if res.best_checkpoint is not None:
         typer.echo(f"best checkpoint (lowest val loss, step {res.best_step}): {res.best_checkpoint}")
@@ -329,7 +329,7 @@ def eval_cmd(
     """
     import time
 
-    from rich.console import Console
+    from pawn.progress import output_console
 
     try:
         edges = tuple(int(x) for x in elo_edges.split(","))
@@ -342,7 +342,7 @@ def eval_cmd(
     _check_outputs(json=json_out)
     _heartbeat("pawn eval")
     models = _load(checkpoint, variant)
-    console = Console()
+    console = output_console()
     record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
     t0 = time.perf_counter()
     game_cache: dict[int, object] = {}
@@ -465,9 +465,9 @@ class _Progress:
     else one plain line at most every ``interval`` seconds (and at each task's end)."""
 
     def __init__(self, interval: float = 10.0):
-        from rich.console import Console
+        from pawn.progress import output_console
 
-        self.console = Console(stderr=True)
+        self.console = output_console(stderr=True)
         self.interval = interval
         self.bar = None
 
@@ -567,7 +567,7 @@ def probe_cmd(
     corpus; progress with ETA goes to stderr."""
     import time
 
-    from rich.console import Console
+    from pawn.progress import output_console
     from rich.table import Table
 
     from pawn.evaluate.probes import PROBES, REGRESSION, ProbeConfig, plot_probes, run_probes
@@ -584,7 +584,7 @@ def probe_cmd(
     _check_outputs(json=json_out, plot=plot)
     _heartbeat("pawn probe")
     models = _load(checkpoint, variant)
-    console = Console()
+    console = output_console()
     record: dict = {"checkpoint": checkpoint, "models": []}
     done: list[str] = []
     try:
@@ -655,7 +655,7 @@ def generate_cmd(
     games from the engine; report the autoregressive completion (forfeit) rate and where forfeits
     happen; write parquet (--out) and PGN (--pgn-out)."""
     import numpy as np
-    from rich.console import Console
+    from pawn.progress import output_console
 
     from pawn.evaluate.generation import analyze, autoregressive_generate, games_table, write_games
     from pawn.vocab import OUTCOME_NAMES, OUTCOME_TOKEN_BASE
@@ -666,7 +666,7 @@ def generate_cmd(
         raise _fail(f"--temperature must be > 0, got {temperature}")
     _check_outputs(json=json_out, out=out, pgn_out=pgn_out)
     _heartbeat("pawn generate")
-    console = Console()
+    console = output_console()
     record: dict = {"settings": {"checkpoint": checkpoint, "random": random, "games": games, "seed": seed, "max_ply": max_ply,
                                  "temperature": temperature, "top_k": top_k, "mask_illegal": mask_illegal, "outcome": outcome,
                                  "prefix": prefix, "kv_cache": kv_cache, "batch_size": batch_size}, "models": []}
@@ -812,13 +812,13 @@ def bench_cmd(
     if "concurrency" in sections:
         # Child processes must share an accelerator: this process must not grab 75 % of its memory.
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    from rich.console import Console
+    from pawn.progress import output_console
 
     from pawn.bench import REFERENCE_MACHINE, estimate_seconds, print_report, run_bench
     from pawn.progress import format_duration
 
-    console = Console()
-    err = Console(stderr=True)
+    console = output_console()
+    err = output_console(stderr=True)
     try:
         settings.check()
     except ValueError as e:
@@ -876,5 +876,23 @@ for _info in app.registered_commands:
     _info.help = _reflow(_info.help or _info.callback.__doc__ or "")
 
 
+def run() -> None:
+    """The ``pawn`` console script: :data:`app`, except that an interrupted run (exit code 130)
+    leaves at once with ``os._exit`` once its message is flushed. A Ctrl-C that lands while XLA
+    is compiling leaves native compiler threads running, and tearing the interpreter down under
+    them crashed the process (SIGSEGV) after the message; nothing remains to be written then."""
+    import os
+    import sys
+
+    try:
+        app()
+    except SystemExit as e:
+        if e.code == 130:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise
+
+
 if __name__ == "__main__":
-    app()
+    run()

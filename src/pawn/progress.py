@@ -2,7 +2,8 @@
 
 In a terminal a rich bar redraws in place. When the output is not a terminal (``nohup``, Slurm,
 ``| tee``, a pipe) a bar would print once, at exit; instead :class:`ProgressReporter` writes one
-plain line every ``every_s`` seconds (and for the first and the last update)::
+plain line every ``every_s`` seconds, also while one long unit of work (a compiled chunk) runs,
+and for the first and the last update::
 
     pretrain: step 120/300 (40.0%) loss 3.2104, 1,547 tok/s, elapsed 0:01:02, ETA 0:01:33
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import Any, Callable, Optional, TextIO
 
@@ -103,6 +105,9 @@ class ProgressReporter:
         self._first_done: Optional[int] = None
         self._bar = self._task = None
         self.lines_written = 0
+        self._lock = threading.Lock()
+        self._stop_ticker = threading.Event()
+        self._ticker: Optional[threading.Thread] = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "ProgressReporter":
@@ -120,10 +125,27 @@ class ProgressReporter:
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total, completed=self.completed,
                                             **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
+        elif self.every_s > 0 and self._clock is time.monotonic:
+            # Updates come once per unit of work (a compiled chunk can take minutes): a ticker keeps
+            # the log's lines every ``every_s`` seconds in between, with the latest figures.
+            self._ticker = threading.Thread(target=self._tick, name="pawn-progress", daemon=True)
+            self._ticker.start()
         return self
+
+    def _tick(self) -> None:
+        while not self._stop_ticker.wait(self.every_s):
+            now = self._clock()
+            with self._lock:
+                last = self._last_line_t if self._last_line_t is not None else self._t0
+                if now - last >= self.every_s:
+                    self._write_line(now)
 
     def stop(self) -> None:
         """Remove the bar, or write a last plain line if the last update was not written."""
+        self._stop_ticker.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=1.0)
+            self._ticker = None
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
@@ -150,10 +172,11 @@ class ProgressReporter:
             self._bar.update(self._task, completed=self.completed,
                              **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
             return
-        self._pending = True
-        due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.total
-        if due:
-            self._write_line(now)
+        with self._lock:
+            self._pending = True
+            due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.total
+            if due:
+                self._write_line(now)
 
     def eta_s(self, now: Optional[float] = None) -> Optional[float]:
         """Seconds left at the rate measured since the first update (None before a rate exists)."""
@@ -193,8 +216,6 @@ class Heartbeat:
 
     def __init__(self, label: str, *, every_s: Optional[float] = None, stream: Optional[TextIO] = None,
                  plain: Optional[bool] = None, clock: Callable[[], float] = time.monotonic):
-        import threading
-
         self.label, self.status = label, ""
         self.every_s = log_every_s(every_s)
         self.stream = stream if stream is not None else sys.stdout
@@ -218,8 +239,6 @@ class Heartbeat:
 
     def start(self) -> "Heartbeat":
         """Start the thread (when enabled)."""
-        import threading
-
         self._t0 = self._clock()
         if self.enabled and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="pawn-heartbeat", daemon=True)
@@ -238,3 +257,19 @@ class Heartbeat:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+LOG_WIDTH = 200
+"""Columns of tables written to a file or pipe: rich assumes 80 there, which cut the figures of
+wide tables (``pawn bench --only memory``) to ``244…``."""
+
+
+def output_console(stderr: bool = False):
+    """A rich ``Console`` for tables and messages: as usual in a terminal; :data:`LOG_WIDTH`
+    columns (unless ``COLUMNS`` is set) when the output is a file or a pipe."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, width=LOG_WIDTH)
+    return console

@@ -35,6 +35,7 @@ from pawn.train.lifecycle import (
     StopFlag,
     resume_candidates,
     rotate_checkpoints,
+    step_checkpoints,
     step_dir_name,
     write_schedule_health,
 )
@@ -171,6 +172,28 @@ def _load_resumable(d: Path) -> Checkpoint:
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise CheckpointError(f"{d / 'training_state.json'}: no valid step ({step!r})")
     return ck
+
+
+def _set_aside_newer(ckpt_root: Path, step: int, log: Callable[[str], None]) -> None:
+    """Rename the step checkpoints newer than the one resumed (the damaged ones ``--resume``
+    skipped) to ``step_N.damaged`` (``.damaged-2``, … if taken), so the resumed run neither
+    overwrites nor rotates them away: nothing is deleted.
+
+    Raises:
+        TrainingError: a rename fails (the message names the folder).
+    """
+    for n, d in step_checkpoints(ckpt_root):
+        if n <= step:
+            continue
+        target, k = d.with_name(f"{d.name}.damaged"), 1
+        while target.exists():
+            k += 1
+            target = d.with_name(f"{d.name}.damaged-{k}")
+        try:
+            d.rename(target)
+        except OSError as e:
+            raise TrainingError(f"cannot set the damaged checkpoint {d} aside ({e.strerror or e}); nothing was changed") from None
+        log(f"kept the damaged checkpoint {d.name} as {target.name} (the resumed run writes a new {d.name})")
 
 
 def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> tuple[PretrainConfig, Optional[Checkpoint]]:
@@ -420,6 +443,8 @@ def run_pretrain(
             raise TrainingError(str(e)) from None
         if moved is not None:
             log(f"moved the old run in {run_dir} aside to {moved}")
+        if resume_dir is not None and resume_dir.parent.resolve() == ckpt_root.resolve():
+            _set_aside_newer(ckpt_root, start_step, log)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             hooks = open_run_hooks(run_dir, config=cfg.model_dump(mode="json"), tensorboard=cfg.tensorboard, wandb=cfg.wandb,
