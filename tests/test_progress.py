@@ -198,3 +198,20 @@ def test_plain_lines_keep_coming_while_one_long_unit_of_work_runs():
     assert n_between >= 4, lines
     assert all(ln.startswith("pretrain: step 10/100 (10.0%) loss 3.5000") for ln in lines[1:n_between])
     assert lines[-1].startswith("pretrain: step 100/100 (100.0%) loss 2.0000")
+
+
+def test_eta_between_updates_counts_down_instead_of_growing():
+    """Between two updates (inside a long chunk) the ETA is the last estimate less the time since
+    it: 10 units in 10 s with 80 left is 80 s, and 20 s later 60 s (not 80 / (10 / 30) = 240 s)."""
+    from pawn.progress import ProgressReporter
+
+    t = [0.0]
+    rep = ProgressReporter("pretrain", 100, every_s=1e9, stream=io.StringIO(), plain=True, clock=lambda: t[0]).start()
+    rep.update(10)
+    t[0] = 10.0
+    rep.update(20)
+    assert rep.eta_s() == 80.0
+    t[0] = 30.0
+    assert rep.eta_s() == 60.0
+    t[0] = 200.0
+    assert rep.eta_s() == 0.0

@@ -166,6 +166,7 @@ class ProgressReporter:
         now = self._clock()
         self.completed = int(completed)
         self.fields.update(fields)
+        self._last_update_t = now
         if self._first_done is None:
             self._first_done, self._first_t = self.completed, now
         if self._bar is not None:
@@ -179,12 +180,15 @@ class ProgressReporter:
                 self._write_line(now)
 
     def eta_s(self, now: Optional[float] = None) -> Optional[float]:
-        """Seconds left at the rate measured since the first update (None before a rate exists)."""
+        """Seconds left at the rate measured from the first to the latest update, less the time
+        since the latest one (so lines written between updates count down instead of treating the
+        wait as a slowdown); None before a rate exists."""
         now = self._clock() if now is None else now
-        if self._first_done is None or self.completed <= self._first_done or now <= self._first_t:
+        last = self._last_update_t if self._last_update_t is not None else now
+        if self._first_done is None or self.completed <= self._first_done or last <= self._first_t:
             return None
-        rate = (self.completed - self._first_done) / (now - self._first_t)
-        return max(0, self.total - self.completed) / rate
+        rate = (self.completed - self._first_done) / (last - self._first_t)
+        return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
 
     def line(self, now: Optional[float] = None) -> str:
         """The plain progress line for the current state."""
@@ -202,6 +206,7 @@ class ProgressReporter:
         self.lines_written += 1
 
     _pending = False
+    _last_update_t: Optional[float] = None
 
 
 class Heartbeat:
