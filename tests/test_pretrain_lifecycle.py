@@ -287,6 +287,7 @@ def test_cli_resume_with_every_checkpoint_damaged_is_one_line(tmp_path, paused_r
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit)
     errors = [line for line in r.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "no intact checkpoint" in errors[0] and "nothing was deleted" in errors[0], r.output
+    assert "--overwrite" in errors[0]  # the way forward when nothing there can be resumed
     assert "Traceback" not in r.output
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_00000002", "step_00000004"]
 

@@ -231,7 +231,8 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
     if ck is None:
         raise TrainingError(
             f"--resume {cfg.resume}: no intact checkpoint in {candidates[0].parent} "
-            f"({len(problems)} damaged, newest {candidates[0].name}); nothing was deleted"
+            f"({len(problems)} damaged, newest {candidates[0].name}); nothing was deleted. To start over "
+            f"there instead, drop --resume and add --overwrite (the old run is moved aside, not deleted)"
         )
     if problems:
         log(f"WARNING: resuming from {ck.path.name}, the newest intact checkpoint (skipped {', '.join(p.name for p in problems)})")
