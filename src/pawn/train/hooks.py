@@ -216,13 +216,10 @@ def plot_curves(records: Sequence[Mapping[str, Any]], path: Path, title: str = "
         ax.set_visible(False)
     if title:
         fig.suptitle(title)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp.png")
-    try:
+    from pawn.fileio import atomic_output
+
+    with atomic_output(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return True
 
 
