@@ -176,3 +176,10 @@ def test_console_script_leaves_an_interrupted_run_with_os_exit_130(monkeypatch):
     with pytest.raises(SystemExit) as e2:
         cli.run()
     assert e2.value.code == 2
+
+
+def test_bench_dtype_takes_the_same_spellings_as_the_other_commands():
+    r = CliRunner().invoke(app, ["bench", "--only", "memory", "--dtype", "fp16"])
+    assert r.exit_code == 2
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "float16 is not supported" in errors[0] and "bfloat16 (bf16)" in errors[0], r.output

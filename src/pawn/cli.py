@@ -758,7 +758,7 @@ def bench_cmd(
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Games per train step (default 16; 4 with --quick).", show_default=False)] = None,
     seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=1, help="Train-step sequence length (default 128; 32 with --quick).", show_default=False)] = None,
     steps_per_chunk: Annotated[Optional[int], typer.Option("--steps-per-chunk", min=1, help="K, optimizer steps per lax.scan chunk (default 10; 2 with --quick).", show_default=False)] = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Train-step compute dtype: float32 or bfloat16 (default: float32 on CPU, bfloat16 on accelerators).", show_default=False)] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", callback=_dtype_option, help="Train-step compute dtype: float32 (fp32) or bfloat16 (bf16) (default: float32 on CPU, bfloat16 on accelerators).", show_default=False)] = None,
     remat: Annotated[Optional[str], typer.Option("--remat", help="Per-layer rematerialisation: none, attention, full, or auto (default: the first that fits; the memory section reports all three).", show_default=False)] = None,
     accumulation_steps: Annotated[Optional[int], typer.Option("--accumulation-steps", min=1, help="Micro-batches per optimizer step (default 1).", show_default=False)] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Run 1..N independent training processes at once (spawned) and report aggregate and per-process tokens/s (default 2).", show_default=False)] = None,
