@@ -274,6 +274,8 @@ def _attend_full(q, k, v, attn_mask, all_masked, prefix_mask: bool):
             out = jax.nn.dot_product_attention(q, k, v, is_causal=True, key_value_seq_lengths=kv_len, implementation="cudnn")
             ATTENTION_IMPL[jnp.dtype(q.dtype).name] = "cudnn"
         except (NotImplementedError, ValueError, RuntimeError, TypeError):
+            # jax raises these at trace time when cuDNN cannot take the shapes, dtype or GPU
+            # generation; the blockwise attention below computes the same function.
             out = None
     if out is None:
         out = causal_attention(q, k, v, attn_mask)
