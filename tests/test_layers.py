@@ -17,14 +17,16 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "pawn"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pawn._engine", "pawn.engine", "pawn.vocab", "pawn.dtypes", "pawn.fileio", "pawn.progress"),
+    ("pawn._engine", "pawn.engine", "pawn.vocab", "pawn.dtypes", "pawn.fileio", "pawn.progress", "pawn.errors"),
     ("pawn.data",),
     ("pawn.config", "pawn.model", "pawn.metrics_core"),
-    ("pawn.checkpoint",),
+    ("pawn.adapters",),
+    ("pawn.checkpoint", "pawn.hub"),
     ("pawn.schedules", "pawn.settings"),
     ("pawn.train",),
     ("pawn.convert",),
-    ("pawn.evaluate",),
+    ("pawn.evaluate", "pawn.play", "pawn.torch"),
+    ("pawn.sweep",),
     ("pawn.cli", "pawn.cli_options", "pawn.bench", "pawn"),
 )
 

@@ -14,6 +14,7 @@ Loading verifies every hash first. No pickle is used anywhere.
 
 from __future__ import annotations
 
+from pawn.errors import PawnError
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ OPTIMIZER_FILE = "optimizer.safetensors"
 TRAINING_STATE_FILE = "training_state.json"
 
 
-class CheckpointError(Exception):
+class CheckpointError(PawnError):
     """Base class of every checkpoint problem; the message names the directory and file."""
 
 

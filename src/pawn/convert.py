@@ -18,6 +18,7 @@ reconverts.
 
 from __future__ import annotations
 
+from pawn.errors import PawnError
 import hashlib
 import json
 import os
@@ -45,7 +46,7 @@ PARITY_TOL = 1e-4
 LEGACY_VOCAB_SIZE = 4284
 
 
-class ConversionError(Exception):
+class ConversionError(PawnError):
     """Conversion failed; the message is one line naming the source, file or tensor."""
 
 

@@ -3,13 +3,14 @@ a path can be written before a long computation starts."""
 
 from __future__ import annotations
 
+from pawn.errors import PawnError
 import contextlib
 import os
 from pathlib import Path
 from typing import Iterator
 
 
-class OutputPathError(ValueError):
+class OutputPathError(PawnError, ValueError):
     """An output path that cannot be written; the message names the path and the reason."""
 
 

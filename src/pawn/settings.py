@@ -14,6 +14,7 @@ Cross-field rules are validators that fail at parse time with a message naming t
 
 from __future__ import annotations
 
+from pawn.errors import UsageError
 import json
 import math
 import sys
@@ -47,7 +48,7 @@ _config_file: ContextVar[Optional[Path]] = ContextVar("pawn_config_file", defaul
 _preset_filled: ContextVar[set] = ContextVar("pawn_preset_filled", default=set())
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(UsageError):
     """A config file that cannot be read; the message names the file."""
 
 

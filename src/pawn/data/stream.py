@@ -12,6 +12,7 @@ GIL while it plays); the time the training loop spends waiting for data is measu
 
 from __future__ import annotations
 
+from pawn.errors import DataError
 import json
 import os
 import queue
@@ -50,7 +51,7 @@ class EngineSource:
         return g.tokens, g.lengths, g.outcome
 
 
-class CorpusError(ValueError):
+class CorpusError(DataError):
     """An on-disk corpus that does not fit the run; the message names the directory and field."""
 
 

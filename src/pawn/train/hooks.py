@@ -19,6 +19,7 @@ reported in one line and switched off; the run goes on. Opening a hook (a missin
 
 from __future__ import annotations
 
+from pawn.errors import PawnError
 import importlib.util
 import json
 import math
@@ -33,7 +34,7 @@ EXTRAS = {"matplotlib": "plot", "tensorboardX": "tensorboard", "wandb": "wandb"}
 """Import name → ``pawn[extra]`` that installs it."""
 
 
-class HookError(RuntimeError):
+class HookError(PawnError, RuntimeError):
     """A hook that cannot be opened (missing package, W&B init failure); one-line message."""
 
 

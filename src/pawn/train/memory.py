@@ -14,6 +14,8 @@ so an NVIDIA GPU with cuDNN needs less than the CPU analysis of the same bf16 st
 
 from __future__ import annotations
 
+from pawn.errors import PawnError
+
 import os
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -28,7 +30,7 @@ HEADROOM = 0.10
 own buffers, the prefetched next chunk)."""
 
 
-class InsufficientMemoryError(RuntimeError):
+class InsufficientMemoryError(PawnError, RuntimeError):
     """The compiled step needs more memory than the device has; the message is one line with the
     size needed, the size available and the flags that would fit."""
 

@@ -9,6 +9,7 @@ state, so on CPU a stopped-and-resumed run reproduces the uninterrupted one exac
 
 from __future__ import annotations
 
+from pawn.errors import PawnError
 import datetime as _dt
 import os
 import time
@@ -56,7 +57,7 @@ from pawn.train.rundir import RunDirError, check_run_dir
 from pawn.train.summary import run_summary, summary_lines
 
 
-class TrainingError(Exception):
+class TrainingError(PawnError):
     """A run that cannot start or continue; the message is one line naming the cause."""
 
 

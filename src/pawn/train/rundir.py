@@ -10,6 +10,7 @@ so a command that fails its other checks leaves the old run where it was.
 
 from __future__ import annotations
 
+from pawn.errors import PawnError
 import datetime as _dt
 import json
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ DEFAULT_IGNORED_FIELDS = frozenset({"resume", "out", "pause_after_steps", "log_e
 """Config fields that do not make two runs different, unless the caller names its own set."""
 
 
-class RunDirError(ValueError):
+class RunDirError(PawnError, ValueError):
     """A run directory that this command must not write; the message is one line naming the
     directory and the flag that would allow it."""
 
