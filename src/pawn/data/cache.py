@@ -1,0 +1,266 @@
+"""The CSR game cache of the Lichess data path (spec ``training-and-adapters.md`` §6 "Cache").
+
+A cache directory holds one filtered game set:
+
+- ``tokens_flat.bin``: raw little-endian int16, every game's move tokens concatenated in scan
+  order; memory-mapped on load, never read whole into memory.
+- ``index.safetensors``: ``offsets`` int64 [n_games + 1] and ``outcome_tokens`` int16 [n_games];
+  game i is ``tokens_flat[offsets[i]:offsets[i+1]]``.
+- ``meta.json``: ``format_version`` (1), ``repo_or_path``, ``split``, ``elo_min``, ``elo_max``,
+  ``min_ply``, ``n_games``, ``total_tokens``, ``created_at_unix``; PAWN adds ``max_games`` (the
+  cap the cache was read with), ``source_files`` (name, size and mtime of local source files, so
+  an edited source invalidates the cache) and ``stats`` (games read and dropped per reason, Elo
+  and ply ranges).
+- ``.complete``: JSON ``{file name: SHA-256 hex}`` of the three files above, written last inside a
+  ``.tmp`` directory that is then renamed into place.
+
+Every :func:`open_cache` verifies the hashes and that the array lengths agree with ``meta.json``;
+:func:`cache_key` is the spec's key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from pawn.errors import DataError
+
+FORMAT_VERSION = 1
+TOKENS_FILE = "tokens_flat.bin"
+INDEX_FILE = "index.safetensors"
+META_FILE = "meta.json"
+COMPLETE_FILE = ".complete"
+CACHE_DIR_NAME = "pawn-lichess-cache"
+
+
+class CacheCorrupt(DataError):
+    """A cache directory that fails verification; the message names the directory and the check."""
+
+
+def cache_root(cache_dir: Optional[os.PathLike | str] = None) -> Path:
+    """The cache root (spec §6): ``cache_dir`` if given, else ``$PAWN_DATA_CACHE``, else
+    ``$HF_HOME/pawn-lichess-cache``, else ``~/.cache/huggingface/pawn-lichess-cache``."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    if os.environ.get("PAWN_DATA_CACHE"):
+        return Path(os.environ["PAWN_DATA_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / CACHE_DIR_NAME
+    return Path.home() / ".cache" / "huggingface" / CACHE_DIR_NAME
+
+
+def cache_key(repo_or_path: str, slug: str, split: str, elo_min: Optional[int], elo_max: Optional[int],
+              min_ply: int, max_games: Optional[int] = None) -> str:
+    """The spec §6 key ``{slug}_{split}_e{elo_min|any}-{elo_max|any}_p{min_ply}_{digest}``.
+
+    ``digest`` is the 12-hex-char (6-byte) BLAKE2b of ``json.dumps`` (sorted keys, default
+    separators) of ``{repo_or_path, split, elo_min, elo_max, min_ply}``. A ``max_games`` cap (a PAWN
+    addition) adds ``max_games`` to the digested dict and ``_g{max_games}`` to the key, so uncapped
+    keys are exactly the spec's.
+    """
+    fields: dict[str, Any] = {"repo_or_path": repo_or_path, "split": split, "elo_min": elo_min,
+                              "elo_max": elo_max, "min_ply": min_ply}
+    if max_games is not None:
+        fields["max_games"] = max_games
+    digest = hashlib.blake2b(json.dumps(fields, sort_keys=True).encode(), digest_size=6).hexdigest()
+    lo = "any" if elo_min is None else str(elo_min)
+    hi = "any" if elo_max is None else str(elo_max)
+    cap = "" if max_games is None else f"_g{max_games}"
+    return f"{slug}_{split}_e{lo}-{hi}_p{min_ply}{cap}_{digest}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class CsrGames:
+    """Games in CSR form: ``tokens_flat`` int16 [total_tokens] (a read-only memmap for a cache),
+    ``offsets`` int64 [n + 1], ``outcome`` int16 [n]. Game i is
+    ``tokens_flat[offsets[i]:offsets[i+1]]``. ``meta`` is the cache's ``meta.json`` (or {})."""
+
+    tokens_flat: np.ndarray
+    offsets: np.ndarray
+    outcome: np.ndarray
+    meta: dict
+
+    def __len__(self) -> int:
+        return int(self.outcome.shape[0])
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """int64 [n]: plies of each game."""
+        return np.diff(self.offsets)
+
+    def slice(self, start: int, stop: int) -> "CsrGames":
+        """Games ``start … stop − 1`` as a view (no copy of the tokens)."""
+        return CsrGames(self.tokens_flat, self.offsets[start:stop + 1], self.outcome[start:stop], self.meta)
+
+    def gather(self, indices: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Games ``indices`` cut to ``width`` plies.
+
+        Returns:
+            ``(tokens int16 [k, width]`` PAD-filled after each length, ``lengths int16 [k]`` (≤ width),
+            ``outcome int16 [k])``. An index of −1 gives an empty game (length 0, outcome PAD).
+        """
+        from pawn.vocab import PAD_TOKEN
+
+        idx = np.asarray(indices, np.int64)
+        real = idx >= 0
+        safe = np.where(real, idx, 0)
+        start = self.offsets[safe]
+        lens = np.where(real, np.minimum(self.offsets[safe + 1] - start, width), 0)
+        out = np.full((idx.shape[0], width), PAD_TOKEN, np.int16)
+        cols = np.arange(width)
+        take = cols[None, :] < lens[:, None]
+        rows, cs = np.nonzero(take)
+        out[rows, cs] = self.tokens_flat[start[rows] + cs]
+        outcome = np.where(real, self.outcome[safe], PAD_TOKEN).astype(np.int16)
+        return out, lens.astype(np.int16), outcome
+
+
+class CacheWriter:
+    """Writes one cache into ``{root}/{key}.tmp-{pid}``; :meth:`finish` writes the index, meta and
+    the ``.complete`` manifest (last), then renames the directory to ``{root}/{key}``. Use as a
+    context manager: on an exception the temporary directory is removed."""
+
+    def __init__(self, root: Path, key: str):
+        self.final = Path(root) / key
+        self.tmp = Path(root) / f"{key}.tmp-{os.getpid()}"
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        self.tmp.mkdir(parents=True)
+        self._tokens = open(self.tmp / TOKENS_FILE, "wb")
+        self._offsets = [np.zeros(1, np.int64)]
+        self._outcome: list[np.ndarray] = []
+        self._total = 0
+
+    def __enter__(self) -> "CacheWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self._tokens.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @property
+    def n_games(self) -> int:
+        return int(sum(o.shape[0] for o in self._outcome))
+
+    def add(self, tokens: np.ndarray, lengths: np.ndarray, outcome: np.ndarray) -> None:
+        """Append games: ``tokens`` int [k, P] (first ``lengths[i]`` entries used), ``lengths`` int
+        [k], ``outcome`` int [k]."""
+        lengths = np.asarray(lengths, np.int64)
+        if lengths.size == 0:
+            return
+        cols = np.arange(tokens.shape[1])
+        flat = np.asarray(tokens)[cols[None, :] < lengths[:, None]].astype("<i2")
+        self.add_flat(flat, lengths, outcome)
+
+    def add_flat(self, flat: np.ndarray, lengths: np.ndarray, outcome: np.ndarray) -> None:
+        """Append games already concatenated: ``flat`` int16 [sum(lengths)]."""
+        lengths = np.asarray(lengths, np.int64)
+        self._tokens.write(np.ascontiguousarray(flat, "<i2").tobytes())
+        self._offsets.append(self._total + np.cumsum(lengths))
+        self._total += int(lengths.sum())
+        self._outcome.append(np.asarray(outcome, np.int16))
+
+    def finish(self, meta: dict) -> Path:
+        """Write ``index.safetensors``, ``meta.json`` (``meta`` plus the counts and format fields),
+        then ``.complete``, and rename into place. If another process finished the same key first,
+        its cache is kept and this one discarded. Returns the final directory."""
+        self._tokens.flush()
+        os.fsync(self._tokens.fileno())
+        self._tokens.close()
+        offsets = np.concatenate(self._offsets)
+        outcome = np.concatenate(self._outcome) if self._outcome else np.zeros(0, np.int16)
+        save_file({"offsets": offsets, "outcome_tokens": outcome}, str(self.tmp / INDEX_FILE))
+        meta = {"format_version": FORMAT_VERSION, **meta, "n_games": int(outcome.shape[0]),
+                "total_tokens": int(self._total), "created_at_unix": time.time()}
+        (self.tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+        manifest = {name: _sha256(self.tmp / name) for name in (TOKENS_FILE, INDEX_FILE, META_FILE)}
+        with open(self.tmp / COMPLETE_FILE, "w") as f:
+            json.dump(manifest, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.rename(self.tmp, self.final)
+        except OSError:
+            if (self.final / COMPLETE_FILE).is_file():  # another process won the race
+                shutil.rmtree(self.tmp, ignore_errors=True)
+            else:
+                raise
+        return self.final
+
+
+def open_cache(directory: Path) -> CsrGames:
+    """Open and verify a cache directory.
+
+    Checks: ``.complete`` exists and lists the three files, each file's SHA-256 matches, ``meta.json``
+    has ``format_version`` 1, ``offsets`` has ``n_games + 1`` non-decreasing entries from 0 to
+    ``total_tokens``, ``outcome_tokens`` has ``n_games`` entries and ``tokens_flat.bin`` holds
+    ``total_tokens`` int16 values.
+
+    Returns:
+        :class:`CsrGames` with ``tokens_flat`` a read-only int16 memmap.
+
+    Raises:
+        CacheCorrupt: any check fails (the message names the directory and the check).
+    """
+    d = Path(directory)
+    complete = d / COMPLETE_FILE
+    if not complete.is_file():
+        raise CacheCorrupt(f"cache {d}: no {COMPLETE_FILE} manifest (partial cache)")
+    try:
+        manifest = json.loads(complete.read_text())
+    except (OSError, ValueError) as e:
+        raise CacheCorrupt(f"cache {d}: unreadable {COMPLETE_FILE} ({e})") from None
+    for name in (TOKENS_FILE, INDEX_FILE, META_FILE):
+        if not isinstance(manifest, dict) or name not in manifest:
+            raise CacheCorrupt(f"cache {d}: {COMPLETE_FILE} does not list {name}")
+        if not (d / name).is_file():
+            raise CacheCorrupt(f"cache {d}: {name} is missing")
+        if _sha256(d / name) != manifest[name]:
+            raise CacheCorrupt(f"cache {d}: SHA-256 of {name} does not match {COMPLETE_FILE}")
+    meta = json.loads((d / META_FILE).read_text())
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CacheCorrupt(f"cache {d}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+    index = load_file(str(d / INDEX_FILE))
+    offsets, outcome = index.get("offsets"), index.get("outcome_tokens")
+    n, total = meta.get("n_games"), meta.get("total_tokens")
+    if offsets is None or outcome is None or offsets.dtype != np.int64 or outcome.dtype != np.int16:
+        raise CacheCorrupt(f"cache {d}: {INDEX_FILE} lacks int64 offsets / int16 outcome_tokens")
+    if offsets.shape != (n + 1,) or outcome.shape != (n,):
+        raise CacheCorrupt(f"cache {d}: index lengths {offsets.shape[0]}/{outcome.shape[0]} disagree with n_games={n}")
+    if offsets[0] != 0 or offsets[-1] != total or (np.diff(offsets) < 0).any():
+        raise CacheCorrupt(f"cache {d}: offsets are not non-decreasing from 0 to total_tokens={total}")
+    size = (d / TOKENS_FILE).stat().st_size
+    if size != 2 * total:
+        raise CacheCorrupt(f"cache {d}: {TOKENS_FILE} has {size} bytes, expected {2 * total}")
+    flat = (np.memmap(d / TOKENS_FILE, dtype="<i2", mode="r", shape=(total,)) if total
+            else np.zeros(0, np.int16))
+    return CsrGames(flat, offsets, outcome, meta)
+
+
+def remove_cache(directory: Path) -> None:
+    """Remove a (corrupt or stale) cache directory: renamed aside first, so a reader never sees a
+    half-deleted cache under the key."""
+    d = Path(directory)
+    if not d.exists():
+        return
+    aside = d.with_name(f"{d.name}.stale-{os.getpid()}")
+    os.rename(d, aside)
+    shutil.rmtree(aside, ignore_errors=True)

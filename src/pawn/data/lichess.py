@@ -1,0 +1,571 @@
+"""Lichess games → a filtered, cached training corpus (spec ``training-and-adapters.md`` §6).
+
+Sources (:func:`open_source`):
+
+- a PGN file or a folder of ``*.pgn`` files (read in name order by the engine's parser,
+  :func:`pawn.engine.parse_pgn`; both Lichess dialects);
+- a parquet file or folder in the ``pawn-lichess-full`` schema (pyarrow; columns ``tokens``,
+  ``game_length``, ``outcome_token`` are required, ``white_elo``/``black_elo`` when filtering by Elo).
+  A folder with ``{split}-*.parquet`` files (directly or under ``data/``) has splits;
+- a Hub dataset id (``owner/name``): the shards ``data/{split}-*.parquet`` are downloaded and read
+  one at a time, each deleted after reading, so neither memory nor disk holds the whole dataset.
+
+Filters (:class:`LichessFilters`): both players' Elo in ``[elo_min, elo_max)``, then
+``game_length ≥ min_ply`` (default 10, not applied when ``min_ply ≤ 1``), then at most ``max_games``
+games in scan order. :func:`load_corpus` builds (or verifies and reuses) the CSR cache of
+:mod:`pawn.data.cache` and splits train/validation: the source's ``validation`` split when it has
+one (its first ``min(val_games, n)`` filtered games), else the tail ``min(val_games, n // 5)`` games.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Protocol
+
+import numpy as np
+
+from pawn.data.cache import CacheCorrupt, CacheWriter, CsrGames, cache_key, cache_root, open_cache, remove_cache
+from pawn.engine import PgnGames, parse_pgn
+from pawn.errors import DataError, UsageError
+from pawn.vocab import NUM_ACTIONS, OUTCOME_TOKEN_BASE, VOCAB_SIZE
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("tokens", "game_length", "outcome_token")
+"""Parquet columns training needs (spec §6)."""
+ELO_COLUMNS: tuple[str, ...] = ("white_elo", "black_elo")
+"""Parquet columns needed when an Elo bound is set."""
+DEFAULT_VAL_GAMES = 50_000
+"""Validation games (spec §6 default)."""
+PGN_CHUNK_BYTES = 64 << 20
+"""PGN files larger than this are parsed in chunks cut at game boundaries (bounded memory)."""
+
+DROP_REASONS: dict[str, str] = {
+    "elo": "an Elo outside the band (or missing)",
+    "too_short": "shorter than min_ply",
+    "no_outcome": "unsupported termination (Abandoned, Rules infraction, Unterminated) or no result",
+    "fen_start": "a set-up (FEN) start position",
+    "variant": "a non-standard variant",
+    "illegal_move": "an illegal move",
+    "unreadable_move": "an unreadable move",
+    "malformed": "malformed PGN",
+}
+"""Why games are dropped, by the reason names used in :attr:`ScanStats.dropped`."""
+
+
+class ShardFetcher(Protocol):
+    """Access to a Hub dataset's files (injectable, so tests need no network)."""
+
+    def list_files(self, repo_id: str) -> list[str]:
+        """Every file path in the dataset repo."""
+        ...
+
+    def fetch(self, repo_id: str, filename: str) -> Path:
+        """Download one file and return its local path."""
+        ...
+
+    def release(self, path: Path) -> None:
+        """The caller has finished reading ``path`` (the fetcher may delete it)."""
+        ...
+
+
+class HubFetcher:
+    """:class:`ShardFetcher` over ``huggingface_hub``: each shard is downloaded into a private
+    temporary folder and deleted on :meth:`release`."""
+
+    def __init__(self) -> None:
+        self._tmp: Optional[Path] = None
+
+    def list_files(self, repo_id: str) -> list[str]:
+        from huggingface_hub import HfApi
+
+        try:
+            return list(HfApi().list_repo_files(repo_id, repo_type="dataset"))
+        except Exception as e:  # huggingface_hub raises many HTTP/offline error types
+            raise DataError(f"Hub dataset {repo_id}: cannot list files ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
+
+    def fetch(self, repo_id: str, filename: str) -> Path:
+        from huggingface_hub import hf_hub_download
+
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="pawn-hub-shard-"))
+        try:
+            return Path(hf_hub_download(repo_id, filename, repo_type="dataset", local_dir=self._tmp))
+        except Exception as e:
+            raise DataError(f"Hub dataset {repo_id}: cannot download {filename} ({type(e).__name__})") from None
+
+    def release(self, path: Path) -> None:
+        Path(path).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class LichessFilters:
+    """Game filters (spec §6 "Filtering").
+
+    Attributes:
+        elo_min: both players' Elo ≥ this (None: no bound).
+        elo_max: both players' Elo < this (None: no bound).
+        min_ply: games with fewer plies are dropped (default 10; no filter when ≤ 1).
+        max_games: keep at most this many games, in scan order (None: all).
+
+    Raises:
+        UsageError: elo_min ≥ elo_max, a negative bound or min_ply, or max_games < 1.
+    """
+
+    elo_min: Optional[int] = None
+    elo_max: Optional[int] = None
+    min_ply: int = 10
+    max_games: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        for name in ("elo_min", "elo_max"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise UsageError(f"{name} must be ≥ 0, got {v}")
+        if self.elo_min is not None and self.elo_max is not None and self.elo_min >= self.elo_max:
+            raise UsageError(f"elo_min ({self.elo_min}) must be below elo_max ({self.elo_max}): the band is [min, max)")
+        if self.min_ply < 0:
+            raise UsageError(f"min_ply must be ≥ 0, got {self.min_ply}")
+        if self.max_games is not None and self.max_games < 1:
+            raise UsageError(f"max_games must be ≥ 1, got {self.max_games}")
+
+    @property
+    def filters_elo(self) -> bool:
+        return self.elo_min is not None or self.elo_max is not None
+
+    def keep(self, white_elo: np.ndarray, black_elo: np.ndarray, lengths: np.ndarray,
+             stats: "ScanStats") -> np.ndarray:
+        """bool [k]: games that pass the Elo band and then ``min_ply``; drops are counted in
+        ``stats`` (``elo`` first, then ``too_short``). ``max_games`` is applied by the caller."""
+        ok = np.ones(lengths.shape[0], bool)
+        if self.elo_min is not None:
+            ok &= (white_elo >= self.elo_min) & (black_elo >= self.elo_min)
+        if self.elo_max is not None:
+            ok &= (white_elo < self.elo_max) & (black_elo < self.elo_max)
+        stats.drop("elo", int((~ok).sum()))
+        if self.min_ply > 1:
+            short = ok & (lengths < self.min_ply)
+            stats.drop("too_short", int(short.sum()))
+            ok &= ~short
+        return ok
+
+
+@dataclass
+class ScanStats:
+    """What a scan of a source saw: games ``read``, ``kept``, ``dropped`` per reason
+    (:data:`DROP_REASONS`), Elo range of kept games (both players), ply range of kept games."""
+
+    read: int = 0
+    kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    elo_range: Optional[tuple[int, int]] = None
+    ply_range: Optional[tuple[int, int]] = None
+
+    def drop(self, reason: str, n: int) -> None:
+        if n:
+            self.dropped[reason] = self.dropped.get(reason, 0) + int(n)
+
+    def see_kept(self, white_elo: Optional[np.ndarray], black_elo: Optional[np.ndarray], lengths: np.ndarray) -> None:
+        if lengths.size == 0:
+            return
+        self.kept += int(lengths.size)
+        lo, hi = int(lengths.min()), int(lengths.max())
+        self.ply_range = (lo, hi) if self.ply_range is None else (min(lo, self.ply_range[0]), max(hi, self.ply_range[1]))
+        if white_elo is not None and black_elo is not None:
+            e = np.concatenate([white_elo, black_elo]).astype(np.int64)
+            lo, hi = int(e.min()), int(e.max())
+            self.elo_range = (lo, hi) if self.elo_range is None else (min(lo, self.elo_range[0]), max(hi, self.elo_range[1]))
+
+    def to_json(self) -> dict:
+        return {"read": self.read, "kept": self.kept, "dropped": dict(self.dropped),
+                "elo_range": list(self.elo_range) if self.elo_range else None,
+                "ply_range": list(self.ply_range) if self.ply_range else None}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ScanStats":
+        return cls(d.get("read", 0), d.get("kept", 0), dict(d.get("dropped", {})),
+                   tuple(d["elo_range"]) if d.get("elo_range") else None,
+                   tuple(d["ply_range"]) if d.get("ply_range") else None)
+
+    def explain(self) -> str:
+        """One line: games read and each drop reason with its count."""
+        parts = [f"{n} {DROP_REASONS.get(r, r)}" for r, n in sorted(self.dropped.items(), key=lambda kv: -kv[1])]
+        return f"read {self.read} games; dropped " + ("; ".join(parts) if parts else "none")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved game source.
+
+    Attributes:
+        kind: ``"pgn"``, ``"parquet"`` or ``"hub"``.
+        repo_or_path: the Hub id, or the resolved absolute path (the cache key's ``repo_or_path``).
+        slug: the key's slug: the repo id with ``/`` → ``--``, or the file/folder stem.
+        splits: split name → file names (local paths, or repo paths for the Hub). PGN sources and
+            parquet sources without split-named files have only ``train``.
+        fetcher: the Hub file fetcher (``kind == "hub"`` only).
+    """
+
+    kind: str
+    repo_or_path: str
+    slug: str
+    splits: dict[str, tuple[str, ...]]
+    fetcher: Optional[ShardFetcher] = None
+
+    def files(self, split: str) -> tuple[str, ...]:
+        """The files of ``split``. Raises DataError naming the splits the source has."""
+        if split not in self.splits:
+            raise DataError(f"{self.repo_or_path}: no '{split}' split (has: {', '.join(sorted(self.splits))})")
+        return self.splits[split]
+
+    def fingerprint(self, split: str) -> list:
+        """[name, size, mtime_ns] of each local file of ``split`` (file names only for the Hub)."""
+        if self.kind == "hub":
+            return [[f] for f in self.files(split)]
+        out = []
+        for f in self.files(split):
+            st = os.stat(f)
+            out.append([Path(f).name, st.st_size, st.st_mtime_ns])
+        return out
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_SPLIT_FILE = re.compile(r"^(?P<split>[A-Za-z0-9_]+)-[^/]*\.parquet$")
+
+
+def _parquet_splits(files: list[Path]) -> dict[str, tuple[str, ...]]:
+    splits: dict[str, list[str]] = {}
+    for f in files:
+        m = _SPLIT_FILE.match(f.name)
+        if m is None:
+            return {"train": tuple(str(p) for p in sorted(files))}
+        splits.setdefault(m["split"], []).append(str(f))
+    return {k: tuple(sorted(v)) for k, v in splits.items()}
+
+
+def open_source(spec: str | os.PathLike, *, fetcher: Optional[ShardFetcher] = None) -> Source:
+    """Resolve ``spec``: an existing PGN/parquet file or folder, else a Hub dataset id ``owner/name``.
+
+    Raises:
+        DataError: the path exists but holds no ``.pgn``/``.parquet`` files, holds both kinds, has
+            an unknown extension; or ``spec`` is neither an existing path nor a Hub id; or the Hub
+            dataset has no ``data/*.parquet`` shards.
+    """
+    p = Path(spec)
+    if p.exists():
+        p = p.resolve()
+        if p.is_dir():
+            pgns = sorted(p.glob("*.pgn"))
+            pqs = sorted(p.glob("*.parquet")) or sorted((p / "data").glob("*.parquet"))
+            if pgns and pqs:
+                raise DataError(f"{p}: holds both .pgn and .parquet files; point --data at one kind")
+            if pgns:
+                return Source("pgn", str(p), p.name, {"train": tuple(str(f) for f in pgns)})
+            if pqs:
+                return Source("parquet", str(p), p.name, _parquet_splits(pqs))
+            raise DataError(f"{p}: no .pgn or .parquet files in this folder")
+        if p.suffix.lower() == ".pgn":
+            return Source("pgn", str(p), p.stem, {"train": (str(p),)})
+        if p.suffix.lower() == ".parquet":
+            return Source("parquet", str(p), p.stem, {"train": (str(p),)})
+        raise DataError(f"{p}: not a .pgn or .parquet file")
+    spec = str(spec)
+    if not _HUB_ID.match(spec):
+        raise DataError(f"{spec}: no such file or folder, and not a Hub dataset id (owner/name)")
+    fetcher = fetcher or HubFetcher()
+    splits: dict[str, list[str]] = {}
+    for name in fetcher.list_files(spec):
+        if name.startswith("data/"):
+            m = _SPLIT_FILE.match(name[len("data/"):])
+            if m:
+                splits.setdefault(m["split"], []).append(name)
+    if not splits:
+        raise DataError(f"Hub dataset {spec}: no data/{{split}}-*.parquet shards")
+    return Source("hub", spec, spec.replace("/", "--"), {k: tuple(sorted(v)) for k, v in splits.items()}, fetcher)
+
+
+# ---------------------------------------------------------------------------------------------- scanning
+@dataclass
+class Chunk:
+    """Kept games of one piece of a source, in scan order: ``flat`` int16 [sum(lengths)],
+    ``lengths`` int64 [k], ``outcome`` int16 [k]; for PGN sources also ``pgn`` (the parsed games)
+    and ``rows`` (their kept row indices in ``pgn``)."""
+
+    flat: np.ndarray
+    lengths: np.ndarray
+    outcome: np.ndarray
+    pgn: Optional[PgnGames] = None
+    rows: Optional[np.ndarray] = None
+
+
+def _pgn_pieces(path: Path) -> Iterator[PgnGames]:
+    """Parse a PGN file: whole when small, else in ~PGN_CHUNK_BYTES pieces cut before a tag line
+    that follows a blank line (a game start)."""
+    if path.stat().st_size <= PGN_CHUNK_BYTES:
+        yield parse_pgn(path, 512, 0)
+        return
+    boundary = re.compile(rb"\n\r?\n(?=\[)")
+    carry = b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(PGN_CHUNK_BYTES)
+            data = carry + block
+            if not block:
+                if data.strip():
+                    yield parse_pgn(data, 512, 0)
+                return
+            cut = None
+            for m in boundary.finditer(data):
+                cut = m.end()
+            if cut is None:
+                carry = data
+                continue
+            carry = data[cut:]
+            yield parse_pgn(data[:cut], 512, 0)
+
+
+def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats) -> Iterator[Chunk]:
+    """Kept games of PGN ``files`` (name order), filtered; ``stats`` is updated as it goes."""
+    left = filters.max_games
+    for f in files:
+        for g in _pgn_pieces(Path(f)):
+            stats.read += int(g.counts["read"])
+            for reason, n in g.counts.items():
+                if reason not in ("read", "kept"):
+                    stats.drop(reason, n)
+            lengths = g.lengths.astype(np.int64)
+            keep = filters.keep(g.white_elo, g.black_elo, lengths, stats)
+            rows = np.nonzero(keep)[0]
+            if left is not None:
+                rows = rows[:left]
+                left -= rows.size
+            if rows.size:
+                lens = lengths[rows]
+                cols = np.arange(g.tokens.shape[1])
+                flat = g.tokens[rows][cols[None, :] < lens[:, None]]
+                stats.see_kept(g.white_elo[rows], g.black_elo[rows], lens)
+                yield Chunk(flat.astype(np.int16), lens, g.outcome[rows].astype(np.int16), g, rows)
+            if left == 0:
+                return
+
+
+def scan_parquet(path: Path, filters: LichessFilters, stats: ScanStats, left: Optional[int],
+                 label: Optional[str] = None, batch_rows: int = 65_536) -> Iterator[Chunk]:
+    """Kept games of one parquet file in the ``pawn-lichess-full`` schema, read in row batches.
+
+    Raises:
+        DataError: a required column is missing, a ``tokens`` list is null or its length differs
+            from ``game_length``, a token is not a move action, or an outcome token is outside
+            1969…1979 (each message names the file, and the row where there is one).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    label = label or str(path)
+    try:
+        pf = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as e:
+        raise DataError(f"{label}: not a readable parquet file ({e})") from None
+    names = set(pf.schema_arrow.names)
+    cols = list(REQUIRED_COLUMNS) + (list(ELO_COLUMNS) if filters.filters_elo else [])
+    for c in cols:
+        if c not in names:
+            raise DataError(f"{label}: missing required column '{c}'")
+    cols += [c for c in ELO_COLUMNS if c in names and c not in cols]
+    row0 = 0
+    for batch in pf.iter_batches(batch_size=batch_rows, columns=cols):
+        k = batch.num_rows
+        toks = batch.column("tokens")
+        if toks.null_count:
+            raise DataError(f"{label}: row {row0 + int(np.argmax(toks.is_null().to_numpy(zero_copy_only=False)))}: "
+                            "tokens is null")
+        list_len = pc.list_value_length(toks).to_numpy(zero_copy_only=False).astype(np.int64)
+        game_len = batch.column("game_length").to_numpy(zero_copy_only=False).astype(np.int64)
+        bad = np.nonzero(list_len != game_len)[0]
+        if bad.size:
+            r = int(bad[0])
+            raise DataError(f"{label}: row {row0 + r}: tokens has {list_len[r]} entries but game_length is {game_len[r]}")
+        outcome = batch.column("outcome_token").to_numpy(zero_copy_only=False).astype(np.int64)
+        bad = np.nonzero((outcome < OUTCOME_TOKEN_BASE) | (outcome >= VOCAB_SIZE))[0]
+        if bad.size:
+            raise DataError(f"{label}: row {row0 + int(bad[0])}: outcome_token {outcome[bad[0]]} is not in "
+                            f"{OUTCOME_TOKEN_BASE}..{VOCAB_SIZE - 1}")
+        we = be = None
+        if "white_elo" in batch.schema.names and "black_elo" in batch.schema.names:
+            we = batch.column("white_elo").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            be = batch.column("black_elo").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        stats.read += k
+        keep = filters.keep(we if we is not None else np.zeros(k), be if be is not None else np.zeros(k), game_len, stats)
+        rows = np.nonzero(keep)[0]
+        if left is not None:
+            rows = rows[:left]
+            left -= rows.size
+        if rows.size:
+            values = toks.flatten().to_numpy(zero_copy_only=False)
+            sel = np.zeros(k, bool)
+            sel[rows] = True
+            flat = values[np.repeat(sel, list_len)].astype(np.int64)
+            bad = np.nonzero((flat < 0) | (flat >= NUM_ACTIONS))[0]
+            if bad.size:
+                row = int(rows[np.searchsorted(np.cumsum(list_len[rows]), bad[0], side="right")])
+                raise DataError(f"{label}: row {row0 + row}: token {flat[bad[0]]} is not a move action (0..{NUM_ACTIONS - 1})")
+            lens = game_len[rows]
+            stats.see_kept(None if we is None else we[rows], None if be is None else be[rows], lens)
+            yield Chunk(flat.astype(np.int16), lens, outcome[rows].astype(np.int16))
+        row0 += k
+        if left == 0:
+            return
+
+
+def scan(source: Source, split: str, filters: LichessFilters, stats: ScanStats) -> Iterator[Chunk]:
+    """Kept games of ``split`` of any source, in scan order (files in name order)."""
+    files = source.files(split)
+    if source.kind == "pgn":
+        yield from scan_pgn(files, filters, stats)
+        return
+    left = filters.max_games
+    for f in files:
+        if source.kind == "hub":
+            local = source.fetcher.fetch(source.repo_or_path, f)
+            try:
+                for c in scan_parquet(local, filters, stats, left, label=f"{source.repo_or_path}:{f}"):
+                    left = None if left is None else left - c.lengths.size
+                    yield c
+            finally:
+                source.fetcher.release(local)
+        else:
+            for c in scan_parquet(Path(f), filters, stats, left):
+                left = None if left is None else left - c.lengths.size
+                yield c
+        if left == 0:
+            return
+
+
+# ---------------------------------------------------------------------------------------------- cache
+@dataclass(frozen=True)
+class CacheInfo:
+    """One cache a corpus uses: ``key``, ``path``, ``state`` (``"hit"``, ``"built"`` or
+    ``"rebuilt"``) and the scan ``stats`` recorded in its ``meta.json``."""
+
+    key: str
+    path: Path
+    state: str
+    stats: ScanStats
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_dir=None,
+                 warn: Optional[Callable[[str], None]] = None) -> tuple[CsrGames, CacheInfo]:
+    """The filtered games of ``split`` from the cache, built first when absent.
+
+    An existing cache is verified (:func:`pawn.data.cache.open_cache`) and checked against the
+    source's current files; a corrupt, partial or stale one is removed and rebuilt, with one line
+    passed to ``warn`` (default: ``warning: …`` on stderr).
+
+    Raises:
+        DataError: no game survives the filters (the message gives games read and the count per
+            drop reason), or the source cannot be read.
+    """
+    warn = warn or _warn_stderr
+    key = cache_key(source.repo_or_path, source.slug, split, filters.elo_min, filters.elo_max, filters.min_ply,
+                    filters.max_games)
+    root = cache_root(cache_dir)
+    d = root / key
+    state = "built"
+    fingerprint = source.fingerprint(split)
+    if d.exists():
+        try:
+            games = open_cache(d)
+            if games.meta.get("source_files") != fingerprint:
+                raise CacheCorrupt(f"cache {d}: the source files changed since it was built")
+            return games, CacheInfo(key, d, "hit", ScanStats.from_json(games.meta.get("stats", {})))
+        except CacheCorrupt as e:
+            warn(f"{e}; rebuilding it")
+            remove_cache(d)
+            state = "rebuilt"
+    root.mkdir(parents=True, exist_ok=True)
+    stats = ScanStats()
+    with CacheWriter(root, key) as w:
+        for c in scan(source, split, filters, stats):
+            w.add_flat(c.flat, c.lengths, c.outcome)
+        if stats.kept == 0:
+            raise DataError(f"no games left in {source.repo_or_path} ({split}) after the filters "
+                            f"{describe_filters(filters)}: {stats.explain()}")
+        w.finish({"repo_or_path": source.repo_or_path, "split": split, "elo_min": filters.elo_min,
+                  "elo_max": filters.elo_max, "min_ply": filters.min_ply, "max_games": filters.max_games,
+                  "source_files": fingerprint, "stats": stats.to_json()})
+    return open_cache(d), CacheInfo(key, d, state, stats)
+
+
+def describe_filters(f: LichessFilters) -> str:
+    """e.g. ``elo [1200, 2200), min_ply 10, max_games 5000``."""
+    lo = "-inf" if f.elo_min is None else f.elo_min
+    hi = "inf" if f.elo_max is None else f.elo_max
+    s = f"elo [{lo}, {hi}), min_ply {f.min_ply}"
+    return s + (f", max_games {f.max_games}" if f.max_games is not None else "")
+
+
+@dataclass(frozen=True)
+class LichessCorpus:
+    """A filtered corpus split into training and validation games (views of the caches).
+
+    Attributes:
+        train, val: :class:`pawn.data.cache.CsrGames` (disjoint).
+        val_from: ``"validation split"`` or ``"tail"`` (the last ``min(val_games, n // 5)`` games).
+        caches: the caches used (the train split's first).
+        source, filters: what was read and how.
+    """
+
+    train: CsrGames
+    val: CsrGames
+    val_from: str
+    caches: tuple[CacheInfo, ...]
+    source: Source
+    filters: LichessFilters
+
+
+def load_corpus(data: str | os.PathLike | Source, filters: LichessFilters = LichessFilters(), *,
+                split: str = "train", val_games: int = DEFAULT_VAL_GAMES, cache_dir=None,
+                fetcher: Optional[ShardFetcher] = None,
+                warn: Optional[Callable[[str], None]] = None) -> LichessCorpus:
+    """Open ``data`` (see :func:`open_source`), filter, cache and split it (spec §6).
+
+    Args:
+        data: a PGN/parquet path or folder, a Hub dataset id, or a resolved :class:`Source`.
+        filters: Elo band, min_ply, max_games.
+        split: the training split (``train`` for PGN and unsplit parquet sources).
+        val_games: validation size bound. With a ``validation`` split in the source, its first
+            ``min(val_games, n)`` filtered games (its cache is read with ``max_games = val_games``);
+            otherwise the tail ``min(val_games, n // 5)`` of the training games.
+        cache_dir: cache root override (else ``$PAWN_DATA_CACHE``, ``$HF_HOME``, ``~/.cache``).
+        fetcher: Hub file access (default :class:`HubFetcher`).
+        warn: receives one-line warnings (a cache rebuilt).
+
+    Raises:
+        DataError: unreadable source, a missing column, no game left after filtering, or no
+            training game left after carving the validation tail.
+        UsageError: ``val_games < 0``.
+    """
+    if val_games < 0:
+        raise UsageError(f"val_games must be ≥ 0, got {val_games}")
+    source = data if isinstance(data, Source) else open_source(data, fetcher=fetcher)
+    games, info = cached_games(source, split, filters, cache_dir=cache_dir, warn=warn)
+    n = len(games)
+    if "validation" in source.splits and split != "validation" and val_games > 0:
+        vf = replace(filters, max_games=val_games)
+        vgames, vinfo = cached_games(source, "validation", vf, cache_dir=cache_dir, warn=warn)
+        return LichessCorpus(games, vgames.slice(0, min(val_games, len(vgames))), "validation split",
+                             (info, vinfo), source, filters)
+    n_val = min(val_games, n // 5)
+    if n - n_val <= 0:
+        raise DataError(f"{source.repo_or_path}: no training games left after carving {n_val} validation games "
+                        f"from {n}")
+    return LichessCorpus(games.slice(0, n - n_val), games.slice(n - n_val, n), "tail", (info,), source, filters)
