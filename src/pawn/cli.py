@@ -872,6 +872,9 @@ def _reflow(doc: str) -> str:
     return "\n\n".join(" ".join(par.split()) for par in inspect.cleandoc(doc).split("\n\n"))
 
 
+from pawn.cli_data import data_app  # noqa: E402
+app.add_typer(data_app, name="data")
+
 for _info in app.registered_commands:
     _info.help = _reflow(_info.help or _info.callback.__doc__ or "")
 

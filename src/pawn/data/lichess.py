@@ -157,7 +157,7 @@ class LichessFilters:
 @dataclass
 class ScanStats:
     """What a scan of a source saw: games ``read``, ``kept``, ``dropped`` per reason
-    (:data:`DROP_REASONS`), Elo range of kept games (both players), ply range of kept games."""
+    (:data:`DROP_REASONS`), Elo range of kept games (both players, missing Elo not counted), ply range of kept games."""
 
     read: int = 0
     kept: int = 0
@@ -177,6 +177,9 @@ class ScanStats:
         self.ply_range = (lo, hi) if self.ply_range is None else (min(lo, self.ply_range[0]), max(hi, self.ply_range[1]))
         if white_elo is not None and black_elo is not None:
             e = np.concatenate([white_elo, black_elo]).astype(np.int64)
+            e = e[e > 0]  # 0 = no Elo tag
+            if e.size == 0:
+                return
             lo, hi = int(e.min()), int(e.max())
             self.elo_range = (lo, hi) if self.elo_range is None else (min(lo, self.elo_range[0]), max(hi, self.elo_range[1]))
 
@@ -449,10 +452,11 @@ def scan(source: Source, split: str, filters: LichessFilters, stats: ScanStats) 
 # ---------------------------------------------------------------------------------------------- cache
 @dataclass(frozen=True)
 class CacheInfo:
-    """One cache a corpus uses: ``key``, ``path``, ``state`` (``"hit"``, ``"built"`` or
+    """One cache a corpus uses: ``key``, ``split``, ``path``, ``state`` (``"hit"``, ``"built"`` or
     ``"rebuilt"``) and the scan ``stats`` recorded in its ``meta.json``."""
 
     key: str
+    split: str
     path: Path
     state: str
     stats: ScanStats
@@ -486,7 +490,7 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
             games = open_cache(d)
             if games.meta.get("source_files") != fingerprint:
                 raise CacheCorrupt(f"cache {d}: the source files changed since it was built")
-            return games, CacheInfo(key, d, "hit", ScanStats.from_json(games.meta.get("stats", {})))
+            return games, CacheInfo(key, split, d, "hit", ScanStats.from_json(games.meta.get("stats", {})))
         except CacheCorrupt as e:
             warn(f"{e}; rebuilding it")
             remove_cache(d)
@@ -502,7 +506,7 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
         w.finish({"repo_or_path": source.repo_or_path, "split": split, "elo_min": filters.elo_min,
                   "elo_max": filters.elo_max, "min_ply": filters.min_ply, "max_games": filters.max_games,
                   "source_files": fingerprint, "stats": stats.to_json()})
-    return open_cache(d), CacheInfo(key, d, state, stats)
+    return open_cache(d), CacheInfo(key, split, d, state, stats)
 
 
 def describe_filters(f: LichessFilters) -> str:

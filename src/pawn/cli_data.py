@@ -1,0 +1,75 @@
+"""``pawn data``: inspect a Lichess game source and export PGN games to parquet (spec §6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from pawn.errors import PawnError
+
+data_app = typer.Typer(help="Lichess game data: inspect a source, export PGN games to parquet.", no_args_is_help=True)
+
+EloMin = Annotated[Optional[int], typer.Option("--elo-min", help="Both players' Elo ≥ this.")]
+EloMax = Annotated[Optional[int], typer.Option("--elo-max", help="Both players' Elo < this (half-open band).")]
+MinPly = Annotated[int, typer.Option("--min-ply", min=0, help="Drop games shorter than this (no filter when ≤ 1).")]
+MaxGames = Annotated[Optional[int], typer.Option("--max-games", min=1, help="Keep at most this many games.")]
+
+
+def _filters(elo_min, elo_max, min_ply, max_games):
+    from pawn.data.lichess import LichessFilters
+
+    return LichessFilters(elo_min, elo_max, min_ply, max_games)
+
+
+def _fail(e: PawnError) -> typer.Exit:
+    typer.secho(f"error: {e}", err=True, fg=typer.colors.RED)
+    return typer.Exit(e.exit_code)
+
+
+@data_app.command("export")
+def export_cmd(src: Annotated[str, typer.Argument(help="PGN file or folder of .pgn files.")],
+               out: Annotated[Path, typer.Option("--out", help="Parquet file to write (pawn-lichess-full schema).")],
+               elo_min: EloMin = None, elo_max: EloMax = None, min_ply: MinPly = 10, max_games: MaxGames = None) -> None:
+    """Write the PGN games that pass the filters to one parquet file in the pawn-lichess-full schema."""
+    from pawn.data.lichess_export import export_parquet
+
+    try:
+        stats = export_parquet(src, out, _filters(elo_min, elo_max, min_ply, max_games))
+    except PawnError as e:
+        raise _fail(e) from None
+    typer.echo(f"wrote {out}: {stats.kept} games ({stats.explain()})")
+
+
+@data_app.command("info")
+def info_cmd(src: Annotated[str, typer.Argument(help="PGN/parquet file or folder, or a Hub dataset id.")],
+             split: Annotated[str, typer.Option("--split", help="Training split (Hub and split parquet folders).")] = "train",
+             val_games: Annotated[int, typer.Option("--val-games", min=0, help="Validation games bound.")] = 50_000,
+             elo_min: EloMin = None, elo_max: EloMax = None, min_ply: MinPly = 10, max_games: MaxGames = None) -> None:
+    """Games read, kept and dropped by reason, Elo and ply ranges, the train/val split and the cache
+    (building it when absent, so a later `pawn adapt` with the same filters parses nothing)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pawn.data.lichess import DROP_REASONS, load_corpus
+
+    try:
+        corpus = load_corpus(src, _filters(elo_min, elo_max, min_ply, max_games), split=split, val_games=val_games)
+    except PawnError as e:
+        raise _fail(e) from None
+    table = Table(title=f"{corpus.source.kind} source {corpus.source.repo_or_path}")
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    for info in corpus.caches:
+        s = info.stats
+        table.add_row(f"{info.split} split: games read / kept", f"{s.read:,} / {s.kept:,}")
+        for reason, n in sorted(s.dropped.items(), key=lambda kv: -kv[1]):
+            table.add_row(f"  dropped: {reason}", f"{n:,} ({DROP_REASONS.get(reason, reason)})")
+        table.add_row("  Elo range (kept)", "-" if s.elo_range is None else f"{s.elo_range[0]}–{s.elo_range[1]}")
+        table.add_row("  plies (kept)", "-" if s.ply_range is None else f"{s.ply_range[0]}–{s.ply_range[1]}")
+        table.add_row("  cache", f"{info.state}: {info.path}")
+    lengths = corpus.train.lengths
+    table.add_row("train games / plies", f"{len(corpus.train):,} / {int(lengths.sum()):,} (mean {lengths.mean():.1f})")
+    table.add_row("val games", f"{len(corpus.val):,} (from the {corpus.val_from})")
+    Console().print(table)
