@@ -42,13 +42,13 @@ def export_cmd(src: Annotated[str, typer.Argument(help="PGN file or folder of .p
     typer.echo(f"wrote {out}: {stats.kept} games ({stats.explain()})")
 
 
-@data_app.command("info")
+@data_app.command("info", help="Games read, kept and dropped by reason, Elo and ply ranges, the train/val split "
+                  "and the cache (built when absent, so a later run with the same filters parses nothing).")
 def info_cmd(src: Annotated[str, typer.Argument(help="PGN/parquet file or folder, or a Hub dataset id.")],
              split: Annotated[str, typer.Option("--split", help="Training split (Hub and split parquet folders).")] = "train",
              val_games: Annotated[int, typer.Option("--val-games", min=0, help="Validation games bound.")] = 50_000,
              elo_min: EloMin = None, elo_max: EloMax = None, min_ply: MinPly = 10, max_games: MaxGames = None) -> None:
-    """Games read, kept and dropped by reason, Elo and ply ranges, the train/val split and the cache
-    (building it when absent, so a later `pawn adapt` with the same filters parses nothing)."""
+    """Print what a source holds after the filters (see the command help)."""
     from rich.console import Console
     from rich.table import Table
 
