@@ -297,3 +297,48 @@ def test_cli_data_info_and_export(two_files: Path, tmp_path: Path):
     assert "300 /" in r.output and "built" in r.output
     r = runner.invoke(app, ["data", "export", str(two_files), "--out", str(tmp_path / "y.parquet"), "--elo-min", "9000"])
     assert r.exit_code == 1 and "read 1099 games" in r.output and not (tmp_path / "y.parquet").exists()
+
+
+def test_edited_source_file_invalidates_the_cache(two_files: Path):
+    f = LichessFilters(min_ply=10)
+    first = load_corpus(two_files, f)
+    pgn = two_files / API
+    text = pgn.read_text(encoding="utf-8")
+    cut = text.index("[Event ", 10)  # drop the first game
+    pgn.write_text(text[cut:], encoding="utf-8")
+    warnings: list[str] = []
+    second = load_corpus(two_files, f, warn=warnings.append)
+    assert second.caches[0].state == "rebuilt" and "source files changed" in warnings[0]
+    assert second.caches[0].stats.read == first.caches[0].stats.read - 1
+
+
+def test_hub_fetcher_uses_huggingface_hub_and_deletes_each_shard(monkeypatch, tmp_path: Path):
+    import huggingface_hub
+
+    from pawn.data.lichess import HubFetcher
+
+    calls = []
+
+    class Api:
+        def list_repo_files(self, repo_id, repo_type=None):
+            calls.append(("list", repo_id, repo_type))
+            return ["data/train-00000-of-00001.parquet"]
+
+    def download(repo_id, filename, repo_type=None, local_dir=None):
+        calls.append(("get", repo_id, filename, repo_type))
+        p = Path(local_dir) / filename
+        p.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"tokens": pa.array([[12, 34]], pa.list_(pa.int16())), "game_length": [2],
+                                 "outcome_token": pa.array([1974], pa.uint16())}), p)
+        return str(p)
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    fetcher = HubFetcher()
+    src = open_source("owner/data", fetcher=fetcher)
+    assert src.kind == "hub" and src.splits == {"train": ("data/train-00000-of-00001.parquet",)}
+    local = fetcher.fetch("owner/data", "data/train-00000-of-00001.parquet")
+    assert local.is_file()
+    fetcher.release(local)
+    assert not local.exists()
+    assert calls[0] == ("list", "owner/data", "dataset") and calls[1][3] == "dataset"

@@ -114,8 +114,7 @@ class GameBatches:
             raise UsageError(f"steps_per_epoch must be in 1..{available} (the full batches of {n} games at "
                              f"batch size {batch_size}), got {steps_per_epoch}")
         self.steps_per_epoch = int(steps_per_epoch)
-        self._perm_epoch: Optional[int] = None
-        self._perm: Optional[np.ndarray] = None
+        self._perm: Optional[tuple[int, np.ndarray]] = None
 
     def __len__(self) -> int:
         """Batches per epoch."""
@@ -127,10 +126,11 @@ class GameBatches:
         n = len(self.games)
         if not self.shuffle:
             return np.arange(n, dtype=np.int64)
-        if self._perm_epoch != epoch:
-            self._perm = np.random.default_rng(epoch_seed(self.data_seed, epoch)).permutation(n).astype(np.int64)
-            self._perm_epoch = epoch
-        return self._perm
+        cached = self._perm  # (epoch, permutation), replaced as one object: safe with the prefetch thread
+        if cached is None or cached[0] != epoch:
+            cached = (epoch, np.random.default_rng(epoch_seed(self.data_seed, epoch)).permutation(n).astype(np.int64))
+            self._perm = cached
+        return cached[1]
 
     def indices(self, step: int) -> np.ndarray:
         """int64 [B]: the games of global step ``step`` (−1 for padding rows)."""
