@@ -342,3 +342,16 @@ def test_hub_fetcher_uses_huggingface_hub_and_deletes_each_shard(monkeypatch, tm
     fetcher.release(local)
     assert not local.exists()
     assert calls[0] == ("list", "owner/data", "dataset") and calls[1][3] == "dataset"
+
+
+def test_large_pgn_files_are_parsed_in_chunks_with_the_same_games(two_files: Path, monkeypatch, tmp_path: Path):
+    whole = load_corpus(two_files, LichessFilters(min_ply=1), cache_dir=tmp_path / "a")
+    pieces = []
+    real = lichess.parse_pgn
+    monkeypatch.setattr(lichess, "parse_pgn", lambda *a, **k: pieces.append(a) or real(*a, **k))
+    monkeypatch.setattr(lichess, "PGN_CHUNK_BYTES", 50_000)
+    chunked = load_corpus(two_files, LichessFilters(min_ply=1), cache_dir=tmp_path / "b")
+    assert len(pieces) > 20 and all(isinstance(a[0], bytes) for a in pieces)
+    assert chunked.caches[0].stats == whole.caches[0].stats
+    np.testing.assert_array_equal(np.array(chunked.train.tokens_flat), np.array(whole.train.tokens_flat))
+    np.testing.assert_array_equal(chunked.train.offsets, whole.train.offsets)
