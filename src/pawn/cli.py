@@ -864,6 +864,10 @@ def bench_cmd(
     _write_json(json_out, report)
 
 
+from pawn.cli_play import play_cmd  # noqa: E402
+app.command("play")(play_cmd)
+
+
 def _reflow(doc: str) -> str:
     """Join a docstring's hard-wrapped lines into one line per paragraph: Typer's rich help keeps
     single newlines, which broke the command list and the help texts in mid-sentence."""

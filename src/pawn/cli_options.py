@@ -27,10 +27,12 @@ def _cli_type(annotation: Any) -> Any:
     return str
 
 
-def settings_parameters(model: type[BaseModel], env_prefix: str = "PAWN_") -> list[inspect.Parameter]:
+def settings_parameters(model: type[BaseModel], env_prefix: str = "PAWN_", flags: Optional[dict[str, str]] = None) -> list[inspect.Parameter]:
     """One keyword parameter per model field, default ``None`` (= not given on the command line,
     so environment, config file and defaults apply in that order). Each help text ends with the
-    field's default (and the laptop preset's, where it differs) and its environment variable."""
+    field's default (and the laptop preset's, where it differs) and its environment variable.
+    ``flags`` maps a field name to a flag other than ``--<field-name>`` (e.g. ``json_out`` →
+    ``--json``)."""
     preset = LAPTOP_PRESET if model is PretrainConfig else {}
     params = []
     for name, f in model.model_fields.items():
@@ -43,7 +45,7 @@ def settings_parameters(model: type[BaseModel], env_prefix: str = "PAWN_") -> li
             default += f" (tiny supernet and toy model: {preset[name]})"
         # Escaped: Typer renders help as rich markup, which silently drops ``[default: …]``.
         help_text = rich_escape(f"{f.description or ''}{extra}{default} Env: {env_prefix}{name.upper()}.")
-        flag = "--" + name.replace("_", "-")
+        flag = (flags or {}).get(name) or "--" + name.replace("_", "-")
         decls = [f"{flag}/--no-{name.replace('_', '-')}"] if typ is bool else [flag]
         opt = typer.Option(None, *decls, help=help_text.strip(), show_default=False)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[typ]))

@@ -1,0 +1,95 @@
+"""``pawn play``: parse the settings, run :func:`pawn.play.run_play`, render the table, write
+JSON and PGN (also after Ctrl-C, with the games that finished)."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from pawn.cli_options import settings_parameters
+from pawn.play.config import FLAGS, PlayConfig
+
+
+def _fmt(x, spec: str = "+.0f") -> str:
+    import math
+
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return ("+∞" if x > 0 else "−∞") if isinstance(x, float) and math.isinf(x) else format(x, spec)
+
+
+def render(report) -> None:
+    """The summary table: one row per (opponent, temperature)."""
+    from rich.table import Table
+
+    from pawn.progress import output_console
+
+    t = Table(title=f"{report.config['pawn']} vs {report.summaries[0]['opponent'] if report.summaries else '?'}"
+              + (" (interrupted)" if report.interrupted else ""))
+    for c in ("opponent", "T", "games", "W/D/L", "score [95% CI]", "Elo Δ [95% CI]", "Elo est.", "as white", "as black",
+              "errors", "plies", "wall s"):
+        t.add_column(c, justify="left" if c == "opponent" else "right")
+    for s in report.summaries:
+        lo, hi = s["score_rate_ci95"]
+        elo_lo, elo_hi = s["elo_diff_ci95"]
+        est = "—" if "elo_estimate" not in s else _fmt(s["elo_estimate"], ".0f")
+        wdl = lambda d: f"{d['w']}/{d['d']}/{d['l']}"  # noqa: E731
+        t.add_row(s["opponent"], f"{s['temperature']:g}", str(s["games"]), f"{s['wins']}/{s['draws']}/{s['losses']}",
+                  f"{_fmt(s['score_rate'], '.1%')} [{_fmt(lo, '.1%')}, {_fmt(hi, '.1%')}]",
+                  f"{_fmt(s['elo_diff'])} [{_fmt(elo_lo)}, {_fmt(elo_hi)}]", est, wdl(s["as_white_wdl"]),
+                  wdl(s["as_black_wdl"]), str(s["engine_errors"]), f"{s['mean_plies']:.0f}", f"{s['wall_seconds']:.1f}")
+    output_console().print(t)
+
+
+def play_cmd(checkpoint: str, config: Optional[Path] = None, **fields) -> None:
+    """Play CHECKPOINT against Stockfish (--vs stockfish, UCI_LimitStrength at each --stockfish-elo) or
+    another checkpoint (--vs CKPT_B): colours alternate, PAWN's first move as white comes from a rotating
+    book, its moves from legal-restricted logits (greedy at T = 0). Prints W/D/L, score rate and Elo
+    estimate with 95% intervals per temperature and level; --json and --pgn-out write every game (also
+    after Ctrl-C). Every option is also a PAWN_PLAY_<NAME> environment variable and a --config key."""
+    from pydantic import ValidationError
+
+    from pawn.cli import _check_outputs, _fail, _Progress, _write_json
+    from pawn.errors import PawnError
+    from pawn.play import run_play
+    from pawn.play.pgn import write_pgn
+    from pawn.settings import format_validation_error
+
+    try:
+        cfg = PlayConfig.load(config, **fields)
+    except ValidationError as e:
+        raise _fail(format_validation_error(e), 2)
+    except PawnError as e:
+        raise _fail(str(e), e.exit_code)
+    _check_outputs(json=cfg.json_out, pgn_out=cfg.pgn_out)
+    total = cfg.games * len(cfg.temperatures) * (len(cfg.stockfish_elo) if cfg.vs_stockfish else 1)
+    done = [0]
+    with _Progress() as prog:
+        tick = prog.task("pawn play", total)
+
+        def on_game(rec) -> None:
+            done[0] += 1
+            tick(done[0], total, f"{rec.opponent} T={rec.temperature:g}")
+
+        try:
+            report = run_play(checkpoint, cfg, log=lambda m: typer.echo(m, err=True), on_game=on_game)
+        except PawnError as e:
+            raise _fail(str(e), e.exit_code)
+    render(report)
+    _write_json(cfg.json_out, report.to_json())
+    if cfg.pgn_out is not None:
+        write_pgn(cfg.pgn_out, report.records, event=f"PAWN {report.config['pawn']} match")
+        typer.echo(f"wrote {cfg.pgn_out}")
+    if report.interrupted:
+        raise _fail(f"interrupted (Ctrl-C) after {len(report.records)} finished games; they are in the table and files above", 130)
+
+
+_config_param = inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path], default=typer.Option(
+    None, "--config", help="JSON or TOML file of play settings (lowest priority above defaults).", show_default=False))
+_ckpt_param = inspect.Parameter("checkpoint", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str, default=typer.Argument(
+    ..., help="PAWN checkpoint directory (supernet, variant or adapter checkpoint) or Hub id."))
+play_cmd.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [_ckpt_param, _config_param, *settings_parameters(PlayConfig, env_prefix="PAWN_PLAY_", flags=FLAGS)])
