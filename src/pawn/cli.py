@@ -200,8 +200,7 @@ def _register_pretrain() -> None:
 _register_pretrain()
 
 # ============================================================================ eval / probe / generate
-PUBLISHED_VAL_SEED = 2**63 - 1
-"""Seed of the published 2,048-game validation set (spec eval §1.1)."""
+from pawn.settings import VAL_SEED_PUBLISHED as PUBLISHED_VAL_SEED  # noqa: E402
 
 GamesOpt = Annotated[int, typer.Option("--games", min=1, help="Number of games.")]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write every figure and the exact settings to this JSON file.")]
