@@ -23,19 +23,16 @@ def _bench(only=None, pgn=None, quick=False, json_out=None, config=None, **field
 
     from pawn import bench
     from pawn.cli import _check_outputs, _fail, _heartbeat, _write_json
-    from pawn.errors import UsageError
     from pawn.progress import format_duration, output_console
-    from pawn.settings import ConfigFileError, format_validation_error
+    from pawn.settings import format_validation_error
 
     try:
         sections = bench.parse_only(only)
         files = {"pgn_files": bench.resolve_pgn_files(pgn)} if pgn else {}
         settings = BenchSettings.load(config, quick=quick or None, **files, **fields)
-    except (UsageError, ConfigFileError) as e:
-        raise _fail(str(e), 2)
     except ValidationError as e:
         raise _fail(format_validation_error(e), 2)
-    except ValueError as e:
+    except ValueError as e:  # UsageError, ConfigFileError, an unknown section
         raise _fail(str(e), 2)
     if "concurrency" in sections:  # child processes share an accelerator: don't grab 75 % of its memory
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
