@@ -185,3 +185,107 @@ def test_bench_engine_parses_given_pgn_files(tmp_path, lichess_pgns):
     assert r.exit_code == 2 and "no such file" in r.output
     r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(tmp_path)])
     assert r.exit_code == 2 and "no .pgn file in directory" in r.output
+
+
+# ------------------------------------------------------------------ the bench/ package (issue 12)
+def test_bench_settings_precedence_flag_env_file_quick_default(tmp_path, monkeypatch):
+    from pawn.bench import BenchSettings
+
+    cfg = tmp_path / "bench.toml"
+    cfg.write_text("batch_size = 8\nrepeats = 7\nseq_len = 64\n")
+    monkeypatch.setenv("PAWN_BENCH_REPEATS", "3")
+    s = BenchSettings.load(cfg, quick=True, seq_len=48)
+    # flag 48 > file 64 > quick 32; env 3 > file 7 > quick 2; file 8 > quick 4; quick's engine_games 200 > default 4000
+    assert (s.seq_len, s.repeats, s.batch_size, s.engine_games) == (48, 3, 8, 200)
+    assert (s.variant, s.supernet) == ("toy", None)
+    # a model given with --quick replaces the preset's toy variant; --variant alone replaces the tiny supernet
+    assert (BenchSettings(quick=True, supernet="large").variant, BenchSettings(variant="base").supernet) == (None, None)
+    monkeypatch.delenv("PAWN_BENCH_REPEATS")
+    d = BenchSettings.defaults()
+    assert (d.supernet, d.batch_size, d.seq_len, d.repeats) == ("tiny", 16, 128, 5)
+
+
+def test_bench_settings_range_and_cross_field_errors_name_the_field():
+    from pydantic import ValidationError
+
+    from pawn.bench import BenchSettings
+
+    for bad, field in [({"batch_size": 0}, "batch_size"), ({"decode_len": 1}, "decode_len"), ({"seq_len": 10_000}, "seq_len"),
+                       ({"remat": "some"}, "remat"), ({"variant": "huge"}, "variant"), ({"engine_gamez": 3}, "engine_gamez")]:
+        with pytest.raises(ValidationError, match=field):
+            BenchSettings(**bad)
+    with pytest.raises(ValidationError, match="not a multiple of accumulation_steps"):
+        BenchSettings(batch_size=6, accumulation_steps=4)
+    assert BenchSettings(dtype="bf16").compute_dtype() == "bfloat16"
+
+
+def test_bench_cli_reads_env_and_reports_bad_values_in_one_line(monkeypatch):
+    monkeypatch.setenv("PAWN_BENCH_BATCH_SIZE", "0")
+    r = CliRunner().invoke(app, ["bench", "--only", "engine"])
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert r.exit_code == 2 and len(errors) == 1 and "batch_size" in errors[0] and "greater than or equal to 1" in errors[0], r.output
+
+
+def test_bench_optimizer_is_read_from_the_pretrain_defaults(monkeypatch):
+    import pawn.train.loop as loop
+    from pawn.bench import pretrain_optimizer
+    from pawn.settings import PretrainConfig
+
+    seen = {}
+    monkeypatch.setattr(loop, "make_optimizer", lambda schedule, **kw: seen.update(kw, lr=schedule(0)) or "opt")
+    monkeypatch.setattr(PretrainConfig.model_fields["beta2"], "default", 0.999)  # a changed default is followed
+    assert pretrain_optimizer()[0] == "opt"
+    assert seen == {"b1": 0.9, "b2": 0.999, "weight_decay": 0.01, "max_grad_norm": 1.0, "lr": pytest.approx(3e-4)}
+
+
+def test_engine_child_is_a_module_that_prints_one_json_line():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pawn.bench.engine_child", "6", "20", "2", "2", "[]"],
+                          capture_output=True, text=True, env={**__import__("os").environ, "RAYON_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["random_games"]["games"] == 6 and len(r["random_games"]["plies"]) == 2
+    assert all(6 <= p <= 6 * 20 for p in r["random_games"]["plies"])
+    assert r["parse_pgn"]["games"] == 6 and r["parse_pgn"]["source"] == "random games as PGN"
+    assert len(r["legal_masks"]["samples_s"]) == 2 and 2 <= r["legal_masks"]["positions"] <= 2 * 20
+
+
+def test_records_serialise_to_the_documented_json_keys():
+    from pawn.bench.concurrency import ConcurrencyRow
+    from pawn.bench.evaluation import EvalResult
+    from pawn.bench.records import Measurement, to_json
+
+    m = Measurement.of({"median_s": 2.0, "min_s": 1.0, "max_s": 4.0, "n": 3}, games=8).per(8, "games_per_s")
+    assert m.to_dict() == {"median_s": 2.0, "min_s": 1.0, "max_s": 4.0, "n": 3, "games_per_s": 4.0, "games_per_s_min": 2.0,
+                           "games_per_s_max": 8.0, "games": 8}
+    timed = Measurement.of(time_call(lambda: 0, repeats=2, warmup=1))
+    assert {"first_call_s", "compile_s"} <= set(timed.to_dict())
+    ev = to_json(EvalResult("variant toy", "d64_L2_F256", 8, 32, 4, 200, m))
+    assert ev["positions"] == 200 and ev["games_per_s"] == 4.0 and "timing" not in ev  # flattened
+    assert to_json(ConcurrencyRow(2, error="OOM")) == {"processes": 2, "error": "OOM"}  # None fields left out
+
+
+def test_one_printer_writes_every_cell_through_the_metric_table():
+    import io
+
+    from rich.console import Console
+
+    from pawn.bench.decode import DecodeResult, DecodeStep, DecodeWorkload
+    from pawn.bench.records import Measurement
+    from pawn.bench.report import METRICS, VIEWS, render
+
+    def meas(med, lo, hi, **work):
+        return Measurement.of({"median_s": med, "min_s": lo, "max_s": hi, "n": 2, "first_call_s": 1.5, "compile_s": 1.0}, **work)
+
+    kv, rc = meas(0.001, 0.0005, 0.002), meas(0.004, 0.003, 0.005)
+    gen = meas(2.0, 1.0, 4.0, tokens=1000).per(1000, "tokens_per_s")
+    w = DecodeWorkload(2, 16, DecodeStep(kv, rc, 4.0), {"kv_cache": gen})
+    view = VIEWS["decode"](DecodeResult("variant toy", "d64_L2_F256", [w]))
+    assert all(isinstance(c, str) and c in METRICS for c in view.columns)
+    buf = io.StringIO()
+    Console(file=buf, width=250).print(render(view))
+    text = buf.getvalue()
+    assert "1.00 (0.50–2.00)" in text and "4.00×" in text  # KV step ms (min–max); step speed-up
+    assert "2,000.00 (1,000.00–4,000.00)" in text and "500" in text and "250–1,000" in text and "1.50" in text

@@ -1,0 +1,91 @@
+"""``pawn bench`` section ``memory``: the compiled memory of the K-step train chunk per remat mode
+(spec ``eval-probe-generate-sweep-bench.md`` §7), from shapes alone."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from pawn.bench.settings import BenchSettings, pretrain_optimizer
+
+
+@dataclass
+class MemoryRow:
+    """One remat mode: XLA's per-device estimate (``*_bytes`` and ``*_gib`` figures of
+    :meth:`pawn.train.memory.MemoryEstimate.to_dict`), compile seconds, the attention kernel
+    (``cudnn``/``xla``) and whether the peak fits this device and each named device."""
+
+    remat: str
+    estimate: dict[str, float]
+    compile_s: float
+    attention: str
+    fits_this_device: Optional[bool]
+    fits: dict[str, bool]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"remat": self.remat, **self.estimate, "compile_s": self.compile_s, "attention": self.attention,
+                "fits_this_device": self.fits_this_device, "fits": dict(self.fits)}
+
+
+@dataclass
+class MemoryResult:
+    """The ``memory`` section: the step's shape, the devices compared against and one
+    :class:`MemoryRow` per remat mode. ``this_device`` = ``{"bytes", "source"}`` (bytes None when
+    unknown); ``named_devices`` = ``[{"name", "bytes"}]``."""
+
+    model: str
+    batch_size: int
+    seq_len: int
+    steps_per_chunk: int
+    compute_dtype: str
+    accumulation_steps: int
+    backend: str
+    devices: int
+    headroom: float
+    this_device: dict[str, Any]
+    named_devices: list[dict[str, Any]]
+    rows: list[MemoryRow] = field(default_factory=list)
+    source: str = ""
+
+
+def bench_memory(s: BenchSettings) -> MemoryResult:
+    """Compiled memory of the K-step train chunk, without running it: for each remat mode of
+    :meth:`BenchSettings.remat_candidates` (``auto`` = all), the chunk is compiled from shapes
+    alone (nothing allocated) and XLA's ``memory_analysis()`` reported per device: argument,
+    output, alias (donated) and temp bytes, and the peak (arguments + unaliased outputs + temps),
+    with whether that fits this device and each of :data:`pawn.train.memory.NAMED_DEVICES`
+    after :data:`~pawn.train.memory.HEADROOM`. On CPU the figure is a proxy for a GPU (no cuDNN
+    fused attention there).
+
+    Raises:
+        ValueError: the batch does not split over devices × micro-batches.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from pawn.model import ATTENTION_IMPL, resolve_dtype
+    from pawn.train.loop import TrainProgram, make_mesh
+    from pawn.train.memory import HEADROOM, NAMED_DEVICES, compile_chunk, device_memory, fits
+
+    cfg, variants, label = s.model()
+    n_dev = jax.device_count()
+    if s.batch_size % (n_dev * s.accumulation_steps):
+        raise ValueError(f"batch_size {s.batch_size} does not split over {n_dev} devices × {s.accumulation_steps} micro-batches")
+    opt, schedule = pretrain_optimizer()
+    cap, where = device_memory()
+    dt_name = jnp.dtype(resolve_dtype(s.compute_dtype())).name
+    backend = jax.default_backend()
+    out = MemoryResult(label, s.batch_size, s.seq_len, s.steps_per_chunk, dt_name, s.accumulation_steps, backend, n_dev,
+                       HEADROOM, {"bytes": cap, "source": where}, [{"name": n, "bytes": b} for n, b in NAMED_DEVICES],
+                       source="XLA memory_analysis() of the compiled K-step chunk, per device"
+                              + ("; CPU: a proxy for a GPU, which can use cuDNN fused attention" if backend == "cpu" else ""))
+    for mode in s.remat_candidates():
+        program = TrainProgram(opt, schedule, variants, s.compute_dtype(), mode, make_mesh(), s.accumulation_steps)
+        ATTENTION_IMPL.clear()
+        t0 = time.perf_counter()
+        _, est = compile_chunk(program, cfg, s.steps_per_chunk, s.batch_size, s.seq_len)
+        out.rows.append(MemoryRow(mode, est.to_dict(), time.perf_counter() - t0, ATTENTION_IMPL.get(dt_name, "?"),
+                                  None if cap is None else fits(est.peak_bytes, cap),
+                                  {name: fits(est.peak_bytes, size) for name, size in NAMED_DEVICES}))
+    return out

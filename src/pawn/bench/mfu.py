@@ -1,0 +1,163 @@
+"""``pawn bench`` section ``mfu``: model FLOPs per token and model FLOP utilisation of the K-step
+chunk against the device's peak (spec ``eval-probe-generate-sweep-bench.md`` §7.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from pawn.bench.records import Measurement
+from pawn.bench.settings import BenchSettings
+from pawn.bench.step import StepResult, StepSetup, chunk_timing, make_setup
+from pawn.bench.timing import time_call
+from pawn.config import flops_per_token
+
+FLOPS_FORMULA = "FLOPs/token = 6·N + 12·L·T·d (N = all parameters, L layers, T sequence length, d width); supernet = sum over variants"
+"""The model-FLOP convention of spec §7.3, as printed in the output."""
+
+PEAK_SOURCE = "vendor datasheet dense (no sparsity) figures, TFLOP/s; fp32 = non-tensor-core FP32"
+"""Where :data:`GPU_PEAKS` comes from."""
+
+# (substring of jax's device_kind, bf16 dense TFLOP/s, fp32 TFLOP/s). More specific names first.
+GPU_PEAKS: tuple[tuple[str, float, float], ...] = (
+    ("GB200", 2500.0, 80.0),
+    ("B200", 2250.0, 75.0),
+    ("GH200", 989.4, 66.9),
+    ("H200 NVL", 835.0, 60.0),
+    ("H200", 989.4, 66.9),
+    ("H100 PCIe", 756.0, 51.2),
+    ("H100 NVL", 835.0, 60.0),
+    ("H100", 989.4, 66.9),
+    ("A100", 312.0, 19.5),
+    ("L40S", 362.05, 91.6),
+    ("L40", 181.0, 90.5),
+    ("L4", 121.0, 30.3),
+    ("A10G", 70.0, 31.2),
+    ("A10", 125.0, 31.2),
+    ("RTX 6000 Ada", 364.2, 91.1),
+    ("RTX A6000", 154.8, 38.7),
+    ("RTX 4090", 165.2, 82.6),
+    ("RTX 3090", 71.0, 35.6),
+)
+"""Published dense peaks per GPU (:data:`PEAK_SOURCE`). Consumer cards list bf16 with fp32
+accumulation. Note that JAX may run fp32 matmuls on TF32 tensor cores on Ampere and newer, so fp32
+MFU against the non-tensor figure can exceed what the name suggests."""
+
+def step_flops_per_token(variants: Sequence, seq_len: int) -> int:
+    """Supernet joint step: the sum of :func:`~pawn.config.flops_per_token` over the variants
+    trained (each runs its own forward and backward). ``variants`` are configs or
+    ``(config, weight)`` pairs."""
+    return sum(flops_per_token(v[0] if isinstance(v, tuple) else v, seq_len) for v in variants)
+
+
+def lookup_gpu_peak(device_kind: str) -> Optional[tuple[str, float, float]]:
+    """The :data:`GPU_PEAKS` row whose name occurs in ``device_kind`` (first match), or None."""
+    kind = device_kind.upper()
+    for row in GPU_PEAKS:
+        if row[0].upper() in kind:
+            return row
+    return None
+
+
+def measure_matmul_peak(n: int, dtype: str, repeats: int) -> Measurement:
+    """Measured matmul throughput on the default device: a jitted ``[n, n] @ [n, n]`` in
+    ``dtype`` (2·n³ FLOPs per call), median over ``repeats`` (at least 3) runs; ``work["n"]`` is
+    the matrix size."""
+    import jax
+
+    a = jax.random.normal(jax.random.key(0), (n, n), dtype)
+    b = jax.random.normal(jax.random.key(1), (n, n), dtype)
+    f = jax.jit(lambda x, y: x @ y)
+    st = time_call(lambda: f(a, b), repeats=max(3, repeats), warmup=2)
+    return Measurement.of(st, n=n, dtype=dtype).per(2.0 * n ** 3, "flops_per_s")
+
+
+@dataclass
+class Peak:
+    """The peak MFU divides by: all devices, one device, the device count and where the figure
+    comes from (the measured matmul when there is no published figure)."""
+
+    flops_per_s: float
+    per_device_flops_per_s: float
+    devices: int
+    source: str
+    matmul: Optional[Measurement] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"flops_per_s": self.flops_per_s, "per_device_flops_per_s": self.per_device_flops_per_s,
+             "devices": self.devices, "source": self.source}
+        if self.matmul is not None:
+            d["matmul"] = self.matmul.to_dict()
+        return d
+
+
+@dataclass
+class VariantFlops:
+    """FLOPs per token of one trained variant (attention part apart)."""
+
+    name: str
+    param_count: int
+    flops_per_token: int
+    attention_flops_per_token: int
+
+
+@dataclass
+class MfuResult:
+    """The ``mfu`` section: FLOPs/token per variant and in all, the chunk's tokens/s, achieved
+    FLOP/s, the :class:`Peak` and ``mfu`` = achieved / peak."""
+
+    formula: str
+    seq_len: int
+    variants: list[VariantFlops]
+    flops_per_token: int
+    tokens_per_s: float
+    tokens_per_s_measured_in_mfu: bool
+    achieved_flops_per_s: float
+    compute_dtype: str
+    peak: Optional[Peak] = None
+    mfu: Optional[float] = None
+
+
+def peak_flops(dt_name: str, s: BenchSettings) -> Peak:
+    """On GPUs the published dense figure for the compute dtype (:data:`GPU_PEAKS`); on CPU (or a
+    GPU not in the table) a matmul peak measured in this run; times the device count."""
+    import jax
+
+    backend = jax.default_backend()
+    kind = jax.devices()[0].device_kind
+    row = lookup_gpu_peak(kind) if backend == "gpu" else None
+    n_dev = jax.device_count()
+    if row is not None:
+        one = (row[1] if dt_name == "bfloat16" else row[2]) * 1e12
+        return Peak(one * n_dev, one, n_dev, f"{PEAK_SOURCE} ({row[0]}, {'bf16' if dt_name == 'bfloat16' else 'fp32'})")
+    mm = measure_matmul_peak(s.matmul_n, dt_name, s.repeats)
+    why = "CPU" if backend == "cpu" else f"{kind} is not in the published-peak table"
+    one = mm.rates["flops_per_s"]
+    return Peak(one * n_dev, one, n_dev, f"measured in this run ({why}): jitted {s.matmul_n}×{s.matmul_n} {dt_name} matmul, median", mm)
+
+
+def bench_mfu(s: BenchSettings, step: Optional[StepResult] = None, setup: Optional[StepSetup] = None) -> MfuResult:
+    """Model FLOPs per token (:data:`FLOPS_FORMULA`) and MFU of the K-step scan chunk:
+    ``flops_per_token · tokens_per_s / peak`` (:func:`peak_flops`). The chunk's tokens/s comes
+    from the step section when it ran, else it is timed here."""
+    import jax.numpy as jnp
+
+    from pawn.config import param_count
+    from pawn.model import resolve_dtype
+
+    setup = setup or make_setup(s)
+    if step is None or "scan_chunk" not in step.forms:
+        tps = s.batch_size * s.seq_len * s.steps_per_chunk / chunk_timing(setup, s, s.repeats).median_s
+        measured_here = True
+    else:
+        tps, measured_here = step.forms["scan_chunk"].rates["tokens_per_s"], False
+    dt_name = jnp.dtype(resolve_dtype(s.compute_dtype())).name
+    per_variant = [VariantFlops(c.name, param_count(c), flops_per_token(c, s.seq_len), 12 * c.n_layers * s.seq_len * c.d_model)
+                   for c, _ in setup.variants]
+    fpt = step_flops_per_token(setup.variants, s.seq_len)
+    out = MfuResult(FLOPS_FORMULA, s.seq_len, per_variant, fpt, tps, measured_here, fpt * tps, dt_name)
+    out.peak = peak_flops(dt_name, s)
+    out.mfu = out.achieved_flops_per_s / out.peak.flops_per_s
+    return out
+
+
