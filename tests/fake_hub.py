@@ -42,6 +42,7 @@ class Commit:
 class FakeHub:
     commit_faults: list[Union[str, int, None]] = field(default_factory=list)
     commit_delay_s: float = 0.0
+    commit_delays: dict[int, float] = field(default_factory=dict)
     error_messages: dict[int, str] = field(default_factory=lambda: {403: "You have exceeded your storage quota (fake)"})
     repos: dict[str, dict] = field(default_factory=dict)
     branches: dict[str, set] = field(default_factory=dict)
@@ -121,7 +122,8 @@ class FakeHub:
 
             def _commit(self, repo: str, rev: str, body: bytes) -> None:
                 received = time.time()
-                fault = hub.commit_faults[hub.commit_calls] if hub.commit_calls < len(hub.commit_faults) else None
+                call = hub.commit_calls
+                fault = hub.commit_faults[call] if call < len(hub.commit_faults) else None
                 hub.commit_calls += 1
                 if fault == "drop":
                     self.close_connection = True
@@ -142,8 +144,9 @@ class FakeHub:
                         files[v["path"]] = base64.b64decode(v["content"]) if v.get("encoding") == "base64" else v["content"].encode()
                     else:
                         return self._json(400, {"error": f"fake hub: unsupported commit line {item['key']}"})
-                if hub.commit_delay_s:
-                    time.sleep(hub.commit_delay_s)
+                delay = hub.commit_delays.get(call, hub.commit_delay_s)
+                if delay:
+                    time.sleep(delay)
                 oid = hashlib.sha1(f"{repo}{rev}{len(hub.commits)}{summary}".encode()).hexdigest()
                 hub.commits.append(Commit(repo, rev, oid, summary, files, received, time.time()))
                 self._json(200, {"commitUrl": f"{hub.url}/{repo}/commit/{oid}", "commitOid": oid, "pullRequestUrl": None})
