@@ -43,6 +43,7 @@ class FakeHub:
     commit_faults: list[Union[str, int, None]] = field(default_factory=list)
     commit_delay_s: float = 0.0
     commit_delays: dict[int, float] = field(default_factory=dict)
+    create_status: Optional[int] = None  # answer repo creation with this status (e.g. 403)
     error_messages: dict[int, str] = field(default_factory=lambda: {403: "You have exceeded your storage quota (fake)"})
     repos: dict[str, dict] = field(default_factory=dict)
     branches: dict[str, set] = field(default_factory=dict)
@@ -97,6 +98,8 @@ class FakeHub:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 parts = [unquote(p) for p in path.strip("/").split("/")]
+                if path == "/api/repos/create" and hub.create_status is not None:
+                    return self._json(hub.create_status, {"error": "You don't have the rights to create a model under this namespace"})
                 if path == "/api/repos/create":
                     payload = json.loads(body or b"{}")
                     repo = f"{payload.get('organization')}/{payload['name']}"

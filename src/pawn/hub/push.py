@@ -507,21 +507,30 @@ class HubPushHook:
     every push outcome to ``metrics.jsonl`` as a ``hub`` record.
 
     Call sites (``pawn pretrain``; ``pawn adapt`` later): ``on_checkpoint(path, step)`` after each
-    checkpoint is written (outcomes finished so far are written then), ``close(wait_s)`` at exit
-    **before** the metrics log closes (the remaining outcomes are written then).
+    checkpoint is written; ``close(wait_s)`` at exit **before** the metrics log closes (the
+    remaining outcomes are written then). It is also a :class:`pawn.train.hooks.RunHook`: given
+    the run's records (``on_record``), it queues a checkpoint of step s only once the ``train``
+    record of step s is written (so the pushed ``metrics.jsonl`` always ends with the
+    checkpoint's own step, spec §1.11) and writes finished outcomes as they come.
 
     Args:
         uploader: a started :class:`CheckpointUploader`.
         write: ``write(kind, **fields)``, e.g. ``MetricsLogger.write`` (records of kind ``hub``);
             None: outcomes are only logged.
         wait_s: the default exit wait of :meth:`close` (seconds).
+        after_records: hold checkpoints until ``on_record`` sees their step (see above); False:
+            queue at once.
     """
 
-    def __init__(self, uploader: CheckpointUploader, write: Optional[Callable[..., Any]] = None, wait_s: float = 300.0):
+    def __init__(self, uploader: CheckpointUploader, write: Optional[Callable[..., Any]] = None, wait_s: float = 300.0,
+                 after_records: bool = False):
         self.uploader = uploader
         self.write = write
         self.wait_s = wait_s
+        self.after_records = after_records
         self.outcomes: list[PushOutcome] = []
+        self._held: list[tuple[Path, int]] = []
+        self._closed = False
 
     def _record(self, outcomes: list[PushOutcome]) -> None:
         self.outcomes.extend(outcomes)
@@ -533,13 +542,36 @@ class HubPushHook:
             with contextlib.suppress(ValueError):  # a closed metrics file: the outcome was logged
                 self.write("hub", step=step, **fields)
 
+    def _release(self, up_to: Optional[int]) -> None:
+        keep = []
+        for path, step in self._held:
+            if up_to is None or step <= up_to:
+                self.uploader.submit(path, step)
+            else:
+                keep.append((path, step))
+        self._held = keep
+
     def on_checkpoint(self, path: Path, step: int) -> None:
-        """Queue ``path`` (a complete checkpoint of optimizer step ``step``) for pushing."""
-        self.uploader.submit(Path(path), int(step))
+        """Queue ``path`` (a complete checkpoint of optimizer step ``step``) for pushing (held
+        until its step's ``train`` record when ``after_records``)."""
+        self._held.append((Path(path), int(step)))
+        if not self.after_records:
+            self._release(None)
         self._record(self.uploader.poll())
 
+    def on_record(self, kind: str, record: dict) -> None:
+        """RunHook: a ``train`` record releases held checkpoints of its step or earlier."""
+        if kind == "train" and isinstance(record.get("step"), int):
+            self._release(record["step"])
+            self._record(self.uploader.poll())
+
     def close(self, wait_s: Optional[float] = None) -> list[PushOutcome]:
-        """Wait (bounded) for the uploads and record every remaining outcome; returns all outcomes."""
+        """Queue held checkpoints, wait (bounded) for the uploads and record every remaining
+        outcome; returns all outcomes. A second call does nothing."""
+        if self._closed:
+            return self.outcomes
+        self._closed = True
+        self._release(None)
         self._record(self.uploader.close(self.wait_s if wait_s is None else wait_s))
         return self.outcomes
 

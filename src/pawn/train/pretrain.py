@@ -503,8 +503,9 @@ def run_pretrain(
         if hub is not None:  # [hub]
             hub.close(0)
         raise TrainingError(f"{metrics_path}: cannot write metrics ({e.strerror or e})") from None
-    if hub is not None and logger is not None:  # [hub] push outcomes become "hub" records in metrics.jsonl
-        hub.write = logger.write
+    if hub is not None and logger is not None:  # [hub] push outcomes become "hub" records in metrics.jsonl;
+        hub.write, hub.after_records = logger.write, True  # a checkpoint is queued once its step's record is written
+        hooks.hooks.append(hub)
 
     state = program.place_state(state)
     stop = StopFlag(install_signal_handlers)
