@@ -186,6 +186,7 @@ def save_checkpoint(
     run_config: Optional[dict] = None,
     optimizer_state: Optional[dict[str, Any]] = None,
     training_state: Optional[dict] = None,
+    extra_files: Optional[dict[str, bytes]] = None,
 ) -> Path:
     """Write a v2 checkpoint directory atomically.
 
@@ -200,6 +201,8 @@ def save_checkpoint(
         run_config: JSON-serialisable training-run config (stored under ``run_config``).
         optimizer_state: flat ``{name: array}`` of optimizer state (``optimizer.safetensors``).
         training_state: JSON-serialisable resume state (``training_state.json``).
+        extra_files: ``{name: bytes}`` of further files (e.g. a ``README.md`` model card),
+            written before the manifest so that it lists them (spec §5.7).
 
     Returns:
         The final checkpoint path.
@@ -221,6 +224,10 @@ def save_checkpoint(
             save_file({k: np.ascontiguousarray(np.asarray(v)) for k, v in optimizer_state.items()}, str(staging / OPTIMIZER_FILE))
         if training_state is not None:
             write_json(staging / TRAINING_STATE_FILE, training_state)
+        for name, data in (extra_files or {}).items():
+            if "/" in name or name in (MANIFEST, MODEL_FILE, CONFIG_FILE, "", ".", ".."):
+                raise ValueError(f"extra checkpoint file name {name!r} is not allowed")
+            _write_bytes(staging / name, data)
         write_manifest(staging)
         _fsync_dir(staging)
         atomic_replace_dir(staging, target)

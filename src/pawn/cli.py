@@ -89,6 +89,9 @@ def convert(
         typer.Option("--output", "-o", help="Destination directory. Default: the conversion cache ($PAWN_CONVERTED_DIR, else $HF_HOME/pawn-jax-converted), keyed by the source id."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Reconvert even if this source id is already in the cache (the cache key is the id, not the weights' content).")] = False,
+    push_to_hub: Annotated[Optional[str], typer.Option("--push-to-hub", help="Then publish the converted checkpoint (with its README.md model card) to this Hub model repo (owner/name; created if missing) as one commit. For a finished run's files, use `hf upload`.")] = None,
+    hub_branch: Annotated[str, typer.Option("--hub-branch", help="Branch for --push-to-hub (created if missing).")] = "main",
+    hub_private: Annotated[bool, typer.Option("--hub-private", help="Create the --push-to-hub repo private.")] = False,
 ) -> None:
     """Convert a published v1 PAWN checkpoint to the v2 format and check its logits.
 
@@ -98,6 +101,14 @@ def convert(
     from pawn.checkpoint import CheckpointError
     from pawn.convert import ConversionError, convert as run_convert
 
+    if push_to_hub is not None:  # offline mode or a bad repo id: refused before any work
+        from pawn.errors import PawnError
+        from pawn.hub.push import check_can_push
+
+        try:
+            check_can_push(push_to_hub)
+        except PawnError as e:
+            raise _fail(str(e), e.exit_code)
     try:
         res = run_convert(source, output, force=force)
     except (ConversionError, CheckpointError) as e:
@@ -109,6 +120,15 @@ def convert(
     else:
         typer.echo(f"converted {source} ({shape}) in {res.seconds:.1f} s; parity max |Δlogit| = {res.max_abs_dlogit:.2e}")
     typer.echo(str(res.path))
+    if push_to_hub is not None:
+        from pawn.errors import PawnError
+        from pawn.hub.push import push_checkpoint
+
+        try:
+            o = push_checkpoint(res.path, push_to_hub, branch=hub_branch, private=hub_private, log=lambda m: typer.echo(m, err=True))
+        except PawnError as e:
+            raise _fail(str(e), e.exit_code)
+        typer.echo(f"pushed to {push_to_hub}@{hub_branch}: commit {o.commit}")
 
 
 def _pretrain(config: Optional[Path] = None, overwrite: bool = False, **fields) -> None:

@@ -335,7 +335,8 @@ def convert_directory(src: Path, output: Path, source_id: Optional[str] = None) 
     """Convert one local v1 directory into a v2 checkpoint at ``output`` and check parity.
 
     If ``src`` has a ``.complete`` manifest it is verified first (a corrupt source is refused,
-    not re-signed). The result is written atomically, loaded back (hashes verified) and compared
+    not re-signed). The result (with a ``README.md`` model card, :mod:`pawn.hub.card`, listed in its manifest) is
+    written atomically, loaded back (hashes verified) and compared
     with the NumPy v1 forward; on a parity failure the output is removed.
 
     Returns:
@@ -359,7 +360,12 @@ def convert_directory(src: Path, output: Path, source_id: Optional[str] = None) 
         why = e.errors()[0]["msg"].removeprefix("Value error, ") if hasattr(e, "errors") else str(e)
         raise ConversionError(f"{src / 'config.json'}: invalid model_config ({why})") from None
     params = v1_to_v2(tensors, cfg["n_layers"])
-    save_checkpoint(output, params, config, run_config={"converted_from": source_id or str(src.resolve())})
+    run_config = {"converted_from": source_id or str(src.resolve())}
+    from pawn.hub.card import CARD_FILE, model_card
+
+    card = model_card(config, run_config=run_config, notes=[
+        f"`pawn convert` checked the converted weights against an independent NumPy v1 forward: max |Δlogit| ≤ {PARITY_TOL:g}."])
+    save_checkpoint(output, params, config, run_config=run_config, extra_files={CARD_FILE: card.encode("utf-8")})
     ckpt = load_checkpoint(output)
     model = PAWNModel(ckpt.config, params=ckpt.params)
     dmax = parity_max_abs_dlogit(model, tensors, cfg)

@@ -174,6 +174,11 @@ class PretrainConfig(_Settings):
     wandb: bool = Field(False, description="Also log to Weights & Biases (needs pawn[wandb]); run name and group = the run directory name.")
     wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.")
     wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode: offline writes RUN/wandb/ without a network (upload later with wandb sync).")
+    # Hugging Face Hub push (pawn.hub; spec training-and-adapters.md §1.11)
+    push_to_hub: Optional[str] = Field(None, description="Push every checkpoint to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
+    hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.")
+    hub_private: bool = Field(False, description="Create the --push-to-hub repo private (an existing repo keeps its visibility).")
+    hub_exit_wait_s: float = Field(300.0, description="At exit, wait at most this many seconds for pending pushes; the rest are reported as not pushed.")
 
     @field_validator("dtype", mode="before")
     @classmethod
@@ -215,6 +220,12 @@ class PretrainConfig(_Settings):
     def _cross_field(self) -> "PretrainConfig":
         if self.supernet is not None and self.variant is not None:
             raise ValueError("give either supernet or variant, not both")
+        if self.push_to_hub is not None:
+            from pawn.hub.push import check_repo_id
+
+            check_repo_id(self.push_to_hub)
+        if not self.hub_exit_wait_s >= 0:
+            raise ValueError(f"hub_exit_wait_s must be ≥ 0, got {self.hub_exit_wait_s}")
         if not self.log_every_s >= 0:
             raise ValueError(f"log_every_s must be ≥ 0, got {self.log_every_s}")
         if self.total_steps is None:

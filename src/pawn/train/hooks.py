@@ -95,8 +95,11 @@ def scalars(kind: str, record: Mapping[str, Any]) -> dict[str, float]:
     """The numeric fields of a ``train`` or ``val`` record as ``{tag: value}`` for TensorBoard
     and W&B: JSONL keys kept, except that ``train`` keys without a ``/`` get ``train/`` in front
     (``loss`` → ``train/loss``, ``lr`` → ``train/lr``, as spec §8.3 names them); ``step``,
-    ``step_start``, booleans, ``None`` (NaN) and non-numbers are left out."""
+    ``step_start``, booleans, ``None`` (NaN) and non-numbers are left out. Other kinds of record
+    (``hub`` push outcomes, written later than the steps they name) give no scalars."""
     out: dict[str, float] = {}
+    if kind not in ("train", "val"):
+        return out
     for k, v in record.items():
         if k in ("step", "step_start", "type") or isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
@@ -351,7 +354,7 @@ class WandbHook:
                                    allow_val_change=True)
             return
         step = record.get("step")
-        if isinstance(step, int):
+        if isinstance(step, int) and kind in ("train", "val"):  # W&B steps only go forward
             self.run.log(scalars(kind, record), step=step)
 
     def close(self) -> None:

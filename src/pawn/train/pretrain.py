@@ -51,6 +51,7 @@ from pawn.train.loop import (
     step_counter,
     with_count,
 )
+from pawn.hub.push import HubPushError, check_can_push, open_run_push
 from pawn.train.hooks import HookError, check_extras, open_run_hooks
 from pawn.train.metrics import MetricsLogger, truncate_metrics
 from pawn.train.rundir import RunDirError, check_run_dir
@@ -73,7 +74,8 @@ VAL_KEYS = {
 # Fields that may differ between a checkpoint's run config and the resuming command.
 RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
                   "distributed_timeout_s", "log_every_s", "tensorboard", "wandb", "wandb_project", "wandb_mode",
-                  "remat", "accumulation_steps"}  # the last two change memory, not the update
+                  "remat", "accumulation_steps",  # these two change memory, not the update
+                  "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s"}
 
 
 @dataclass
@@ -369,9 +371,11 @@ def run_pretrain(
     _check_run_dir(run_dir)
     try:
         check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
+        if cfg.push_to_hub is not None:  # [hub] offline refusal before any work (no network here)
+            check_can_push(cfg.push_to_hub)
         run_dir_plan = check_run_dir(run_dir, resume=given_resume, resume_from=resume_dir, overwrite=overwrite,
                                      new_config=cfg.model_dump(mode="json"), ignored_fields=RESUME_MUTABLE)
-    except (RunDirError, HookError) as e:
+    except (RunDirError, HookError, HubPushError) as e:
         raise TrainingError(str(e)) from None
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     if cfg.batch_size % n_dev:
@@ -438,6 +442,16 @@ def run_pretrain(
     ckpt_root = run_dir / "checkpoints"
     is_main = proc == 0
     hooks = None
+    # [hub] BEGIN push call site (pawn.hub; spec §1.11): a RunHook-style object with
+    # on_checkpoint(path, step) / close(wait_s); the repo and branch are created here, before the run writes.
+    hub = None
+    if is_main and cfg.push_to_hub is not None:
+        try:
+            hub = open_run_push(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
+                                wait_s=cfg.hub_exit_wait_s, log=log)
+        except (HubPushError, PawnError) as e:
+            raise TrainingError(str(e)) from None
+    # [hub] END
     if is_main:
         try:
             moved = run_dir_plan.prepare()
@@ -461,6 +475,8 @@ def run_pretrain(
         except (OSError, HookError) as e:
             if hooks is not None:
                 hooks.close()
+            if hub is not None:  # [hub]
+                hub.close(0)
             raise TrainingError(str(e) if isinstance(e, HookError) else f"--out {run_dir}: cannot write the run directory ({e.strerror or e})") from None
     metrics_path = run_dir / "metrics.jsonl"
     summary = run_summary(
@@ -484,7 +500,12 @@ def run_pretrain(
                 jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
             )
     except OSError as e:
+        if hub is not None:  # [hub]
+            hub.close(0)
         raise TrainingError(f"{metrics_path}: cannot write metrics ({e.strerror or e})") from None
+    if hub is not None and logger is not None:  # [hub] push outcomes become "hub" records in metrics.jsonl;
+        hub.write, hub.after_records = logger.write, True  # a checkpoint is queued once its step's record is written
+        hooks.hooks.append(hub)
 
     state = program.place_state(state)
     stop = StopFlag(install_signal_handlers)
@@ -515,6 +536,8 @@ def run_pretrain(
             except OSError as e:
                 kept = f"the last complete checkpoint, {last_ckpt}, is intact" if last_ckpt else "earlier checkpoints are intact"
                 raise TrainingError(f"cannot write checkpoint {path} ({e.strerror or e}); {kept}") from None
+            if hub is not None:  # [hub] queue the complete checkpoint; returns at once
+                hub.on_checkpoint(path, at_step)
         return path
 
     def validate() -> dict:
@@ -629,6 +652,11 @@ def run_pretrain(
         stop.restore()
         if bar is not None:
             bar.stop()
+        if hub is not None:  # [hub] drain pending uploads (bounded wait) before the metrics log closes
+            try:
+                hub.close()
+            except Exception as e:  # never hide the run's own outcome behind a push problem
+                log(f"WARNING: hub: closing the uploader failed ({type(e).__name__}: {e})")
         try:
             if is_main:
                 write_schedule_health(run_dir / "schedule_health.json", schedule, step, reason)

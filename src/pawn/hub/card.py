@@ -1,0 +1,207 @@
+"""Model cards (``README.md``) for PAWN checkpoints pushed to or exported for the Hugging Face Hub.
+
+The card is built with huggingface_hub's :class:`~huggingface_hub.ModelCard` /
+:class:`~huggingface_hub.ModelCardData`: a YAML metadata block the Hub reads (``library_name``,
+``tags``, ``license``, ``datasets`` when the training data is a Hub dataset) and a Markdown body
+with the architecture (``model_config``, spec ``model-and-checkpoints.md`` §3), the parameter count
+(§3.3), the training recipe (the run config stored in the checkpoint's ``config.json``), the
+latest validation record of the run and the latest ``pawn eval --json`` report when one is given.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from pawn.checkpoint import CONFIG_FILE, CheckpointError, read_model_config
+from pawn.config import ModelConfig, param_count
+
+CARD_FILE = "README.md"
+LIBRARY_NAME = "pawn"
+LICENSE = "gpl-3.0"
+"""The Hub's id of PAWN's licence (GPL-3.0-or-later, pyproject.toml)."""
+BASE_TAGS = ("pawn", "chess", "jax", "world-model", "transformer")
+
+RECIPE_FIELDS = (
+    "supernet", "variant", "total_steps", "batch_size", "seq_len", "lr", "lr_schedule", "warmup_steps", "warmup_frac",
+    "min_lr_ratio", "weight_decay", "beta1", "beta2", "max_grad_norm", "dtype", "seed", "prepend_outcome", "mate_boost",
+    "val_games", "val_every", "checkpoint_every", "corpus_dir",
+)
+"""Run-config fields shown as the card's training recipe (in this order, when present)."""
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "—" if v is None else str(v)
+
+
+def _table(rows: Sequence[tuple[str, Any]], head: tuple[str, str] = ("field", "value")) -> str:
+    lines = [f"| {head[0]} | {head[1]} |", "|---|---|"]
+    lines += [f"| `{k}` | {_fmt(v)} |" for k, v in rows]
+    return "\n".join(lines)
+
+
+def read_checkpoint_config(checkpoint: Path) -> tuple[ModelConfig, dict]:
+    """The model config and run config (``{}`` if none) of a v2 checkpoint's ``config.json``.
+
+    Raises:
+        CheckpointError: ``config.json`` is missing, not JSON, or its model_config is not v2.
+    """
+    path = Path(checkpoint) / CONFIG_FILE
+    try:
+        raw = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: cannot read the checkpoint config ({e.__class__.__name__})") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: the top level is not a JSON object")
+    run = raw.get("run_config")
+    return read_model_config(raw, path), run if isinstance(run, dict) else {}
+
+
+def latest_eval_json(directory: Path) -> Optional[Path]:
+    """The newest ``eval*.json`` file in ``directory`` (where ``pawn eval --json`` reports of a run
+    are kept by convention), or None."""
+    d = Path(directory)
+    found = [p for p in d.glob("eval*.json") if p.is_file()] if d.is_dir() else []
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def _eval_section(report: Mapping[str, Any], source: str) -> list[str]:
+    """Markdown lines of a ``pawn eval --json`` report: one row per evaluated model."""
+    out = [f"## Evaluation (`pawn eval`, {source})", ""]
+    models = report.get("models") if isinstance(report.get("models"), list) else []
+    keys = ("top1", "top5", "legal_rate", "late_legal_rate", "loss", "moves_only_top1")
+    rows = []
+    for m in models:
+        rg = m.get("random_games") if isinstance(m, dict) else None
+        if isinstance(rg, dict):
+            rows.append((m.get("name", "?"), [rg.get(k) for k in keys]))
+    settings = report.get("settings") if isinstance(report.get("settings"), dict) else {}
+    if settings:
+        out.append(f"{settings.get('games', '?')} random games, seed {settings.get('seed', '?')}.")
+        out.append("")
+    if rows:
+        out.append("| model | " + " | ".join(keys) + " |")
+        out.append("|---|" + "---|" * len(keys))
+        out += [f"| {name} | " + " | ".join(_fmt(v) for v in vals) + " |" for name, vals in rows]
+    else:
+        out.append("(the report holds no random-game results)")
+    return out + [""]
+
+
+def model_card(
+    config: ModelConfig,
+    *,
+    run_config: Optional[Mapping[str, Any]] = None,
+    title: Optional[str] = None,
+    step: Optional[int] = None,
+    last_val: Optional[Mapping[str, Any]] = None,
+    eval_report: Optional[Mapping[str, Any]] = None,
+    eval_source: str = "eval.json",
+    repo_id: Optional[str] = None,
+    branch: Optional[str] = None,
+    checkpoint_path: Optional[str] = None,
+    datasets: Sequence[str] = (),
+    extra_tags: Sequence[str] = (),
+    notes: Sequence[str] = (),
+) -> str:
+    """The text of a ``README.md`` model card (YAML metadata + Markdown body).
+
+    Args:
+        config: the model's architecture (``d_model``, ``n_layers``, …); the parameter count is
+            :func:`pawn.config.param_count` of it.
+        run_config: the run config stored with the checkpoint (training recipe rows; a
+            ``converted_from`` key says which v1 checkpoint it was converted from).
+        title: the card's heading (default ``PAWN <config name>``).
+        step: the optimizer step of the checkpoint, when it comes from a run.
+        last_val: the run's latest ``val`` record at or before ``step`` (``metrics.jsonl``).
+        eval_report: a ``pawn eval --json`` report; ``eval_source`` names it in the card.
+        repo_id, branch, checkpoint_path: where the checkpoint lives on the Hub, for the
+            loading snippet (``pawn.load_model`` of a local download).
+        datasets: Hub dataset ids the model was trained on (metadata ``datasets``); PAWN's
+            pretraining data is generated on the fly (random legal games), so none by default.
+        extra_tags: tags added to :data:`BASE_TAGS`. notes: extra Markdown paragraphs.
+
+    Returns:
+        The card as a string (``str(ModelCard)``); the metadata passes
+        ``ModelCard``'s own parsing (license, library_name, tags, datasets).
+    """
+    from huggingface_hub import ModelCard, ModelCardData
+
+    run = dict(run_config or {})
+    n_params = param_count(config)
+    tags = list(dict.fromkeys([*BASE_TAGS, *extra_tags]))
+    if run.get("supernet"):
+        tags.append("supernet")
+    if run.get("converted_from"):
+        tags.append("converted-from-v1")
+    data = ModelCardData(library_name=LIBRARY_NAME, license=LICENSE, tags=tags, datasets=list(datasets) or None,
+                         pipeline_tag=None)
+    name = title or f"PAWN {config.name}"
+    body = [f"# {name}", ""]
+    body.append(
+        "A PAWN chess world model: a decoder-only transformer over PAWN's 1,980-token move vocabulary, "
+        "trained to predict the next move of games (PAWN model-and-checkpoints spec §2). Checkpoint format: "
+        "PAWN v2 (`model.safetensors` with the 16 canonical fp32 tensors, `config.json`, a SHA-256 `.complete` manifest)."
+    )
+    body.append("")
+    if run.get("converted_from"):
+        body += [f"Converted from the v1 checkpoint `{run['converted_from']}` with `pawn convert`.", ""]
+    body += ["## Architecture", "", _table([*config.to_json_dict().items(), ("head_dim", config.head_dim),
+                                             ("parameters", f"{n_params:,}")]), ""]
+    recipe = [(k, run[k]) for k in RECIPE_FIELDS if k in run and run[k] is not None]
+    if recipe or step is not None:
+        body += ["## Training recipe", ""]
+        if step is not None:
+            body += [f"This checkpoint is from optimizer step {step:,}" + (f" of {run['total_steps']:,}." if run.get("total_steps") else "."), ""]
+        if recipe:
+            body += [_table(recipe), ""]
+        body += ["Data: random legal games generated on the fly by the PAWN engine (seeded; see `seed`)"
+                 + (" read from an on-disk corpus." if run.get("corpus_dir") else "."), ""]
+    if last_val:
+        rows = [(k, v) for k, v in last_val.items() if k.startswith("val/") and isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if rows:
+            body += [f"## Validation at step {last_val.get('step', '?')}", "", _table(rows, ("metric", "value")), ""]
+    if eval_report:
+        body += _eval_section(eval_report, eval_source)
+    body += ["## Use", "", "```python", "import pawn"]
+    if repo_id:
+        rev = f", revision={branch!r}" if branch and branch != "main" else ""
+        allow = f", allow_patterns=[{(checkpoint_path + '/*')!r}]" if checkpoint_path else ""
+        body += ["from huggingface_hub import snapshot_download", "",
+                 f"root = snapshot_download({repo_id!r}{rev}{allow})",
+                 f"model, config = pawn.load_model(root{' + ' + repr('/' + checkpoint_path) if checkpoint_path else ''})"]
+    else:
+        body += ["model, config = pawn.load_model('path/to/this/directory')"]
+    body += ["```", ""]
+    body += [*notes, ""] if notes else []
+    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body))
+    return str(card)
+
+
+def card_for_checkpoint(checkpoint: Path, **kwargs: Any) -> str:
+    """:func:`model_card` of a v2 checkpoint directory (its ``config.json``: model and run config);
+    ``kwargs`` are passed on.
+
+    Raises:
+        CheckpointError: unreadable ``config.json``.
+    """
+    config, run = read_checkpoint_config(Path(checkpoint))
+    return model_card(config, run_config=run, **kwargs)
+
+
+def read_eval_report(path: Path) -> dict:
+    """A ``pawn eval --json`` report.
+
+    Raises:
+        CheckpointError: the file cannot be read or is not a JSON object (one line naming it).
+    """
+    try:
+        raw = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a readable pawn eval JSON report ({e.__class__.__name__})") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: not a pawn eval JSON report (the top level is not an object)")
+    return raw
