@@ -40,6 +40,11 @@ PrefixOpt = Annotated[Optional[bool], typer.Option("--prepend-outcome/--pure-mov
 ``cli_<name>.py`` commands of other branches); settings-model commands use :func:`settings_command`."""
 
 
+_CALLBACKS: dict[str, Callable[[Any], Any]] = {"dtype": dtype_option}
+"""Click callbacks a settings field may name (``json_schema_extra={"callback": "dtype"}``) so its
+bad values fail as a usage error naming the flag, like the same flag of other commands."""
+
+
 def _cli_type(annotation: Any) -> Any:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     origin = typing.get_origin(annotation)
@@ -93,9 +98,10 @@ def settings_parameters(model: type[BaseModel]) -> list[inspect.Parameter]:
             default += f" (tiny supernet and toy model: {preset[name]})"
         # Escaped: Typer renders help as rich markup, which silently drops ``[default: …]``.
         help_text = rich_escape(f"{f.description or ''}{extra}{default} Env: {env_prefix}{name.upper()}.")
-        flag = (f.json_schema_extra or {}).get("flag") if isinstance(f.json_schema_extra, dict) else None
-        flag = flag or ("--" + name.replace("_", "-") + (f"/--no-{name.replace('_', '-')}" if typ is bool else ""))
-        opt = typer.Option(None, flag, help=help_text.strip(), show_default=False, **_range(f.metadata, typ))
+        cli = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        flag = cli.get("flag") or ("--" + name.replace("_", "-") + (f"/--no-{name.replace('_', '-')}" if typ is bool else ""))
+        callback = _CALLBACKS[cli["callback"]] if "callback" in cli else None
+        opt = typer.Option(None, flag, help=help_text.strip(), show_default=False, callback=callback, **_range(f.metadata, typ))
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[typ]))
     return params
 

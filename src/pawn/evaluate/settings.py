@@ -25,7 +25,7 @@ class _ModelCommand(CommandSettings):
     """Fields every model-reading command shares."""
 
     variant: Optional[str] = Field(None, description="For a supernet checkpoint: evaluate only this nested variant (default: all).")
-    dtype: Optional[str] = Field(None, description="Compute dtype: float32 (fp32) or bfloat16 (bf16). Default: float32 on CPU, bfloat16 on accelerators.")
+    dtype: Optional[str] = Field(None, description="Compute dtype: float32 (fp32) or bfloat16 (bf16). Default: float32 on CPU, bfloat16 on accelerators.", json_schema_extra={"callback": "dtype"})
     json_out: Optional[Path] = Field(None, description="Write every figure and the exact settings to this JSON file.", json_schema_extra={"flag": "--json"})
 
     @field_validator("dtype", mode="before")
