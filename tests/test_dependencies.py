@@ -19,6 +19,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PROVIDED_BY_A_DECLARED_DEPENDENCY = {
     # typer depends on click; cli.py imports it only where a Typer release does not vendor it
     "click": "typer",
+    # pydantic's constraint types, read by the CLI's flag generator
+    "annotated_types": "pydantic",
+    # huggingface_hub's HTTP client (imported only to classify its transport errors)
+    "httpx2": "huggingface-hub",
 }
 
 

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pawn.convert",),
     ("pawn.evaluate", "pawn.play", "pawn.torch"),
     ("pawn.sweep",),
-    ("pawn.cli", "pawn.cli_options", "pawn.bench", "pawn"),
+    ("pawn.cli", "pawn.bench", "pawn"),
 )
 
 

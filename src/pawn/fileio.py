@@ -59,3 +59,47 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def json_safe(value):
+    """Convert a nested structure to plain JSON values: NumPy/JAX scalars and arrays become
+    Python numbers and lists, paths strings, dict keys strings, dataclasses dicts, and NaN/±Inf
+    ``None`` (JSON has no NaN). The one JSON sanitizer of PAWN's report files."""
+    import dataclasses
+    import math
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_safe(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # numpy / jax arrays and scalars
+        import numpy as np
+
+        arr = np.asarray(value)
+        return json_safe(arr.item() if arr.ndim == 0 else arr.tolist())
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return value
+
+
+def write_json(path: str | os.PathLike, data, what: str = "output") -> Path:
+    """Write ``data`` (through :func:`json_safe`) as indented JSON to ``path``, whole or not at all.
+
+    Raises:
+        OutputPathError: the file cannot be written (the message names ``what`` and ``path``).
+    """
+    import json
+
+    p = Path(path)
+    try:
+        with atomic_output(p) as tmp:
+            tmp.write_text(json.dumps(json_safe(data), indent=2) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise OutputPathError(f"{what} {p}: cannot write ({e.strerror or e})") from None
+    return p

@@ -83,6 +83,11 @@ class _FileSource(PydanticBaseSettingsSource):
 
 
 class _Settings(BaseSettings):
+    """Base of every command's settings: flags (built by ``pawn.cli._options.settings_parameters``),
+    ``<env_prefix><FIELD>`` environment variables, a ``--config`` file and defaults, in that order.
+    A field's ``json_schema_extra={"flag": "--json"}`` names its flag when it differs from
+    ``--field-name`` (``"--on/--off"`` for a boolean pair)."""
+
     model_config = SettingsConfigDict(env_prefix="PAWN_", extra="forbid", validate_default=True)
     _preset_fields: set = PrivateAttr(default_factory=set)
 
@@ -108,6 +113,10 @@ class _Settings(BaseSettings):
         finally:
             _config_file.reset(token)
             _preset_filled.reset(filled)
+
+
+CommandSettings = _Settings
+"""Public name of the settings base for the command settings defined above ``pawn.settings``."""
 
 
 class PretrainConfig(_Settings):

@@ -16,7 +16,7 @@ from typing import Sequence, Union
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
 from pawn.bench.timing import timing_stats
-from pawn.errors import UsageError
+from pawn.errors import EngineFailure, UsageError
 
 
 def cpus_available() -> int:
@@ -92,7 +92,7 @@ def _engine_at(s: BenchSettings, threads: int) -> EngineThreads:
     args = [str(s.engine_games), str(s.engine_max_ply), str(s.mask_games), str(s.repeats), json.dumps(list(s.pgn_files))]
     proc = subprocess.run([sys.executable, "-m", "pawn.bench.engine_child", *args], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"engine benchmark subprocess failed ({threads} threads): {proc.stderr.strip()[-500:]}")
+        raise EngineFailure(f"engine benchmark subprocess failed ({threads} threads): {proc.stderr.strip()[-500:]}")
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     rg, pg, lm = r["random_games"], r["parse_pgn"], r["legal_masks"]
     return EngineThreads(

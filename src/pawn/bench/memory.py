@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from pawn.errors import UsageError
 from pawn.bench.settings import BenchSettings, pretrain_optimizer
 
 
@@ -71,7 +72,7 @@ def bench_memory(s: BenchSettings) -> MemoryResult:
     cfg, variants, label = s.model()
     n_dev = jax.device_count()
     if s.batch_size % (n_dev * s.accumulation_steps):
-        raise ValueError(f"batch_size {s.batch_size} does not split over {n_dev} devices × {s.accumulation_steps} micro-batches")
+        raise UsageError(f"batch_size {s.batch_size} does not split over {n_dev} devices × {s.accumulation_steps} micro-batches")
     opt, schedule = pretrain_optimizer()
     cap, where = device_memory()
     dt_name = jnp.dtype(resolve_dtype(s.compute_dtype())).name

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from pawn.bench.engine import cpus_available
+from pawn.errors import UsageError
 from pawn.bench.mfu import step_flops_per_token
 from pawn.bench.records import to_json
 from pawn.bench.settings import BenchSettings
@@ -34,7 +35,7 @@ def parse_only(values: Optional[Sequence[str]]) -> list[str]:
     names = {x.strip() for v in values for x in v.split(",") if x.strip()}
     bad = sorted(names - set(SECTIONS))
     if bad:
-        raise ValueError(f"unknown section(s) {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
+        raise UsageError(f"unknown section(s) {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
     return [n for n in SECTIONS if n in names]
 
 

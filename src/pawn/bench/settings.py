@@ -57,7 +57,8 @@ class BenchSettings(_Settings):
     batch_size: int = Field(LAPTOP_PRESET["batch_size"], ge=1, description="Games per train step.")
     seq_len: int = Field(LAPTOP_PRESET["seq_len"], ge=1, le=MAX_SEQ_LEN, description="Train-step sequence length.")
     steps_per_chunk: int = Field(10, ge=1, description="K, optimizer steps per lax.scan chunk.")
-    dtype: Optional[Literal["auto", "float32", "bfloat16"]] = Field(None, description="Compute dtype: float32 (fp32) or bfloat16 (bf16); default float32 on CPU, bfloat16 on accelerators.")
+    dtype: Optional[Literal["auto", "float32", "bfloat16"]] = Field(None, description="Compute dtype: float32 (fp32) or bfloat16 (bf16); default float32 on CPU, bfloat16 on accelerators.",
+                                                                json_schema_extra={"callback": "dtype"})
     remat: Literal["auto", "none", "attention", "full"] = Field("auto", description="Per-layer rematerialisation; auto = the first that fits (the memory section reports all three).")
     accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
     repeats: int = Field(5, ge=1, description="Timed runs per measurement (median, min, max).")
@@ -75,7 +76,8 @@ class BenchSettings(_Settings):
     decode_long_len: int = Field(257, ge=2, le=MAX_SEQ_LEN, description="Sequence length of the long decode workload.")
     eval_games: int = Field(64, ge=1, description="Games scored by the teacher-forced evaluation.")
     matmul_n: int = Field(1024, ge=1, description="Size of the CPU peak matmul.")
-    pgn_files: tuple[str, ...] = Field((), description="PGN files for the parsing workload; empty = the random games written as PGN.")
+    pgn_files: tuple[str, ...] = Field((), description="PGN file, or a directory of .pgn files, for the parsing workload (repeatable), e.g. "
+                                       "Lichess exports; default: the random games written as PGN.", json_schema_extra={"flag": "--pgn"})
     quick: bool = Field(False, description="Every section at tiny sizes (a smoke run).")
     seed: int = Field(0, description="Game stream seed of the train-step and data sections.")
 
@@ -94,6 +96,18 @@ class BenchSettings(_Settings):
         if isinstance(data, dict) and data.get("variant") is not None and "supernet" not in data:
             return {**data, "supernet": None}  # --variant alone replaces the default supernet
         return data
+
+    @field_validator("pgn_files", mode="before")
+    @classmethod
+    def _pgn_folders(cls, v: Any) -> Any:
+        """Directories expand to their ``*.pgn`` files (see :func:`pawn.bench.engine.resolve_pgn_files`)."""
+        from pathlib import Path
+
+        from pawn.bench.engine import resolve_pgn_files
+
+        if isinstance(v, str):
+            v = [v]
+        return resolve_pgn_files([Path(p) for p in v]) if v else ()
 
     @field_validator("dtype", mode="before")
     @classmethod

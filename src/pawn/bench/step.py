@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pawn.errors import UsageError
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings, pretrain_optimizer
 from pawn.bench.timing import time_call, timing_stats
@@ -52,7 +53,7 @@ def make_setup(s: BenchSettings, model_seed: int = 0) -> StepSetup:
     cfg, variants, label = s.model()
     n_dev = jax.device_count()
     if s.batch_size % (n_dev * s.accumulation_steps):
-        raise ValueError(f"batch_size {s.batch_size} is not divisible by the {n_dev} devices it is sharded over"
+        raise UsageError(f"batch_size {s.batch_size} is not divisible by the {n_dev} devices it is sharded over"
                          + (f" times {s.accumulation_steps} micro-batches" if s.accumulation_steps > 1 else ""))
     opt, schedule = pretrain_optimizer()
     program = TrainProgram(opt, schedule, variants, s.compute_dtype(), "none", make_mesh(), s.accumulation_steps)

@@ -32,6 +32,7 @@ import optax
 
 from pawn.data.layout import Layout
 from pawn.engine import probe_targets, random_games
+from pawn.evaluate.settings import ProbeSettings
 
 # name: (n_out, kind) — kind ∈ ce (one class), ce_sq (13 classes × 64 squares), bce, mse
 PROBES: dict[str, tuple[int, str]] = {
@@ -49,6 +50,9 @@ PROBES: dict[str, tuple[int, str]] = {
 
 REGRESSION = tuple(k for k, (_, kind) in PROBES.items() if kind == "mse")
 R2_EPS = 1e-8
+
+
+_DEFAULTS = ProbeSettings.model_fields  # the defaults live once, in the command settings
 
 
 @dataclass
@@ -73,13 +77,13 @@ class ProbeConfig:
             memory on CPU. Numbers are the same either way.
     """
 
-    n_train_games: int = 4096
+    n_train_games: int = _DEFAULTS["games"].default
     n_val_games: Optional[int] = None
     max_ply: Optional[int] = None
-    seed: int = 12345
-    n_epochs: int = 20
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
+    seed: int = _DEFAULTS["seed"].default
+    n_epochs: int = _DEFAULTS["epochs"].default
+    lr: float = _DEFAULTS["lr"].default
+    weight_decay: float = _DEFAULTS["weight_decay"].default
     game_batch: int = 64
     inner_batch: int = 256
     prepend_outcome: bool = False

@@ -16,9 +16,6 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from pawn.settings import _Settings
 
-FLAGS = {"json_out": "--json"}
-"""Fields whose flag differs from the field name (``json`` would shadow a pydantic method)."""
-
 
 def _split(v: Any) -> Any:
     if isinstance(v, str):
@@ -47,7 +44,8 @@ class PlayConfig(_Settings):
     seed: int = Field(42, description="Sampling seed (each game draws from its own generator seeded by seed, cell and game index).")
     concurrency: int = Field(8, description="Games in flight at once: rows per model forward and Stockfish processes.")
     dtype: Optional[Literal["float32", "bfloat16"]] = Field(None, description="Compute dtype (default: float32 on CPU, bfloat16 on accelerators).")
-    json_out: Optional[Path] = Field(None, description="Write {config, summaries, games} to this JSON file.")
+    json_out: Optional[Path] = Field(None, description="Write {config, summaries, games} to this JSON file.",
+                                     json_schema_extra={"flag": "--json"})
     pgn_out: Optional[Path] = Field(None, description="Write every game as PGN (players, result, termination headers).")
 
     @field_validator("stockfish_elo", "temperatures", "first_moves", mode="before")

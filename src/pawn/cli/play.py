@@ -3,14 +3,12 @@ JSON and PGN (also after Ctrl-C, with the games that finished)."""
 
 from __future__ import annotations
 
-import inspect
-from pathlib import Path
-from typing import Optional
-
 import typer
 
-from pawn.cli_options import settings_parameters
-from pawn.play.config import FLAGS, PlayConfig
+from pawn.cli._errors import fail
+from pawn.cli._options import argument, settings_command
+from pawn.cli._output import Progress, check_outputs, write_json
+from pawn.play.config import PlayConfig
 
 
 def _fmt(x, spec: str = "+.0f") -> str:
@@ -44,52 +42,36 @@ def render(report) -> None:
     output_console().print(t)
 
 
-def play_cmd(checkpoint: str, config: Optional[Path] = None, **fields) -> None:
-    """Play CHECKPOINT against Stockfish (--vs stockfish, UCI_LimitStrength at each --stockfish-elo) or
-    another checkpoint (--vs CKPT_B): colours alternate, PAWN's first move as white comes from a rotating
-    book, its moves from legal-restricted logits (greedy at T = 0). Prints W/D/L, score rate and Elo
-    estimate with 95% intervals per temperature and level; --json and --pgn-out write every game (also
-    after Ctrl-C). Every option is also a PAWN_PLAY_<NAME> environment variable and a --config key."""
-    from pydantic import ValidationError
+DOC = """Play CHECKPOINT against Stockfish (--vs stockfish, UCI_LimitStrength at each --stockfish-elo) or
+another checkpoint (--vs CKPT_B): colours alternate, PAWN's first move as white comes from a rotating
+book, its moves from legal-restricted logits (greedy at T = 0). Prints W/D/L, score rate and Elo
+estimate with 95% intervals per temperature and level; --json and --pgn-out write every game (also
+after Ctrl-C). Every option is also a PAWN_PLAY_<NAME> environment variable and a --config key."""
 
-    from pawn.cli import _check_outputs, _fail, _Progress, _write_json
-    from pawn.errors import PawnError
+
+def play_cmd(cfg: PlayConfig, checkpoint: str) -> None:
     from pawn.play import run_play
     from pawn.play.pgn import write_pgn
-    from pawn.settings import format_validation_error
 
-    try:
-        cfg = PlayConfig.load(config, **fields)
-    except ValidationError as e:
-        raise _fail(format_validation_error(e), 2)
-    except PawnError as e:
-        raise _fail(str(e), e.exit_code)
-    _check_outputs(json=cfg.json_out, pgn_out=cfg.pgn_out)
+    check_outputs(json=cfg.json_out, pgn_out=cfg.pgn_out)
     total = cfg.games * len(cfg.temperatures) * (len(cfg.stockfish_elo) if cfg.vs_stockfish else 1)
     done = [0]
-    with _Progress() as prog:
+    with Progress() as prog:
         tick = prog.task("pawn play", total)
 
         def on_game(rec) -> None:
             done[0] += 1
             tick(done[0], total, f"{rec.opponent} T={rec.temperature:g}")
 
-        try:
-            report = run_play(checkpoint, cfg, log=lambda m: typer.echo(m, err=True), on_game=on_game)
-        except PawnError as e:
-            raise _fail(str(e), e.exit_code)
+        report = run_play(checkpoint, cfg, log=lambda m: typer.echo(m, err=True), on_game=on_game)
     render(report)
-    _write_json(cfg.json_out, report.to_json())
+    write_json(cfg.json_out, report.to_json())
     if cfg.pgn_out is not None:
         write_pgn(cfg.pgn_out, report.records, event=f"PAWN {report.config['pawn']} match")
         typer.echo(f"wrote {cfg.pgn_out}")
     if report.interrupted:
-        raise _fail(f"interrupted (Ctrl-C) after {len(report.records)} finished games; they are in the table and files above", 130)
+        raise fail(f"interrupted (Ctrl-C) after {len(report.records)} finished games; they are in the table and files above", 130)
 
 
-_config_param = inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path], default=typer.Option(
-    None, "--config", help="JSON or TOML file of play settings (lowest priority above defaults).", show_default=False))
-_ckpt_param = inspect.Parameter("checkpoint", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str, default=typer.Argument(
-    ..., help="PAWN checkpoint directory (supernet, variant or adapter checkpoint) or Hub id."))
-play_cmd.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [_ckpt_param, _config_param, *settings_parameters(PlayConfig, env_prefix="PAWN_PLAY_", flags=FLAGS)])
+command = settings_command(PlayConfig, play_cmd, doc=DOC, before=[argument(
+    "checkpoint", str, "PAWN checkpoint directory (supernet, variant or adapter checkpoint) or Hub id.")])

@@ -1,4 +1,5 @@
-"""``pawn data``: inspect a Lichess game source and export PGN games to parquet (spec §6)."""
+"""``pawn data``: inspect a Lichess game source and export PGN games to parquet (spec §6). Errors
+(:class:`pawn.errors.PawnError`) are reported by the one error map of :mod:`pawn.cli._errors`."""
 
 from __future__ import annotations
 
@@ -6,8 +7,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-
-from pawn.errors import PawnError
 
 data_app = typer.Typer(help="Lichess game data: inspect a source, export PGN games to parquet.", no_args_is_help=True)
 
@@ -23,11 +22,6 @@ def _filters(elo_min, elo_max, min_ply, max_games):
     return LichessFilters(elo_min, elo_max, min_ply, max_games)
 
 
-def _fail(e: PawnError) -> typer.Exit:
-    typer.secho(f"error: {e}", err=True, fg=typer.colors.RED)
-    return typer.Exit(e.exit_code)
-
-
 @data_app.command("export")
 def export_cmd(src: Annotated[str, typer.Argument(help="PGN file or folder of .pgn files.")],
                out: Annotated[Path, typer.Option("--out", help="Parquet file to write (pawn-lichess-full schema).")],
@@ -35,10 +29,7 @@ def export_cmd(src: Annotated[str, typer.Argument(help="PGN file or folder of .p
     """Write the PGN games that pass the filters to one parquet file in the pawn-lichess-full schema."""
     from pawn.data.lichess_export import export_parquet
 
-    try:
-        stats = export_parquet(src, out, _filters(elo_min, elo_max, min_ply, max_games))
-    except PawnError as e:
-        raise _fail(e) from None
+    stats = export_parquet(src, out, _filters(elo_min, elo_max, min_ply, max_games))
     typer.echo(f"wrote {out}: {stats.kept} games ({stats.explain()})")
 
 
@@ -54,10 +45,7 @@ def info_cmd(src: Annotated[str, typer.Argument(help="PGN/parquet file or folder
 
     from pawn.data.lichess import DROP_REASONS, load_corpus
 
-    try:
-        corpus = load_corpus(src, _filters(elo_min, elo_max, min_ply, max_games), split=split, val_games=val_games)
-    except PawnError as e:
-        raise _fail(e) from None
+    corpus = load_corpus(src, _filters(elo_min, elo_max, min_ply, max_games), split=split, val_games=val_games)
     table = Table(title=f"{corpus.source.kind} source {corpus.source.repo_or_path}")
     table.add_column("field")
     table.add_column("value", overflow="fold")

@@ -1,0 +1,77 @@
+"""The CLI's one error map. Every failure a user can cause ends as ONE ``error: <message>`` line on
+stderr and an exit code, never a traceback:
+
+- :class:`pawn.errors.PawnError` (any subclass) → its message and the class's ``exit_code``
+  (1: the input or the run failed; 2: a bad setting);
+- :class:`pydantic.ValidationError` of a command's settings → the fields at fault, exit 2;
+- Click usage errors (unknown option, invalid value, missing argument) → the message and a
+  ``(see 'pawn CMD --help')`` hint, exit 2;
+- Ctrl-C not handled by the command → exit 130 with what is on disk.
+"""
+
+from __future__ import annotations
+
+import typer
+from typer.core import TyperGroup
+
+from pawn.errors import PawnError
+
+try:  # recent Typer vendors Click; older releases use the click package
+    from typer._click import exceptions as _click_exc
+except ImportError:  # pragma: no cover
+    from click import exceptions as _click_exc
+
+
+def fail(message: str, code: int = 1) -> "typer.Exit":
+    """Print ``error: <message>`` (one line) to stderr and return the exit to raise."""
+    typer.secho(f"error: {' '.join(str(message).splitlines())}", err=True, fg=typer.colors.RED)
+    return typer.Exit(code)
+
+
+def exit_for(e: BaseException) -> "typer.Exit | None":
+    """The one-line report and exit for an exception the CLI maps, else None (a bug: let it raise)."""
+    from pydantic import ValidationError
+
+    if isinstance(e, PawnError):
+        return fail(str(e), e.exit_code)
+    if isinstance(e, ValidationError):
+        from pawn.settings import format_validation_error
+
+        return fail(format_validation_error(e), 2)
+    return None
+
+
+class OneLineErrors(TyperGroup):
+    """A Typer group whose failures follow the map above (instead of Click's boxed usage block)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click_exc.NoArgsIsHelpError as e:
+            e.show()
+            raise SystemExit(e.exit_code) from None
+        except _click_exc.ClickException as e:
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if isinstance(e, _click_exc.UsageError) and ctx else ""
+            message = " ".join(e.format_message().split())
+            typer.secho(f"error: {message}{hint}", err=True, fg=typer.colors.RED)
+            raise SystemExit(e.exit_code) from None
+        except (typer.Abort, _click_exc.Abort if hasattr(_click_exc, "Abort") else typer.Abort):
+            typer.secho("error: aborted", err=True, fg=typer.colors.RED)
+            raise SystemExit(1) from None
+        raise SystemExit(rv if isinstance(rv, int) else 0)
+
+    def invoke(self, ctx):
+        """Run the subcommand; map its errors (see the module docstring)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise fail("interrupted (Ctrl-C); files are written whole or not at all: those reported as written "
+                       "above are complete, nothing else was written", 130) from None
+        except Exception as e:
+            mapped = exit_for(e)
+            if mapped is None:
+                raise
+            raise mapped from None

@@ -1,0 +1,152 @@
+"""Shared command-line options, and the ONE flag generator: :func:`settings_command` turns a
+pydantic-settings model (:class:`pawn.settings.CommandSettings`) into a Typer command whose flags
+are the model's fields (help = the field's description, its default and its environment
+variable; ranges = the field's ``ge``/``le``/``gt`` constraints), plus ``--config FILE``.
+
+Precedence, for every command: command line > ``<PREFIX><FIELD>`` environment > config file >
+defaults (:meth:`pawn.settings.CommandSettings.load`)."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional, Sequence
+
+import annotated_types
+from pydantic_settings import NoDecode
+import typer
+from pydantic import BaseModel
+from rich.markup import escape as rich_escape
+
+from pawn.settings import LAPTOP_PRESET, PretrainConfig
+
+
+def dtype_option(value: Optional[str]) -> Optional[str]:
+    """--dtype callback: map bf16/fp32/... to the canonical name, or fail in one line listing them."""
+    from pawn.dtypes import canonical_dtype
+
+    try:
+        return canonical_dtype(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write every figure and the exact settings to this JSON file.")]
+GamesOpt = Annotated[int, typer.Option("--games", min=1, help="Number of games.")]
+VariantOpt = Annotated[Optional[str], typer.Option("--variant", help="For a supernet checkpoint: evaluate only this nested variant (default: all).")]
+DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", callback=dtype_option, help="Compute dtype: float32 (fp32) or bfloat16 (bf16). Default: float32 on CPU, bfloat16 on accelerators.")]
+PrefixOpt = Annotated[Optional[bool], typer.Option("--prepend-outcome/--pure-moves", help="Sequence layout. Default: what the checkpoint records, else pure moves (the published models).")]
+"""Shared ``Annotated`` options for commands whose flags are not (yet) a settings model (e.g. the
+``cli_<name>.py`` commands of other branches); settings-model commands use :func:`settings_command`."""
+
+
+_CALLBACKS: dict[str, Callable[[Any], Any]] = {"dtype": dtype_option}
+"""Click callbacks a settings field may name (``json_schema_extra={"callback": "dtype"}``) so its
+bad values fail as a usage error naming the flag, like the same flag of other commands."""
+
+
+def _cli_type(annotation: Any) -> Any:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return str
+    if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
+        return list[_cli_type(args[0])] if args else list[str]
+    if origin is typing.Union and args:
+        return _cli_type(args[0])
+    if annotation in (int, float, str, bool, Path):
+        return annotation
+    return str
+
+
+def _literal_choices(annotation: Any) -> tuple:
+    if typing.get_origin(annotation) is typing.Literal:
+        return typing.get_args(annotation)
+    for a in typing.get_args(annotation):
+        if typing.get_origin(a) is typing.Literal:
+            return typing.get_args(a)
+    return ()
+
+
+def _range(metadata: Sequence[Any], typ: Any) -> dict[str, Any]:
+    """Click ``min``/``max`` from a field's ``ge``/``gt``/``le`` constraints (``gt`` only for
+    ints; a float ``gt`` is left to the model's validation)."""
+    out: dict[str, Any] = {}
+    for m in metadata:
+        if isinstance(m, annotated_types.Ge):
+            out["min"] = m.ge
+        elif isinstance(m, annotated_types.Gt) and typ is int:
+            out["min"] = m.gt + 1
+        elif isinstance(m, annotated_types.Le):
+            out["max"] = m.le
+    return out
+
+
+def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> list[inspect.Parameter]:
+    """One keyword parameter per model field, default ``None`` (= not given on the command line,
+    so environment, config file and defaults apply in that order). Each help text ends with the
+    field's default (and the laptop preset's, where it differs) and its environment variable.
+    Fields named in ``exclude`` get no flag (the command sets them from its own options)."""
+    env_prefix = model.model_config.get("env_prefix", "PAWN_")
+    preset = LAPTOP_PRESET if model is PretrainConfig else {}
+    params = []
+    for name, f in model.model_fields.items():
+        if name in exclude:
+            continue
+        # A comma-list field (``Annotated[list[...], NoDecode]`` with a splitting validator) takes one string.
+        typ = str if any(m is NoDecode or isinstance(m, NoDecode) for m in f.metadata) else _cli_type(f.annotation)
+        choices = _literal_choices(f.annotation)
+        extra = f" One of: {', '.join(map(str, choices))}." if choices else ""
+        default = "" if f.is_required() or f.default is None else f" [default: {f.default}]"
+        if name in preset:
+            default += f" (tiny supernet and toy model: {preset[name]})"
+        # Escaped: Typer renders help as rich markup, which silently drops ``[default: …]``.
+        help_text = rich_escape(f"{f.description or ''}{extra}{default} Env: {env_prefix}{name.upper()}.")
+        cli = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        flag = cli.get("flag") or ("--" + name.replace("_", "-") + (f"/--no-{name.replace('_', '-')}" if typ is bool else ""))
+        callback = _CALLBACKS[cli["callback"]] if "callback" in cli else None
+        opt = typer.Option(None, flag, help=help_text.strip(), show_default=False, callback=callback, **_range(f.metadata, typ))
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[typ]))
+    return params
+
+
+def settings_command(model: type, body: Callable[..., None], *, doc: str, before: Sequence[inspect.Parameter] = (),
+                     after: Sequence[inspect.Parameter] = (), exclude: Sequence[str] = ()) -> Callable[..., None]:
+    """A Typer command: ``before`` parameters (e.g. a CHECKPOINT argument), ``--config FILE``,
+    ``after`` parameters, then one flag per field of ``model``. The command builds the settings
+    (:meth:`load`: flags the user gave > environment > file > defaults) and calls
+    ``body(settings, **before_and_after_values)``. Fields in ``exclude`` get no flag.
+
+    Raises (inside the command): pawn.settings.ConfigFileError, pydantic.ValidationError (mapped
+    to one line and exit 2 by :mod:`pawn.cli._errors`).
+    """
+    own = {p.name for p in (*before, *after)}
+
+    def command(**kwargs: Any) -> None:
+        config = kwargs.pop("config")
+        extra = {k: kwargs.pop(k) for k in own}
+        settings = model.load(config, **{k: v for k, v in kwargs.items() if v not in (None, [], ())})
+        body(settings, **extra)
+
+    config_param = inspect.Parameter(
+        "config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],
+        default=typer.Option(None, "--config", show_default=False,
+                             help="JSON or TOML file of option values by field name (lowest priority above defaults); "
+                                  "precedence: command line > environment > file > defaults."),
+    )
+    command.__signature__ = inspect.Signature([*before, config_param, *after, *settings_parameters(model, exclude)])  # type: ignore[attr-defined]
+    command.__doc__ = doc
+    command.__name__ = getattr(body, "__name__", "command")
+    return command
+
+
+def argument(name: str, annotation: Any, help: str) -> inspect.Parameter:
+    """A positional argument for :func:`settings_command`'s ``before``."""
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=typer.Argument(..., help=help))
+
+
+def flag(name: str, annotation: Any, default: Any, *decls: str, help: str) -> inspect.Parameter:
+    """A command-only option (not a settings field) for :func:`settings_command`'s ``after``."""
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                             default=typer.Option(default, *decls, help=help))

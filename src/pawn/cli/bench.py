@@ -1,0 +1,72 @@
+"""``pawn bench``: parse :class:`pawn.bench.settings.BenchSettings` (flags generated like every
+command's) → :func:`pawn.bench.run_bench` → :func:`pawn.bench.print_report` per finished section."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+from pawn.bench.settings import BenchSettings
+from pawn.cli._errors import fail
+from pawn.cli._options import flag, settings_command
+from pawn.cli._output import check_outputs, heartbeat, write_json
+
+DOC = """Measure where time goes: compiled train-step memory (XLA memory analysis, per remat mode, and
+whether it fits 80 GB and 141 GB devices), engine games/s, train step (eager, jit, lax.scan
+chunk), MFU, the data path, concurrent training processes, teacher-forced evaluation and
+KV-cache decoding.
+
+Sections that run the train step first check its compiled memory against this device and
+refuse in one line, with the flags that would fit, instead of running out of memory.
+
+Prints rich tables; --json FILE writes every figure with the header (device, JAX version,
+threads, CPU model) and the settings. Medians over repeated runs after warm-up, min and max shown.
+`pawn bench --concurrency 4 --only concurrency` shows whether sharing one machine pays.
+Every setting can also come from a PAWN_BENCH_<NAME> environment variable or a --config file;
+precedence: command line > environment > config file > --quick > defaults."""
+
+
+def bench_cmd(s: BenchSettings, only: Optional[list[str]], json_out: Optional[Path]) -> None:
+    from pawn import bench
+    from pawn.progress import format_duration, output_console
+
+    sections = bench.parse_only(only)
+    if "concurrency" in sections:  # child processes share an accelerator: don't grab 75 % of its memory
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    console, err = output_console(), output_console(stderr=True)
+    check_outputs(json=json_out)
+    import jax
+
+    est = bench.estimate_seconds(s, sections)
+    err.print(bench.estimate_line(s, sections, est, jax.default_backend()), highlight=False, soft_wrap=True)
+    beat = heartbeat("pawn bench")
+
+    def progress(name: str) -> None:
+        beat.status = f"{name} (roughly {format_duration(est[name])})"
+        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(est[name])})"
+        status.update(msg) if err.is_terminal else err.print(msg, highlight=False, soft_wrap=True)
+
+    with err.status("") as status:
+        report = bench.run_bench(s, sections, progress=progress, on_section=lambda name, r: bench.print_report(
+            r, console, only=[name], header=not r.completed_sections[:-1], footer=False))
+    if report.completed_sections:
+        bench.print_report(report, console, only=[], header=False)
+    if report.interrupted:
+        done = report.completed_sections
+        if done:
+            write_json(json_out, report.to_dict())
+        kept = f"kept {', '.join(done)} (tables above" + (f", {json_out})" if json_out else ")") if done else "nothing had finished"
+        raise fail(f"interrupted during {report.interrupted}; {kept}", 130)
+    write_json(json_out, report.to_dict())
+
+
+def _command(s: BenchSettings, only=None, json_out=None) -> None:
+    bench_cmd(s, only, json_out)
+
+
+bench_command = settings_command(
+    BenchSettings, _command, doc=DOC, 
+    after=[flag("only", Optional[list[str]], None, "--only", help="Run only these sections (repeatable or comma list): memory, engine, "
+                "step, mfu, data, concurrency, eval, decode. Default: all."),
+           flag("json_out", Optional[Path], None, "--json", help="Write every figure and the exact settings to this JSON file.")])

@@ -1,0 +1,81 @@
+"""``pawn eval``: parse :class:`pawn.evaluate.settings.EvalSettings` → :func:`pawn.evaluate.runs.eval_models` → render."""
+
+from __future__ import annotations
+
+import time
+
+from pawn.cli._options import argument, settings_command
+from pawn.cli._output import Column, Output, TableReport, check_outputs, heartbeat, interrupted, write_json
+from pawn.evaluate import runs
+from pawn.evaluate.metric_names import METRICS
+from pawn.evaluate.settings import EvalSettings
+
+DOC = """Move accuracy, legality, game completion and the accuracy ceiling on random games.
+
+Reports both conventions of the spec: published (v1 val: terminal PAD slot included, argmax
+over all 1,980 tokens, mean of per-batch means) and moves-only (terminal slot excluded, argmax
+over the 1,968 actions, position-weighted). With --pgn, top-1/top-5/legal rate on human moves
+by Elo band."""
+
+# (metric key, published attribute, moves-only attribute or None, format) of the report table.
+_ROWS = (("loss", "loss", "moves_only_loss", ".4f"), ("perplexity", "perplexity", None, ".2f"),
+         ("accuracy", "top1", "moves_only_top1", "pct"), ("top5_accuracy", "top5", "moves_only_top5", "pct"),
+         ("top1_over_ceiling", "top1_over_ceiling", "moves_only_top1_over_ceiling", "pct"),
+         ("ceiling", "ceiling", "ceiling_moves_only", "pct"), ("legal_move_rate", "legal_rate", "moves_only_legal_rate", "pct"),
+         ("late_legal_rate", "late_legal_rate", None, "pct"), ("illegal_pred_rate", "illegal_pred_rate", None, "pct"),
+         ("illegal_prob_mass", "illegal_prob_mass", None, "pct"), ("game_completion_rate", "completion_rate", None, "pct"),
+         ("avg_plies_completed", "avg_plies_completed", None, ".1f"), ("avg_pct_completion", "avg_pct_completion", None, "pct"))
+
+
+def _cell(value, fmt: str):
+    return Column("", fmt, missing="—" if fmt == "pct" else "nan").show(value)
+
+
+def accuracy_table(r: runs.ModelEval) -> TableReport:
+    """The published / moves-only table of one model's :class:`pawn.metrics_core.AccuracyReport`."""
+    rep = r.report
+    t = TableReport(f"{r.name}: {r.games} random games, seed {r.seed}, max_ply {r.max_ply}, seq_len {r.seq_len}"
+                    f"{' (outcome prefix)' if r.layout.prepend_outcome else ''}",
+                    [Column("Metric", justify="left"), Column("Published (v1)"), Column("Moves-only")])
+    for key, pub, mo, fmt in _ROWS:
+        name = METRICS[key].label + (f" (pos ≥ {rep.late_ply})" if key == "late_legal_rate" else "")
+        t.add(name, _cell(getattr(rep, pub), fmt), "" if mo is None else _cell(getattr(rep, mo), fmt))
+    t.add(METRICS["forfeit_ply"].label, f"{rep.min_forfeit_ply} / {rep.median_forfeit_ply} / {rep.max_forfeit_ply}", "")
+    return t.add(METRICS["positions"].label, f"{rep.n_positions}", f"{rep.n_move_positions}")
+
+
+def lichess_table(r: runs.ModelEval, pgn) -> TableReport:
+    """One model's Lichess accuracy by Elo band."""
+    li = r.lichess
+    t = TableReport(f"{r.name}: Lichess {pgn.name} (parsed {li['parser'].get('kept', 0)} of {li['parser'].get('read', 0)}, "
+                    f"{li['n_out_of_band']} outside the bands)",
+                    [Column(METRICS[k].label if k in METRICS else k, f) for k, f in
+                     (("elo_band", ""), ("games", "d"), ("Positions", "d"), ("Loss", ".4f"), ("Top-1", "pct"), ("Top-5", "pct"), ("Legal rate", "pct"))])
+    for key, b in li["bands"].items():
+        t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"])
+    return t
+
+
+def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
+    runs.check_eval(s)
+    check_outputs(json=s.json_out)
+    heartbeat("pawn eval")
+    models = runs.load(checkpoint, s.variant)
+    out, t0 = Output(), time.perf_counter()
+    record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
+    done: list[str] = []
+    try:
+        for r in runs.eval_models(models, s, log=out.line):
+            record["models"].append(r.record())
+            out.report(accuracy_table(r))
+            if r.lichess is not None:
+                out.report(lichess_table(r, s.pgn))
+            done.append(r.name)
+    except KeyboardInterrupt:
+        raise interrupted(done, [lm.name for lm in models], s.json_out, record)
+    record["settings"] = runs.eval_settings_record(s, time.perf_counter() - t0)
+    write_json(s.json_out, record)
+
+
+command = settings_command(EvalSettings, eval_cmd, doc=DOC, before=[argument(
+    "checkpoint", str, "v2 checkpoint directory (a supernet evaluates every nested variant) or a Hub id (converted on the fly).")])

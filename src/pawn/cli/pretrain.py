@@ -1,0 +1,70 @@
+"""``pawn pretrain``: parse :class:`pawn.settings.PretrainConfig` → :func:`pawn.train.pretrain.run_pretrain` → render."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from pawn.cli._errors import fail
+from pawn.cli._options import flag, settings_command
+from pawn.cli._output import Column, Output, TableReport
+from pawn.evaluate.metric_names import METRICS, VALIDATION_COLUMNS
+from pawn.settings import PretrainConfig
+
+DOC = (
+    "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
+    "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
+    "precedence: command line > environment > config file > defaults. "
+    "Writes metrics.jsonl, config.json, schedule_health.json, curves.png (with matplotlib), checkpoints/step_NNNNNNNN and "
+    "checkpoints/best (lowest val loss) under --out (a directory holding another run is refused unless "
+    "--resume or --overwrite); --patience N stops early; SIGTERM/Ctrl-C checkpoints and stops (Ctrl-C twice "
+    "stops at once); --resume DIR|auto continues exactly (skipping damaged checkpoints). "
+    "In a log file (not a terminal) progress is a plain line every --log-every-s seconds. "
+    "--tensorboard and --wandb also log every record (extras pawn[tensorboard], pawn[wandb])."
+)
+
+_STOPPED = {"sigterm": "stopped by signal at step {step}; checkpoint {ck} (resume with --resume {run})",
+            "paused": "paused at step {step}; checkpoint {ck} (resume with --resume {run})",
+            "resume_no_op": "nothing to do: {run} already reached step {step}"}
+
+
+def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableReport:
+    """The last validation's per-model table, smallest model first (by the configs' d_model),
+    models named ``variant (config name)``."""
+    rep = TableReport(f"validation at step {last_val['step']}",
+                      [Column("model", justify="left"), *(Column(METRICS[k].short, ".4f", missing="nan") for k in VALIDATION_COLUMNS)])
+    configs = {vc.name: (vc.d_model, f"{v} ({vc.name})") for v, vc in cfg.model_configs()[1].items()}
+    names = [k[len("val/loss_"):] for k in last_val if k.startswith("val/loss_")]
+    for n in sorted(names, key=lambda n: configs.get(n, (float("inf"), n))[0]):
+        rep.add(configs.get(n, (0, n))[1], *(last_val.get(f"val/{k}_{n}", float("nan")) for k in VALIDATION_COLUMNS))
+    return rep
+
+
+def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
+    from pawn.train.pretrain import run_pretrain
+
+    try:
+        res = run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite))
+    except KeyboardInterrupt:
+        raise fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
+    if res.reason in _STOPPED:
+        typer.echo(_STOPPED[res.reason].format(step=res.step, ck=res.checkpoint, run=res.run_dir))
+        return
+    if res.reason == "patience":
+        typer.echo(f"stopped early at step {res.step}: validation stopped improving (--patience); run directory {res.run_dir}")
+    else:
+        typer.echo(f"finished {res.step} steps; run directory {res.run_dir}")
+    if res.last_val:
+        Output().report(validation_table(cfg, res.last_val))
+    typer.echo(f"checkpoint: {res.checkpoint}")
+    if res.best_checkpoint is not None:
+        typer.echo(f"best checkpoint (lowest val loss, step {res.best_step}): {res.best_checkpoint}")
+    for name, p in res.variant_checkpoints.items():
+        typer.echo(f"variant {name}: {p}")
+
+
+pretrain_cmd = settings_command(PretrainConfig, pretrain, doc=DOC, after=[flag(
+    "overwrite", bool, False, "--overwrite",
+    help="If --out holds another run, move it aside to OUT.old-<time> (never deleted) and start a new run there. "
+         "Without it (or --resume), such a directory is refused.")])

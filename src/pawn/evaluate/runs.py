@@ -1,0 +1,346 @@
+"""The work behind ``pawn eval``, ``pawn probe`` and ``pawn generate``: resolve the per-model
+settings (layout, ply cap), run the evaluation on every loaded model and return typed results,
+one per model, as they finish (so a caller can print each and keep the finished ones on Ctrl-C).
+
+Each result's :meth:`record` is its entry in the command's ``--json`` file (spec
+``eval-probe-generate-sweep-bench.md`` §1–§3). Errors a user can cause are :class:`EvaluationError`
+(or another :class:`pawn.errors.PawnError`) with a one-line message.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+from pawn.data.layout import Layout
+from pawn.errors import PawnError, UsageError
+from pawn.evaluate.loading import LoadedModel, load_models
+from pawn.evaluate.settings import EvalSettings, GenerateSettings, ProbeSettings
+from pawn.metrics_core import AccuracyReport
+
+Log = Callable[[str], None]
+
+
+class EvaluationError(PawnError, ValueError):
+    """A checkpoint, input file or setting that an evaluation cannot use (exit code 1)."""
+
+
+def load(checkpoint: str, variant: Optional[str]) -> list[LoadedModel]:
+    """:func:`pawn.evaluate.loading.load_models`, with every loading problem a PawnError.
+
+    Raises:
+        pawn.checkpoint.CheckpointError, pawn.convert.ConversionError, EvaluationError.
+    """
+    try:
+        return load_models(checkpoint, variant)
+    except (FileNotFoundError, ValueError) as e:
+        if isinstance(e, PawnError):
+            raise
+        raise EvaluationError(str(e)) from None
+
+
+# ============================================================================ eval
+@dataclass
+class ModelEval:
+    """``pawn eval`` of one model: the random-game :class:`AccuracyReport` and, with ``--pgn``,
+    the Lichess result of :func:`pawn.evaluate.accuracy.evaluate_pgn` (a dict by Elo band)."""
+
+    name: str
+    model_config: dict
+    layout: Layout
+    max_ply: int
+    max_ply_source: str
+    seq_len: int
+    games: int
+    seed: int
+    report: AccuracyReport
+    lichess: Optional[dict]
+    wall_s: float
+
+    def record(self) -> dict[str, Any]:
+        d = self.report.to_dict()
+        d["settings"].update(games=self.games, seed=self.seed, max_ply=self.max_ply, max_ply_source=self.max_ply_source)
+        rec = {"name": self.name, "model_config": self.model_config, "prepend_outcome": self.layout.prepend_outcome,
+               "random_games": d, "eval_wall_s": self.wall_s}
+        if self.lichess is not None:
+            rec["lichess"] = self.lichess
+        return rec
+
+
+def elo_edges(s: EvalSettings) -> tuple[int, ...]:
+    """The ``--elo-edges`` band edges as integers.
+
+    Raises:
+        EvaluationError: not a comma-separated list of integers.
+    """
+    try:
+        return tuple(int(x) for x in s.elo_edges.split(","))
+    except ValueError:
+        raise EvaluationError(f"--elo-edges must be comma-separated integers, got {s.elo_edges!r}") from None
+
+
+def check_eval(s: EvalSettings) -> None:
+    """Input checks of ``pawn eval`` that need no model (before any work).
+
+    Raises:
+        EvaluationError: bad --elo-edges or a missing --pgn file; UsageError: --pgn-min-ply > --max-ply.
+    """
+    elo_edges(s)
+    if s.pgn is not None and not s.pgn.is_file():
+        raise EvaluationError(f"PGN file not found: {s.pgn}")
+    if s.pgn is not None and s.max_ply is not None and s.pgn_min_ply > s.max_ply:
+        raise UsageError(f"--pgn-min-ply ({s.pgn_min_ply}) exceeds --max-ply ({s.max_ply}); lower it to at most {s.max_ply}")
+
+
+def eval_max_ply(max_ply: Optional[int], lm: LoadedModel, layout: Layout) -> tuple[int, str]:
+    """The ply cap ``pawn eval`` uses for one model and where it comes from (for the report)."""
+    if max_ply is not None:
+        return max_ply, "--max-ply"
+    if lm.trained_seq_len is not None:
+        plies = max(1, layout.max_ply(min(lm.trained_seq_len, lm.config.max_seq_len)))
+        return plies, f"the checkpoint's trained context, seq_len {lm.trained_seq_len}"
+    return 512, "default: the checkpoint records no training context"
+
+
+def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambda _m: None) -> Iterator[ModelEval]:
+    """Evaluate each model on ``s.games`` random games (one game set per ply cap) and, with
+    ``s.pgn``, on the PGN's games by Elo band; yield each model's result when it is done.
+
+    Raises:
+        UsageError: --pgn-min-ply above a model's ply cap; EvaluationError: unusable games or PGN.
+    """
+    from pawn.engine import random_games
+    from pawn.evaluate.accuracy import evaluate_games, evaluate_pgn
+
+    edges, game_cache = elo_edges(s), {}
+    for lm in models:
+        layout = Layout.resolve(s.prepend_outcome, lm.layout)
+        plies, source = eval_max_ply(s.max_ply, lm, layout)
+        if s.pgn is not None and s.pgn_min_ply > plies:
+            raise UsageError(f"--pgn-min-ply ({s.pgn_min_ply}) exceeds the max_ply in use ({plies}, {source}); lower it or set --max-ply")
+        log(f"{lm.name}: max_ply {plies} ({source})")
+        seq_len = min(lm.config.max_seq_len, layout.seq_len(plies))
+        if plies not in game_cache:
+            game_cache[plies] = random_games(s.games, plies, s.seed)
+        g = game_cache[plies]
+        t = time.perf_counter()
+        try:
+            lichess = None
+            if s.pgn is not None:  # first: an unusable file fails before the long random-game pass
+                lichess = evaluate_pgn(lm.model, str(s.pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=s.pgn_games_per_band,
+                                       min_ply=s.pgn_min_ply, prepend_outcome=layout.prepend_outcome, batch_size=min(s.batch_size, 64), dtype=s.dtype)
+            rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=s.batch_size,
+                                 prepend_outcome=layout.prepend_outcome, dtype=s.dtype, late_ply=s.late_ply)
+        except ValueError as e:
+            if isinstance(e, PawnError):
+                raise
+            raise EvaluationError(str(e)) from None
+        yield ModelEval(lm.name, lm.config.to_json_dict(), layout, plies, source, seq_len, s.games, s.seed, rep, lichess,
+                        time.perf_counter() - t)
+
+
+def eval_settings_record(s: EvalSettings, wall_s: float) -> dict[str, Any]:
+    """The ``settings`` entry of the ``pawn eval --json`` file."""
+    return {"games": s.games, "seed": s.seed, "max_ply": s.max_ply, "batch_size": s.batch_size, "late_ply": s.late_ply,
+            "dtype": s.dtype, "variant": s.variant, "pgn": None if s.pgn is None else str(s.pgn), "elo_edges": list(elo_edges(s)),
+            "pgn_games_per_band": s.pgn_games_per_band, "pgn_min_ply": s.pgn_min_ply, "wall_s": wall_s}
+
+
+# ============================================================================ probe
+@dataclass
+class ModelProbes:
+    """``pawn probe`` of one model: :func:`pawn.evaluate.probes.run_probes`'s result dict plus
+    where its ply cap came from and the plot written (if any)."""
+
+    name: str
+    model_config: dict
+    result: dict
+    max_ply: int
+    val_games: int
+    wall_s: float
+    plot: Optional[Path] = None
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "model_config": self.model_config, **self.result, "wall_s": self.wall_s}
+
+
+def probe_names(s: ProbeSettings) -> tuple[str, ...]:
+    """The probes to run (``--probe``, else all nine).
+
+    Raises:
+        EvaluationError: an unknown probe name, or --plot without matplotlib.
+    """
+    from pawn.evaluate.probes import PROBES
+
+    if s.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise EvaluationError("--plot needs matplotlib: pip install 'pawn[plot]' (or pip install matplotlib)") from None
+    names = tuple(s.probe) if s.probe else tuple(PROBES)
+    bad = sorted(set(names) - set(PROBES))
+    if bad:
+        raise EvaluationError(f"unknown probe(s) {bad}; choose from {', '.join(PROBES)}")
+    return names
+
+
+def probe_models(models: Sequence[LoadedModel], s: ProbeSettings, log: Log = lambda _m: None,
+                 progress: Callable[[str, float], Any] = lambda _n, _t: None) -> Iterator[ModelProbes]:
+    """Train the linear probes on each model and yield each model's result when it is done.
+    ``progress(name, total)`` returns the ``(done, total, message)`` callback of one model."""
+    from pawn.evaluate import probes
+
+    names = probe_names(s)
+    for lm in models:
+        layout = Layout.resolve(s.prepend_outcome, lm.layout)
+        plies, source = s.max_ply, "--max-ply"
+        if plies is None:
+            ctx = min(lm.trained_seq_len or lm.config.max_seq_len, lm.config.max_seq_len)
+            plies = max(1, min(layout.max_ply(ctx), 256))
+            source = f"min(trained context {ctx}, 256)" if lm.trained_seq_len else f"min(model context {ctx}, 256)"
+        cfg = probes.ProbeConfig(n_train_games=s.games, n_val_games=s.val_games, max_ply=plies, seed=s.seed, n_epochs=s.epochs, lr=s.lr,
+                                 weight_decay=s.weight_decay, prepend_outcome=layout.prepend_outcome, probes=names, dtype=s.dtype,
+                                 feature_cache_gb=s.feature_cache_gb)
+        log(f"{lm.name}: {s.games}/{cfg.val_games} games, max_ply {plies} ({source}), weight decay {s.weight_decay:g}, {s.epochs} epochs")
+        t0 = time.perf_counter()
+        res = probes.run_probes(lm.model, cfg, progress=progress(lm.name, s.epochs + 1))
+        res["settings"]["max_ply_source"] = source
+        out = ModelProbes(lm.name, lm.config.to_json_dict(), res, plies, cfg.val_games, time.perf_counter() - t0)
+        if s.plot is not None:
+            out.plot = s.plot if len(models) == 1 else s.plot.with_name(f"{s.plot.stem}_{lm.name.replace('/', '_')}{s.plot.suffix}")
+            probes.plot_probes(res, str(out.plot), title=f"{lm.name} linear probes")
+        yield out
+
+
+# ============================================================================ generate
+@dataclass
+class RandomGames:
+    """``pawn generate --random``: engine games and the files written."""
+
+    n_games: int
+    mean_game_length: float
+    termination_counts: dict[str, int]
+    written: list[Path] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {"n_games": self.n_games, "mean_game_length": self.mean_game_length, "termination_counts": self.termination_counts}
+
+
+@dataclass
+class ModelGames:
+    """``pawn generate`` of one model: :func:`pawn.evaluate.generation.analyze`'s statistics,
+    the diagnostics (with ``--diagnostics``) and the files written."""
+
+    name: str
+    model_config: dict
+    stats: dict
+    outcome_tests: Optional[dict] = None
+    edge_cases: Optional[dict] = None
+    written: list[Path] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        rec = {"name": self.name, "model_config": self.model_config, "generation": self.stats}
+        if self.outcome_tests is not None:
+            rec.update(outcome_tests=self.outcome_tests, edge_cases=self.edge_cases)
+        return rec
+
+
+def generate_settings_record(s: GenerateSettings) -> dict[str, Any]:
+    """The ``settings`` entry of the ``pawn generate --json`` file."""
+    return s.model_dump(include={"checkpoint", "random", "games", "seed", "max_ply", "temperature", "top_k", "mask_illegal",
+                                 "outcome", "prefix", "kv_cache", "batch_size"})
+
+
+def check_generate(s: GenerateSettings) -> None:
+    """Raises EvaluationError unless exactly one of --checkpoint and --random is given."""
+    if (s.checkpoint is None) == (not s.random):
+        raise EvaluationError("give exactly one of --checkpoint CKPT or --random")
+
+
+def _suffixed(path: Optional[Path], suffix: str) -> Optional[Path]:
+    return None if path is None else path.with_name(path.stem + suffix + path.suffix)
+
+
+def generate_random(s: GenerateSettings) -> RandomGames:
+    """``s.games`` uniformly random engine games, written to ``s.out`` / ``s.pgn_out``."""
+    import numpy as np
+
+    from pawn.engine import random_games
+    from pawn.evaluate.generation import games_table, write_games
+
+    g = random_games(s.games, s.max_ply or 512, s.seed)
+    table = games_table(g.tokens, g.lengths, g.termination)
+    write_games(table, s.out, s.pgn_out, event="PAWN random games")
+    names, counts = np.unique(table.column("termination_name").to_numpy(zero_copy_only=False), return_counts=True)
+    return RandomGames(s.games, float(g.lengths.mean()), {str(k): int(v) for k, v in zip(names, counts)},
+                       [p for p in (s.out, s.pgn_out) if p is not None])
+
+
+def _prefix_tokens(s: GenerateSettings):
+    """``--prefix`` as (moves [games, 512], lengths [games]) or (None, None).
+
+    Raises:
+        EvaluationError: a prefix that is no readable game or UCI move list.
+    """
+    import numpy as np
+
+    from pawn.engine import parse_pgn, uci_to_tokens
+
+    if s.prefix is None:
+        return None, None
+    try:
+        if Path(s.prefix).is_file():
+            pg = parse_pgn(s.prefix, max_ply=512, min_ply=1)
+            if len(pg) == 0:
+                raise ValueError(f"no readable game in {s.prefix}")
+            t1, l1 = pg.tokens[:1], pg.lengths[:1]
+        else:
+            t1, l1 = uci_to_tokens([s.prefix.split()], 512)
+    except ValueError as e:
+        raise EvaluationError(f"bad --prefix: {e}") from None
+    return np.repeat(t1, s.games, 0), np.repeat(l1, s.games, 0)
+
+
+def generate_models(models: Sequence[LoadedModel], s: GenerateSettings, log: Log = lambda _m: None) -> Iterator[ModelGames]:
+    """Sample ``s.games`` games from each model, write them, run the diagnostics if asked; yield
+    each model's :class:`ModelGames` when it is done.
+
+    Raises:
+        EvaluationError: a bad --prefix or a setting the model cannot use.
+    """
+    from pawn.evaluate.generation import analyze, autoregressive_generate, games_table, write_games
+    from pawn.vocab import OUTCOME_NAMES, OUTCOME_TOKEN_BASE
+
+    token = None if s.outcome is None else OUTCOME_TOKEN_BASE + OUTCOME_NAMES.index(s.outcome)
+    pre_moves, pre_len = _prefix_tokens(s)
+    conditioned = Layout.of(token is not None)  # the outcome slot is used only when conditioning
+    for lm in models:
+        trained = Layout.resolve(s.outcome_prefix_trained, lm.layout).prepend_outcome
+        T = lm.config.max_seq_len if s.max_ply is None else min(lm.config.max_seq_len, conditioned.seq_len(s.max_ply))
+        try:
+            res = autoregressive_generate(lm.model, s.games, outcome_token=token, prefix_moves=pre_moves, prefix_lengths=pre_len,
+                                          max_seq_len=T, temperature=s.temperature, top_k=s.top_k, mask_illegal=s.mask_illegal,
+                                          batch_size=s.batch_size, seed=s.seed, use_kv_cache=s.kv_cache, dtype=s.dtype)
+        except ValueError as e:
+            raise EvaluationError(str(e)) from None
+        out = ModelGames(lm.name, lm.config.to_json_dict(), analyze(res, s.outcome))
+        if s.out is not None or s.pgn_out is not None:
+            table = games_table(res.moves, res.game_lengths, res.term_codes, {"forfeit_ply": res.forfeit_ply.tolist()})
+            suffix = "" if len(models) == 1 else "_" + lm.name.replace("/", "_")
+            o, p = _suffixed(s.out, suffix), _suffixed(s.pgn_out, suffix)
+            write_games(table, o, p, event=f"PAWN {lm.name}")
+            out.written = [f for f in (o, p) if f is not None]
+        if s.diagnostics:
+            from pawn.evaluate.diagnostics import edge_case_diagnostics, run_outcome_tests
+
+            out.outcome_tests = run_outcome_tests(lm.model, outcome_prefix_trained=trained, seed=s.seed, batch_size=min(s.batch_size, 32),
+                                                  use_kv_cache=s.kv_cache, dtype=s.dtype)
+            out.edge_cases = edge_case_diagnostics(lm.model, n_per_category=s.edge_positions, prepend_outcome=trained, dtype=s.dtype)
+        yield out
+
+
+__all__ = ["EvaluationError", "load", "ModelEval", "eval_models", "check_eval", "elo_edges", "eval_max_ply", "eval_settings_record",
+           "ModelProbes", "probe_models", "probe_names", "RandomGames", "ModelGames", "generate_random", "generate_models",
+           "generate_settings_record", "check_generate"]
