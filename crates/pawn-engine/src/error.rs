@@ -19,7 +19,8 @@ use crate::uci::MoveError;
 /// use pawn_engine::masks::legal_move_counts;
 ///
 /// // Token 1968 (PAD) is not a move: game 0 fails at ply 1.
-/// let err: EngineError = legal_move_counts(&[&[317, 1968]], 2).unwrap_err().into();
+/// let game: &[u16] = &[317, 1968];
+/// let err: EngineError = legal_move_counts(&[game], 2).unwrap_err().into();
 /// assert_eq!(err.to_string(), "game 0, ply 1: token 1968 is not a move token (0..1967)");
 /// assert!(err.is_input_error());
 /// ```

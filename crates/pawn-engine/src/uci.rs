@@ -77,6 +77,16 @@ fn replay_with<S: AsRef<str>>(
 /// Tokens of a UCI game: all moves replayed (legality checked even past `max_ply`), tokens
 /// kept up to `max_ply`. Returns the kept tokens and the first error, if any; tokens before the
 /// error are returned either way.
+///
+/// ```
+/// use pawn_engine::uci::uci_game_to_tokens;
+///
+/// let (tokens, err) = uci_game_to_tokens(&["e2e4", "e7e5", "g1f3"], 2);
+/// assert_eq!((tokens, err), (vec![317, 1497], None)); // cut at max_ply = 2
+/// let (tokens, err) = uci_game_to_tokens(&["e2e4", "e2e4"], 512);
+/// assert_eq!(tokens, vec![317]);
+/// assert_eq!(err.unwrap().to_string(), "illegal move \"e2e4\" at ply 1");
+/// ```
 pub fn uci_game_to_tokens<S: AsRef<str>>(moves: &[S], max_ply: usize) -> (Vec<u16>, Option<MoveError>) {
     let mut tokens = Vec::with_capacity(moves.len().min(max_ply));
     let r = replay_with(moves, uci_to_move, |_, _, t| {
@@ -103,6 +113,13 @@ pub fn uci_game_to_san<S: AsRef<str>>(moves: &[S]) -> (Vec<String>, Option<MoveE
 }
 
 /// SAN of a token game, up to the first token that is not a legal move (returned with it).
+///
+/// ```
+/// use pawn_engine::uci::{tokens_to_san, uci_game_to_tokens};
+///
+/// let (tokens, _) = uci_game_to_tokens(&["f2f3", "e7e5", "g2g4", "d8h4"], 512);
+/// assert_eq!(tokens_to_san(&tokens), (vec!["f3".into(), "e5".into(), "g4".into(), "Qh4#".into()], None));
+/// ```
 pub fn tokens_to_san(tokens: &[u16]) -> (Vec<String>, Option<MoveError>) {
     let mut pos = Chess::default();
     let mut out = Vec::with_capacity(tokens.len());
