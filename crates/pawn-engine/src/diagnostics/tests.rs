@@ -1,7 +1,7 @@
 //! Tests of the diagnostics modules.
 
 use super::*;
-use crate::game::Termination;
+use crate::random::{random_games, RandomGameOptions};
 use crate::vocab::PAD_TOKEN;
 use crate::vocab::uci_to_token;
 
