@@ -35,15 +35,22 @@ WHITE_RESIGNS, BLACK_RESIGNS, DRAW_BY_AGREEMENT = range(1974, 1977)
 WHITE_WINS_ON_TIME, BLACK_WINS_ON_TIME, DRAW_BY_TIME = range(1977, 1980)
 assert OUTCOME_NAMES[WHITE_RESIGNS - OUTCOME_TOKEN_BASE] == "WHITE_RESIGNS"
 
-TERMINATION_NAMES: tuple[str, ...] = (
-    "checkmate",
-    "stalemate",
-    "seventy_five_move_rule",
-    "fivefold_repetition",
-    "insufficient_material",
-    "ply_limit",
-)
-"""Termination codes 0–5 of spec §2.2, by index."""
+TERMINATION_NAMES: tuple[str, ...] = tuple(_engine.TERMINATION_NAMES)
+"""Termination codes 0–5 of spec §2.2, by index (from the engine)."""
+RUNNING: int = _engine.RUNNING
+"""Termination code of a game still running (spec §8.2), -1."""
+PREMATURE_PAD: int = _engine.PREMATURE_PAD
+"""Termination code: the model sampled PAD while the game was still running (spec §3.1), -2."""
+FORFEIT: int = _engine.FORFEIT
+"""Termination code: the model played an illegal token (spec §3.1, §8.2), -3."""
+
+
+def termination_outcome(code: int, length: int) -> int | None:
+    """Outcome token of a game that ended with termination ``code`` (0–5, spec §2.2) after
+    ``length`` plies (spec §2.3: checkmate is ``WHITE_CHECKMATES`` when ``length`` is odd), or
+    ``None`` for a sentinel code (``RUNNING``, ``PREMATURE_PAD``, ``FORFEIT``). The mapping is the
+    engine's own."""
+    return _engine.termination_outcome(int(code), int(length))
 
 
 def token_to_uci(token: int) -> str | None:

@@ -13,6 +13,9 @@ use crate::vocab;
 
 /// Termination code of a running game (§8.2).
 pub const RUNNING: i8 = -1;
+/// Termination code of a generated game in which the model sampled PAD while the game was still
+/// running (sentinel of autoregressive generation; never set by [`BatchEnv`] itself).
+pub const PREMATURE_PAD: i8 = -2;
 /// Termination code of a game ended by an illegal token (§8.2 sentinel).
 pub const FORFEIT: i8 = -3;
 

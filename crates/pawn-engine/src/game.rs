@@ -18,12 +18,54 @@ pub enum Termination {
 }
 
 impl Termination {
+    /// Every termination, by code.
+    pub const ALL: [Termination; 6] = [
+        Termination::Checkmate,
+        Termination::Stalemate,
+        Termination::SeventyFiveMoveRule,
+        Termination::FivefoldRepetition,
+        Termination::InsufficientMaterial,
+        Termination::PlyLimit,
+    ];
+
     /// Spec code 0–5.
     pub fn code(self) -> u8 {
         self as u8
     }
 
-    /// Outcome token of a game that ended this way after `length` plies (spec §2.3).
+    /// The termination of a §2.2 code 0–5, None for any other code (the sentinels included).
+    ///
+    /// ```
+    /// use pawn_engine::game::Termination;
+    /// assert_eq!(Termination::from_code(1), Some(Termination::Stalemate));
+    /// assert_eq!(Termination::from_code(-3), None);
+    /// ```
+    pub fn from_code(code: i64) -> Option<Termination> {
+        usize::try_from(code).ok().and_then(|c| Termination::ALL.get(c).copied())
+    }
+
+    /// Snake-case name (`"checkmate"`, `"seventy_five_move_rule"`, …), the §2.2 names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Termination::Checkmate => "checkmate",
+            Termination::Stalemate => "stalemate",
+            Termination::SeventyFiveMoveRule => "seventy_five_move_rule",
+            Termination::FivefoldRepetition => "fivefold_repetition",
+            Termination::InsufficientMaterial => "insufficient_material",
+            Termination::PlyLimit => "ply_limit",
+        }
+    }
+
+    /// Outcome token of a game that ended this way after `length` plies (spec §2.3): checkmate
+    /// is a win for the side that moved last.
+    ///
+    /// ```
+    /// use pawn_engine::game::Termination;
+    /// use pawn_engine::vocab::outcome::{BLACK_CHECKMATES, DRAW_BY_RULE, WHITE_CHECKMATES};
+    /// assert_eq!(Termination::Checkmate.outcome_token(3), WHITE_CHECKMATES); // white moved last
+    /// assert_eq!(Termination::Checkmate.outcome_token(4), BLACK_CHECKMATES);
+    /// assert_eq!(Termination::FivefoldRepetition.outcome_token(40), DRAW_BY_RULE);
+    /// ```
     pub fn outcome_token(self, length: usize) -> u16 {
         use vocab::outcome::*;
         match self {

@@ -5,6 +5,7 @@
 pub mod board;
 pub mod diagnostics;
 pub mod env;
+pub mod error;
 pub mod game;
 pub mod masks;
 pub mod pgn;

@@ -188,6 +188,15 @@ pub fn legal_move_grid(games: &[&[u16]], max_ply: usize) -> Result<(Vec<u64>, Ve
 /// Number of legal moves before move t: int16 `[B, T]` flattened, 0 for t ≥ length.
 ///
 /// Errors: [`BatchError`] for the first game (by index) holding an illegal token.
+///
+/// ```
+/// use pawn_engine::masks::legal_move_counts;
+/// use pawn_engine::vocab::uci_to_token;
+///
+/// let game: Vec<u16> = ["e2e4", "e7e5"].iter().map(|u| uci_to_token(u).unwrap()).collect();
+/// // 20 moves at the start, 20 after 1. e4, nothing past the game's end.
+/// assert_eq!(legal_move_counts(&[&game], 3).unwrap(), vec![20, 20, 0]);
+/// ```
 pub fn legal_move_counts(games: &[&[u16]], max_ply: usize) -> Result<Vec<i16>, BatchError> {
     let mut out = vec![0i16; games.len() * max_ply];
     per_game(games, &mut out, max_ply, |g, chunk| {
@@ -208,6 +217,11 @@ pub fn legal_move_counts(games: &[&[u16]], max_ply: usize) -> Result<Vec<i16>, B
 /// are searched in parallel.
 ///
 /// Errors: [`FenError`] for a malformed FEN or an illegal position.
+///
+/// ```
+/// assert_eq!(pawn_engine::masks::perft("startpos", 3).unwrap(), 8_902);
+/// assert!(pawn_engine::masks::perft("not a fen", 1).is_err());
+/// ```
 pub fn perft(fen: &str, depth: u32) -> Result<u64, FenError> {
     let root = GameState::from_fen(fen)?;
     if depth == 0 {

@@ -781,6 +781,20 @@ pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min
 /// game is still replayed). Games are skipped and reported (never silently truncated) for an
 /// illegal or unreadable move, a variant or set-up start, no §6.3 outcome, or fewer than
 /// `min_ply` plies. Callers validate `max_ply ≥ 1`.
+///
+/// ```
+/// use pawn_engine::pgn::{parse_pgn, SkipReason};
+/// use pawn_engine::vocab::outcome::WHITE_CHECKMATES;
+///
+/// let pgn = b"[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1-0\n\n\
+///             [Result \"0-1\"]\n\n1. e4 e5 2. Ke3 0-1\n";
+/// let batch = parse_pgn(pgn, 512, 1);
+/// assert_eq!((batch.n_read, batch.games.len()), (2, 1));
+/// assert_eq!(batch.games[0].tokens.len(), 7);
+/// assert_eq!(batch.games[0].outcome, WHITE_CHECKMATES);
+/// assert_eq!((batch.skipped[0].game, batch.skipped[0].ply), (2, 2));
+/// assert_eq!(batch.skipped[0].reason, SkipReason::IllegalMove);
+/// ```
 pub fn parse_pgn(data: &[u8], max_ply: usize, min_ply: usize) -> PgnBatch {
     let spans = split_games(data);
     let results: Vec<Result<Game, Skipped>> = spans

@@ -163,6 +163,18 @@ impl std::error::Error for OptionError {}
 ///
 /// Errors: `max_ply` of 0 or above 65,535; `mate_boost` outside [0, 1] or NaN; `max_ply` below
 /// 4 with `discard_ply_limit` (every game would hit the cap).
+///
+/// ```
+/// use pawn_engine::random::{random_games, RandomGameOptions};
+///
+/// let opts = RandomGameOptions { max_ply: 64, seed: 7, mate_boost: 0.0, discard_ply_limit: false, first_game: 0 };
+/// let a = random_games(3, opts).unwrap();
+/// assert_eq!(a.tokens.len(), 3 * 64);
+/// assert!(a.lengths.iter().all(|&l| (1..=64).contains(&l)));
+/// // Same seed, same games; game i does not depend on how many games are asked for.
+/// let b = random_games(1, opts).unwrap();
+/// assert_eq!(a.tokens[..64], b.tokens[..]);
+/// ```
 pub fn random_games(n_games: usize, opts: RandomGameOptions) -> Result<GameBatch, OptionError> {
     if opts.max_ply == 0 || opts.max_ply > u16::MAX as usize {
         return Err(OptionError(format!("max_ply must be in 1..=65535, got {}", opts.max_ply)));

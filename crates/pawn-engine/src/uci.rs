@@ -77,6 +77,16 @@ fn replay_with<S: AsRef<str>>(
 /// Tokens of a UCI game: all moves replayed (legality checked even past `max_ply`), tokens
 /// kept up to `max_ply`. Returns the kept tokens and the first error, if any; tokens before the
 /// error are returned either way.
+///
+/// ```
+/// use pawn_engine::uci::uci_game_to_tokens;
+///
+/// let (tokens, err) = uci_game_to_tokens(&["e2e4", "e7e5", "g1f3"], 2);
+/// assert_eq!((tokens, err), (vec![317, 1497], None)); // cut at max_ply = 2
+/// let (tokens, err) = uci_game_to_tokens(&["e2e4", "e2e4"], 512);
+/// assert_eq!(tokens, vec![317]);
+/// assert_eq!(err.unwrap().to_string(), "illegal move \"e2e4\" at ply 1");
+/// ```
 pub fn uci_game_to_tokens<S: AsRef<str>>(moves: &[S], max_ply: usize) -> (Vec<u16>, Option<MoveError>) {
     let mut tokens = Vec::with_capacity(moves.len().min(max_ply));
     let r = replay_with(moves, uci_to_move, |_, _, t| {
@@ -103,6 +113,13 @@ pub fn uci_game_to_san<S: AsRef<str>>(moves: &[S]) -> (Vec<String>, Option<MoveE
 }
 
 /// SAN of a token game, up to the first token that is not a legal move (returned with it).
+///
+/// ```
+/// use pawn_engine::uci::{tokens_to_san, uci_game_to_tokens};
+///
+/// let (tokens, _) = uci_game_to_tokens(&["f2f3", "e7e5", "g2g4", "d8h4"], 512);
+/// assert_eq!(tokens_to_san(&tokens), (vec!["f3".into(), "e5".into(), "g4".into(), "Qh4#".into()], None));
+/// ```
 pub fn tokens_to_san(tokens: &[u16]) -> (Vec<String>, Option<MoveError>) {
     let mut pos = Chess::default();
     let mut out = Vec::with_capacity(tokens.len());
@@ -130,6 +147,111 @@ pub fn parse_uci_line(line: &str) -> Vec<&str> {
         moves.pop();
     }
     moves
+}
+
+/// Games read from a UCI file (spec §6.7): kept games in file order plus every skipped game.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UciBatch {
+    /// `(game number, tokens)` per kept game: the 1-based number of its non-empty line and its
+    /// move tokens (at most `max_ply`).
+    pub games: Vec<(usize, Vec<u16>)>,
+    /// Games left out, in file order (`illegal_move`, `unreadable_move` or `too_short`).
+    pub skipped: Vec<pgn::Skipped>,
+    /// Number of non-empty lines (games) read.
+    pub n_read: usize,
+}
+
+impl UciBatch {
+    /// Number of skipped games with this reason.
+    pub fn count(&self, reason: pgn::SkipReason) -> usize {
+        self.skipped.iter().filter(|s| s.reason == reason).count()
+    }
+}
+
+/// Parse a UCI file's bytes (spec §6.7), in parallel, keeping file order: one game per
+/// non-empty line, whitespace-separated moves, a trailing result token dropped, a UTF-8 BOM
+/// ignored, UTF-8 or Latin-1 text. A game with a bad move is skipped (`illegal_move` /
+/// `unreadable_move`, with the ply of the move), a longer game truncated to `max_ply` (moves
+/// past it are still checked), a game with fewer than `min_ply` moves skipped (`too_short`).
+///
+/// ```
+/// use pawn_engine::pgn::SkipReason;
+/// use pawn_engine::uci::parse_uci_file;
+///
+/// let batch = parse_uci_file(b"e2e4 e7e5 1-0\n\ne2e5\nd2d4\n", 512, 2);
+/// assert_eq!(batch.n_read, 3);
+/// assert_eq!(batch.games, vec![(1, vec![317, 1497])]);
+/// assert_eq!((batch.skipped[0].game, batch.skipped[0].reason), (2, SkipReason::IllegalMove));
+/// assert_eq!((batch.skipped[1].game, batch.skipped[1].reason), (3, SkipReason::TooShort));
+/// ```
+pub fn parse_uci_file(data: &[u8], max_ply: usize, min_ply: usize) -> UciBatch {
+    use rayon::prelude::*;
+    // A UTF-8 BOM would otherwise stick to the first move and make game 1 unreadable.
+    let text = pgn::decode_text(data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data));
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let results: Vec<Result<Vec<u16>, pgn::Skipped>> = lines
+        .par_iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let moves = parse_uci_line(line);
+            let (tokens, err) = uci_game_to_tokens(&moves, max_ply);
+            let game = i + 1;
+            match err {
+                Some(e) => Err(pgn::Skipped {
+                    game,
+                    ply: e.ply,
+                    reason: if e.malformed { pgn::SkipReason::UnreadableMove } else { pgn::SkipReason::IllegalMove },
+                }),
+                None if moves.len() < min_ply => {
+                    Err(pgn::Skipped { game, ply: moves.len(), reason: pgn::SkipReason::TooShort })
+                }
+                None => Ok(tokens),
+            }
+        })
+        .collect();
+    let mut batch = UciBatch { n_read: lines.len(), ..UciBatch::default() };
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(t) => batch.games.push((i + 1, t)),
+            Err(s) => batch.skipped.push(s),
+        }
+    }
+    batch
+}
+
+/// Space-joined UCI of move tokens (non-move ids are left out).
+///
+/// ```
+/// assert_eq!(pawn_engine::uci::join_uci(&[317, 1968, 1497]), "e2e4 e7e5");
+/// ```
+pub fn join_uci(tokens: &[u16]) -> String {
+    let mut s = String::with_capacity(tokens.len() * 5);
+    for a in tokens.iter().filter_map(|&t| vocab::decompose(t)) {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        for sq in [a.src, a.dst] {
+            s.push((b'a' + sq % 8) as char);
+            s.push((b'1' + sq / 8) as char);
+        }
+        if a.promo > 0 {
+            s.push(['q', 'r', 'b', 'n'][(a.promo - 1) as usize]);
+        }
+    }
+    s
+}
+
+/// Space-joined SAN of a move list.
+pub fn join_san(san: &[SanPlus]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(san.len() * 5);
+    for (i, x) in san.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        let _ = write!(s, "{x}");
+    }
+    s
 }
 
 #[cfg(test)]

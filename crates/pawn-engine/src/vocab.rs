@@ -175,6 +175,15 @@ pub fn squares_to_token(src: u8, dst: u8, promo_role: Option<Role>) -> Option<u1
 /// Token of a UCI string (`e2e4`, `a7a8q`; promotion letter case-insensitive). Castling must be
 /// written as the king moving two squares; this function only maps strings to ids and does not
 /// check legality. Returns `None` for malformed strings and pairs outside the vocabulary.
+///
+/// ```
+/// use pawn_engine::vocab::{token_to_uci, uci_to_token};
+///
+/// assert_eq!(uci_to_token("e2e4"), Some(317));
+/// assert_eq!(uci_to_token("e1g1"), Some(102)); // castling is the king's two-square step
+/// assert_eq!(uci_to_token("a1a1"), None);
+/// assert_eq!(token_to_uci(317).as_deref(), Some("e2e4"));
+/// ```
 pub fn uci_to_token(uci: &str) -> Option<u16> {
     let b = uci.as_bytes();
     if b.len() != 4 && b.len() != 5 {

@@ -16,90 +16,30 @@ never silently truncated. As in §6.1, the first result token ends the main line
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
-
 from pawn import _engine
+from pawn._engine import PgnGames
+from pawn.engine.errors import EngineUsageError
 
-SKIP_REASONS: tuple[str, ...] = (
-    "illegal_move",
-    "unreadable_move",
-    "malformed",
-    "variant",
-    "fen_start",
-    "no_outcome",
-    "too_short",
-)
-"""Reasons a game is skipped, as used in ``skipped`` and ``counts``."""
+SKIP_REASONS: tuple[str, ...] = tuple(_engine.SKIP_REASONS)
+"""Reasons a game is skipped, as used in ``skipped`` and ``counts`` (from the engine)."""
 
-CLOCK_MISSING: int = 0x8000
+CLOCK_MISSING: int = _engine.CLOCK_MISSING
 """Clock of a move without a ``[%clk]`` annotation inside a game (spec §6.4)."""
-EVAL_MISSING: int = -0x8000
+EVAL_MISSING: int = _engine.EVAL_MISSING
 """Eval of a move without an ``[%eval]`` annotation inside a game (spec §6.4)."""
 
-
-@dataclass(frozen=True)
-class PgnGames:
-    """Games parsed from one PGN input, in file order (N kept games, T = ``max_ply``).
-
-    Attributes:
-        tokens: int16 [N, T] move tokens, PAD (1968) after each game's length.
-        lengths: int16 [N] plies kept (≤ T; a longer game is truncated and gets 1973).
-        outcome: int16 [N] outcome token per spec §6.3.
-        white_elo, black_elo: uint16 [N], 0 when missing.
-        clocks: uint16 [N, T] seconds left after each move; 32768 for a move without
-            ``[%clk]``, 0 beyond the length (spec §6.4).
-        evals: int16 [N, T] centipawns (mate ±(32767 − |N|)); -32768 for a move without
-            ``[%eval]``, 0 beyond the length (spec §6.4).
-        game_index: int64 [N] 1-based number in the input of each kept game.
-        full_length: int64 [N] plies of the whole game before truncation.
-        headers: dict of str columns [N]: event, site, date, utc_date, utc_time, white, black,
-            result, termination, time_control, eco, opening.
-        skipped: (game number, ply, reason) for each skipped game; reasons in ``SKIP_REASONS``.
-        counts: ``read``, ``kept`` and one count per skip reason.
-        path: the file read, or None for text input.
-    """
-
-    tokens: npt.NDArray[np.int16]
-    lengths: npt.NDArray[np.int16]
-    outcome: npt.NDArray[np.int16]
-    white_elo: npt.NDArray[np.uint16]
-    black_elo: npt.NDArray[np.uint16]
-    clocks: npt.NDArray[np.uint16]
-    evals: npt.NDArray[np.int16]
-    game_index: npt.NDArray[np.int64]
-    full_length: npt.NDArray[np.int64]
-    headers: dict[str, list[str]]
-    skipped: list[tuple[int, int, str]]
-    counts: dict[str, int]
-    path: Path | None = None
-    _san_joined: list[str] = field(default_factory=list, repr=False)
-    _uci_joined: list[str] = field(default_factory=list, repr=False)
-
-    def __len__(self) -> int:
-        return int(self.tokens.shape[0])
-
-    @cached_property
-    def san(self) -> list[list[str]]:
-        """SAN of each kept move, as written (normalised: ``0-0`` → ``O-O``, ``bxa8Q`` → ``bxa8=Q``,
-        glyphs dropped)."""
-        return [s.split() for s in self._san_joined]
-
-    @cached_property
-    def uci(self) -> list[list[str]]:
-        """UCI of each kept move (castling ``e1g1``)."""
-        return [s.split() for s in self._uci_joined]
+__all__ = ["CLOCK_MISSING", "EVAL_MISSING", "SKIP_REASONS", "PgnGames", "is_pgn_text", "parse_pgn"]
 
 
 def _check_plies(max_ply: int, min_ply: int) -> None:
+    """Raise ``EngineUsageError`` (a ``ValueError``) for max_ply outside 1..32767 or min_ply
+    outside 0..max_ply, before any file is read."""
     if not 1 <= max_ply <= 32767:
-        raise ValueError(f"max_ply must be in 1..32767, got {max_ply}")
+        raise EngineUsageError(f"max_ply must be in 1..32767, got {max_ply}")
     if not 0 <= min_ply <= max_ply:
-        raise ValueError(f"min_ply must be in 0..max_ply ({max_ply}), got {min_ply}")
+        raise EngineUsageError(f"min_ply must be in 0..max_ply ({max_ply}), got {min_ply}")
 
 
 def is_pgn_text(source: str | bytes | os.PathLike) -> bool:
@@ -124,7 +64,8 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
         min_ply: games with fewer plies are skipped as ``too_short``.
 
     Returns:
-        ``PgnGames`` (see its attributes for shapes and dtypes).
+        ``PgnGames``, the engine's record (declared with shapes and dtypes in
+        ``pawn/_engine.pyi``; ``path`` is the file read, or None for text input).
 
     Raises:
         FileNotFoundError: the path does not exist (the message names it).
@@ -132,33 +73,14 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
         ValueError: max_ply outside 1..32767, min_ply outside 0..max_ply, or an empty string.
     """
     _check_plies(max_ply, min_ply)
-    path: Path | None = None
     if is_pgn_text(source):
         data = source.encode("utf-8") if isinstance(source, str) else bytes(source)
-        raw = _engine.parse_pgn_bytes(data, max_ply, min_ply)
-    else:
-        if source == "":
-            raise ValueError("parse_pgn got an empty string: pass a file path or PGN text")
-        path = Path(source)
-        if path.is_dir():
-            raise IsADirectoryError(f"PGN path is a directory, not a file: {path}")
-        if not path.is_file():
-            raise FileNotFoundError(f"PGN file not found: {path}")
-        raw = _engine.parse_pgn_path(str(path), max_ply, min_ply)
-    return PgnGames(
-        tokens=raw["tokens"],
-        lengths=raw["lengths"],
-        outcome=raw["outcome"],
-        white_elo=raw["white_elo"],
-        black_elo=raw["black_elo"],
-        clocks=raw["clocks"],
-        evals=raw["evals"],
-        game_index=raw["game_index"],
-        full_length=raw["full_length"],
-        headers=raw["headers"],
-        skipped=[tuple(s) for s in raw["skipped"]],
-        counts=raw["counts"],
-        path=path,
-        _san_joined=raw["san_joined"],
-        _uci_joined=raw["uci_joined"],
-    )
+        return _engine.parse_pgn_bytes(data, max_ply, min_ply)
+    if source == "":
+        raise ValueError("parse_pgn got an empty string: pass a file path or PGN text")
+    path = Path(source)
+    if path.is_dir():
+        raise IsADirectoryError(f"PGN path is a directory, not a file: {path}")
+    if not path.is_file():
+        raise FileNotFoundError(f"PGN file not found: {path}")
+    return _engine.parse_pgn_path(str(path), max_ply, min_ply)

@@ -9,8 +9,6 @@ legality by replaying the game from the standard start position.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -18,7 +16,10 @@ import numpy as np
 import numpy.typing as npt
 
 from pawn import _engine
+from pawn._engine import UciGames
 from pawn.engine.pgn import _check_plies
+
+__all__ = ["UciGames", "parse_uci_file", "san_to_uci", "tokens_to_san", "tokens_to_uci", "uci_to_san", "uci_to_tokens"]
 
 
 def _move_lists(games: Sequence[Sequence[str] | str]) -> list[list[str]]:
@@ -88,41 +89,15 @@ def san_to_uci(games: Sequence[Sequence[str] | str]) -> list[list[str]]:
     return _engine.san_to_uci(_move_lists(games))
 
 
-@dataclass(frozen=True)
-class UciGames:
-    """Games parsed from a UCI file (N kept games, T = ``max_ply``).
-
-    Attributes:
-        tokens: int16 [N, T] PAD-filled. lengths: int16 [N].
-        game_index: int64 [N] 1-based number of the non-empty line of each kept game.
-        skipped: (game number, ply, reason) with reason ``illegal_move``, ``unreadable_move``
-            or ``too_short``. counts: ``read``, ``kept`` and one count per reason.
-        path: the file read.
-    """
-
-    tokens: npt.NDArray[np.int16]
-    lengths: npt.NDArray[np.int16]
-    game_index: npt.NDArray[np.int64]
-    skipped: list[tuple[int, int, str]]
-    counts: dict[str, int]
-    path: Path
-    _uci_joined: list[str]
-
-    def __len__(self) -> int:
-        return int(self.tokens.shape[0])
-
-    @cached_property
-    def uci(self) -> list[list[str]]:
-        """UCI of each kept move."""
-        return [s.split() for s in self._uci_joined]
-
-
 def parse_uci_file(path: str | os.PathLike, max_ply: int = 512, min_ply: int = 1) -> UciGames:
     """Read a UCI file (spec §6.7): one game per non-empty line, whitespace-separated moves, a
     trailing result token (``1-0``, ``0-1``, ``1/2-1/2``, ``*``) dropped.
 
     A game with a malformed or illegal move is skipped and reported (game, ply, reason); a game
     longer than max_ply is truncated; one with fewer than min_ply moves is skipped.
+
+    Returns:
+        ``UciGames``, the engine's record (declared with shapes and dtypes in ``pawn/_engine.pyi``).
 
     Raises:
         FileNotFoundError: the path does not exist (the message names it).
@@ -135,13 +110,4 @@ def parse_uci_file(path: str | os.PathLike, max_ply: int = 512, min_ply: int = 1
         raise IsADirectoryError(f"UCI path is a directory, not a file: {p}")
     if not p.is_file():
         raise FileNotFoundError(f"UCI file not found: {p}")
-    raw = _engine.parse_uci_bytes(p.read_bytes(), max_ply, min_ply)
-    return UciGames(
-        tokens=raw["tokens"],
-        lengths=raw["lengths"],
-        game_index=raw["game_index"],
-        skipped=[tuple(s) for s in raw["skipped"]],
-        counts=raw["counts"],
-        path=p,
-        _uci_joined=raw["uci_joined"],
-    )
+    return _engine.parse_uci_path(str(p), max_ply, min_ply)

@@ -22,7 +22,7 @@ from pawn.data.layout import Layout
 from pawn.engine import edge_case_bits, generate_diagnostic_sets, legal_move_masks, random_games
 from pawn.evaluate.generation import analyze, autoregressive_generate
 from pawn.vocab import (BLACK_CHECKMATES, DRAW_BY_RULE, OUTCOME_NAMES, OUTCOME_TOKEN_BASE, PAD_TOKEN, PLY_LIMIT,
-                        STALEMATE, VOCAB_SIZE, WHITE_CHECKMATES)
+                        STALEMATE, TERMINATION_NAMES, VOCAB_SIZE, WHITE_CHECKMATES)
 
 PRETRAIN_OUTCOMES = (WHITE_CHECKMATES, BLACK_CHECKMATES, STALEMATE, DRAW_BY_RULE, PLY_LIMIT)
 """The five outcome tokens of random-game pretraining."""
@@ -179,7 +179,8 @@ EDGE_CATEGORIES: dict[str, str] = {
     "promotion_available": "PROMOTION_AVAILABLE",
 }
 """Non-terminal categories → edge-case bit names (engine §7.1)."""
-TERMINAL_CATEGORIES: dict[str, tuple[str, int]] = {"checkmate": ("CHECKMATE", 0), "stalemate": ("STALEMATE", 1)}
+TERMINAL_CATEGORIES: dict[str, tuple[str, int]] = {
+    name: (name.upper(), TERMINATION_NAMES.index(name)) for name in ("checkmate", "stalemate")}
 """Terminal categories → (bit name, termination code)."""
 
 

@@ -29,12 +29,8 @@ import numpy as np
 
 from pawn.data.layout import Layout
 from pawn.engine import BatchEnv, GameState
-from pawn.vocab import DRAW_BY_RULE, OUTCOME_NAMES, OUTCOME_TOKEN_BASE, PAD_TOKEN, PLY_LIMIT, STALEMATE, TERMINATION_NAMES
-
-PREMATURE_PAD = -2
-"""Termination code: the model sampled PAD while the game was still running (spec §3.1)."""
-FORFEIT = -3
-"""Termination code: the model sampled an illegal token (spec §3.1)."""
+from pawn.vocab import (FORFEIT, OUTCOME_NAMES, OUTCOME_TOKEN_BASE, PAD_TOKEN, PREMATURE_PAD, TERMINATION_NAMES,
+                        termination_outcome)
 FORFEIT_BUCKETS: tuple[int, ...] = (0, 10, 20, 40, 80, 160, 256, 384)
 """Lower edges of the forfeit-ply histogram (the §5 ply buckets; the last is open)."""
 
@@ -42,13 +38,13 @@ FORFEIT_BUCKETS: tuple[int, ...] = (0, 10, 20, 40, 80, 160, 256, 384)
 def outcome_of(code: int, game_length: int) -> str:
     """Outcome name of a finished game (spec §0 code → outcome; −2/−3 give ``PREMATURE_PAD`` /
     ``FORFEIT``): checkmate is ``WHITE_CHECKMATES`` when the length is odd."""
-    if code == 0:
-        return "WHITE_CHECKMATES" if game_length % 2 == 1 else "BLACK_CHECKMATES"
     if code == PREMATURE_PAD:
         return "PREMATURE_PAD"
     if code == FORFEIT:
         return "FORFEIT"
-    token = {1: STALEMATE, 2: DRAW_BY_RULE, 3: DRAW_BY_RULE, 4: DRAW_BY_RULE, 5: PLY_LIMIT}[int(code)]
+    token = termination_outcome(code, game_length)
+    if token is None:
+        raise KeyError(code)
     return OUTCOME_NAMES[token - OUTCOME_TOKEN_BASE]
 
 

@@ -1,7 +1,9 @@
 //! Shared conversions for the binding layer: validated views of game batches.
 
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
-use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyTypeError};
+
+use super::error::arg_err;
 use pyo3::prelude::*;
 
 /// A batch of games borrowed from NumPy: `tokens` int16 [B, T] row-major, `lengths` int16 [B].
@@ -41,7 +43,7 @@ pub fn game_batch(tokens: &Bound<'_, PyAny>, lengths: &Bound<'_, PyAny>) -> PyRe
     let (n_games, max_ply) = view.dim();
     let lens = len.as_array();
     if lens.len() != n_games {
-        return Err(PyValueError::new_err(format!(
+        return Err(arg_err(format!(
             "lengths has {} entries but tokens has {} games",
             lens.len(),
             n_games
@@ -50,7 +52,7 @@ pub fn game_batch(tokens: &Bound<'_, PyAny>, lengths: &Bound<'_, PyAny>) -> PyRe
     let mut lengths_out = Vec::with_capacity(n_games);
     for (b, &l) in lens.iter().enumerate() {
         if l < 0 || l as usize > max_ply {
-            return Err(PyValueError::new_err(format!(
+            return Err(arg_err(format!(
                 "lengths[{b}] = {l} is outside 0..={max_ply} (the token array's ply axis)"
             )));
         }

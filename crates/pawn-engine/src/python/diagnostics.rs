@@ -4,11 +4,13 @@
 #![allow(clippy::type_complexity)]
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::common::{describe, ensure_allocatable, game_batch};
+use super::error::arg_err;
+use crate::error::EngineError;
 use crate::diagnostics as d;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -64,7 +66,7 @@ fn edge_stats_per_ply<'py>(
     let b = game_batch(tokens, lengths)?;
     let (per_ply, white, black) = py
         .detach(|| d::edge_stats_batch(&b.tokens, &b.lengths, b.max_ply))
-        .map_err(|(g, e)| PyValueError::new_err(format!("game {g}: {e}")))?;
+        .map_err(EngineError::from)?;
     Ok((array2(py, per_ply, b.n_games, b.max_ply)?, PyArray1::from_vec(py, white), PyArray1::from_vec(py, black)))
 }
 
@@ -74,7 +76,7 @@ fn quotas(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<[i32; 64]> {
     })?;
     let v = a.as_array();
     if v.len() < 64 {
-        return Err(PyValueError::new_err(format!("{name} has {} entries; at least 64 are needed", v.len())));
+        return Err(arg_err(format!("{name} has {} entries; at least 64 are needed", v.len())));
     }
     let mut q = [0i32; 64];
     for (i, x) in v.iter().take(64).enumerate() {
@@ -98,10 +100,10 @@ fn generate_diagnostic_sets<'py>(
     let qw = quotas(quotas_white, "quotas_white")?;
     let qb = quotas(quotas_black, "quotas_black")?;
     if max_ply == 0 || max_ply > i16::MAX as usize {
-        return Err(PyValueError::new_err(format!("max_ply must be in 1..=32767, got {max_ply}")));
+        return Err(arg_err(format!("max_ply must be in 1..=32767, got {max_ply}")));
     }
     if !(max_simulated_factor >= 0.0 && max_simulated_factor.is_finite()) {
-        return Err(PyValueError::new_err(format!(
+        return Err(arg_err(format!(
             "max_simulated_factor must be a finite number ≥ 0, got {max_simulated_factor}"
         )));
     }
@@ -137,11 +139,11 @@ fn accuracy_ceiling<'py>(
     n_rollouts: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     if sample_rate.is_nan() || sample_rate <= 0.0 {
-        return Err(PyValueError::new_err(format!("sample_rate must be > 0, got {sample_rate}")));
+        return Err(arg_err(format!("sample_rate must be > 0, got {sample_rate}")));
     }
     ensure_allocatable("accuracy_ceiling: games", &[n_games, max_ply], 2 * std::mem::size_of::<u16>())?;
     let opts = d::CeilingOptions { n_games, max_ply, n_rollouts, sample_rate, seed };
-    let c = py.detach(|| d::accuracy_ceiling(opts)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let c = py.detach(|| d::accuracy_ceiling(opts)).map_err(EngineError::from)?;
     let out = PyDict::new(py);
     out.set_item("n_positions", c.unconditional.len())?;
     out.set_item("n_games", c.n_games)?;
@@ -180,7 +182,7 @@ fn accuracy_ceiling_of<'py>(
             .map(|g| d::inverse_legal_counts(b.game(g)).map_err(|e| (g, e)))
             .collect()
     });
-    let rows = rows.map_err(|(g, e)| PyValueError::new_err(format!("game {g}: {e}")))?;
+    let rows = rows.map_err(EngineError::from)?;
     let mut out = vec![0.0f64; b.n_games * b.max_ply];
     for (g, r) in rows.iter().enumerate() {
         out[g * b.max_ply..g * b.max_ply + r.len()].copy_from_slice(r);

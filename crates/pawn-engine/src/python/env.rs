@@ -4,10 +4,12 @@
 #![allow(clippy::type_complexity)]
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use super::common::{describe, ensure_allocatable, game_batch};
+use super::error::arg_err;
+use crate::error::EngineError;
 use crate::env::{self, BatchEnv, EnvError};
 use crate::game::GameState;
 use crate::vocab;
@@ -18,17 +20,15 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// `EngineStateError` (RuntimeError), `EngineIndexError` (IndexError) or `EngineUsageError`
+/// (ValueError), through the one mapping of `python/error.rs`.
 fn env_err(e: EnvError) -> PyErr {
-    match e {
-        EnvError::NotReset => PyRuntimeError::new_err(e.to_string()),
-        EnvError::BadIndex { .. } => PyIndexError::new_err(e.to_string()),
-        EnvError::WrongTurn { .. } => PyValueError::new_err(e.to_string()),
-    }
+    EngineError::from(e).into()
 }
 
 fn check_max_ply(max_ply: usize) -> PyResult<()> {
     if max_ply == 0 || max_ply > i16::MAX as usize {
-        return Err(PyValueError::new_err(format!("max_ply must be in 1..=32767, got {max_ply}")));
+        return Err(arg_err(format!("max_ply must be in 1..=32767, got {max_ply}")));
     }
     Ok(())
 }
@@ -190,7 +190,7 @@ fn tokens_vec(obj: &Bound<'_, PyAny>, k: usize) -> PyResult<Vec<u16>> {
         })?
     };
     if v.len() != k {
-        return Err(PyValueError::new_err(format!("got {} tokens for {k} game indices", v.len())));
+        return Err(arg_err(format!("got {} tokens for {k} game indices", v.len())));
     }
     Ok(v.into_iter().map(token_u16).collect())
 }
@@ -273,7 +273,7 @@ impl PyBatchEnv {
         self.env.slots().map_err(env_err)?;
         let b = game_batch(tokens, lengths)?;
         if b.n_games != self.env.n_games() {
-            return Err(PyValueError::new_err(format!(
+            return Err(arg_err(format!(
                 "tokens has {} rows but the environment has {} games",
                 b.n_games,
                 self.env.n_games()

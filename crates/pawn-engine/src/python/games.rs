@@ -1,7 +1,8 @@
 //! Random-game bindings (spec §3).
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
-use pyo3::exceptions::PyValueError;
+use super::error::arg_err;
+use crate::error::EngineError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -27,17 +28,17 @@ fn random_games<'py>(
     first_game: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
     if n_games < 0 {
-        return Err(PyValueError::new_err(format!("n_games must be ≥ 0, got {n_games}")));
+        return Err(arg_err(format!("n_games must be ≥ 0, got {n_games}")));
     }
     if !(1..=u16::MAX as i64).contains(&max_ply) {
-        return Err(PyValueError::new_err(format!("max_ply must be in 1..=65535, got {max_ply}")));
+        return Err(arg_err(format!("max_ply must be in 1..=65535, got {max_ply}")));
     }
     let n = n_games as usize;
     ensure_allocatable("random_games: tokens", &[n, max_ply as usize], 2 * std::mem::size_of::<u16>())?;
     let opts = RandomGameOptions { max_ply: max_ply as usize, seed, mate_boost, discard_ply_limit, first_game: first_game as usize };
     let batch = py
         .detach(|| random::random_games(n, opts))
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        .map_err(EngineError::from)?;
     let d = PyDict::new(py);
     let tokens: Vec<i16> = batch.tokens.iter().map(|&t| t as i16).collect();
     let tokens: Bound<'py, PyArray2<i16>> = PyArray1::from_vec(py, tokens).reshape([n, batch.max_ply])?;

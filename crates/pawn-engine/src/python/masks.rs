@@ -7,6 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::common::{ensure_allocatable, game_batch, GameBatch};
+use super::error::arg_err;
+use crate::error::EngineError;
 use crate::masks::BatchError;
 use crate::{board, masks, vocab};
 
@@ -20,14 +22,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// `ValueError` naming the game, the ply and the token as the caller passed it (int16).
+/// `EngineInputError` (a `ValueError`) naming the game, the ply and the token as the caller
+/// passed it (int16): [`EngineError::Replay`].
 fn batch_error(e: BatchError) -> PyErr {
-    let tok = e.illegal.token as i16;
-    let what = match vocab::token_to_uci(e.illegal.token) {
-        Some(uci) => format!("move token {tok} ({uci}) is illegal in the replayed position"),
-        None => format!("token {tok} is not a move token (0..1967)"),
-    };
-    PyValueError::new_err(format!("game {}, ply {}: {what}", e.game, e.illegal.ply))
+    EngineError::Replay(e).into()
 }
 
 fn shape_err(e: impl std::fmt::Display) -> PyErr {
@@ -50,7 +48,7 @@ fn legal_move_masks<'py>(
     vocab_size: i64,
 ) -> PyResult<Bound<'py, PyArray3<bool>>> {
     if vocab_size < vocab::NUM_ACTIONS as i64 {
-        return Err(PyValueError::new_err(format!(
+        return Err(arg_err(format!(
             "vocab_size = {vocab_size} must be 1968 (no PAD column) or at least 1969"
         )));
     }
@@ -73,7 +71,7 @@ fn legal_move_masks_sparse<'py>(
     vocab_size: i64,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     if vocab_size <= vocab::PAD_TOKEN as i64 {
-        return Err(PyValueError::new_err(format!(
+        return Err(arg_err(format!(
             "vocab_size = {vocab_size} must exceed 1968: the sparse form always writes a PAD entry"
         )));
     }
@@ -83,7 +81,7 @@ fn legal_move_masks_sparse<'py>(
         Some(s) => {
             let longest = gb.lengths.iter().copied().max().unwrap_or(0);
             if s < 0 || (s as usize) < longest {
-                return Err(PyValueError::new_err(format!(
+                return Err(arg_err(format!(
                     "seq_len = {s} must be at least the longest game length ({longest})"
                 )));
             }
@@ -94,7 +92,7 @@ fn legal_move_masks_sparse<'py>(
     // Flat indices run up to B·seq_len·V; beyond i64 they would wrap silently.
     let span = [gb.n_games, seq_len, v].iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
     if span.is_none_or(|n| n > i64::MAX as usize) {
-        return Err(PyValueError::new_err(format!(
+        return Err(arg_err(format!(
             "n_games × seq_len × vocab_size = {} × {seq_len} × {v} exceeds the int64 range of the flat indices",
             gb.n_games
         )));
@@ -163,7 +161,7 @@ fn board_states<'py>(
 /// Perft leaf count from a FEN (or "startpos") to `depth` through the engine's token path.
 #[pyfunction]
 fn perft(py: Python<'_>, fen: &str, depth: i64) -> PyResult<u64> {
-    let depth = u32::try_from(depth).map_err(|_| PyValueError::new_err(format!("depth = {depth} must be ≥ 0")))?;
+    let depth = u32::try_from(depth).map_err(|_| arg_err(format!("depth = {depth} must be ≥ 0")))?;
     let fen = fen.to_owned();
-    py.detach(move || masks::perft(&fen, depth)).map_err(|e| PyValueError::new_err(e.to_string()))
+    Ok(py.detach(move || masks::perft(&fen, depth)).map_err(EngineError::from)?)
 }

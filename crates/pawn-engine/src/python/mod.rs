@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod common;
 mod diagnostics;
 mod env;
+mod error;
 mod games;
 mod masks;
 mod pgn;

@@ -3,13 +3,18 @@
 
 use numpy::ndarray::{Array1, Array2};
 use numpy::IntoPyArray;
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
+use numpy::{PyArray1, PyArray2};
+use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList};
 
 use super::common::game_batch;
+use super::error::arg_err;
+use crate::error::EngineError;
+use crate::game::IllegalToken;
 use crate::pgn::{self, PgnBatch, SkipReason, Skipped};
-use crate::uci::{self, MoveError};
+use crate::uci::{self, MoveError, UciBatch};
 use crate::vocab;
 
 /// `(tokens int16 [N, T], lengths int16 [N])` as NumPy arrays.
@@ -21,6 +26,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_pgn_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_pgn_path, m)?)?;
     m.add_function(wrap_pyfunction!(parse_uci_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_uci_path, m)?)?;
+    m.add_class::<PgnGames>()?;
+    m.add_class::<UciGames>()?;
+    m.add("SKIP_REASONS", SkipReason::ALL.map(|r| r.name()).to_vec())?;
+    m.add("CLOCK_MISSING", pgn::CLOCK_MISSING)?;
+    m.add("EVAL_MISSING", pgn::EVAL_MISSING)?;
     m.add_function(wrap_pyfunction!(uci_to_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(tokens_to_uci, m)?)?;
     m.add_function(wrap_pyfunction!(tokens_to_san, m)?)?;
@@ -31,216 +42,350 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 fn check_plies(max_ply: i64, min_ply: i64) -> PyResult<(usize, usize)> {
     if !(1..=i16::MAX as i64).contains(&max_ply) {
-        return Err(PyValueError::new_err(format!("max_ply must be in 1..=32767, got {max_ply}")));
+        return Err(arg_err(format!("max_ply must be in 1..=32767, got {max_ply}")));
     }
     if !(0..=max_ply).contains(&min_ply) {
-        return Err(PyValueError::new_err(format!("min_ply must be in 0..=max_ply ({max_ply}), got {min_ply}")));
+        return Err(arg_err(format!("min_ply must be in 0..=max_ply ({max_ply}), got {min_ply}")));
     }
     Ok((max_ply as usize, min_ply as usize))
 }
 
 fn read_file(py: Python<'_>, path: &str) -> PyResult<Vec<u8>> {
-    py.detach(|| std::fs::read(path)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(format!("no such file: {path}")),
-        _ => PyOSError::new_err(format!("cannot read {path}: {e}")),
-    })
+    Ok(py.detach(|| std::fs::read(path)).map_err(|e| EngineError::io(path, &e))?)
 }
 
-fn skipped_list<'py>(py: Python<'py>, skipped: &[Skipped]) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, skipped.iter().map(|s| (s.game, s.ply, s.reason.name())))
+fn skipped_list(py: Python<'_>, skipped: &[Skipped]) -> PyResult<Py<PyList>> {
+    Ok(PyList::new(py, skipped.iter().map(|s| (s.game, s.ply, s.reason.name())))?.unbind())
 }
 
-fn counts_dict<'py>(py: Python<'py>, n_read: usize, kept: usize, skipped: &[Skipped]) -> PyResult<Bound<'py, PyDict>> {
+fn counts_dict(py: Python<'_>, n_read: usize, kept: usize, skipped: &[Skipped]) -> PyResult<Py<PyDict>> {
     let d = PyDict::new(py);
     d.set_item("read", n_read)?;
     d.set_item("kept", kept)?;
     for r in SkipReason::ALL {
         d.set_item(r.name(), skipped.iter().filter(|s| s.reason == r).count())?;
     }
-    Ok(d)
+    Ok(d.unbind())
 }
 
-/// Space-joined UCI of move tokens (non-move ids are left out).
-fn join_uci(tokens: &[u16]) -> String {
-    let mut s = String::with_capacity(tokens.len() * 5);
-    for a in tokens.iter().filter_map(|&t| vocab::decompose(t)) {
-        if !s.is_empty() {
-            s.push(' ');
-        }
-        for sq in [a.src, a.dst] {
-            s.push((b'a' + sq % 8) as char);
-            s.push((b'1' + sq / 8) as char);
-        }
-        if a.promo > 0 {
-            s.push(['q', 'r', 'b', 'n'][(a.promo - 1) as usize]);
-        }
+/// `pathlib.Path(path)`, or None.
+fn as_path(py: Python<'_>, path: &Option<String>) -> PyResult<Py<PyAny>> {
+    match path {
+        Some(p) => Ok(py.import("pathlib")?.getattr("Path")?.call1((p,))?.unbind()),
+        None => Ok(py.None()),
     }
-    s
 }
 
-/// Space-joined SAN.
-fn join_san(san: &[pgn_reader::SanPlus]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(san.len() * 5);
-    for (i, x) in san.iter().enumerate() {
-        if i > 0 {
-            s.push(' ');
-        }
-        let _ = write!(s, "{x}");
-    }
-    s
+/// Each space-joined string split into a list of moves, built once.
+fn split_once<'py>(py: Python<'py>, cell: &PyOnceLock<Py<PyList>>, joined: &[String]) -> PyResult<Bound<'py, PyList>> {
+    let list = cell.get_or_try_init(py, || -> PyResult<Py<PyList>> {
+        let rows = joined.iter().map(|s| s.split_whitespace().collect::<Vec<_>>());
+        Ok(PyList::new(py, rows)?.unbind())
+    })?;
+    Ok(list.bind(py).clone())
 }
 
-fn batch_to_dict<'py>(py: Python<'py>, b: PgnBatch, max_ply: usize) -> PyResult<Bound<'py, PyDict>> {
-    let n = b.games.len();
-    let mut tokens = Array2::<i16>::from_elem((n, max_ply), vocab::PAD_TOKEN as i16);
-    let mut clocks = Array2::<u16>::zeros((n, max_ply));
-    let mut evals = Array2::<i16>::zeros((n, max_ply));
-    for (i, g) in b.games.iter().enumerate() {
-        for (j, &t) in g.tokens.iter().enumerate() {
-            tokens[[i, j]] = t as i16;
-            clocks[[i, j]] = g.clocks[j];
-            evals[[i, j]] = g.evals[j];
-        }
-    }
-    let col = |f: &dyn Fn(&pgn::Game) -> i64| -> Vec<i64> { b.games.iter().map(f).collect() };
-    let d = PyDict::new(py);
-    d.set_item("tokens", tokens.into_pyarray(py))?;
-    d.set_item("clocks", clocks.into_pyarray(py))?;
-    d.set_item("evals", evals.into_pyarray(py))?;
-    let lengths: Array1<i16> = b.games.iter().map(|g| g.tokens.len() as i16).collect();
-    d.set_item("lengths", lengths.into_pyarray(py))?;
-    let outcome: Array1<i16> = b.games.iter().map(|g| g.outcome as i16).collect();
-    d.set_item("outcome", outcome.into_pyarray(py))?;
-    let we: Array1<u16> = b.games.iter().map(|g| g.headers.white_elo).collect();
-    d.set_item("white_elo", we.into_pyarray(py))?;
-    let be: Array1<u16> = b.games.iter().map(|g| g.headers.black_elo).collect();
-    d.set_item("black_elo", be.into_pyarray(py))?;
-    d.set_item("game_index", Array1::from(col(&|g| g.index as i64)).into_pyarray(py))?;
-    d.set_item("full_length", Array1::from(col(&|g| g.full_length as i64)).into_pyarray(py))?;
-    let (san, uci): (Vec<String>, Vec<String>) = py.detach(|| {
-        use rayon::prelude::*;
-        b.games.par_iter().map(|g| (join_san(&g.san), join_uci(&g.tokens))).unzip()
-    });
-    d.set_item("san_joined", san)?;
-    d.set_item("uci_joined", uci)?;
-    let headers = PyDict::new(py);
-    type Getter = fn(&pgn::Headers) -> &str;
-    let fields: [(&str, Getter); 12] = [
-        ("event", |h| &h.event),
-        ("site", |h| &h.site),
-        ("date", |h| &h.date),
-        ("utc_date", |h| &h.utc_date),
-        ("utc_time", |h| &h.utc_time),
-        ("white", |h| &h.white),
-        ("black", |h| &h.black),
-        ("result", |h| &h.result),
-        ("termination", |h| &h.termination),
-        ("time_control", |h| &h.time_control),
-        ("eco", |h| &h.eco),
-        ("opening", |h| &h.opening),
-    ];
-    for (name, get) in fields {
-        headers.set_item(name, b.games.iter().map(|g| get(&g.headers)).collect::<Vec<_>>())?;
-    }
-    d.set_item("headers", headers)?;
-    d.set_item("skipped", skipped_list(py, &b.skipped)?)?;
-    d.set_item("counts", counts_dict(py, b.n_read, n, &b.skipped)?)?;
-    Ok(d)
-}
-
-/// Parse PGN bytes (spec §6.1–§6.4). Returns a dict: `tokens` int16 [N, max_ply] PAD-filled,
-/// `lengths` int16 [N], `outcome` int16 [N], `white_elo`/`black_elo` uint16 [N], `clocks`
-/// uint16 and `evals` int16 [N, max_ply] (sentinels inside a game, 0 beyond), `game_index` and
-/// `full_length` int64 [N], `san_joined`/`uci_joined` (one space-joined string per game),
-/// `headers` (dict of string columns), `skipped` [(game, ply, reason)] and `counts`.
-/// Raises ValueError for max_ply outside 1..=32767 or min_ply outside 0..=max_ply.
-#[pyfunction]
-#[pyo3(signature = (data, max_ply=512, min_ply=1))]
-fn parse_pgn_bytes<'py>(py: Python<'py>, data: &[u8], max_ply: i64, min_ply: i64) -> PyResult<Bound<'py, PyDict>> {
-    let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
-    let batch = py.detach(|| pgn::parse_pgn(data, max_ply, min_ply));
-    batch_to_dict(py, batch, max_ply)
-}
-
-/// As `parse_pgn_bytes`, reading the file at `path` (FileNotFoundError naming it if missing).
-#[pyfunction]
-#[pyo3(signature = (path, max_ply=512, min_ply=1))]
-fn parse_pgn_path<'py>(py: Python<'py>, path: &str, max_ply: i64, min_ply: i64) -> PyResult<Bound<'py, PyDict>> {
-    let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
-    let data = read_file(py, path)?;
-    let batch = py.detach(|| pgn::parse_pgn(&data, max_ply, min_ply));
-    batch_to_dict(py, batch, max_ply)
-}
-
-fn game_error(game: usize, e: &MoveError) -> PyErr {
-    PyValueError::new_err(format!("game {game}: {e}"))
-}
-
-/// Parse a UCI file's bytes (spec §6.7): one game per non-empty line, whitespace-separated
-/// moves, a trailing result token dropped. Returns a dict: `tokens` int16 [N, max_ply]
-/// PAD-filled, `lengths` int16 [N], `uci_joined`, `game_index` int64 [N] (1-based number of the
-/// non-empty line), `skipped` [(game, ply, reason)] and `counts`. Games with a bad move are
-/// skipped (`illegal_move` / `unreadable_move`), longer games truncated to max_ply, games with
-/// fewer than min_ply moves skipped (`too_short`).
-#[pyfunction]
-#[pyo3(signature = (data, max_ply=512, min_ply=1))]
-fn parse_uci_bytes<'py>(py: Python<'py>, data: &[u8], max_ply: i64, min_ply: i64) -> PyResult<Bound<'py, PyDict>> {
-    use rayon::prelude::*;
-    let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
-    let (n_read, rows, skipped) = py.detach(|| {
-        // A UTF-8 BOM would otherwise stick to the first move and make game 1 unreadable.
-        let text = pgn::decode_text(data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data));
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        let results: Vec<Result<Vec<u16>, Skipped>> = lines
-            .par_iter()
-            .enumerate()
-            .map(|(i, line)| {
-                let moves = uci::parse_uci_line(line);
-                let (tokens, err) = uci::uci_game_to_tokens(&moves, max_ply);
-                let game = i + 1;
-                match err {
-                    Some(e) => Err(Skipped {
-                        game,
-                        ply: e.ply,
-                        reason: if e.malformed { SkipReason::UnreadableMove } else { SkipReason::IllegalMove },
-                    }),
-                    None if moves.len() < min_ply => Err(Skipped { game, ply: moves.len(), reason: SkipReason::TooShort }),
-                    None => Ok(tokens),
-                }
-            })
-            .collect();
-        let mut rows = Vec::new();
-        let mut skipped = Vec::new();
-        for (i, r) in results.into_iter().enumerate() {
-            match r {
-                Ok(t) => rows.push((i + 1, t)),
-                Err(s) => skipped.push(s),
-            }
-        }
-        (lines.len(), rows, skipped)
-    });
-    let n = rows.len();
-    let mut tokens = Array2::<i16>::from_elem((n, max_ply), vocab::PAD_TOKEN as i16);
-    for (i, (_, t)) in rows.iter().enumerate() {
+/// A PAD-filled int16 [N, max_ply] array of token rows.
+fn token_matrix<'a>(rows: impl ExactSizeIterator<Item = &'a [u16]>, max_ply: usize) -> Array2<i16> {
+    let mut tokens = Array2::<i16>::from_elem((rows.len(), max_ply), vocab::PAD_TOKEN as i16);
+    for (i, t) in rows.enumerate() {
         for (j, &tok) in t.iter().enumerate() {
             tokens[[i, j]] = tok as i16;
         }
     }
-    let d = PyDict::new(py);
-    d.set_item("tokens", tokens.into_pyarray(py))?;
-    let lengths: Array1<i16> = rows.iter().map(|(_, t)| t.len() as i16).collect();
-    d.set_item("lengths", lengths.into_pyarray(py))?;
-    let idx: Array1<i64> = rows.iter().map(|(g, _)| *g as i64).collect();
-    d.set_item("game_index", idx.into_pyarray(py))?;
-    let uci: Vec<String> = rows
-        .iter()
-        .map(|(_, t)| join_uci(t))
-        .collect();
-    d.set_item("uci_joined", uci)?;
-    d.set_item("skipped", skipped_list(py, &skipped)?)?;
-    d.set_item("counts", counts_dict(py, n_read, n, &skipped)?)?;
+    tokens
+}
+
+/// `getattr(record, key)` for a field name in `fields`, else KeyError: dict-style access.
+fn item(obj: &Bound<'_, PyAny>, fields: &[&str], key: &str) -> PyResult<Py<PyAny>> {
+    if fields.contains(&key) {
+        Ok(obj.getattr(key)?.unbind())
+    } else {
+        Err(PyKeyError::new_err(key.to_owned()))
+    }
+}
+
+/// `{field: value}` for every field in `fields`.
+fn as_dict<'py>(obj: &Bound<'py, PyAny>, fields: &[&str]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(obj.py());
+    for f in fields {
+        d.set_item(f, obj.getattr(*f)?)?;
+    }
     Ok(d)
+}
+
+const PGN_FIELDS: [&str; 15] = [
+    "tokens", "lengths", "outcome", "white_elo", "black_elo", "clocks", "evals", "game_index", "full_length",
+    "headers", "skipped", "counts", "path", "san", "uci",
+];
+
+/// Games parsed from one PGN input, in file order (N kept games, T = `max_ply`); spec §6.1–§6.4.
+/// Returned by `parse_pgn`; read-only. `record["tokens"]` and `to_dict()` give dict-style access.
+#[pyclass(name = "PgnGames", module = "pawn._engine", frozen)]
+pub struct PgnGames {
+    /// int16 [N, T] move tokens, PAD (1968) after each game's length.
+    #[pyo3(get)]
+    tokens: Py<PyArray2<i16>>,
+    /// int16 [N] plies kept (≤ T; a longer game is truncated and gets outcome 1973).
+    #[pyo3(get)]
+    lengths: Py<PyArray1<i16>>,
+    /// int16 [N] outcome token per spec §6.3.
+    #[pyo3(get)]
+    outcome: Py<PyArray1<i16>>,
+    /// uint16 [N], 0 when missing.
+    #[pyo3(get)]
+    white_elo: Py<PyArray1<u16>>,
+    /// uint16 [N], 0 when missing.
+    #[pyo3(get)]
+    black_elo: Py<PyArray1<u16>>,
+    /// uint16 [N, T] seconds left after each move; 32768 without `[%clk]`, 0 beyond the length.
+    #[pyo3(get)]
+    clocks: Py<PyArray2<u16>>,
+    /// int16 [N, T] centipawns (mate ±(32767 − |N|)); -32768 without `[%eval]`, 0 beyond.
+    #[pyo3(get)]
+    evals: Py<PyArray2<i16>>,
+    /// int64 [N] 1-based number in the input of each kept game.
+    #[pyo3(get)]
+    game_index: Py<PyArray1<i64>>,
+    /// int64 [N] plies of the whole game before truncation.
+    #[pyo3(get)]
+    full_length: Py<PyArray1<i64>>,
+    /// dict of str columns [N]: event, site, date, utc_date, utc_time, white, black, result,
+    /// termination, time_control, eco, opening.
+    #[pyo3(get)]
+    headers: Py<PyDict>,
+    /// (game number, ply, reason) per skipped game; reasons in `SKIP_REASONS`.
+    #[pyo3(get)]
+    skipped: Py<PyList>,
+    /// `read`, `kept` and one count per skip reason.
+    #[pyo3(get)]
+    counts: Py<PyDict>,
+    path: Option<String>,
+    san_joined: Vec<String>,
+    uci_joined: Vec<String>,
+    san: PyOnceLock<Py<PyList>>,
+    uci: PyOnceLock<Py<PyList>>,
+}
+
+#[pymethods]
+impl PgnGames {
+    /// The file read (`pathlib.Path`), or None for text input.
+    #[getter]
+    fn path(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        as_path(py, &self.path)
+    }
+
+    /// SAN of each kept move, as written (normalised: `0-0` → `O-O`, `bxa8Q` → `bxa8=Q`,
+    /// glyphs dropped).
+    #[getter]
+    fn san<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        split_once(py, &self.san, &self.san_joined)
+    }
+
+    /// UCI of each kept move (castling `e1g1`).
+    #[getter]
+    fn uci<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        split_once(py, &self.uci, &self.uci_joined)
+    }
+
+    fn __len__(&self) -> usize {
+        self.san_joined.len()
+    }
+
+    fn __getitem__(slf: &Bound<'_, Self>, key: &str) -> PyResult<Py<PyAny>> {
+        item(slf.as_any(), &PGN_FIELDS, key)
+    }
+
+    /// Every field as a dict.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        as_dict(slf.as_any(), &PGN_FIELDS)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("PgnGames(n={}, path={:?})", self.san_joined.len(), self.path)
+    }
+}
+
+impl PgnGames {
+    fn new(py: Python<'_>, b: PgnBatch, max_ply: usize, path: Option<String>) -> PyResult<Self> {
+        let n = b.games.len();
+        let tokens = token_matrix(b.games.iter().map(|g| g.tokens.as_slice()), max_ply);
+        let mut clocks = Array2::<u16>::zeros((n, max_ply));
+        let mut evals = Array2::<i16>::zeros((n, max_ply));
+        for (i, g) in b.games.iter().enumerate() {
+            for j in 0..g.tokens.len() {
+                clocks[[i, j]] = g.clocks[j];
+                evals[[i, j]] = g.evals[j];
+            }
+        }
+        let col = |f: &dyn Fn(&pgn::Game) -> i64| -> Vec<i64> { b.games.iter().map(f).collect() };
+        let arr1 = |v: Vec<i64>| Array1::from(v).into_pyarray(py).unbind();
+        let (san_joined, uci_joined): (Vec<String>, Vec<String>) = py.detach(|| {
+            use rayon::prelude::*;
+            b.games.par_iter().map(|g| (uci::join_san(&g.san), uci::join_uci(&g.tokens))).unzip()
+        });
+        let headers = PyDict::new(py);
+        type Getter = fn(&pgn::Headers) -> &str;
+        let fields: [(&str, Getter); 12] = [
+            ("event", |h| &h.event),
+            ("site", |h| &h.site),
+            ("date", |h| &h.date),
+            ("utc_date", |h| &h.utc_date),
+            ("utc_time", |h| &h.utc_time),
+            ("white", |h| &h.white),
+            ("black", |h| &h.black),
+            ("result", |h| &h.result),
+            ("termination", |h| &h.termination),
+            ("time_control", |h| &h.time_control),
+            ("eco", |h| &h.eco),
+            ("opening", |h| &h.opening),
+        ];
+        for (name, get) in fields {
+            headers.set_item(name, b.games.iter().map(|g| get(&g.headers)).collect::<Vec<_>>())?;
+        }
+        Ok(PgnGames {
+            tokens: tokens.into_pyarray(py).unbind(),
+            lengths: b.games.iter().map(|g| g.tokens.len() as i16).collect::<Array1<i16>>().into_pyarray(py).unbind(),
+            outcome: b.games.iter().map(|g| g.outcome as i16).collect::<Array1<i16>>().into_pyarray(py).unbind(),
+            white_elo: b.games.iter().map(|g| g.headers.white_elo).collect::<Array1<u16>>().into_pyarray(py).unbind(),
+            black_elo: b.games.iter().map(|g| g.headers.black_elo).collect::<Array1<u16>>().into_pyarray(py).unbind(),
+            clocks: clocks.into_pyarray(py).unbind(),
+            evals: evals.into_pyarray(py).unbind(),
+            game_index: arr1(col(&|g| g.index as i64)),
+            full_length: arr1(col(&|g| g.full_length as i64)),
+            headers: headers.unbind(),
+            skipped: skipped_list(py, &b.skipped)?,
+            counts: counts_dict(py, b.n_read, n, &b.skipped)?,
+            path,
+            san_joined,
+            uci_joined,
+            san: PyOnceLock::new(),
+            uci: PyOnceLock::new(),
+        })
+    }
+}
+
+const UCI_FIELDS: [&str; 7] = ["tokens", "lengths", "game_index", "skipped", "counts", "path", "uci"];
+
+/// Games parsed from a UCI file (spec §6.7; N kept games, T = `max_ply`). Returned by
+/// `parse_uci_file`; read-only. `record["tokens"]` and `to_dict()` give dict-style access.
+#[pyclass(name = "UciGames", module = "pawn._engine", frozen)]
+pub struct UciGames {
+    /// int16 [N, T] PAD-filled move tokens.
+    #[pyo3(get)]
+    tokens: Py<PyArray2<i16>>,
+    /// int16 [N] plies kept.
+    #[pyo3(get)]
+    lengths: Py<PyArray1<i16>>,
+    /// int64 [N] 1-based number of the non-empty line of each kept game.
+    #[pyo3(get)]
+    game_index: Py<PyArray1<i64>>,
+    /// (game number, ply, reason) per skipped game: `illegal_move`, `unreadable_move` or
+    /// `too_short`.
+    #[pyo3(get)]
+    skipped: Py<PyList>,
+    /// `read`, `kept` and one count per skip reason.
+    #[pyo3(get)]
+    counts: Py<PyDict>,
+    path: Option<String>,
+    uci_joined: Vec<String>,
+    uci: PyOnceLock<Py<PyList>>,
+}
+
+#[pymethods]
+impl UciGames {
+    /// The file read (`pathlib.Path`), or None for bytes input.
+    #[getter]
+    fn path(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        as_path(py, &self.path)
+    }
+
+    /// UCI of each kept move.
+    #[getter]
+    fn uci<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        split_once(py, &self.uci, &self.uci_joined)
+    }
+
+    fn __len__(&self) -> usize {
+        self.uci_joined.len()
+    }
+
+    fn __getitem__(slf: &Bound<'_, Self>, key: &str) -> PyResult<Py<PyAny>> {
+        item(slf.as_any(), &UCI_FIELDS, key)
+    }
+
+    /// Every field as a dict.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        as_dict(slf.as_any(), &UCI_FIELDS)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("UciGames(n={}, path={:?})", self.uci_joined.len(), self.path)
+    }
+}
+
+impl UciGames {
+    fn new(py: Python<'_>, b: UciBatch, max_ply: usize, path: Option<String>) -> PyResult<Self> {
+        let n = b.games.len();
+        let tokens = token_matrix(b.games.iter().map(|(_, t)| t.as_slice()), max_ply);
+        let lengths: Array1<i16> = b.games.iter().map(|(_, t)| t.len() as i16).collect();
+        let idx: Array1<i64> = b.games.iter().map(|(g, _)| *g as i64).collect();
+        Ok(UciGames {
+            tokens: tokens.into_pyarray(py).unbind(),
+            lengths: lengths.into_pyarray(py).unbind(),
+            game_index: idx.into_pyarray(py).unbind(),
+            skipped: skipped_list(py, &b.skipped)?,
+            counts: counts_dict(py, b.n_read, n, &b.skipped)?,
+            path,
+            uci_joined: b.games.iter().map(|(_, t)| uci::join_uci(t)).collect(),
+            uci: PyOnceLock::new(),
+        })
+    }
+}
+
+/// Parse PGN bytes (spec §6.1–§6.4) into a `PgnGames` record. Raises EngineUsageError (a
+/// ValueError) for max_ply outside 1..=32767 or min_ply outside 0..=max_ply.
+#[pyfunction]
+#[pyo3(signature = (data, max_ply=512, min_ply=1))]
+fn parse_pgn_bytes(py: Python<'_>, data: &[u8], max_ply: i64, min_ply: i64) -> PyResult<PgnGames> {
+    let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
+    let batch = py.detach(|| pgn::parse_pgn(data, max_ply, min_ply));
+    PgnGames::new(py, batch, max_ply, None)
+}
+
+/// As `parse_pgn_bytes`, reading the file at `path` (FileNotFoundError naming it if missing);
+/// the record's `path` is that file.
+#[pyfunction]
+#[pyo3(signature = (path, max_ply=512, min_ply=1))]
+fn parse_pgn_path(py: Python<'_>, path: &str, max_ply: i64, min_ply: i64) -> PyResult<PgnGames> {
+    let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
+    let data = read_file(py, path)?;
+    let batch = py.detach(|| pgn::parse_pgn(&data, max_ply, min_ply));
+    PgnGames::new(py, batch, max_ply, Some(path.to_owned()))
+}
+
+fn game_error(game: usize, e: &MoveError) -> PyErr {
+    EngineError::from((game, e.clone())).into()
+}
+
+/// Parse a UCI file's bytes (spec §6.7, `uci::parse_uci_file`) into a `UciGames` record
+/// (`path` None).
+#[pyfunction]
+#[pyo3(signature = (data, max_ply=512, min_ply=1))]
+fn parse_uci_bytes(py: Python<'_>, data: &[u8], max_ply: i64, min_ply: i64) -> PyResult<UciGames> {
+    let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
+    let batch = py.detach(|| uci::parse_uci_file(data, max_ply, min_ply));
+    UciGames::new(py, batch, max_ply, None)
+}
+
+/// As `parse_uci_bytes`, reading the file at `path` (FileNotFoundError naming it if missing).
+#[pyfunction]
+#[pyo3(signature = (path, max_ply=512, min_ply=1))]
+fn parse_uci_path(py: Python<'_>, path: &str, max_ply: i64, min_ply: i64) -> PyResult<UciGames> {
+    let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
+    let data = read_file(py, path)?;
+    let batch = py.detach(|| uci::parse_uci_file(&data, max_ply, min_ply));
+    UciGames::new(py, batch, max_ply, Some(path.to_owned()))
 }
 
 /// UCI games → `(tokens int16 [N, max_ply] PAD-filled, lengths int16 [N])` (spec §6.7, §1.4).
@@ -259,7 +404,7 @@ fn uci_to_tokens<'py>(
     let raise = match on_error {
         "raise" => true,
         "truncate" => false,
-        other => return Err(PyValueError::new_err(format!("on_error must be 'raise' or 'truncate', got {other:?}"))),
+        other => return Err(arg_err(format!("on_error must be 'raise' or 'truncate', got {other:?}"))),
     };
     let results = py.detach(|| {
         use rayon::prelude::*;
@@ -291,9 +436,7 @@ fn tokens_to_uci(tokens: &Bound<'_, PyAny>, lengths: &Bound<'_, PyAny>) -> PyRes
                 .iter()
                 .enumerate()
                 .map(|(ply, &t)| {
-                    vocab::token_to_uci(t).ok_or_else(|| {
-                        PyValueError::new_err(format!("game {g}: token {} at ply {ply} is not a move", t as i16))
-                    })
+                    vocab::token_to_uci(t).ok_or_else(|| EngineError::from((g, IllegalToken { ply, token: t })).into())
                 })
                 .collect()
         })

@@ -4,7 +4,8 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::vocab;
+use crate::game::Termination;
+use crate::{env, vocab};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NUM_ACTIONS", vocab::NUM_ACTIONS)?;
@@ -14,6 +15,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VOCAB_SIZE", vocab::VOCAB_SIZE)?;
     m.add("MAX_SEQ_LEN", vocab::MAX_SEQ_LEN)?;
     m.add("OUTCOME_NAMES", vocab::outcome::NAMES.to_vec())?;
+    m.add("TERMINATION_NAMES", Termination::ALL.map(|t| t.name()).to_vec())?;
+    m.add("RUNNING", env::RUNNING)?;
+    m.add("PREMATURE_PAD", env::PREMATURE_PAD)?;
+    m.add("FORFEIT", env::FORFEIT)?;
+    m.add_function(wrap_pyfunction!(termination_outcome, m)?)?;
     m.add_function(wrap_pyfunction!(token_to_uci, m)?)?;
     m.add_function(wrap_pyfunction!(uci_to_token, m)?)?;
     m.add_function(wrap_pyfunction!(action_table, m)?)?;
@@ -69,4 +75,12 @@ fn export_move_vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("token_to_move", t2m)?;
     d.set_item("move_to_token", m2t)?;
     Ok(d)
+}
+
+/// Outcome token of a game with termination `code` (spec §2.2: 0–5) after `length` plies (spec
+/// §2.3; checkmate is a win for the side that moved last), or None for a code outside 0–5 (the
+/// sentinels RUNNING, PREMATURE_PAD, FORFEIT).
+#[pyfunction]
+fn termination_outcome(code: i64, length: usize) -> Option<u16> {
+    Termination::from_code(code).map(|t| t.outcome_token(length))
 }
