@@ -91,7 +91,9 @@ def default_cache_dir() -> Path:
         return Path(os.environ["PAWN_CONVERTED_DIR"])
     from huggingface_hub import cached_assets_path
 
-    return cached_assets_path(library_name="pawn", namespace="converted")
+    from pawn.hub.fetch import hf_dirs
+
+    return cached_assets_path(library_name="pawn", namespace="converted", assets_dir=hf_dirs()[1])
 
 
 def cache_key(source: str, commit: Optional[str] = None) -> str:

@@ -122,6 +122,19 @@ def check_safetensors_file(path: Path) -> None:
         )
 
 
+def hf_dirs() -> tuple[str, str]:
+    """``(hub cache, assets cache)`` from the environment *now* (``HF_HUB_CACHE`` /
+    ``HF_ASSETS_CACHE``, else ``$HF_HOME/hub`` / ``$HF_HOME/assets``, else huggingface_hub's
+    defaults): huggingface_hub reads them once at import, and a long-lived process or a test may
+    change them later."""
+    from huggingface_hub import constants
+
+    home = os.environ.get("HF_HOME")
+    hub = os.environ.get("HF_HUB_CACHE") or (os.path.join(home, "hub") if home else constants.HF_HUB_CACHE)
+    assets = os.environ.get("HF_ASSETS_CACHE") or (os.path.join(home, "assets") if home else constants.HF_ASSETS_CACHE)
+    return hub, assets
+
+
 def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str]) -> Path:
     """``snapshot_download`` restricted to ``patterns``; every failure becomes one line."""
     from huggingface_hub import snapshot_download
@@ -134,8 +147,11 @@ def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str]) -> Path
         RevisionNotFoundError,
     )
 
+    from pawn.hub.push import is_offline
+
     try:
-        return Path(snapshot_download(ref.repo_id, revision=revision, allow_patterns=patterns))
+        return Path(snapshot_download(ref.repo_id, revision=revision, allow_patterns=patterns, cache_dir=hf_dirs()[0],
+                                      endpoint=os.environ.get("HF_ENDPOINT") or None, local_files_only=is_offline()))
     except RevisionNotFoundError:
         raise HubDownloadError(f"{ref}: no revision {revision!r} in {ref.repo_id} on the Hugging Face Hub") from None
     except RepositoryNotFoundError:
@@ -207,7 +223,7 @@ def materialise_v2(snap: HubSnapshot) -> Path:
     (which verifies every hash). An existing folder for the commit is reused."""
     from huggingface_hub import cached_assets_path
 
-    base = cached_assets_path(library_name="pawn", namespace="hub", subfolder=snap.ref.folder_name)
+    base = cached_assets_path(library_name="pawn", namespace="hub", subfolder=snap.ref.folder_name, assets_dir=hf_dirs()[1])
     target = base / snap.commit
     if (target / MANIFEST).is_file():
         return target
