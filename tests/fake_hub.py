@@ -12,6 +12,13 @@ Faults are scripted per commit call, in order: ``hub.commit_faults = ["drop", 50
 ``"drop"`` closes the connection without answering, an int answers that status (with an
 ``X-Error-Message``), ``None`` answers normally. ``hub.commit_delay_s`` holds each commit before
 answering (an upload in flight).
+
+Downloads (``HfApi.model_info``, ``list_repo_tree``, ``hf_hub_download``, ``snapshot_download``):
+``GET /api/models/{repo}[/revision/{rev}]``, ``GET /api/models/{repo}/tree/{rev}``, ``HEAD``/``GET
+/{repo}/resolve/{rev}/{path}``; a revision is a branch name or a commit id. :meth:`FakeHub.publish`
+adds a commit directly. ``hub.truncate = {path: nbytes}`` sends only the first ``nbytes`` of that
+file's body (with the full ``Content-Length``) and closes the connection: an interrupted download.
+``hub.downloads`` lists the paths whose bodies were served.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ class FakeHub:
     commits: list[Commit] = field(default_factory=list)
     commit_calls: int = 0
     requests: list[tuple[str, str]] = field(default_factory=list)
+    truncate: dict[str, int] = field(default_factory=dict)
+    downloads: list[str] = field(default_factory=list)
     _server: Optional[ThreadingHTTPServer] = None
 
     @property
@@ -64,6 +73,29 @@ class FakeHub:
             if c.branch == branch:
                 tree.update(c.files)
         return tree
+
+    def publish(self, repo: str, files: dict[str, bytes], branch: str = "main", summary: str = "publish") -> str:
+        """Commit ``files`` to ``repo`` (created if missing) on ``branch``; returns the commit id."""
+        self.repos.setdefault(repo, {"private": False})
+        self.branches.setdefault(repo, {"main"}).add(branch)
+        oid = hashlib.sha1(f"{repo}{branch}{len(self.commits)}{summary}".encode()).hexdigest()
+        self.commits.append(Commit(repo, branch, oid, summary, dict(files), time.time(), time.time()))
+        return oid
+
+    def tree(self, repo: str, rev: str) -> Optional[tuple[str, dict[str, bytes]]]:
+        """``(commit id, files)`` of ``repo`` at ``rev`` (branch or commit id), or None."""
+        mine = [c for c in self.commits if c.repo == repo]
+        at = next((c for c in mine if c.oid == rev), None)
+        branch = at.branch if at is not None else rev
+        files: dict[str, bytes] = {}
+        head = None
+        for c in mine:
+            if c.branch == branch:
+                files.update(c.files)
+                head = c.oid
+                if c is at:
+                    break
+        return None if head is None else (head, files)
 
     def start(self) -> "FakeHub":
         hub = self
@@ -84,9 +116,53 @@ class FakeHub:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def do_HEAD(self):  # noqa: N802
+                self._download(self.requests_log("HEAD"), head=True)
+
             def do_GET(self):  # noqa: N802
-                self.requests_log("GET")
-                self._json(404, {"error": "not implemented in the fake hub"})
+                path = self.requests_log("GET")
+                parts = [unquote(p) for p in path.strip("/").split("/")]
+                if parts[:2] == ["api", "models"] and len(parts) >= 4:
+                    repo = f"{parts[2]}/{parts[3]}"
+                    rev = "main"
+                    if len(parts) >= 6 and parts[4] in ("revision", "tree"):
+                        rev = parts[5]
+                    found = hub.tree(repo, rev) if repo in hub.repos else None
+                    if found is None:
+                        code = "RepoNotFound" if repo not in hub.repos else "RevisionNotFound"
+                        return self._json(404, {"error": f"{code}: {repo}@{rev}"}, {"X-Error-Code": code})
+                    oid, files = found
+                    if len(parts) >= 6 and parts[4] == "tree":
+                        return self._json(200, [{"type": "file", "path": n, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                                                for n, b in sorted(files.items())])
+                    return self._json(200, {"id": repo, "sha": oid, "private": False,
+                                            "siblings": [{"rfilename": n} for n in sorted(files)]})
+                return self._download(path, head=False)
+
+            def _download(self, path: str, head: bool) -> None:
+                parts = [unquote(p) for p in path.strip("/").split("/")]
+                if len(parts) < 5 or parts[2] != "resolve":
+                    return self._json(404, {"error": f"fake hub: no endpoint {path}"})
+                repo, rev, name = f"{parts[0]}/{parts[1]}", parts[3], "/".join(parts[4:])
+                found = hub.tree(repo, rev) if repo in hub.repos else None
+                if found is None or name not in found[1]:
+                    return self._json(404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"})
+                oid, data = found[0], found[1][name]
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("X-Repo-Commit", oid)
+                self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
+                self.end_headers()
+                if head:
+                    return
+                hub.downloads.append(name)
+                if name in hub.truncate:
+                    self.wfile.write(data[: hub.truncate[name]])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self.wfile.write(data)
 
             def requests_log(self, method: str) -> str:
                 path = urlparse(self.path).path

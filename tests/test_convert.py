@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ from typer.testing import CliRunner
 from pawn.checkpoint import IncompatibleCheckpointError, load_checkpoint, load_model
 from pawn.cli import app
 from pawn.convert import (
-    PARITY_TOL,
+    PARITY_MAX_TOL,
+    PARITY_MEAN_TOL,
     ConversionError,
     convert,
     parity_batch,
@@ -38,7 +40,7 @@ def test_converted_model_matches_numpy_v1_forward(tmp_path, shape):
     src = write_v1_checkpoint(tmp_path / "v1", cfg)
     res = convert(str(src))
     print(f"\n{shape}: max |dlogit| = {res.max_abs_dlogit:.3e}")
-    assert res.max_abs_dlogit <= PARITY_TOL
+    assert res.max_abs_dlogit <= PARITY_MAX_TOL and res.mean_abs_dlogit <= PARITY_MEAN_TOL
     assert res.config.n_heads == shape[2] and res.config.head_dim == shape[0] // shape[2]
     # Independently re-check on the on-disk result, rows with PAD keys and an outcome at position 0.
     model, _ = load_model(res.path)
@@ -47,7 +49,7 @@ def test_converted_model_matches_numpy_v1_forward(tmp_path, shape):
     ref = v1_forward_numpy(random_v1_tensors(cfg), cfg, tokens, mask)
     ours = np.asarray(model(tokens, mask, dtype="float32"))
     real = mask & (np.cumsum(mask, axis=1) > 0)
-    assert np.abs(ours - ref)[real].max() <= PARITY_TOL
+    assert np.abs(ours - ref)[real].max() <= PARITY_MAX_TOL
 
 
 def test_untransposed_weights_are_caught_by_parity(tmp_path):
@@ -58,7 +60,7 @@ def test_untransposed_weights_are_caught_by_parity(tmp_path):
     model = PAWNModel(__import__("pawn.config", fromlist=["ModelConfig"]).ModelConfig(**{k: v for k, v in cfg.items() if k != "dropout"}), params=params)
     tokens, mask = parity_batch(512)
     diff = np.abs(np.asarray(model(tokens, mask)) - v1_forward_numpy(t, cfg, tokens, mask))[mask].max()
-    assert diff > 100 * PARITY_TOL
+    assert diff > 100 * PARITY_MAX_TOL
 
 
 def test_legacy_vocabulary_is_refused(tmp_path):
@@ -107,7 +109,7 @@ def test_cache_is_keyed_by_source_and_force_reconverts(tmp_path):
     second = convert(str(src))
     assert second.cached and second.path == first.path
     forced = convert(str(src), force=True)
-    assert not forced.cached and forced.max_abs_dlogit <= PARITY_TOL
+    assert not forced.cached and forced.max_abs_dlogit <= PARITY_MAX_TOL
     assert load_checkpoint(forced.path).config.d_model == 64
 
 
@@ -126,7 +128,9 @@ def test_cli_convert_prints_path_and_parity(tmp_path):
     out = tmp_path / "out"
     r = CliRunner().invoke(app, ["convert", str(src), "--output", str(out)])
     assert r.exit_code == 0, r.output
-    assert "max |Δlogit|" in r.output and r.output.strip().splitlines()[-1] == str(out)
+    assert "max / mean |Δlogit|" in r.output and r.output.strip().splitlines()[-1] == str(out)
+    dmax, dmean = map(float, re.search(r"(\d\.\d\de-\d\d) / (\d\.\d\de-\d\d)", r.output).groups())
+    assert 0 < dmean <= dmax <= PARITY_MAX_TOL
 
 
 def test_cli_offline_unknown_repo_is_one_line_error():

@@ -335,12 +335,12 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return Checkpoint(d, config, params, run_config, opt, ts)
 
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
 
 
 def is_hub_id(source: str) -> bool:
-    """True if ``source`` looks like a Hugging Face repo id (``owner/name``) and is not an
-    existing local path."""
+    """True if ``source`` looks like a Hugging Face repo id (``owner/name``, optionally
+    ``@revision``: a branch, tag or commit id) and is not an existing local path."""
     return bool(_HUB_ID.match(source)) and not Path(source).exists()
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from pawn.vocab import MAX_SEQ_LEN, N_OUTCOMES, VOCAB_SIZE
@@ -132,3 +134,19 @@ def validate_nested(variant: ModelConfig, supernet: ModelConfig) -> None:
     for f in ("d_model", "n_layers", "d_ff"):
         if getattr(variant, f) > getattr(supernet, f):
             raise ValueError(f"variant {f}={getattr(variant, f)} exceeds supernet {f}={getattr(supernet, f)}")
+
+
+def supernet_of(config: ModelConfig, run_config: Optional[dict]) -> Optional[str]:
+    """Supernet name recorded in the run config, else the supernet whose config equals ``config``.
+    A variant exported from a supernet run (``supernet_checkpoint`` in its run config) is not a
+    supernet, and neither is a checkpoint whose model is not the named supernet's shape."""
+    if run_config:
+        if run_config.get("variant") or run_config.get("supernet_checkpoint"):
+            return None
+        name = run_config.get("supernet")
+        if name in SUPERNETS and SUPERNETS[name][0] == config:
+            return name
+    for name, (sup, _) in SUPERNETS.items():
+        if sup == config:
+            return name
+    return None

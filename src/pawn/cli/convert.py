@@ -1,4 +1,5 @@
-"""``pawn convert``: parse → :func:`pawn.convert.convert` → render."""
+"""``pawn convert``: parse → :func:`pawn.convert.convert_many` (or ``--slice``) → one table row per
+source → optional ``--push-to-hub``."""
 
 from __future__ import annotations
 
@@ -7,36 +8,49 @@ from typing import Annotated, Optional
 
 import typer
 
+from pawn.cli._errors import fail
+from pawn.cli._output import Column, Output, TableReport
+
 
 def convert_cmd(
-    source: Annotated[str, typer.Argument(help="Hugging Face repo id (owner/name) or a local directory with a v1 model.safetensors + config.json.")],
+    sources: Annotated[list[str], typer.Argument(help="One or more sources: Hugging Face Hub ids (owner/name, optionally @revision: a branch, tag or commit) or local directories with a v1 model.safetensors + config.json (with --slice: v2 supernet checkpoints).")],
     output: Annotated[
         Optional[Path],
-        typer.Option("--output", "-o", help="Destination directory. Default: the conversion cache ($PAWN_CONVERTED_DIR, else $HF_HOME/pawn-jax-converted), keyed by the source id."),
+        typer.Option("--output", "-o", help="Destination directory (with several sources: a parent directory, one sub-folder per source). Default: the conversion cache ($PAWN_CONVERTED_DIR, else $HF_HOME/assets/pawn/converted), keyed by the source and, for a Hub id, its resolved commit."),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Reconvert even if this source id is already in the cache (the cache key is the id, not the weights' content).")] = False,
-    push_to_hub: Annotated[Optional[str], typer.Option("--push-to-hub", help="Then publish the converted checkpoint (with its README.md model card) to this Hub model repo (owner/name; created if missing) as one commit. For a finished run's files, use `hf upload`.")] = None,
+    slice_variant: Annotated[Optional[str], typer.Option("--slice", help="Instead of converting, write this nested variant (small, base, large) of a supernet checkpoint as a standalone checkpoint; `pawn eval` gives it the same numbers as --variant on the supernet.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rewrite even if the cache already holds this source (a Hub id is keyed by its resolved commit, so a re-published repo is converted again without --force).")] = False,
+    push_to_hub: Annotated[Optional[str], typer.Option("--push-to-hub", help="Then publish the converted checkpoint (with its README.md model card) to this Hub model repo (owner/name; created if missing) as one commit; one source only. For a finished run's files, use `hf upload`.")] = None,
     hub_branch: Annotated[str, typer.Option("--hub-branch", help="Branch for --push-to-hub (created if missing).")] = "main",
     hub_private: Annotated[bool, typer.Option("--hub-private", help="Create the --push-to-hub repo private.")] = False,
 ) -> None:
-    """Convert a published v1 PAWN checkpoint to the v2 format and check its logits.
+    """Convert published v1 PAWN checkpoints to the v2 format and check their logits.
 
-    After writing, the converted model and an independent NumPy v1 forward run on a fixed batch;
-    the command fails if max |Δlogit| over real positions exceeds 1e-4. HF_HUB_OFFLINE=1 is honoured.
+    Each source is reported in a table row (result, output, parity) and a failure does not stop
+    the others; the exit code is 1 if any failed. The last lines are the output directories. The
+    parity check compares the converted fp32 model with an independent float64 NumPy v1 forward
+    on a fixed batch: max |Δlogit| ≤ 1e-3 and mean ≤ 1e-4 over real positions. HF_HUB_OFFLINE=1
+    is honoured (cached downloads only).
     """
-    from pawn.convert import convert
+    from pawn.convert import convert_many
     from pawn.hub.push import check_can_push, push_checkpoint
 
     if push_to_hub is not None:  # offline mode or a bad repo id: refused before any work
+        if len(sources) != 1:
+            raise fail("--push-to-hub takes one source", 2)
         check_can_push(push_to_hub)
-    res = convert(source, output, force=force)
-    c = res.config
-    shape = f"d_model={c.d_model} n_layers={c.n_layers} n_heads={c.n_heads} (head_dim {c.head_dim}) d_ff={c.d_ff}"
-    if res.cached:
-        typer.echo(f"cached conversion of {source} ({shape}); use --force to reconvert")
-    else:
-        typer.echo(f"converted {source} ({shape}) in {res.seconds:.1f} s; parity max |Δlogit| = {res.max_abs_dlogit:.2e}")
-    typer.echo(str(res.path))
+    reports = convert_many(sources, output, force=force, slice_variant=slice_variant,
+                           on_done=lambda r: None if r.ok else typer.secho(f"error: {r.error}", err=True, fg=typer.colors.RED))
+    table = TableReport("pawn convert" + (f" --slice {slice_variant}" if slice_variant else ""),
+                        [Column(c, justify="left") for c in ("source", "result", "output", "parity max / mean |Δlogit|")])
+    for r in reports:
+        table.add(*r.row())
+    Output().report(table)
+    for r in reports:
+        if r.ok:
+            typer.echo(str(r.result.path))
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
     if push_to_hub is not None:
-        o = push_checkpoint(res.path, push_to_hub, branch=hub_branch, private=hub_private, log=lambda m: typer.echo(m, err=True))
+        o = push_checkpoint(reports[0].result.path, push_to_hub, branch=hub_branch, private=hub_private, log=lambda m: typer.echo(m, err=True))
         typer.echo(f"pushed to {push_to_hub}@{hub_branch}: commit {o.commit}")

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pawn import checkpoint
-from pawn.config import SUPERNETS, ModelConfig
-from pawn.convert import ConversionError, convert
+from pawn.config import SUPERNETS, ModelConfig, supernet_of
+from pawn.convert import ConversionError, load_source
+from pawn.hub.fetch import HubDownloadError
 from pawn.data.layout import Layout
 
 
@@ -44,22 +45,6 @@ class LoadedModel:
         return None if self.layout is None else self.layout.prepend_outcome
 
 
-def _supernet_of(config: ModelConfig, run_config: Optional[dict]) -> Optional[str]:
-    """Supernet name recorded in the run config, else the supernet whose config equals ``config``.
-    A variant exported from a supernet run (``supernet_checkpoint`` in its run config) is not a
-    supernet, and neither is a checkpoint whose model is not the named supernet's shape."""
-    if run_config:
-        if run_config.get("variant") or run_config.get("supernet_checkpoint"):
-            return None
-        name = run_config.get("supernet")
-        if name in SUPERNETS and SUPERNETS[name][0] == config:
-            return name
-    for name, (sup, _) in SUPERNETS.items():
-        if sup == config:
-            return name
-    return None
-
-
 def not_local_nor_hub(source: str, hub_error: str) -> str:
     """One line for a ``source`` that is neither a local directory nor a loadable Hub id: both
     readings, the Hub's reason, and local names close to it (a mistyped path is the likelier
@@ -84,17 +69,21 @@ def load_model(path_or_hub_id: str | os.PathLike):
     """Load a model for use: ``(PAWNModel, ModelConfig)``.
 
     ``path_or_hub_id`` is a v2 checkpoint directory (hashes verified before use), or a Hugging
-    Face repo id of a published v1 model (``thomas-schweich/pawn-base``), which is downloaded and
-    converted once into the conversion cache (:func:`pawn.convert.convert`).
+    Face Hub id ``owner/name[@revision]``: a v2 repo is downloaded and verified against its
+    ``.complete`` manifest, a published v1 model (``thomas-schweich/pawn-base``) is downloaded and
+    converted once into the conversion cache (:func:`pawn.convert.load_source`).
 
     Raises:
         FileNotFoundError: no such directory and not a repo id.
         pawn.checkpoint.CheckpointError (and subclasses): see :func:`pawn.checkpoint.load_checkpoint`.
         pawn.convert.ConversionError: download or conversion failed (one-line message).
     """
+    from pawn.model import PAWNModel
+
     src = str(path_or_hub_id)
     if checkpoint.is_hub_id(src):
-        src = str(convert(src).path)
+        ckpt, _ = load_source(src)
+        return PAWNModel(ckpt.config, params=ckpt.params), ckpt.config
     return checkpoint.load_model(src)
 
 
@@ -115,18 +104,18 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
 
     src = str(source)
     run_config: Optional[dict] = None
-    if checkpoint.is_hub_id(src):
+    if checkpoint.is_hub_id(src):  # the Hub checkpoint's run config (layout, context) is kept too
         try:
-            model, config = load_model(src)
-        except ConversionError as e:
+            ckpt, _ = load_source(src)
+        except (ConversionError, HubDownloadError) as e:
             raise ConversionError(not_local_nor_hub(src, str(e))) from None
     else:
         ckpt = checkpoint.load_checkpoint(src)
-        model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
+    model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
     layout = Layout.recorded(run_config)
     trained = run_config.get("seq_len") if run_config else None
     trained = int(trained) if isinstance(trained, int) and trained > 0 else None
-    sup = _supernet_of(config, run_config)
+    sup = supernet_of(config, run_config)
     if sup is None:
         if variant is not None:
             raise ValueError(f"{src} is not a supernet checkpoint; --variant {variant} does not apply")
