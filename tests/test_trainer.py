@@ -26,7 +26,7 @@ from pawn.train.loop import (
 )
 from pawn.train.metrics import read_metrics
 from pawn.train.pretrain import run_pretrain
-from pawn.train.run import CheckpointEvent, Hook, ValidationEvent
+from pawn.train.run import CheckpointEvent, Hook, StepChunks, ValidationEvent
 from pawn.train.schedules import build_schedule
 
 RUN = dict(progress=False, install_signal_handlers=False)
@@ -189,3 +189,15 @@ def test_loss_hook_takes_any_batch_dict_and_drives_the_gradient_and_metrics():
     _, _, state2, m2 = _probe_run(2, counts=[0, 1])
     np.testing.assert_allclose(np.asarray(state2.model.final_norm), np.asarray(state.model.final_norm), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(m2["loss"][1], m["loss"][1], rtol=1e-5, atol=1e-6)
+
+
+def test_step_chunks_stack_the_batches_of_each_global_step():
+    chunks = list(StepChunks(lambda s: {"x": np.full((3, 2), s, np.int32), "y": np.arange(3) + 10 * s},
+                             start_step=4, end_step=10, k=2))
+    assert [s0 for s0, _ in chunks] == [4, 6, 8]
+    assert chunks[1][1]["x"].shape == (2, 3, 2) and chunks[1][1]["x"][:, 0, 0].tolist() == [6, 7]
+    assert chunks[2][1]["y"][1].tolist() == [90, 91, 92]
+    import pytest
+
+    with pytest.raises(ValueError, match="chunks of 4"):
+        StepChunks(lambda s: {}, start_step=0, end_step=6, k=4)

@@ -106,6 +106,37 @@ class ChunkResult:
         return self.tokens / self.chunk_wall_s
 
 
+class StepChunks:
+    """Chunks from a function of the global step: ``batch_at(step) -> {name: array [B, ...]}``
+    stacked K at a time for steps ``[start_step, end_step)``, yielded as ``(first_step, chunk)``
+    — the data source shape :func:`training_steps` takes. Because each batch is a pure function
+    of its step (e.g. an epoch permutation seeded by ``(data_seed, step // steps_per_epoch)``), a
+    run resumed at any step sees exactly the batches of an uninterrupted one. Built on the
+    consumer's thread (``wait_s`` counts the time; pretraining's
+    :class:`~pawn.data.stream.ChunkStream` prefetches in the background instead).
+
+    Raises:
+        ValueError: ``k < 1`` or ``end_step − start_step`` not a multiple of ``k``.
+    """
+
+    def __init__(self, batch_at: Callable[[int], Mapping[str, np.ndarray]], *, start_step: int, end_step: int, k: int):
+        if k < 1 or (end_step - start_step) % k:
+            raise ValueError(f"steps [{start_step}, {end_step}) do not split into chunks of {k}")
+        self.batch_at, self.start_step, self.end_step, self.k = batch_at, start_step, end_step, k
+        self.wait_s = 0.0
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        for s0 in range(self.start_step, self.end_step, self.k):
+            t = time.perf_counter()
+            batches = [self.batch_at(s) for s in range(s0, s0 + self.k)]
+            chunk = {name: np.stack([b[name] for b in batches]) for name in batches[0]}
+            self.wait_s += time.perf_counter() - t
+            yield s0, chunk
+
+    def close(self) -> None:
+        """Nothing to release (the same call as :meth:`ChunkStream.close`)."""
+
+
 def training_steps(program, state, chunks: Iterable[tuple[int, Mapping[str, np.ndarray]]], *, frozen=None,
                    start_step: int) -> Iterator[ChunkResult]:
     """Run ``program`` over ``chunks`` and yield one :class:`ChunkResult` per chunk.
