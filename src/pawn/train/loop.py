@@ -275,7 +275,15 @@ class TrainProgram:
             return batch["loss_mask"].sum(dtype=jnp.int32)
         return None
 
-    def _loss_and_grads(self, train_half, frozen, batch: dict[str, jax.Array]):
+    def _loss_and_grads(self, model: PAWNModel, batch: dict[str, jax.Array]):
+        """Pretraining's view (default loss, nothing frozen): ``(joint loss, per-variant CE,
+        n_supervised, per-variant top-1, grads)`` of one batch."""
+        loss, metrics, count, grads = self._loss_metrics_grads(model, None, batch)
+        names = [cfg.name for cfg, _ in self.variants]
+        return (loss, {n: metrics[f"loss_{n}"] for n in names}, count,
+                {n: metrics[f"accuracy_{n}"] for n in names}, grads)
+
+    def _loss_metrics_grads(self, train_half, frozen, batch: dict[str, jax.Array]):
         """``(loss, metrics, n_supervised or None, grads w.r.t. the trainable half)`` of one
         batch, over :attr:`accumulation_steps` micro-batches when that is above 1."""
         user_loss = self.loss_fn if self.loss_fn is not None else self._default_loss
@@ -316,7 +324,7 @@ class TrainProgram:
         return loss, metrics, count, grads
 
     def _step(self, frozen, state: TrainState, batch: dict[str, jax.Array]):
-        loss, loss_metrics, count, grads = self._loss_and_grads(state.model, frozen, batch)
+        loss, loss_metrics, count, grads = self._loss_metrics_grads(state.model, frozen, batch)
         grad_norm = optax.tree.norm(grads)
         params = eqx.filter(state.model, eqx.is_array)
         updates, new_opt = self.optimizer.update(grads, state.opt_state, params, step=state.step)
