@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pawn.errors import DataError
 import json
-import os
 import queue
 import shutil
 import threading
@@ -203,8 +202,3 @@ class ChunkStream:
         except queue.Empty:
             pass
         self._thread.join(timeout=10)
-
-
-def corpus_cpu_hint() -> int:
-    """Logical CPUs available to the engine (``RAYON_NUM_THREADS`` or the machine's count)."""
-    return int(os.environ.get("RAYON_NUM_THREADS") or os.cpu_count() or 1)

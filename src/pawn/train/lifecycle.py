@@ -22,7 +22,6 @@ STEP_DIR = re.compile(r"^step_(\d{8,})$")
 ≥ 10^8 simply have more digits); always compared as numbers, never as strings."""
 BEST_DIR = "best"
 """``checkpoints/best``: the best-validation checkpoint, which rotation never deletes."""
-STOP_REASONS = ("completed", "step_limit", "patience", "paused", "sigterm", "resume_no_op", "loader_exhausted", "exception")
 
 
 def step_dir_name(step: int) -> str:

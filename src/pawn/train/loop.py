@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import equinox as eqx
 import jax
@@ -123,6 +123,40 @@ def init_state(model: PAWNModel, optimizer: optax.GradientTransformation, step: 
     return TrainState(model, optimizer.init(eqx.filter(model, eqx.is_array)), step_counter(step))
 
 
+def partition_model(model, trainable: Any = None) -> tuple[Any, Any]:
+    """Split ``model`` into ``(trainable, frozen)`` halves with ``eqx.partition(model, trainable)``
+    (spec ``training-and-adapters.md`` §5); ``trainable=None`` trains everything and returns
+    ``(model, None)``.
+
+    Args:
+        model: an equinox module (e.g. :class:`~pawn.model.PAWNModel`, or an adapter wrapping one).
+        trainable: an equinox filter spec: a callable ``leaf -> bool`` or a pytree prefix of bools
+            (``True`` = trained). Non-array leaves follow the filter too; only array leaves are
+            optimised.
+
+    Returns:
+        ``(trainable half, frozen half)``: both have ``model``'s structure with ``None`` where the
+        other half holds the leaf; ``eqx.combine(trainable, frozen)`` rebuilds ``model``.
+    """
+    if trainable is None:
+        return model, None
+    return eqx.partition(model, trainable)
+
+
+def init_partitioned_state(model, optimizer: optax.GradientTransformation, trainable: Any = None,
+                           step: int = 0) -> tuple[TrainState, Any]:
+    """A fresh :class:`TrainState` over the trainable half of ``model`` and the frozen half
+    (:func:`partition_model`). The optimizer state covers the trainable array leaves only (the
+    Adam moments hold ``None`` at frozen leaves). With ``trainable=None`` this is
+    :func:`init_state` and the frozen half is ``None``.
+
+    Returns:
+        ``(state, frozen)``: pass ``frozen`` to :meth:`TrainProgram.run_chunk` with every chunk.
+    """
+    train_half, frozen = partition_model(model, trainable)
+    return init_state(train_half, optimizer, step), frozen
+
+
 def _tree_where(pred, new, old):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
 
@@ -144,6 +178,23 @@ class TrainProgram:
             every device keeps its share); their gradients are summed inside the compiled step,
             each weighted by its share of the batch's supervised positions, which gives the
             full-batch loss and update (spec §1.3–1.4) with the activation memory of B/A games.
+        loss_fn: ``loss_fn(model, batch) -> (loss, metrics)``: the loss (float32 scalar, the mean
+            over the batch's supervised positions) and a dict of float32 scalar metrics returned
+            per step beside ``loss``, ``grad_norm``, ``n_supervised`` and ``lr``. ``model`` is the
+            whole model (trainable and frozen halves combined); ``batch`` is one step's slice of
+            the chunk dict (any keys, arrays ``[B, ...]``). None: the supernet joint loss of
+            :attr:`variants` (:func:`~pawn.train.losses.joint_loss`, metrics ``loss_<variant>``
+            and ``accuracy_<variant>``), i.e. pretraining.
+        count_fn: ``count_fn(batch) -> int32 scalar``: the batch's supervised positions. A batch
+            with none skips its update (§1.4), and under accumulation it weights each
+            micro-batch's loss and metrics by its share. None: ``batch["loss_mask"].sum()`` when
+            the batch has a ``loss_mask``, else no skipping and equal micro-batch shares.
+
+    The trainable/frozen split (adapters, §5) is carried by the arguments, not the program:
+    :class:`TrainState` holds only the trainable half (:func:`init_partitioned_state`), and the
+    frozen half is passed to :meth:`run_chunk` as a separate, non-donated argument (traced, not
+    baked into the executable as constants). Gradients, clipping, Adam moments and weight decay
+    see only the trainable leaves.
 
     Raises:
         ValueError: ``accumulation_steps < 1`` or an unknown remat mode.
@@ -156,6 +207,8 @@ class TrainProgram:
     remat: bool | str
     mesh: Mesh
     accumulation_steps: int = 1
+    loss_fn: Optional[Callable[[Any, dict[str, jax.Array]], tuple[jax.Array, dict[str, jax.Array]]]] = None
+    count_fn: Optional[Callable[[dict[str, jax.Array]], jax.Array]] = None
 
     def __post_init__(self):
         self.variants = tuple(self.variants)
@@ -166,8 +219,8 @@ class TrainProgram:
         self._compiled: dict = {}
 
     def _make_jit(self):
-        def chunk_fn(state, chunk):  # a fresh function: its own trace cache
-            return self._chunk_impl(state, chunk)
+        def chunk_fn(state, chunk, frozen):  # a fresh function: its own trace cache
+            return self._chunk_impl(state, chunk, frozen)
 
         return jax.jit(chunk_fn, donate_argnums=(0, 1))
 
@@ -192,72 +245,110 @@ class TrainProgram:
         """Replicate the state on every device of the mesh."""
         return eqx.filter_shard(state, self.replicated)
 
+    def place_frozen(self, frozen):
+        """Replicate the frozen half of a partitioned model on every device (None stays None)."""
+        return None if frozen is None else eqx.filter_shard(frozen, self.replicated)
+
+    def _sharding_for(self, ndim: int) -> NamedSharding:
+        # [K, B, ...]: the batch axis (1) is split over devices, whatever the rank.
+        if ndim == 3:
+            return self.chunk_sharding
+        if ndim < 2:
+            raise ValueError(f"chunk arrays are [K, B, ...]; got one of rank {ndim}")
+        return NamedSharding(self.mesh, PartitionSpec(None, DATA_AXIS, *([None] * (ndim - 2))))
+
     def place_chunk(self, chunk: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-        """Turn this process's part of a chunk into global arrays sharded over the mesh."""
-        return {k: jax.make_array_from_process_local_data(self.chunk_sharding, v) for k, v in chunk.items()}
+        """Turn this process's part of a chunk (any dict of ``[K, B, ...]`` arrays) into global
+        arrays sharded over the mesh along the batch axis."""
+        return {k: jax.make_array_from_process_local_data(self._sharding_for(np.ndim(v)), v) for k, v in chunk.items()}
 
     # ------------------------------------------------------------------ compiled step
+    def _default_loss(self, model, batch: dict[str, jax.Array]):
+        """The supernet joint loss (pretraining) as ``(loss, metrics)``."""
+        loss, (per, _count, acc) = joint_loss(model, batch, self.variants, dtype=self.dtype, remat=self.remat, with_accuracy=True)
+        return loss, {**{f"loss_{k}": v for k, v in per.items()}, **{f"accuracy_{k}": v for k, v in acc.items()}}
+
+    def _count(self, batch: dict[str, jax.Array]) -> Optional[jax.Array]:
+        if self.count_fn is not None:
+            return jnp.asarray(self.count_fn(batch), jnp.int32)
+        if "loss_mask" in batch:
+            return batch["loss_mask"].sum(dtype=jnp.int32)
+        return None
+
     def _loss_and_grads(self, model: PAWNModel, batch: dict[str, jax.Array]):
-        """``(joint loss, per-variant CE, n_supervised, per-variant top-1, grads)`` of one batch,
-        over :attr:`accumulation_steps` micro-batches when that is above 1."""
-        def loss_fn(m, b):
-            return joint_loss(m, b, self.variants, dtype=self.dtype, remat=self.remat, with_accuracy=True)
+        """Pretraining's view (default loss, nothing frozen): ``(joint loss, per-variant CE,
+        n_supervised, per-variant top-1, grads)`` of one batch."""
+        loss, metrics, count, grads = self._loss_metrics_grads(model, None, batch)
+        names = [cfg.name for cfg, _ in self.variants]
+        return (loss, {n: metrics[f"loss_{n}"] for n in names}, count,
+                {n: metrics[f"accuracy_{n}"] for n in names}, grads)
+
+    def _loss_metrics_grads(self, train_half, frozen, batch: dict[str, jax.Array]):
+        """``(loss, metrics, n_supervised or None, grads w.r.t. the trainable half)`` of one
+        batch, over :attr:`accumulation_steps` micro-batches when that is above 1."""
+        user_loss = self.loss_fn if self.loss_fn is not None else self._default_loss
+
+        def loss_fn(t, b):
+            return user_loss(t if frozen is None else eqx.combine(t, frozen), b)
 
         A = self.accumulation_steps
+        count = self._count(batch)
         if A == 1:
-            (loss, (per_variant, count, accuracy)), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(model, batch)
-            return loss, per_variant, count, accuracy, grads
-        B = batch["input_ids"].shape[0]
+            (loss, metrics), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(train_half, batch)
+            return loss, metrics, count, grads
+        B = next(iter(batch.values())).shape[0]
         if B % A:
             raise ValueError(f"batch of {B} games does not split into {A} micro-batches")
         # [B, ...] → [A, B/A, ...] with game j·A + i in micro-batch i: a device's contiguous block
         # of games contributes to every micro-batch, so the batch sharding carries over.
         micro = {k: v.reshape(B // A, A, *v.shape[1:]).swapaxes(0, 1) for k, v in batch.items()}
-        count = batch["loss_mask"].sum(dtype=jnp.int32)
-        denom = jnp.maximum(count, 1).astype(jnp.float32)
+        denom = None if count is None else jnp.maximum(count, 1).astype(jnp.float32)
 
         def weighted(m, b):
             # CE_i · n_i / N: the micro-batch's share of the full batch's masked mean (the same
             # weighting makes the micro-batch accuracies sum to the full batch's).
-            loss, (per, n, acc) = loss_fn(m, b)
-            share = n.astype(jnp.float32) / denom
-            return loss * share, ({k: v * share for k, v in per.items()}, {k: v * share for k, v in acc.items()})
+            loss, metrics = loss_fn(m, b)
+            share = jnp.float32(1.0 / A) if denom is None else self._count(b).astype(jnp.float32) / denom
+            return loss * share, {k: v * share for k, v in metrics.items()}
 
         def body(carry, b):
-            g_acc, l_acc, per_acc, acc_acc = carry
-            (l, (per, acc)), g = eqx.filter_value_and_grad(weighted, has_aux=True)(model, b)
+            g_acc, l_acc, met_acc = carry
+            (l, met), g = eqx.filter_value_and_grad(weighted, has_aux=True)(train_half, b)
             g_acc = jax.tree_util.tree_map(jnp.add, g_acc, g)
-            return (g_acc, l_acc + l, {k: per_acc[k] + per[k] for k in per_acc},
-                    {k: acc_acc[k] + acc[k] for k in acc_acc}), None
+            return (g_acc, l_acc + l, {k: met_acc[k] + met[k] for k in met_acc}), None
 
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, eqx.filter(model, eqx.is_array))
-        per0 = {cfg.name: jnp.float32(0.0) for cfg, _ in self.variants}
-        (grads, loss, per_variant, accuracy), _ = jax.lax.scan(body, (zeros, jnp.float32(0.0), per0, dict(per0)), micro)
-        return loss, per_variant, count, accuracy, grads
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, eqx.filter(train_half, eqx.is_array))
+        shapes = jax.eval_shape(weighted, train_half, {k: v[0] for k, v in micro.items()})[1]
+        met0 = {k: jnp.zeros(s.shape, s.dtype) for k, s in shapes.items()}
+        (grads, loss, metrics), _ = jax.lax.scan(body, (zeros, jnp.float32(0.0), met0), micro)
+        return loss, metrics, count, grads
 
-    def _step(self, state: TrainState, batch: dict[str, jax.Array]):
-        loss, per_variant, count, accuracy, grads = self._loss_and_grads(state.model, batch)
+    def _step(self, frozen, state: TrainState, batch: dict[str, jax.Array]):
+        loss, loss_metrics, count, grads = self._loss_metrics_grads(state.model, frozen, batch)
         grad_norm = optax.tree.norm(grads)
         params = eqx.filter(state.model, eqx.is_array)
         updates, new_opt = self.optimizer.update(grads, state.opt_state, params, step=state.step)
         new_model = eqx.apply_updates(state.model, updates)
-        # A batch with nothing supervised changes nothing: no decay, optimizer count kept.
-        skip = count == 0
-        model = _tree_where(skip, eqx.filter(state.model, eqx.is_array), eqx.filter(new_model, eqx.is_array))
+        if count is None:
+            model, opt_state = eqx.filter(new_model, eqx.is_array), new_opt
+            count = jnp.int32(-1)
+        else:
+            # A batch with nothing supervised changes nothing: no decay, optimizer count kept.
+            skip = count == 0
+            model = _tree_where(skip, eqx.filter(state.model, eqx.is_array), eqx.filter(new_model, eqx.is_array))
+            opt_state = _tree_where(skip, state.opt_state, new_opt)
         model = eqx.combine(model, state.model)
-        opt_state = _tree_where(skip, state.opt_state, new_opt)
         metrics = {
             "loss": loss,
             "grad_norm": grad_norm,
             "n_supervised": count,
             "lr": self.schedule(counter_as_float(state.step)).astype(jnp.float32),
-            **{f"loss_{name}": v for name, v in per_variant.items()},
-            **{f"accuracy_{name}": v for name, v in accuracy.items()},
+            **loss_metrics,
         }
         return TrainState(model, opt_state, _counter_increment(state.step)), metrics
 
-    def _chunk_impl(self, state: TrainState, chunk: dict[str, jax.Array]):
-        return jax.lax.scan(self._step, state, chunk)
+    def _chunk_impl(self, state: TrainState, chunk: dict[str, jax.Array], frozen=None):
+        return jax.lax.scan(lambda s, b: self._step(frozen, s, b), state, chunk)
 
     def abstract_chunk(self, k: int, batch_size: int, seq_len: int) -> dict[str, jax.ShapeDtypeStruct]:
         """Shapes, dtypes and shardings of a chunk [K, B, T] as :meth:`place_chunk` makes it
@@ -269,30 +360,35 @@ class TrainProgram:
     def _signature(chunk) -> tuple:
         return tuple(sorted((n, tuple(a.shape), str(a.dtype)) for n, a in chunk.items()))
 
-    def compile(self, state, chunk):
+    def compile(self, state, chunk, frozen=None):
         """Compile (without running) the K-step chunk for ``state`` and ``chunk``, which may be
         arrays or ``jax.ShapeDtypeStruct`` trees (e.g. from ``jax.eval_shape`` and
         :meth:`abstract_chunk`, so nothing is allocated). The executable is kept and used by
         :meth:`run_chunk` for chunks of the same shapes, so checking memory first costs no second
-        compilation. Returns the ``jax.stages.Compiled`` (see its ``memory_analysis()``)."""
+        compilation. ``frozen``: the frozen half of a partitioned model (None when all is
+        trained). Returns the ``jax.stages.Compiled`` (see its ``memory_analysis()``)."""
         st = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), state)
-        ch = {n: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self.chunk_sharding) for n, a in chunk.items()}
+        fr = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), frozen)
+        ch = {n: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self._sharding_for(len(a.shape))) for n, a in chunk.items()}
         with warnings.catch_warnings():
             # The chunk's int/bool inputs are donated but have no same-shaped output to reuse.
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            compiled = self._jit.lower(st, ch).compile()
+            compiled = self._jit.lower(st, ch, fr).compile()
         self._compiled[self._signature(ch)] = compiled
         return compiled
 
-    def run_chunk(self, state: TrainState, chunk: dict[str, jax.Array]) -> tuple[TrainState, dict[str, jax.Array]]:
+    def run_chunk(self, state: TrainState, chunk: dict[str, jax.Array], frozen=None) -> tuple[TrainState, dict[str, jax.Array]]:
         """Run K steps (K = leading axis of the chunk arrays). ``state`` and ``chunk`` are donated:
-        do not use them afterwards. Returns the new state and metrics stacked [K]."""
+        do not use them afterwards; ``frozen`` (the frozen half of a partitioned model, placed
+        with :meth:`place_frozen`; None when everything is trained) is not donated and is reused
+        across chunks. Returns the new state and metrics stacked [K] (``n_supervised`` is −1 when
+        the program has no count, see ``count_fn``)."""
         compiled = self._compiled.get(self._signature(chunk))
         if compiled is not None:
-            return compiled(state, chunk)
+            return compiled(state, chunk, frozen)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            return self._jit(state, chunk)
+            return self._jit(state, chunk, frozen)
 
 
 def make_mesh(devices: Optional[Sequence[jax.Device]] = None) -> Mesh:

@@ -9,13 +9,11 @@ state, so on CPU a stopped-and-resumed run reproduces the uninterrupted one exac
 
 from __future__ import annotations
 
-from pawn.errors import PawnError
 import datetime as _dt
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import equinox as eqx
 import jax
@@ -23,23 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import ValidationError
 
-from pawn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint, write_json
+from pawn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from pawn.config import ModelConfig
 from pawn import metrics_core
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
 from pawn.model import PAWNModel, resolve_dtype, sliced
 from pawn.progress import ProgressReporter
 from pawn.settings import PretrainConfig, format_validation_error
-from pawn.train.lifecycle import (
-    BEST_DIR,
-    EarlyStopping,
-    StopFlag,
-    resume_candidates,
-    rotate_checkpoints,
-    step_checkpoints,
-    step_dir_name,
-    write_schedule_health,
-)
+from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
 from pawn.train.loop import (
     TrainProgram,
     TrainState,
@@ -51,15 +40,27 @@ from pawn.train.loop import (
     step_counter,
     with_count,
 )
-from pawn.hub.push import HubPushError, check_can_push, open_run_push
+from pawn.errors import PawnError
+from pawn.hub.push import HubPushError, check_can_push
 from pawn.train.hooks import HookError, check_extras, open_run_hooks
-from pawn.train.metrics import MetricsLogger, truncate_metrics
-from pawn.train.rundir import RunDirError, check_run_dir
+from pawn.train.run import (
+    Checkpointer,
+    CheckpointHook,
+    EarlyStoppingHook,
+    Hook,
+    HubHook,
+    MetricsHook,
+    ProgressHook,
+    Run,
+    SignalStopHook,
+    Trainer,
+    TrainingError,
+    ValidationHook,
+    check_out_path,
+    pick_resume_checkpoint,
+    to_host,
+)
 from pawn.train.summary import run_summary, summary_lines
-
-
-class TrainingError(PawnError):
-    """A run that cannot start or continue; the message is one line naming the cause."""
 
 
 VAL_KEYS = {
@@ -140,15 +141,6 @@ def _default_run_dir() -> Path:
     return Path("runs") / ("pretrain-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    """Refuse, before any work, a run directory that is (or lies under) a file."""
-    for p in (run_dir, *run_dir.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise TrainingError(f"--out {run_dir}: {p} is a file, not a directory")
-            return
-
-
 def _load_resumable(d: Path) -> Checkpoint:
     """Load and check one resume candidate: verified files, a pretraining run config that says
     ``prepend_outcome``, a training state with a step.
@@ -177,28 +169,6 @@ def _load_resumable(d: Path) -> Checkpoint:
     return ck
 
 
-def _set_aside_newer(ckpt_root: Path, step: int, log: Callable[[str], None]) -> None:
-    """Rename the step checkpoints newer than the one resumed (the damaged ones ``--resume``
-    skipped) to ``step_N.damaged`` (``.damaged-2``, … if taken), so the resumed run neither
-    overwrites nor rotates them away: nothing is deleted.
-
-    Raises:
-        TrainingError: a rename fails (the message names the folder).
-    """
-    for n, d in step_checkpoints(ckpt_root):
-        if n <= step:
-            continue
-        target, k = d.with_name(f"{d.name}.damaged"), 1
-        while target.exists():
-            k += 1
-            target = d.with_name(f"{d.name}.damaged-{k}")
-        try:
-            d.rename(target)
-        except OSError as e:
-            raise TrainingError(f"cannot set the damaged checkpoint {d} aside ({e.strerror or e}); nothing was changed") from None
-        log(f"kept the damaged checkpoint {d.name} as {target.name} (the resumed run writes a new {d.name})")
-
-
 def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> tuple[PretrainConfig, Optional[Checkpoint]]:
     """Find the checkpoint to resume and reconcile the stored run config with this command.
 
@@ -209,34 +179,18 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
     """
     if cfg.resume is None:
         return cfg, None
-    try:
-        candidates, fallback = resume_candidates(cfg.resume, cfg.out)
-    except FileNotFoundError as e:
-        raise TrainingError(str(e)) from None
-    if not candidates:  # --resume auto with nothing yet: start fresh
+
+    def load(d: Path) -> Checkpoint:
+        ck = _load_resumable(d)
+        stored = {k: v for k, v in ck.run_config.items() if k != "pause_after_steps"}  # a pause applies to one invocation
+        PretrainConfig.load(**{**stored, "resume": str(d)})
+        return ck
+
+    ck, problems, found = pick_resume_checkpoint(cfg.resume, cfg.out, load, log)
+    if not found:  # --resume auto with nothing yet: start fresh
         if cfg.total_steps is None:
             raise TrainingError(f"--resume auto: no checkpoint in {cfg.out} yet, so this starts a new run, which needs --total-steps")
         return cfg, None
-    ck, problems = None, []
-    for d in candidates:
-        try:
-            ck = _load_resumable(d)
-            stored = {k: v for k, v in ck.run_config.items() if k != "pause_after_steps"}  # a pause applies to one invocation
-            PretrainConfig.load(**{**stored, "resume": str(d)})
-            break
-        except (CheckpointError, ValidationError) as e:
-            msg = format_validation_error(e) if isinstance(e, ValidationError) else str(e)
-            if not fallback:
-                raise TrainingError(f"--resume {d}: {msg}" if str(d) not in msg else msg) from None
-            problems.append(d)
-            log(f"WARNING: skipping damaged checkpoint {d}: {msg}" if str(d) not in msg else f"WARNING: skipping damaged checkpoint: {msg}")
-            ck = None
-    if ck is None:
-        raise TrainingError(
-            f"--resume {cfg.resume}: no intact checkpoint in {candidates[0].parent} "
-            f"({len(problems)} damaged, newest {candidates[0].name}); nothing was deleted. To start over "
-            f"there instead, drop --resume and add --overwrite (the old run is moved aside, not deleted)"
-        )
     if problems:
         log(f"WARNING: resuming from {ck.path.name}, the newest intact checkpoint (skipped {', '.join(p.name for p in problems)})")
     stored = ck.run_config
@@ -260,18 +214,6 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
     stored, variants = cfg.model_configs()
     return stored, list(variants.items())
-
-
-def to_host(tree):
-    """Copy a pytree of replicated arrays to host NumPy. In a multi-process run a global array is
-    not fully addressable from one process, but every process holds a full replica of the
-    (replicated) model and optimizer state, so its first local shard is the whole value."""
-    def one(x):
-        if isinstance(x, jax.Array) and not x.is_fully_addressable:
-            return np.asarray(x.addressable_data(0))
-        return np.asarray(x) if isinstance(x, jax.Array) else x
-
-    return jax.tree_util.tree_map(one, tree)
 
 
 def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elapsed: float, k: int, es: EarlyStopping):
@@ -323,6 +265,7 @@ def run_pretrain(
     progress: bool = True,
     install_signal_handlers: bool = True,
     overwrite: bool = False,
+    hooks: Sequence[Hook] = (),
 ) -> PretrainResult:
     """Run (or resume) a pretraining job described by ``cfg``.
 
@@ -335,6 +278,11 @@ def run_pretrain(
             SIGINT stops at once, see :class:`pawn.train.lifecycle.StopFlag`).
         overwrite: ``--out`` may hold another run, which is moved aside (never deleted) before
             this one writes (:mod:`pawn.train.rundir`).
+        hooks: extra :class:`~pawn.train.run.Hook` objects, called after each chunk once the
+            built-in ones (validation, best checkpoint, patience, checkpoints, signals) have run
+            and before the metrics records are written; they see ``ctx.val`` at the global step,
+            :class:`~pawn.train.run.CheckpointEvent` after each save, and may
+            ``ctx.request_stop(reason)`` (the run then saves this step and records ``reason``).
 
     Returns:
         :class:`PretrainResult`.
@@ -367,17 +315,19 @@ def run_pretrain(
     maybe_initialize_distributed(cfg.distributed_timeout_s)
     cfg, resume_ck = _resolve_resume(cfg, log)
     resume_dir = resume_ck.path if resume_ck is not None else None
-    run_dir = Path(cfg.out) if cfg.out is not None else _default_run_dir()
-    _check_run_dir(run_dir)
+    n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
+    is_main = proc == 0
+    check_out_path(Path(cfg.out) if cfg.out is not None else Path("runs"))
     try:
         check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
-        if cfg.push_to_hub is not None:  # [hub] offline refusal before any work (no network here)
+        if cfg.push_to_hub is not None:  # offline mode or a bad repo id: refused before any work
             check_can_push(cfg.push_to_hub)
-        run_dir_plan = check_run_dir(run_dir, resume=given_resume, resume_from=resume_dir, overwrite=overwrite,
-                                     new_config=cfg.model_dump(mode="json"), ignored_fields=RESUME_MUTABLE)
-    except (RunDirError, HookError, HubPushError) as e:
+    except (HookError, HubPushError) as e:
         raise TrainingError(str(e)) from None
-    n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
+    run = Run.check(Path(cfg.out) if cfg.out is not None else _default_run_dir(), resume=given_resume,
+                    resume_from=resume_dir, overwrite=overwrite, new_config=cfg.model_dump(mode="json"),
+                    ignored_fields=RESUME_MUTABLE, is_main=is_main, log=log)
+    run_dir = run.run_dir
     if cfg.batch_size % n_dev:
         raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {n_dev} devices it is sharded over")
     K = cfg.chunk_steps
@@ -386,110 +336,42 @@ def run_pretrain(
     monitored = next((c for _, c in variants if c == stored_cfg), variants[-1][1])  # bests follow the stored model
     optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
     dtype = None if cfg.dtype == "auto" else cfg.dtype
-    mesh = make_mesh()
-    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", mesh, cfg.accumulation_steps)
+    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", make_mesh(), cfg.accumulation_steps)
     compiled_memory = _check_memory(program, stored_cfg, cfg, K, n_dev, log)
-
-    # ---- model and optimizer state
-    start_step, elapsed0 = 0, 0.0
-    es = EarlyStopping(cfg.patience)
-    if resume_ck is not None:
-        ck = resume_ck
-        if ck.config != stored_cfg:
-            raise TrainingError(f"{resume_dir}: model config {ck.config.name} does not match the run's {stored_cfg.name}")
-        model = PAWNModel(ck.config, params=ck.params)
-        start_step = int(ck.training_state["step"])
-        elapsed0 = float(ck.training_state.get("elapsed", 0.0) or 0.0)
-        try:
-            es = EarlyStopping.from_json(ck.training_state.get("early_stopping"), cfg.patience)
-        except ValueError as e:
-            raise TrainingError(f"{resume_dir / 'training_state.json'}: {e}") from None
-        template = optimizer.init(eqx.filter(model, eqx.is_array))
-        if ck.optimizer_state is None:
-            log(f"WARNING: {resume_dir} has no optimizer state: Adam moments restart from zero at step {start_step}")
-            opt_state = with_count(template, start_step)
-        else:
-            try:
-                opt_state = optimizer_from_arrays(template, ck.optimizer_state)
-            except ValueError as e:
-                raise TrainingError(f"{resume_dir}: {e}") from None
-        state = TrainState(model, opt_state, step_counter(start_step))
-        log(f"resuming from {resume_dir} at step {start_step}")
-        del ck, resume_ck  # the host copy of the weights is no longer needed
-    else:
-        model_seed = cfg.model_seed if cfg.model_seed is not None else cfg.seed
-        state = init_state(PAWNModel(stored_cfg, jax.random.key(model_seed)), optimizer)
-
-    # ---- data
-    if cfg.corpus_dir is not None:
-        n_needed = cfg.total_steps * cfg.batch_size
-        if not (Path(cfg.corpus_dir) / "corpus.json").exists():
-            log(f"building corpus of {n_needed:,} games in {cfg.corpus_dir}")
-            build_corpus(Path(cfg.corpus_dir), n_needed, cfg.max_ply, cfg.seed, mate_boost=cfg.mate_boost)
-        try:
-            source = CorpusSource(Path(cfg.corpus_dir), seed=cfg.seed, max_ply=cfg.max_ply, mate_boost=cfg.mate_boost, n_games=n_needed)
-        except ValueError as e:
-            raise TrainingError(str(e)) from None
-    else:
-        source = EngineSource(cfg.seed, cfg.max_ply, cfg.mate_boost)
+    state, start_step, elapsed0, es = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log)
+    del resume_ck  # the host copy of the weights is no longer needed
+    source = _data_source(cfg, log)
     val_set = None
     if cfg.val_games > 0:
         from pawn.engine import random_games
 
         val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed)
 
+    try:  # the Hub repo and branch are created before the run writes (a 403 or offline mode fails here)
+        hub = HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
+                            wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
+    except PawnError as e:
+        raise TrainingError(str(e)) from None
+
     # ---- run directory (only now: every check above has passed)
-    ckpt_root = run_dir / "checkpoints"
-    is_main = proc == 0
-    hooks = None
-    # [hub] BEGIN push call site (pawn.hub; spec §1.11): a RunHook-style object with
-    # on_checkpoint(path, step) / close(wait_s); the repo and branch are created here, before the run writes.
-    hub = None
-    if is_main and cfg.push_to_hub is not None:
-        try:
-            hub = open_run_push(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
-                                wait_s=cfg.hub_exit_wait_s, log=log)
-        except (HubPushError, PawnError) as e:
-            raise TrainingError(str(e)) from None
-    # [hub] END
-    if is_main:
-        try:
-            moved = run_dir_plan.prepare()
-        except RunDirError as e:
-            raise TrainingError(str(e)) from None
-        if moved is not None:
-            log(f"moved the old run in {run_dir} aside to {moved}")
-        if resume_dir is not None and resume_dir.parent.resolve() == ckpt_root.resolve():
-            _set_aside_newer(ckpt_root, start_step, log)
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            hooks = open_run_hooks(run_dir, config=cfg.model_dump(mode="json"), tensorboard=cfg.tensorboard, wandb=cfg.wandb,
-                                   wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode, start_step=start_step, log=log)
-            ckpt_root.mkdir(parents=True, exist_ok=True)
-            # Re-feedable with --config: the run's settings, without the checkpoint this invocation
-            # resumed from (re-fed, that would silently rewind the run; metrics.jsonl records it).
-            run_cfg_json = {**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None}
-            tmp = run_dir / "config.json.tmp"
-            write_json(tmp, run_cfg_json)
-            tmp.replace(run_dir / "config.json")
-        except (OSError, HookError) as e:
-            if hooks is not None:
-                hooks.close()
-            if hub is not None:  # [hub]
-                hub.close(0)
-            raise TrainingError(str(e) if isinstance(e, HookError) else f"--out {run_dir}: cannot write the run directory ({e.strerror or e})") from None
-    metrics_path = run_dir / "metrics.jsonl"
+    run.open(  # config.json: re-feedable with --config, without the checkpoint resumed (that would rewind the run)
+        snapshot={**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None},
+        open_sinks=lambda: open_run_hooks(run_dir, config=cfg.model_dump(mode="json"), tensorboard=cfg.tensorboard,
+                                          wandb=cfg.wandb, wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode,
+                                          start_step=start_step, log=log),
+        start_step=start_step, resumed_from=resume_dir, elapsed_offset=elapsed0,
+    )
+    end_step = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
     summary = run_summary(
         stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
-        batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start_step,
-        end_step=cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps),
+        batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start_step, end_step=end_step,
         total_steps=cfg.total_steps, steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
         dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory,
     )
+    if hub is not None:
+        hub.attach(run)
+    logger = run.logger
     try:
-        if resume_dir is not None and is_main:
-            truncate_metrics(metrics_path, start_step)
-        logger = MetricsLogger(metrics_path, elapsed_offset=elapsed0, hooks=hooks) if is_main else None
         if logger:
             for line in summary_lines(summary):
                 log(line)
@@ -500,16 +382,10 @@ def run_pretrain(
                 jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
             )
     except OSError as e:
-        if hub is not None:  # [hub]
-            hub.close(0)
-        raise TrainingError(f"{metrics_path}: cannot write metrics ({e.strerror or e})") from None
-    if hub is not None and logger is not None:  # [hub] push outcomes become "hub" records in metrics.jsonl;
-        hub.write, hub.after_records = logger.write, True  # a checkpoint is queued once its step's record is written
-        hooks.hooks.append(hub)
+        raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
 
     state = program.place_state(state)
     stop = StopFlag(install_signal_handlers)
-    end_step = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
     if es.exhausted:  # resuming a run that early stopping already ended
         log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience}); "
             "raise --patience to continue it")
@@ -518,166 +394,173 @@ def run_pretrain(
         source, start_step=start_step, end_step=end_step, k=K, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
         prepend_outcome=cfg.prepend_outcome, prefetch=cfg.prefetch_chunks, process_index=proc, process_count=n_proc,
     )
+    best_path = run.checkpoints / BEST_DIR
 
-    step, reason, last_ckpt = start_step, "completed", None
-    last_train = last_val = None
-    best_path = ckpt_root / BEST_DIR
-    best_ckpt: Optional[Path] = best_path if (es.best_loss_step is not None and best_path.is_dir()) else None
-    tokens_per_chunk = K * cfg.batch_size * cfg.seq_len
+    def write_checkpoint(path: Path, at_step: int) -> None:
+        params, opt, ts = _checkpoint_payload(trainer.state, cfg, at_step, run.elapsed, K, es)
+        save_checkpoint(path, params, stored_cfg, run_config=cfg.model_dump(mode="json"), optimizer_state=opt, training_state=ts)
 
-    def save(at_step: int, path: Optional[Path] = None) -> Path:
-        params, opt, ts = _checkpoint_payload(state, cfg, at_step, logger.elapsed if logger else 0.0, K, es)
-        path = path if path is not None else ckpt_root / step_dir_name(at_step)
-        if is_main:
-            try:
-                save_checkpoint(path, params, stored_cfg, run_config=cfg.model_dump(mode="json"), optimizer_state=opt, training_state=ts)
-                if path.name != BEST_DIR:
-                    rotate_checkpoints(ckpt_root, cfg.keep_checkpoints)
-            except OSError as e:
-                kept = f"the last complete checkpoint, {last_ckpt}, is intact" if last_ckpt else "earlier checkpoints are intact"
-                raise TrainingError(f"cannot write checkpoint {path} ({e.strerror or e}); {kept}") from None
-            if hub is not None:  # [hub] queue the complete checkpoint; returns at once
-                hub.on_checkpoint(path, at_step)
-        return path
+    checkpointer = Checkpointer(run.checkpoints, write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
+                                best=best_path if (es.best_loss_step is not None and best_path.is_dir()) else None)
+    trainer = Trainer(program, checkpointer, _pretrain_hooks(
+        cfg, run, checkpointer, es, variants, monitored, val_set, dtype, stop, progress, start_step, end_step, n_proc, log,
+        extra=[*hooks, *([hub] if hub is not None else [])]), total_steps=cfg.total_steps, end_step=end_step)
+    try:
+        outcome = trainer.run(state, stream, start_step=start_step, resumed=resume_dir is not None)
+    except OSError as e:  # e.g. a metrics write on a full disk: one line, not a traceback
+        raise TrainingError(f"I/O error on {e.filename or run.metrics_path} ({e.strerror or e}); "
+                            f"last complete checkpoint: {checkpointer.last}") from None
+    finally:
+        stream.close()
+        if hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
+            hub.close(log)
+        run.finish(schedule, trainer.step, trainer.reason or "exception")
+    step, reason, last_ckpt = outcome.step, outcome.reason, outcome.checkpoint
+    metrics_hook = next((h for h in trainer.hooks if isinstance(h, MetricsHook)), None)
+    last_train, last_val = (metrics_hook.last_train, metrics_hook.last_val) if metrics_hook else (None, None)
+    variant_ckpts = _export_variants(cfg, run_dir, outcome.state, variants, last_ckpt) if (
+        reason in ("completed", "patience") and len(variants) > 1 and is_main) else {}
+    best_ckpt = checkpointer.best
+    return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val,
+                          best_ckpt, es.best_loss_step if best_ckpt is not None else None)
 
-    def validate() -> dict:
-        fields: dict = {}
-        # One host copy, placed once on the default device (not re-sent with every val batch).
-        model_now = jax.device_put(to_host(state.model))
-        for name, vcfg in variants:
-            m = model_now if vcfg == model_now.config else sliced(model_now, vcfg)
-            rep = metrics_core.evaluate_games(
-                m, val_set.tokens, val_set.lengths, val_set.outcome, seq_len=cfg.seq_len,
-                batch_size=cfg.batch_size, prepend_outcome=cfg.prepend_outcome, dtype=dtype,
-            ).to_dict()
-            # v1 names (spec eval §1.2), suffixed by the variant's metric key.
-            for key, name_v1 in VAL_KEYS.items():
-                fields[f"val/{name_v1}_{vcfg.name}"] = rep[key]
-        return fields
 
-    bar = None
-    loss_name = "joint loss" if len(variants) > 1 else "loss"
+def _initial_state(cfg: PretrainConfig, stored_cfg: ModelConfig, optimizer, resume_ck: Optional[Checkpoint],
+                   log: Callable[[str], None]) -> tuple[TrainState, int, float, EarlyStopping]:
+    """``(state, start step, elapsed seconds so far, early stopping)``: fresh from
+    ``model_seed``, or restored from the resumed checkpoint (weights, Adam moments, step,
+    bests and patience counter).
+
+    Raises:
+        TrainingError: the checkpoint's model config or optimizer state does not fit the run.
+    """
+    if resume_ck is None:
+        model_seed = cfg.model_seed if cfg.model_seed is not None else cfg.seed
+        return init_state(PAWNModel(stored_cfg, jax.random.key(model_seed)), optimizer), 0, 0.0, EarlyStopping(cfg.patience)
+    ck, resume_dir = resume_ck, resume_ck.path
+    if ck.config != stored_cfg:
+        raise TrainingError(f"{resume_dir}: model config {ck.config.name} does not match the run's {stored_cfg.name}")
+    model = PAWNModel(ck.config, params=ck.params)
+    start_step = int(ck.training_state["step"])
+    elapsed0 = float(ck.training_state.get("elapsed", 0.0) or 0.0)
+    try:
+        es = EarlyStopping.from_json(ck.training_state.get("early_stopping"), cfg.patience)
+    except ValueError as e:
+        raise TrainingError(f"{resume_dir / 'training_state.json'}: {e}") from None
+    template = optimizer.init(eqx.filter(model, eqx.is_array))
+    if ck.optimizer_state is None:
+        log(f"WARNING: {resume_dir} has no optimizer state: Adam moments restart from zero at step {start_step}")
+        opt_state = with_count(template, start_step)
+    else:
+        try:
+            opt_state = optimizer_from_arrays(template, ck.optimizer_state)
+        except ValueError as e:
+            raise TrainingError(f"{resume_dir}: {e}") from None
+    log(f"resuming from {resume_dir} at step {start_step}")
+    return TrainState(model, opt_state, step_counter(start_step)), start_step, elapsed0, es
+
+
+def _data_source(cfg: PretrainConfig, log: Callable[[str], None]):
+    """The training games: the on-disk corpus (built first when missing) or the engine stream;
+    batch s is games ``[s·B, (s+1)·B)`` either way (spec §1.2).
+
+    Raises:
+        TrainingError: a corpus that does not match the run (one line).
+    """
+    if cfg.corpus_dir is None:
+        return EngineSource(cfg.seed, cfg.max_ply, cfg.mate_boost)
+    n_needed = cfg.total_steps * cfg.batch_size
+    if not (Path(cfg.corpus_dir) / "corpus.json").exists():
+        log(f"building corpus of {n_needed:,} games in {cfg.corpus_dir}")
+        build_corpus(Path(cfg.corpus_dir), n_needed, cfg.max_ply, cfg.seed, mate_boost=cfg.mate_boost)
+    try:
+        return CorpusSource(Path(cfg.corpus_dir), seed=cfg.seed, max_ply=cfg.max_ply, mate_boost=cfg.mate_boost, n_games=n_needed)
+    except ValueError as e:
+        raise TrainingError(str(e)) from None
+
+
+def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, es: EarlyStopping, variants, monitored: ModelConfig,
+                    val_set, dtype, stop: StopFlag, progress: bool, start_step: int, end_step: int, n_proc: int,
+                    log: Callable[[str], None], extra: Sequence[Hook] = ()) -> list[Hook]:
+    """Pretraining's hooks, in order: progress, validation (§1.7), best checkpoint and patience
+    (§1.8), interval checkpoints, signal stop, the caller's ``extra`` hooks, and the metrics
+    records (§1.6) last."""
+    hooks: list[Hook] = []
+    is_main = run.logger is not None
     if progress and is_main:
+        loss_name = "joint loss" if len(variants) > 1 else "loss"
         bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
                                every_s=cfg.log_every_s).start()
+        hooks.append(ProgressHook(bar, loss_name))
+    validation = None
+    if val_set is not None and is_main:
+        validation = ValidationHook(lambda state, step: _validate(state, val_set, variants, cfg, dtype),
+                                    every=cfg.val_every, final_step=cfg.total_steps)
+        hooks.append(validation)
+    due = validation.due if validation is not None else (lambda step: val_set is not None and (
+        step % cfg.val_every == 0 or step == cfg.total_steps))
+    hooks.append(EarlyStoppingHook(
+        es, checkpointer, total_steps=cfg.total_steps, validation_due=due, processes=n_proc, log=log if is_main else None,
+        monitor=lambda val: {k: val.get(f"val/{k}_{monitored.name}") for k in
+                             ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")}))
+    hooks.append(CheckpointHook(checkpointer, every=cfg.checkpoint_every, end_step=end_step))
+    hooks.append(SignalStopHook(stop))
+    hooks.extend(extra)
+    if run.logger is not None:
+        acc_key = f"accuracy_{monitored.name}"
 
-    acc_key = f"accuracy_{monitored.name}"
-    try:
-        t_prev = time.perf_counter()
-        wait_prev = stream.wait_s
-        for s0, host_chunk in stream:
-            chunk = program.place_chunk(host_chunk)
-            state, m = program.run_chunk(state, chunk)
-            m = to_host(m)
-            step = s0 + K
-            # The chunk alone: from the end of the previous chunk's validation/checkpoint to here.
-            now = time.perf_counter()
-            dt, wait = now - t_prev, stream.wait_s - wait_prev
+        def train_fields(r) -> dict:
+            m, dt = r.metrics, r.chunk_wall_s
             losses = np.asarray(m["loss"])
-            if not np.all(np.isfinite(losses)):
-                bad = s0 + int(np.argmax(~np.isfinite(losses)))
-                raise TrainingError(
-                    f"loss became {losses[bad - s0]} at step {bad}; stopping without writing a checkpoint from these weights"
-                    + (f" (last good checkpoint: {last_ckpt})" if last_ckpt else "")
-                )
-            rec = {
+            return {
                 "loss": float(losses[-1]), "loss_mean": float(losses.mean()),
                 "train/accuracy": float(m[acc_key][-1]), "train/accuracy_mean": float(np.mean(m[acc_key])),
                 "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
                 "grad_norm_mean": float(np.mean(m["grad_norm"])), "n_supervised_mean": float(np.mean(m["n_supervised"])),
                 **{k: float(v[-1]) for k, v in m.items() if k.startswith(("loss_d", "accuracy_d"))},
-                "chunk_wall_s": dt, "tokens_per_s": tokens_per_chunk / dt, "games_per_s": K * cfg.batch_size / dt,
-                "data_wait_s": wait, "data_wait_frac": wait / dt if dt > 0 else 0.0, "step_start": s0,
-                "includes_compile": s0 == start_step,
+                "chunk_wall_s": dt, "tokens_per_s": r.tokens / dt, "games_per_s": r.games / dt,
+                "data_wait_s": r.data_wait_s, "data_wait_frac": r.data_wait_s / dt if dt > 0 else 0.0,
+                "step_start": r.step_start, "includes_compile": r.includes_compile,
             }
-            if bar is not None:
-                bar.update(step, **{loss_name: f"{rec['loss']:.4f}", "tok/s": f"{rec['tokens_per_s']:,.0f}"})
-            val_fields, val_s, ckpt_s = None, 0.0, 0.0
-            try:
-                if val_set is not None and logger is not None and (step % cfg.val_every == 0 or step == cfg.total_steps):
-                    t = time.perf_counter()
-                    val_fields = validate()
-                    val_s = time.perf_counter() - t
-                    improved, new_best = es.update(step, {k: val_fields.get(f"val/{k}_{monitored.name}") for k in
-                                                          ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")})
-                    val_fields.update({"val/improved": improved, "val/patience_counter": es.counter,
-                                       "val/best_loss": es.best.get("loss"), "val/best_loss_step": es.best_loss_step,
-                                       "val_wall_s": val_s})
-                    if new_best:
-                        t = time.perf_counter()
-                        best_ckpt = save(step, best_path)
-                        ckpt_s += time.perf_counter() - t
-                if step % cfg.checkpoint_every == 0 and step < end_step:
-                    t = time.perf_counter()
-                    last_ckpt = save(step)
-                    ckpt_s += time.perf_counter() - t
-            finally:
-                if logger:
-                    last_train = logger.write("train", step=step, **rec, val_wall_s=val_s, checkpoint_wall_s=ckpt_s)
-                    if val_fields is not None:
-                        last_val = logger.write("val", step=step, **val_fields)
-            stop_early = es.exhausted
-            if cfg.patience is not None and n_proc > 1 and val_set is not None and (step % cfg.val_every == 0 or step == cfg.total_steps):
-                # Only process 0 validates: every process must take its decision, or the others
-                # would wait forever in the next chunk's collectives.
-                from jax.experimental import multihost_utils
 
-                stop_early = bool(multihost_utils.broadcast_one_to_all(np.asarray(es.exhausted)))
-            if stop_early and step < cfg.total_steps:
-                if is_main:
-                    log(f"early stopping at step {step}: {es.counter} validations without improvement (patience {es.patience}); "
-                        f"best val loss {es.best.get('loss', float('nan')):.4f} at step {es.best_loss_step}")
-                reason = "patience"
-                break
-            if stop.requested and step < end_step:  # a signal during the last chunk changes nothing
-                reason = "sigterm"
-                break
-            t_prev, wait_prev = time.perf_counter(), stream.wait_s
-        if reason == "completed" and step < cfg.total_steps:
-            reason = "paused"
-        if last_ckpt is None or last_ckpt.name != step_dir_name(step):
-            if step > start_step or resume_dir is None:
-                last_ckpt = save(step)
-            else:
-                reason = "resume_no_op"
-    except OSError as e:  # e.g. a metrics write on a full disk: one line, not a traceback
-        reason = "exception"
-        raise TrainingError(f"I/O error on {e.filename or metrics_path} ({e.strerror or e}); "
-                            f"last complete checkpoint: {last_ckpt}") from None
-    except BaseException:
-        reason = "exception"
-        raise
-    finally:
-        stream.close()
-        stop.restore()
-        if bar is not None:
-            bar.stop()
-        if hub is not None:  # [hub] drain pending uploads (bounded wait) before the metrics log closes
-            try:
-                hub.close()
-            except Exception as e:  # never hide the run's own outcome behind a push problem
-                log(f"WARNING: hub: closing the uploader failed ({type(e).__name__}: {e})")
-        try:
-            if is_main:
-                write_schedule_health(run_dir / "schedule_health.json", schedule, step, reason)
-            if logger:
-                logger.close()
-        except OSError as e:  # never hide the run's own outcome behind a second failure
-            log(f"WARNING: could not write {run_dir / 'schedule_health.json'} or close the metrics ({e.strerror or e})")
+        hooks.append(MetricsHook(run.logger, train_fields))
+    return hooks
 
-    variant_ckpts: dict[str, Path] = {}
-    if reason in ("completed", "patience") and len(variants) > 1 and is_main:
-        final = to_host(state.model)
-        try:
-            for name, vcfg in variants:
-                vm = sliced(final, vcfg)
-                variant_ckpts[name] = save_checkpoint(
-                    run_dir / "variants" / name, {k: np.asarray(v) for k, v in vm.params().items()}, vcfg,
-                    run_config={**cfg.model_dump(mode="json"), "supernet": None, "variant": name,
-                                "sliced_from": {"checkpoint": str(last_ckpt), "supernet": cfg.supernet or "large"}},
-                )
-        except OSError as e:
-            raise TrainingError(f"cannot write the variant checkpoints under {run_dir / 'variants'} ({e.strerror or e}); "
-                                f"the run's checkpoint {last_ckpt} is intact") from None
-    return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val,
-                          best_ckpt, es.best_loss_step if best_ckpt is not None else None)
+
+def _validate(state: TrainState, val_set, variants, cfg: PretrainConfig, dtype) -> dict:
+    """The ``val`` fields of spec §1.7 for every variant, under v1 names suffixed by the
+    variant's metric key (:data:`VAL_KEYS`)."""
+    fields: dict = {}
+    # One host copy, placed once on the default device (not re-sent with every val batch).
+    model_now = jax.device_put(to_host(state.model))
+    for name, vcfg in variants:
+        m = model_now if vcfg == model_now.config else sliced(model_now, vcfg)
+        rep = metrics_core.evaluate_games(
+            m, val_set.tokens, val_set.lengths, val_set.outcome, seq_len=cfg.seq_len,
+            batch_size=cfg.batch_size, prepend_outcome=cfg.prepend_outcome, dtype=dtype,
+        ).to_dict()
+        for key, name_v1 in VAL_KEYS.items():
+            fields[f"val/{name_v1}_{vcfg.name}"] = rep[key]
+    return fields
+
+
+def _export_variants(cfg: PretrainConfig, run_dir: Path, state: TrainState, variants, last_ckpt: Optional[Path]) -> dict[str, Path]:
+    """Standalone checkpoints of each nested variant of a finished supernet run (``variants/``).
+
+    Raises:
+        TrainingError: a write fails (the run's own checkpoint is intact).
+    """
+    out: dict[str, Path] = {}
+    final = to_host(state.model)
+    try:
+        for name, vcfg in variants:
+            vm = sliced(final, vcfg)
+            out[name] = save_checkpoint(
+                run_dir / "variants" / name, {k: np.asarray(v) for k, v in vm.params().items()}, vcfg,
+                run_config={**cfg.model_dump(mode="json"), "supernet": None, "variant": name,
+                            "sliced_from": {"checkpoint": str(last_ckpt), "supernet": cfg.supernet or "large"}},
+            )
+    except OSError as e:
+        raise TrainingError(f"cannot write the variant checkpoints under {run_dir / 'variants'} ({e.strerror or e}); "
+                            f"the run's checkpoint {last_ckpt} is intact") from None
+    return out
