@@ -284,3 +284,11 @@ def test_toy_backbone_bf16_adapter_forward_is_finite():
     m = _perturb(build_adapted("hybrid", {}, bb, jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
     out = m(jnp.zeros((1, 8), jnp.int32), dtype="bfloat16", remat="attention", prefix_mask=True)
     assert out.dtype == jnp.float32 and bool(jnp.isfinite(out).all())
+
+
+def test_strategy_table_for_the_cli():
+    from pawn.adapters import strategy_table
+
+    rows = {r["name"]: r for r in strategy_table()}
+    assert rows["film"]["defaults"] == {"layers": None, "use_output_film": False}
+    assert "2·L_sel·d" in rows["film"]["formula"] and rows["unfreeze"]["mergeable"] is True

@@ -149,3 +149,34 @@ def test_generation_runs_on_an_adapted_model(tmp_path, backbone_dir):
     np.testing.assert_array_equal(cached.sequences, full.sequences)  # KV-cache decode with adapters = full forward
     bare = autoregressive_generate(bb, 4, max_seq_len=12, seed=0, batch_size=4, dtype="float32", mask_illegal=True)
     assert cached.moves.shape == bare.moves.shape
+
+
+def test_supernet_variant_backbone_is_sliced_and_recorded(tmp_path, tokens):
+    from pawn.config import TINY_SUPERNET, TINY_VARIANTS
+    from pawn.model import sliced
+
+    sup = PAWNModel(TINY_SUPERNET, jax.random.PRNGKey(0))
+    d = ck.save_checkpoint(tmp_path / "sup", sup.params(), TINY_SUPERNET)
+    bb, ref, _ = load_backbone(d, "small")
+    assert bb.config == TINY_VARIANTS["small"] and ref.variant == "small"
+    m = _perturb(build_adapted("lora", {}, bb, jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
+    la = load_adapter(save_adapter(tmp_path / "a", m, ref))
+    assert la.model.config == TINY_VARIANTS["small"]
+    np.testing.assert_array_equal(np.asarray(la.model.backbone.wq), np.asarray(sliced(sup, TINY_VARIANTS["small"]).wq))
+    np.testing.assert_array_equal(np.asarray(la.model(tokens, dtype="float32")), np.asarray(m(tokens, dtype="float32")))
+    with pytest.raises(AdapterError, match="not a nested variant"):
+        load_backbone(d, "huge")
+
+
+def test_adapter_config_records_strategy_settings_and_trainable_count(tmp_path, backbone_dir):
+    bb, ref, _ = load_backbone(backbone_dir)
+    a = save_adapter(tmp_path / "a", build_adapted("sparse", {"density": 0.05, "targets": ["q"]}, bb, jax.random.PRNGKey(0)), ref)
+    meta = json.loads((a / "config.json").read_text())["adapter"]
+    assert meta["strategy"] == "sparse" and meta["settings"]["density"] == 0.05 and meta["settings"]["targets"] == ["q"]
+    from safetensors.numpy import load_file
+
+    t = load_file(str(a / ADAPTER_FILE))
+    assert set(t) == {"adapter.delta.wq", "adapter.mask.wq"} and t["adapter.mask.wq"].dtype == np.bool_
+    assert meta["trainable_params"] == int(t["adapter.mask.wq"].sum())
+    with pytest.raises(AdapterError, match="must record its backbone"):
+        save_adapter(tmp_path / "b", build_adapted("lora", {}, bb, jax.random.PRNGKey(0)), None)

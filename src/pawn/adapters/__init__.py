@@ -8,9 +8,9 @@ Model layer: imports :mod:`pawn.model`, :mod:`pawn.config`, :mod:`pawn.checkpoin
 from pawn.adapters.adapted import AdaptedModel, build_adapted
 from pawn.adapters.configs import AdapterConfigError
 from pawn.adapters.errors import AdapterError
-from pawn.adapters.registry import STRATEGIES, Strategy, count_params, get_strategy
+from pawn.adapters.registry import STRATEGIES, Strategy, count_params, get_strategy, strategy_table
 
 __all__ = [
     "AdaptedModel", "AdapterConfigError", "AdapterError", "STRATEGIES", "Strategy",
-    "build_adapted", "count_params", "get_strategy",
+    "build_adapted", "count_params", "get_strategy", "strategy_table",
 ]

@@ -190,3 +190,10 @@ def count_params(name: str, settings: Any, config: ModelConfig) -> int:
 
     leaves = jax.tree_util.tree_leaves(jax.eval_shape(trainable))
     return int(sum(int(np.prod(x.shape)) for x in leaves))
+
+
+def strategy_table() -> list[dict]:
+    """One row per strategy for ``pawn adapt --list-strategies``: ``name``, ``trains``,
+    ``formula``, ``defaults`` (dict), ``mergeable``."""
+    return [{"name": s.name, "trains": s.trains, "formula": s.formula, "defaults": s.defaults(), "mergeable": s.mergeable}
+            for s in STRATEGIES.values()]
