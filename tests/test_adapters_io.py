@@ -61,10 +61,13 @@ def test_round_trip_restores_the_adapted_model(tmp_path, backbone_dir, tokens, n
                                           "sha256": ck.sha256_file(backbone_dir / "model.safetensors")}
 
 
-def test_specialized_clm_checkpoint_needs_no_backbone(tmp_path, tokens):
-    m = _perturb(build_adapted("specialized_clm", {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}, None,
+def test_specialized_clm_checkpoint_needs_no_backbone(tmp_path, backbone_dir, tokens):
+    bb, _, _ = load_backbone(backbone_dir)  # lends only its context length (64)
+    m = _perturb(build_adapted("specialized_clm", {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}, bb,
                                jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
+    assert m.config.max_seq_len == 64
     la = load_adapter(save_adapter(tmp_path / "s", m, None))
+    assert la.model.config == m.config and la.backbone is None
     np.testing.assert_array_equal(np.asarray(la.model(tokens, dtype="float32")), np.asarray(m(tokens, dtype="float32")))
 
 

@@ -253,7 +253,10 @@ def load_adapter(
             raise BackboneMismatchError(f"{d}: backbone {where} has shape {bb.config.name}, the adapter needs {config.name}")
     else:
         config = specialized_config(settings, config)
-    fresh = build_adapted(st.name, settings, bb, jax.random.PRNGKey(0))
+    if st.uses_backbone:
+        fresh = build_adapted(st.name, settings, bb, jax.random.PRNGKey(0))
+    else:  # the stored model's own config (vocabulary, context) is the one to rebuild
+        fresh = AdaptedModel(PAWNModel(config, jax.random.PRNGKey(0)), st.build(settings, None, jax.random.PRNGKey(0)), st.name, settings)
     tensors = ck._read_tensors(d / ADAPTER_FILE)
     wanted = dict(_saved_leaves(fresh))
     missing, extra = sorted(set(wanted) - set(tensors)), sorted(set(tensors) - set(wanted))
