@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pawn.data",),
     ("pawn.config", "pawn.model", "pawn.metrics_core"),
     ("pawn.adapters",),
-    ("pawn.checkpoint", "pawn.hub"),
+    ("pawn.checkpoint", "pawn.hub", "pawn.adapters.io"),
     ("pawn.schedules", "pawn.settings"),
     ("pawn.train",),
     ("pawn.convert",),

@@ -22,7 +22,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 from safetensors.numpy import load_file, save_file
@@ -207,6 +207,41 @@ def save_checkpoint(
     Returns:
         The final checkpoint path.
     """
+
+    def fill(staging: Path) -> None:
+        tensors = {k: np.ascontiguousarray(np.asarray(v, dtype=np.float32)) for k, v in params.items()}
+        save_file(tensors, str(staging / MODEL_FILE))
+        cfg: dict[str, Any] = {"format_version": FORMAT_VERSION, "model_config": config.to_json_dict()}
+        if run_config is not None:
+            cfg["run_config"] = run_config
+        write_json(staging / CONFIG_FILE, cfg)
+        write_training_files(staging, optimizer_state, training_state)
+        for name, data in (extra_files or {}).items():
+            if "/" in name or name in (MANIFEST, MODEL_FILE, CONFIG_FILE, "", ".", ".."):
+                raise ValueError(f"extra checkpoint file name {name!r} is not allowed")
+            _write_bytes(staging / name, data)
+
+    return write_checkpoint_dir(path, fill)
+
+
+def write_training_files(staging: Path, optimizer_state: Optional[dict[str, Any]], training_state: Optional[dict]) -> None:
+    """Write ``optimizer.safetensors`` / ``training_state.json`` into a staging directory (each
+    only when given)."""
+    if optimizer_state is not None:
+        save_file({k: np.ascontiguousarray(np.asarray(v)) for k, v in optimizer_state.items()}, str(staging / OPTIMIZER_FILE))
+    if training_state is not None:
+        write_json(staging / TRAINING_STATE_FILE, training_state)
+
+
+def write_checkpoint_dir(path: str | os.PathLike, fill: Callable[[Path], None]) -> Path:
+    """The atomic checkpoint write of spec §5.5 around ``fill``: a fresh staging sibling
+    ``<name>.tmp`` (a stale one is removed) is filled by ``fill(staging)``, the ``.complete``
+    manifest is written last, then the directory replaces ``path`` (:func:`atomic_replace_dir`).
+    On any error the staging directory is removed and ``path`` is left as it was.
+
+    Returns:
+        The final checkpoint path.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(target.name + ".tmp")
@@ -214,20 +249,7 @@ def save_checkpoint(
         shutil.rmtree(staging)
     staging.mkdir()
     try:
-        tensors = {k: np.ascontiguousarray(np.asarray(v, dtype=np.float32)) for k, v in params.items()}
-        save_file(tensors, str(staging / MODEL_FILE))
-        cfg: dict[str, Any] = {"format_version": FORMAT_VERSION, "model_config": config.to_json_dict()}
-        if run_config is not None:
-            cfg["run_config"] = run_config
-        write_json(staging / CONFIG_FILE, cfg)
-        if optimizer_state is not None:
-            save_file({k: np.ascontiguousarray(np.asarray(v)) for k, v in optimizer_state.items()}, str(staging / OPTIMIZER_FILE))
-        if training_state is not None:
-            write_json(staging / TRAINING_STATE_FILE, training_state)
-        for name, data in (extra_files or {}).items():
-            if "/" in name or name in (MANIFEST, MODEL_FILE, CONFIG_FILE, "", ".", ".."):
-                raise ValueError(f"extra checkpoint file name {name!r} is not allowed")
-            _write_bytes(staging / name, data)
+        fill(staging)
         write_manifest(staging)
         _fsync_dir(staging)
         atomic_replace_dir(staging, target)

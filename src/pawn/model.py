@@ -305,6 +305,44 @@ class KVCache(eqx.Module):
         return jnp.stack(self.k), jnp.stack(self.v)
 
 
+class LayerAdapter(eqx.Module):
+    """What an adapter may change inside the forward pass (spec ``training-and-adapters.md`` §4):
+    the entry point :meth:`PAWNModel.__call__`, :meth:`~PAWNModel.prefill` and
+    :meth:`~PAWNModel.decode` take as ``adapter=``. Every hook defaults to the identity; the
+    strategies of :mod:`pawn.adapters` override the ones they need.
+
+    Per-layer adapter parameters are returned by :meth:`scan_params` stacked on a leading ``L``
+    axis (all L layers; a layer subset is scattered in, zero-filled elsewhere) and are scanned
+    together with the backbone's layer weights, so the rolled layer scan is not copied. The
+    hooks receive one layer's slice ``ap`` of that pytree.
+    """
+
+    def scan_params(self, dtype) -> Optional[dict]:
+        """Per-layer parameters, a pytree of arrays with leading axis L, or None."""
+        return None
+
+    def layer_weights(self, lw: dict, ap) -> dict:
+        """Effective weights of one layer (``lw``: name -> array in the compute dtype, norms fp32)."""
+        return lw
+
+    def project(self, name: str, x: Array, y: Array, ap) -> Array:
+        """Output of projection ``name`` (``wq``, ``wk``, ``wv``, ``wo``, ``w_gate``, ``w_up``,
+        ``w_down``) given its input ``x`` [..., d_in] and the backbone's ``y = x @ W`` [..., d_out]."""
+        return y
+
+    def after_attn(self, h: Array, ap) -> Array:
+        """Residual stream [B, T, d] right after the attention residual add."""
+        return h
+
+    def after_ffn(self, h: Array, ap) -> Array:
+        """Residual stream [B, T, d] right after the FFN residual add (end of the block)."""
+        return h
+
+    def logits(self, z: Float[Array, "... V"]) -> Float[Array, "... V"]:
+        """Float32 logits after ``lm_head``."""
+        return z
+
+
 class PAWNModel(eqx.Module):
     """The PAWN transformer. Parameters are the 16 canonical arrays of spec §5.2 (fp32), linear
     weights in ``[in, out]`` orientation, per-layer arrays stacked on a leading L axis.
@@ -393,23 +431,33 @@ class PAWNModel(eqx.Module):
         w["attn_norm"], w["ffn_norm"] = self.attn_norm, self.ffn_norm  # norms stay fp32
         return w
 
-    def _qkv(self, x, lw, cos, sin):
+    @staticmethod
+    def _proj(x, lw, name, ad):
+        y = dense(x, lw[name])
+        if ad is not None:
+            adapter, ap = ad
+            y = adapter.project(name, x, y, ap)
+        return y
+
+    def _qkv(self, x, lw, cos, sin, ad=None):
         B, T, d = x.shape
         H, hd = self.config.n_heads, self.config.head_dim
-        q = dense(x, lw["wq"]).reshape(B, T, H, hd)
-        k = dense(x, lw["wk"]).reshape(B, T, H, hd)
-        v = dense(x, lw["wv"]).reshape(B, T, H, hd)
+        q = self._proj(x, lw, "wq", ad).reshape(B, T, H, hd)
+        k = self._proj(x, lw, "wk", ad).reshape(B, T, H, hd)
+        v = self._proj(x, lw, "wv", ad).reshape(B, T, H, hd)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    def _ffn(self, h, lw):
+    def _ffn(self, h, lw, ad=None):
         x = rms_norm(h, lw["ffn_norm"])
-        return dense(jax.nn.silu(dense(x, lw["w_gate"])) * dense(x, lw["w_up"]), lw["w_down"])
+        g = jax.nn.silu(self._proj(x, lw, "w_gate", ad)) * self._proj(x, lw, "w_up", ad)
+        return self._proj(g, lw, "w_down", ad)
 
     def _head(self, h: Array) -> Float[Array, "... V"]:
         x = rms_norm(h, self.final_norm)
         return dense(x, self.lm_head.astype(h.dtype)).astype(jnp.float32)
 
-    def _run(self, tokens, attn_mask, dtype, *, return_hidden: bool, return_kv: bool, remat, prefix_mask: bool = False):
+    def _run(self, tokens, attn_mask, dtype, *, return_hidden: bool, return_kv: bool, remat, prefix_mask: bool = False,
+             adapter: Optional[LayerAdapter] = None):
         B, T = tokens.shape
         cfg = self.config
         if T > cfg.max_seq_len:
@@ -422,13 +470,23 @@ class PAWNModel(eqx.Module):
         all_masked = jnp.cumsum(attn_mask.astype(jnp.int32), axis=1) == 0
         h0 = self.embed(tokens).astype(dtype)
 
-        def layer(h, lw):
+        ap_all = None if adapter is None else adapter.scan_params(dtype)
+
+        def layer(h, xs):
+            lw, ap = xs if adapter is not None else (xs, None)
+            ad = None if adapter is None else (adapter, ap)
+            if ad is not None:
+                lw = adapter.layer_weights(lw, ap)
             x = rms_norm(h, lw["attn_norm"])
-            q, k, v = self._qkv(x, lw, cos, sin)
+            q, k, v = self._qkv(x, lw, cos, sin, ad)
             q, k, v = checkpoint_name(q, "attn_q"), checkpoint_name(k, "attn_k"), checkpoint_name(v, "attn_v")
             ctx = _attend_full(q, k, v, attn_mask, all_masked, prefix_mask).reshape(B, T, cfg.d_model)
-            h = h + dense(ctx, lw["wo"])
-            h = h + self._ffn(h, lw)
+            h = h + self._proj(ctx, lw, "wo", ad)
+            if ad is not None:
+                h = adapter.after_attn(h, ap)
+            h = h + self._ffn(h, lw, ad)
+            if ad is not None:
+                h = adapter.after_ffn(h, ap)
             ys = (h if return_hidden else None, (k, v) if return_kv else None)
             return h, ys
 
@@ -437,8 +495,13 @@ class PAWNModel(eqx.Module):
         # A rolled scan: with remat, unrolling would let XLA hoist every recomputation to the start
         # of the backward pass, so nothing would be freed; without remat, rolled measured faster
         # than unrolled on CPU with the blockwise attention (TINY supernet, B 16, T 128).
-        h, (hidden, kv) = jax.lax.scan(layer, h0, self._layer_weights(dtype))
+        xs = self._layer_weights(dtype) if adapter is None else (self._layer_weights(dtype), ap_all)
+        h, (hidden, kv) = jax.lax.scan(layer, h0, xs)
         return h0, h, hidden, kv
+
+    @staticmethod
+    def _adapted_logits(z, adapter):
+        return z if adapter is None else adapter.logits(z)
 
     # ------------------------------------------------------------------ public calls
     def __call__(
@@ -450,6 +513,7 @@ class PAWNModel(eqx.Module):
         return_hidden: bool = False,
         remat: bool | str = False,
         prefix_mask: bool = False,
+        adapter: Optional[LayerAdapter] = None,
     ):
         """Full forward pass.
 
@@ -466,6 +530,9 @@ class PAWNModel(eqx.Module):
             prefix_mask: the caller guarantees ``attn_mask[b]`` is true exactly on positions
                 ``< sum(attn_mask[b])`` (packed games); lets an NVIDIA GPU use cuDNN's fused
                 attention (see :func:`_attend_full`). Wrong for other masks.
+            adapter: a :class:`LayerAdapter` acting inside the layer scan and on the logits
+                (:mod:`pawn.adapters`); None = the bare backbone (the same computation as before
+                adapters existed).
 
         Returns:
             logits float32 [B, T, V], or ``(logits, hidden)`` with ``return_hidden``.
@@ -475,8 +542,8 @@ class PAWNModel(eqx.Module):
         """
         dt = resolve_dtype(dtype)
         h0, h, hidden, _ = self._run(tokens, attn_mask, dt, return_hidden=return_hidden, return_kv=False, remat=remat,
-                                     prefix_mask=prefix_mask)
-        logits = self._head(h)
+                                     prefix_mask=prefix_mask, adapter=adapter)
+        logits = self._adapted_logits(self._head(h), adapter)
         if return_hidden:
             return logits, jnp.concatenate([h0[None], hidden], axis=0)
         return logits
@@ -488,11 +555,12 @@ class PAWNModel(eqx.Module):
         *,
         dtype: Optional[str] = None,
         cache_len: Optional[int] = None,
+        adapter: Optional[LayerAdapter] = None,
     ) -> tuple[Float[Array, "B T V"], KVCache]:
         """Forward pass that also returns a :class:`KVCache` (spec §2.10).
 
         Args:
-            tokens, attn_mask, dtype: as for :meth:`__call__`.
+            tokens, attn_mask, dtype, adapter: as for :meth:`__call__`.
             cache_len: ``T_cache``, slots in the cache (T ≤ cache_len ≤ ``max_seq_len``); default
                 ``max_seq_len``. Give the generation length (prompt + tokens to generate) so each
                 decode step attends over only that many slots.
@@ -511,16 +579,16 @@ class PAWNModel(eqx.Module):
         Tc = self.config.max_seq_len if cache_len is None else int(cache_len)
         if not T <= Tc <= self.config.max_seq_len:
             raise ValueError(f"cache_len {Tc} must lie between the prompt length {T} and max_seq_len {self.config.max_seq_len}")
-        _, h, _, (k, v) = self._run(tokens, attn_mask, dt, return_hidden=False, return_kv=True, remat=False)
+        _, h, _, (k, v) = self._run(tokens, attn_mask, dt, return_hidden=False, return_kv=True, remat=False, adapter=adapter)
         # scan stacks [L, B, T, H, hd]; the cache holds one [B, H, T_cache, hd] buffer per layer
         # (one transpose here, none per decode step).
         pad = ((0, 0), (0, 0), (0, Tc - T), (0, 0))
         k = tuple(jnp.pad(x.transpose(0, 2, 1, 3), pad) for x in k)
         v = tuple(jnp.pad(x.transpose(0, 2, 1, 3), pad) for x in v)
-        return self._head(h), KVCache(k=k, v=v)
+        return self._adapted_logits(self._head(h), adapter), KVCache(k=k, v=v)
 
     def decode(
-        self, token: Int[Array, " B"], pos: Int[Array, ""], cache: KVCache
+        self, token: Int[Array, " B"], pos: Int[Array, ""], cache: KVCache, adapter: Optional[LayerAdapter] = None
     ) -> tuple[Float[Array, "B V"], KVCache]:
         """One incremental step (spec §2.10): embed ``token`` at position ``pos``, write its K/V
         into slot ``pos`` of every layer with ``lax.dynamic_update_slice`` (in place when the
@@ -532,6 +600,7 @@ class PAWNModel(eqx.Module):
                 [1, T_cache) and slots [0, pos) must be filled (an out-of-range ``pos`` is clamped
                 by XLA, not detected).
             cache: :class:`KVCache` (L × [B, H, T_cache, hd]); its dtype is the compute dtype.
+            adapter: as for :meth:`__call__` (the one given to :meth:`prefill`).
 
         Returns:
             ``(logits float32 [B, V], cache)``: logits equal the full forward's at ``pos``
@@ -544,6 +613,7 @@ class PAWNModel(eqx.Module):
         cos, sin = rope_tables(pos[None], hd, cfg.rope_base)  # [1, hd/2], equal to row pos of the table
         valid = jnp.arange(Tc) <= pos
         lw = self._layer_weights(dt)
+        ap_all = None if adapter is None else adapter.scan_params(dt)
         zero = jnp.zeros((), jnp.int32)
         ks, vs = list(cache.k), list(cache.v)
         h = self.embed(token[:, None]).astype(dt)  # [B, 1, d]
@@ -551,14 +621,23 @@ class PAWNModel(eqx.Module):
         # buffer in place and attends over it as stored.
         for layer in range(len(ks)):
             w = {n: a[layer] for n, a in lw.items()}
+            ad = None
+            if adapter is not None:
+                ap = jax.tree_util.tree_map(lambda a, i=layer: a[i], ap_all)
+                ad = (adapter, ap)
+                w = adapter.layer_weights(w, ap)
             x = rms_norm(h, w["attn_norm"])
-            q, k, v = self._qkv(x, w, cos, sin)  # [B, 1, H, hd]; with T = 1 this is [B, H, 1, hd] as is
+            q, k, v = self._qkv(x, w, cos, sin, ad)  # [B, 1, H, hd]; with T = 1 this is [B, H, 1, hd] as is
             ks[layer] = jax.lax.dynamic_update_slice(ks[layer], k.reshape(B, H, 1, hd), (zero, zero, pos, zero))
             vs[layer] = jax.lax.dynamic_update_slice(vs[layer], v.reshape(B, H, 1, hd), (zero, zero, pos, zero))
             ctx = _attend_cached(q.reshape(B, H, hd), ks[layer], vs[layer], valid)
-            h = h + dense(ctx.reshape(B, 1, cfg.d_model), w["wo"])
-            h = h + self._ffn(h, w)
-        return self._head(h)[:, 0], KVCache(k=tuple(ks), v=tuple(vs))
+            h = h + self._proj(ctx.reshape(B, 1, cfg.d_model), w, "wo", ad)
+            if ad is not None:
+                h = adapter.after_attn(h, ad[1])
+            h = h + self._ffn(h, w, ad)
+            if ad is not None:
+                h = adapter.after_ffn(h, ad[1])
+        return self._adapted_logits(self._head(h), adapter)[:, 0], KVCache(k=tuple(ks), v=tuple(vs))
 
 
 def sliced(model: PAWNModel, variant: ModelConfig) -> PAWNModel:

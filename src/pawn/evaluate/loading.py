@@ -1,5 +1,6 @@
 """Load the model(s) a command evaluates: a v2 checkpoint, every nested variant of a supernet
-checkpoint, or a Hub id converted on the fly (spec ``model-and-checkpoints.md`` §3.5, §5, §6)."""
+checkpoint, a Hub id converted on the fly (spec ``model-and-checkpoints.md`` §3.5, §5, §6), or an
+adapter checkpoint with its backbone (spec ``training-and-adapters.md`` §4–§5)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pawn import checkpoint
+from pawn.adapters.io import is_adapter_checkpoint
 from pawn.config import SUPERNETS, ModelConfig, supernet_of
 from pawn.convert import ConversionError, load_source
 from pawn.hub.fetch import HubDownloadError
@@ -84,7 +86,31 @@ def load_model(path_or_hub_id: str | os.PathLike):
     if checkpoint.is_hub_id(src):
         ckpt, _ = load_source(src)
         return PAWNModel(ckpt.config, params=ckpt.params), ckpt.config
+    if is_adapter_checkpoint(src):
+        m = load_adapter_checkpoint(src).model
+        return m, m.config
     return checkpoint.load_model(src)
+
+
+def _resolve_backbone(source: str) -> str:
+    """A recorded backbone source that is not a local directory: a Hub id, converted once."""
+    if checkpoint.is_hub_id(source):
+        return str(load_source(source)[0].path)  # v1 repos converted, v2 repos downloaded and verified
+    raise FileNotFoundError(f"{source}: the adapter's backbone directory no longer exists")
+
+
+def load_adapter_checkpoint(path: str | os.PathLike):
+    """An adapter checkpoint and its backbone (a Hub-id backbone is converted first); see
+    :func:`pawn.adapters.io.load_adapter`. The model is an :class:`pawn.adapters.AdaptedModel`,
+    called like a PAWNModel.
+
+    Raises:
+        FileNotFoundError, pawn.checkpoint.CheckpointError (incl. BackboneMismatchError),
+        pawn.convert.ConversionError, pawn.adapters.AdapterError.
+    """
+    from pawn.adapters.io import load_adapter
+
+    return load_adapter(path, resolve=_resolve_backbone)
 
 
 def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> list[LoadedModel]:
@@ -92,7 +118,9 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
 
     A supernet checkpoint (its run config names a supernet, or its config equals one of
     :data:`pawn.config.SUPERNETS`) yields every nested variant (``small``, ``base``, ``large``),
-    or only ``variant``; any other checkpoint yields itself.
+    or only ``variant``; an adapter checkpoint yields its adapted model, named
+    ``<strategy>:<shape>`` (layout and trained length from the adapter run's config, else the
+    backbone's); any other checkpoint yields itself.
 
     Raises:
         FileNotFoundError, pawn.checkpoint.CheckpointError, pawn.convert.ConversionError: from
@@ -109,6 +137,15 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
             ckpt, _ = load_source(src)
         except (ConversionError, HubDownloadError) as e:
             raise ConversionError(not_local_nor_hub(src, str(e))) from None
+    elif is_adapter_checkpoint(src):
+        if variant is not None:
+            raise ValueError(f"{src} is an adapter checkpoint; --variant {variant} does not apply")
+        la = load_adapter_checkpoint(src)
+        rcs = [rc for rc in (la.run_config, la.backbone_run_config) if rc]
+        lay = next((Layout.recorded(rc) for rc in rcs if Layout.recorded(rc) is not None), None)
+        lens = [rc.get("seq_len") for rc in rcs if isinstance(rc.get("seq_len"), int) and rc.get("seq_len") > 0]
+        cfg = la.model.config
+        return [LoadedModel(f"{la.model.strategy}:{cfg.name}", la.model, cfg, lay, src, lens[0] if lens else None)]
     else:
         ckpt = checkpoint.load_checkpoint(src)
     model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
