@@ -262,3 +262,24 @@ def test_wrong_dtypes_and_oversized_requests_are_engine_errors_of_the_builtin_ty
     assert isinstance(e.value, MemoryError) and isinstance(e.value, EngineError) and e.value.exit_code == 1
     with pytest.raises(EngineMemoryError, match="needs more than 2\\*\\*64 bytes"):
         random_games(2**62, max_ply=512)
+
+
+def test_ctrl_c_stops_random_games_between_blocks():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("from pawn.engine import games\ngames.INTERRUPT_BLOCK = 256\nprint('start', flush=True)\n"
+            "games.random_games(10**6, 512)\nprint('finished')")  # about a minute of play if not stopped
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=os.environ)
+    try:
+        assert p.stdout.readline() == "start\n"
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    assert "finished" not in out and err.strip().splitlines()[-1] == "KeyboardInterrupt"
