@@ -3,7 +3,10 @@
 # Errors: one Rust enum (crates/pawn-engine/src/error.rs) mapped once (python/error.rs) to the
 # classes of pawn.engine.errors: EngineInputError (bad games/moves/tokens/FEN; a ValueError),
 # EngineUsageError (argument out of domain; a ValueError), EngineIndexError (IndexError),
-# EngineStateError (RuntimeError); FileNotFoundError/OSError for files, TypeError for dtypes.
+# EngineStateError (RuntimeError), EngineTypeError (wrong type/dtype/rank; a TypeError),
+# EngineMemoryError (output too large to allocate; a MemoryError); FileNotFoundError/OSError for
+# files. Records are read-only #[pyclass] objects; ``record["field"]`` and ``to_dict()`` give the
+# dict-style access of the dicts the engine returned before.
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +45,72 @@ def token_to_uci(token: int) -> str | None: ...
 def uci_to_token(uci: str) -> int | None: ...
 def action_table() -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint8]]: ...
 def promo_pairs() -> list[tuple[int, int]]: ...
-def export_move_vocabulary() -> dict: ...
+
+class MoveVocabulary:
+    """The spec §1.8 move-vocabulary export. Read-only; ``v["move_to_token"]`` and
+    ``to_dict()`` (the §1.8 JSON layout) give dict-style access."""
+
+    @property
+    def square_names(self) -> list[str]:
+        """The 64 square names by index: a1 = 0, b1 = 1, …, h8 = 63."""
+    @property
+    def promo_pieces(self) -> list[str]:
+        """Promotion letters by promotion code 1–4: q, r, b, n."""
+    @property
+    def promo_pairs(self) -> list[tuple[int, int]]:
+        """The 44 promotion (src, dst) square pairs, spec §1.7 order."""
+    @property
+    def token_to_move(self) -> dict[int, str]:
+        """Token id 0–1967 → UCI string (1,968 entries)."""
+    @property
+    def move_to_token(self) -> dict[str, int]:
+        """UCI string → token id (1,968 entries)."""
+    def __getitem__(self, key: str) -> Any: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+def export_move_vocabulary() -> MoveVocabulary:
+    """The spec §1.8 export as a ``MoveVocabulary`` record."""
 
 # --- games (spec engine.md §3) ------------------------------------------------------------------
+class RandomGames:
+    """A batch of uniformly random games (spec §3; N games, T = max_ply). Read-only; ``len()``
+    is N; ``games["tokens"]`` and ``to_dict()`` give dict-style access to the fields (all
+    attributes below but ``max_ply``)."""
+
+    @property
+    def tokens(self) -> npt.NDArray[np.int16]:
+        """int16 [N, T] move tokens in slots 0 … length−1; every later slot is PAD (1968), never 0
+        (token 0 is the real move a1b1)."""
+    @property
+    def lengths(self) -> npt.NDArray[np.int16]:
+        """int16 [N] plies played, 0 ≤ length ≤ T."""
+    @property
+    def termination(self) -> npt.NDArray[np.uint8]:
+        """uint8 [N] spec §2.2 codes: 0 checkmate, 1 stalemate, 2 seventy-five-move rule,
+        3 fivefold repetition, 4 insufficient material, 5 ply limit (TERMINATION_NAMES)."""
+    @property
+    def outcome(self) -> npt.NDArray[np.int16]:
+        """int16 [N] outcome token per spec §2.3 (1969–1973)."""
+    @property
+    def seed(self) -> int:
+        """The call's base seed."""
+    @property
+    def max_ply(self) -> int:
+        """Width T of the ply axis of ``tokens``."""
+    def attention_mask(self) -> npt.NDArray[np.bool_]:
+        """bool [N, T]: true on real move slots (``token != PAD``)."""
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: str) -> Any: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
 def random_games(
     n_games: int, max_ply: int = 512, seed: int = 0, mate_boost: float = 0.0, discard_ply_limit: bool = False,
-    first_game: int = 0,
-) -> dict[str, npt.NDArray]: ...
+    first_game: int = 0, block: int = 32768,
+) -> RandomGames:
+    """Games ``first_game … first_game + n_games − 1`` of the seed's stream (spec §3), played
+    without the GIL in blocks of ``block`` games with Ctrl-C checked between blocks (the games
+    do not depend on ``block``). EngineUsageError for n_games < 0, max_ply outside 1..65535,
+    block < 1, mate_boost outside [0, 1]; EngineMemoryError if the tokens cannot be allocated."""
 
 # --- masks and board states (spec engine.md §4, §5) ---------------------------------------------
 def legal_move_masks(
@@ -64,7 +126,41 @@ def legal_move_grid(
     tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]: ...  # [B, T, 64], [B, T, 44, 4]
 def legal_move_counts(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> npt.NDArray[np.int16]: ...
-def board_states(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> dict[str, np.ndarray]: ...
+
+class BoardStates:
+    """The six spec §5 arrays of a batch (B games, T plies): entry t is the position before
+    move t for t < length; later entries hold the fill given per field. Read-only;
+    ``states["boards"]`` and ``to_dict()`` give dict-style access."""
+
+    @property
+    def boards(self) -> npt.NDArray[np.int8]:
+        """int8 [B, T, 8, 8] ``[rank][file]`` with rank 0 = rank 1 (``reshape(B, T, 64)`` is
+        indexed by square a1 = 0 … h8 = 63); 0 empty, 1–6 white P N B R Q K, 7–12 black
+        p n b r q k. Fill 0."""
+    @property
+    def side_to_move(self) -> npt.NDArray[np.bool_]:
+        """bool [B, T], true = white to move (t even). Fill false."""
+    @property
+    def castling_rights(self) -> npt.NDArray[np.uint8]:
+        """uint8 [B, T], bit0 K, bit1 Q, bit2 k, bit3 q. Fill 0."""
+    @property
+    def ep_square(self) -> npt.NDArray[np.int8]:
+        """int8 [B, T], en-passant target square if an en-passant capture is legal now, else −1
+        (a double push with no legal capture gives −1). Fill −1."""
+    @property
+    def is_check(self) -> npt.NDArray[np.bool_]:
+        """bool [B, T], the side to move is in check. Fill false."""
+    @property
+    def halfmove_clock(self) -> npt.NDArray[np.uint8]:
+        """uint8 [B, T], plies since the last pawn move or capture (§2.1), capped at 255.
+        Fill 0."""
+    def __getitem__(self, key: str) -> Any: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+def board_states(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> BoardStates:
+    """Spec §5 board states of every game and ply. EngineTypeError for a wrong dtype or rank,
+    EngineUsageError for lengths outside 0..T, EngineInputError naming game, ply and token of an
+    illegal move, EngineMemoryError if the arrays cannot be allocated."""
 def perft(fen: str, depth: int) -> int: ...
 # --- pgn / uci (spec engine.md §6) ----------------------------------------------------------------
 SKIP_REASONS: list[str]
@@ -188,6 +284,49 @@ def edge_case_bits() -> dict[str, int]: ...
 def edge_stats_per_ply(
     tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.uint64]]: ...
+
+class DiagnosticSets:
+    """Random games selected to fill per-bit edge-case quotas (spec §7.3; N ≤ total_games
+    games, T = max_ply). Read-only; ``len()`` is N; ``sets["move_ids"]`` and ``to_dict()`` give
+    dict-style access."""
+
+    @property
+    def move_ids(self) -> npt.NDArray[np.int16]:
+        """int16 [N, T] move tokens, PAD (1968) after each game's end."""
+    @property
+    def game_lengths(self) -> npt.NDArray[np.int16]:
+        """int16 [N] plies of each game."""
+    @property
+    def termination_codes(self) -> npt.NDArray[np.uint8]:
+        """uint8 [N] termination codes of spec §2.2."""
+    @property
+    def per_ply_stats(self) -> npt.NDArray[np.uint64]:
+        """uint64 [N, T] edge-case bits per position, as edge_stats_per_ply."""
+    @property
+    def white(self) -> npt.NDArray[np.uint64]:
+        """uint64 [N] OR of the stored per-ply entries with white to move (even t)."""
+    @property
+    def black(self) -> npt.NDArray[np.uint64]:
+        """uint64 [N] OR of the stored per-ply entries with black to move (odd t)."""
+    @property
+    def quota_assignment_white(self) -> npt.NDArray[np.uint64]:
+        """uint64 [N] one-hot bit of the white quota the game was credited to, else 0."""
+    @property
+    def quota_assignment_black(self) -> npt.NDArray[np.uint64]:
+        """uint64 [N] one-hot bit of the black quota the game was credited to, else 0."""
+    @property
+    def quotas_filled_white(self) -> npt.NDArray[np.int32]:
+        """int32 [64] games credited per white quota bit."""
+    @property
+    def quotas_filled_black(self) -> npt.NDArray[np.int32]:
+        """int32 [64] games credited per black quota bit."""
+    @property
+    def n_simulated(self) -> int:
+        """Games simulated in total, accepted or not."""
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: str) -> Any: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
 def generate_diagnostic_sets(
     quotas_white: npt.NDArray[np.int32],
     quotas_black: npt.NDArray[np.int32],
@@ -195,10 +334,78 @@ def generate_diagnostic_sets(
     max_ply: int = 256,
     seed: int = 42,
     max_simulated_factor: float = 100.0,
-) -> dict: ...
+) -> DiagnosticSets:
+    """Quota-driven diagnostic sets (spec §7.3). EngineTypeError for quotas that are not int32
+    arrays, EngineUsageError for fewer than 64 quotas or a bad max_ply or factor,
+    EngineMemoryError if total_games × max_ply outputs cannot be allocated."""
+
+class AccuracyCeiling:
+    """Monte-Carlo top-1 accuracy ceiling of uniformly random games (spec §7.5): P sampled
+    positions (game-then-ply order) with their estimates and means. Read-only; ``r["ply"]`` and
+    ``to_dict()`` give dict-style access."""
+
+    @property
+    def n_positions(self) -> int:
+        """Number P of positions sampled."""
+    @property
+    def n_games(self) -> int:
+        """Games played."""
+    @property
+    def n_rollouts(self) -> int:
+        """Random playouts per legal move (0 = no rollout estimates)."""
+    @property
+    def sample_rate(self) -> float:
+        """Fraction of positions sampled."""
+    @property
+    def unconditional_ceiling(self) -> float:
+        """Mean of ``unconditional`` (E[1/N_legal]; 0.0843 at max_ply 512, spec §3.6)."""
+    @property
+    def naive_conditional_ceiling(self) -> float:
+        """Mean of ``naive_conditional``."""
+    @property
+    def conditional_ceiling(self) -> float:
+        """Mean of ``conditional``."""
+    @property
+    def conditional_corrected_ceiling(self) -> float:
+        """Mean of ``conditional_corrected``."""
+    @property
+    def ply(self) -> npt.NDArray[np.uint16]:
+        """uint16 [P] ply of each position (0 = start position)."""
+    @property
+    def game_length(self) -> npt.NDArray[np.uint16]:
+        """uint16 [P] length of the position's game."""
+    @property
+    def n_legal(self) -> npt.NDArray[np.uint16]:
+        """uint16 [P] legal moves in the position."""
+    @property
+    def unconditional(self) -> npt.NDArray[np.float64]:
+        """float64 [P] 1/N_legal."""
+    @property
+    def naive_conditional(self) -> npt.NDArray[np.float64]:
+        """float64 [P] 1/(N_legal − moves that end the game at once with another outcome
+        class)."""
+    @property
+    def conditional(self) -> npt.NDArray[np.float64]:
+        """float64 [P] rollout estimate (equals ``unconditional`` without rollouts)."""
+    @property
+    def conditional_corrected(self) -> npt.NDArray[np.float64]:
+        """float64 [P] split-half corrected rollout estimate (equals ``unconditional`` without
+        rollouts)."""
+    @property
+    def outcome(self) -> npt.NDArray[np.uint8]:
+        """uint8 [P] outcome class of the game: 0 white mated, 1 black mated, 2 stalemate,
+        3 75-move, 4 fivefold, 5 insufficient material, 6 ply limit."""
+    @property
+    def game_idx(self) -> npt.NDArray[np.uint32]:
+        """uint32 [P] index of the position's game."""
+    def __getitem__(self, key: str) -> Any: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
 def accuracy_ceiling(
     n_games: int = 1000, max_ply: int = 512, sample_rate: float = 0.01, seed: int = 77777, n_rollouts: int = 0
-) -> dict: ...
+) -> AccuracyCeiling:
+    """Monte-Carlo accuracy ceiling (spec §7.5). EngineUsageError for max_ply outside 1..65535
+    or sample_rate <= 0; EngineMemoryError if the games cannot be allocated."""
 def accuracy_ceiling_of(tokens: npt.NDArray[np.int16], lengths: npt.NDArray[np.int16]) -> npt.NDArray[np.float64]: ...
 
 # --- state (spec engine.md §8) ------------------------------------------------------------------

@@ -88,7 +88,9 @@ def promo_pairs() -> list[tuple[int, int]]:
     return _engine.promo_pairs()
 
 
-def export_move_vocabulary() -> dict:
-    """Spec §1.8 export: ``square_names``, ``promo_pieces``, ``promo_pairs``,
-    ``token_to_move`` (int → UCI, 1,968 entries) and ``move_to_token`` (UCI → int)."""
+def export_move_vocabulary() -> _engine.MoveVocabulary:
+    """Spec §1.8 export, the engine's ``MoveVocabulary`` record: ``square_names`` (64),
+    ``promo_pieces`` (q r b n), ``promo_pairs`` (44 (src, dst)), ``token_to_move`` (int → UCI,
+    1,968 entries) and ``move_to_token`` (UCI → int); ``v["move_to_token"]`` and ``to_dict()``
+    give dict-style access (``to_dict()`` is the §1.8 JSON layout)."""
     return _engine.export_move_vocabulary()

@@ -11,8 +11,9 @@ use crate::uci::MoveError;
 /// Everything that can go wrong in the engine, by cause.
 ///
 /// Input errors (`Batch`, `Move`, `Fen`) come from the games or positions a user supplied;
-/// `Argument` and `Options` from an argument outside its domain; `Env` from a call the
-/// [`crate::env::BatchEnv`] state does not allow; `Io` from reading a file.
+/// `Argument` and `Options` from an argument outside its domain; `Dtype` from an argument of the
+/// wrong type, dtype or rank; `TooLarge` from a request whose output cannot be allocated; `Env`
+/// from a call the [`crate::env::BatchEnv`] state does not allow; `Io` from reading a file.
 ///
 /// ```
 /// use pawn_engine::error::EngineError;
@@ -42,6 +43,12 @@ pub enum EngineError {
     Env(EnvError),
     /// An argument outside its domain (the message names it and the allowed range).
     Argument(String),
+    /// An argument of the wrong type, dtype or rank (the message names it, what is expected and
+    /// what was given).
+    Dtype(String),
+    /// An output of `dims` elements that cannot be allocated: `bytes` is its size, None when the
+    /// size overflows `usize`. `what` names the call and the array.
+    TooLarge { what: String, dims: Vec<usize>, bytes: Option<usize> },
     /// A file that cannot be read.
     Io { path: String, kind: std::io::ErrorKind, message: String },
 }
@@ -55,6 +62,28 @@ impl EngineError {
     /// The error of reading `path`.
     pub fn io(path: &str, e: &std::io::Error) -> Self {
         EngineError::Io { path: path.to_owned(), kind: e.kind(), message: e.to_string() }
+    }
+
+    /// `Ok` if an array of `dims` elements of `elem_bytes` bytes each can be allocated, else
+    /// [`EngineError::TooLarge`] naming `what`: the size must not overflow and the allocator
+    /// must grant it (tried and released at once), so a huge request (`n_games = 10**12`) is an
+    /// error instead of an abort.
+    ///
+    /// ```
+    /// use pawn_engine::error::EngineError;
+    ///
+    /// assert!(EngineError::check_allocatable("tokens", &[4, 8], 2).is_ok());
+    /// let err = EngineError::check_allocatable("tokens", &[1 << 62, 8], 2).unwrap_err();
+    /// assert_eq!(err.to_string(), "tokens of shape [4611686018427387904, 8] needs more than 2**64 bytes, which cannot be allocated");
+    /// ```
+    pub fn check_allocatable(what: &str, dims: &[usize], elem_bytes: usize) -> EngineResult<()> {
+        let bytes = dims.iter().try_fold(elem_bytes, |acc, &d| acc.checked_mul(d));
+        let granted =
+            bytes.is_some_and(|b| b <= isize::MAX as usize && Vec::<u8>::new().try_reserve_exact(b).is_ok());
+        if granted {
+            return Ok(());
+        }
+        Err(EngineError::TooLarge { what: what.to_owned(), dims: dims.to_vec(), bytes })
     }
 
     /// True for errors caused by the games, moves or positions given (not by the call).
@@ -79,7 +108,11 @@ impl std::fmt::Display for EngineError {
             EngineError::Fen(e) => e.fmt(f),
             EngineError::Options(e) => e.fmt(f),
             EngineError::Env(e) => e.fmt(f),
-            EngineError::Argument(m) => f.write_str(m),
+            EngineError::Argument(m) | EngineError::Dtype(m) => f.write_str(m),
+            EngineError::TooLarge { what, dims, bytes } => {
+                let size = bytes.map_or_else(|| "more than 2**64 bytes".to_owned(), |b| format!("{b} bytes"));
+                write!(f, "{what} of shape {dims:?} needs {size}, which cannot be allocated")
+            }
             EngineError::Io { path, kind, message } => match kind {
                 std::io::ErrorKind::NotFound => write!(f, "no such file: {path}"),
                 _ => write!(f, "cannot read {path}: {message}"),
@@ -146,6 +179,10 @@ mod tests {
         let nf = std::io::Error::from(std::io::ErrorKind::NotFound);
         assert_eq!(EngineError::io("x.pgn", &nf).to_string(), "no such file: x.pgn");
         assert!(!EngineError::argument("max_ply must be in 1..=32767, got 0").is_input_error());
+        let big = EngineError::check_allocatable("masks", &[usize::MAX / 2, 4], 1).unwrap_err();
+        assert_eq!(big.to_string(), format!("masks of shape [{}, 4] needs more than 2**64 bytes, which cannot be allocated", usize::MAX / 2));
+        assert!(!big.is_input_error());
+        assert_eq!(EngineError::check_allocatable("x", &[3, 5], 8), Ok(()));
         assert_eq!(
             EngineError::from(EnvError::BadIndex { index: 9, n_games: 2 }).to_string(),
             "game index 9 is out of range for 2 games"

@@ -19,8 +19,8 @@ from pawn.engine.masks import (legal_move_counts, legal_move_grid, legal_move_ma
                                legal_move_masks_sparse, perft)
 from pawn.engine.pgn import PgnGames, parse_pgn
 from pawn.engine.uci import UciGames, parse_uci_file, san_to_uci, tokens_to_san, tokens_to_uci, uci_to_san, uci_to_tokens
-from pawn.engine.diagnostics import (accuracy_ceiling, accuracy_ceiling_of, edge_case_bits, edge_stats_per_ply,
-                                     generate_diagnostic_sets, validate_games)
+from pawn.engine.diagnostics import (AccuracyCeiling, DiagnosticSets, accuracy_ceiling, accuracy_ceiling_of,
+                                     edge_case_bits, edge_stats_per_ply, generate_diagnostic_sets, validate_games)
 from pawn.engine.state import BatchEnv, GameState
 
 __all__ = [
@@ -43,6 +43,8 @@ __all__ = [
     "tokens_to_uci",
     "uci_to_san",
     "uci_to_tokens",
+    "AccuracyCeiling",
+    "DiagnosticSets",
     "accuracy_ceiling",
     "accuracy_ceiling_of",
     "edge_case_bits",

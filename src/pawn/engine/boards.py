@@ -14,11 +14,10 @@ released.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from pawn import _engine
+from pawn._engine import BoardStates
 from pawn.engine.masks import legal_move_grid
 
 PIECE_CODES: tuple[str, ...] = (".", "P", "N", "B", "R", "Q", "K", "p", "n", "b", "r", "q", "k")
@@ -33,32 +32,6 @@ NO_EP_SQUARE = 64
 """``ep_square`` probe class meaning "no legal en-passant capture"."""
 
 
-@dataclass(frozen=True)
-class BoardStates:
-    """The six §5 arrays of a batch (B games, T plies). Values for t ≥ length are the fills
-    given per field.
-
-    Attributes:
-        boards: int8 [B, T, 8, 8], ``[rank][file]`` with rank 0 = rank 1, so
-            ``boards.reshape(B, T, 64)`` is indexed by square (a1 = 0 … h8 = 63); codes are
-            :data:`PIECE_CODES` (0 empty, 1–6 white P N B R Q K, 7–12 black). Fill 0.
-        side_to_move: bool [B, T], true = white to move (t even). Fill false.
-        castling_rights: uint8 [B, T], bit0 K, bit1 Q, bit2 k, bit3 q. Fill 0.
-        ep_square: int8 [B, T], en-passant target square if an en-passant capture is legal now,
-            else −1 (a double push with no legal capture gives −1). Fill −1.
-        is_check: bool [B, T], the side to move is in check. Fill false.
-        halfmove_clock: uint8 [B, T], the engine's halfmove clock (§2.1: plies since the last
-            pawn move or capture), capped at 255. Fill 0.
-    """
-
-    boards: np.ndarray
-    side_to_move: np.ndarray
-    castling_rights: np.ndarray
-    ep_square: np.ndarray
-    is_check: np.ndarray
-    halfmove_clock: np.ndarray
-
-
 def board_states(tokens: np.ndarray, lengths: np.ndarray) -> BoardStates:
     """Spec §5 ``extract_board_states``: replay each game and record every position before a move.
 
@@ -67,12 +40,17 @@ def board_states(tokens: np.ndarray, lengths: np.ndarray) -> BoardStates:
         lengths: int16 [B] game lengths, each in 0…T.
 
     Returns:
-        :class:`BoardStates` with arrays of shape [B, T, …].
+        ``BoardStates``, the engine's record (declared with shapes, dtypes and fills in
+        ``pawn/_engine.pyi``): ``boards`` int8 [B, T, 8, 8] (``[rank][file]``, rank 0 = rank 1,
+        so ``boards.reshape(B, T, 64)`` is indexed by square a1 = 0 … h8 = 63; codes
+        :data:`PIECE_CODES`), ``side_to_move`` bool [B, T], ``castling_rights`` uint8 [B, T]
+        (bits :data:`CASTLING_ORDER`), ``ep_square`` int8 [B, T] (−1 = none), ``is_check`` bool
+        [B, T], ``halfmove_clock`` uint8 [B, T].
 
     Raises:
         TypeError, ValueError: see the module docstring.
     """
-    return BoardStates(**_engine.board_states(tokens, lengths))
+    return _engine.board_states(tokens, lengths)
 
 
 def _popcount64(words: np.ndarray) -> np.ndarray:

@@ -12,8 +12,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pawn import _engine
+from pawn._engine import AccuracyCeiling, DiagnosticSets
 
 __all__ = [
+    "AccuracyCeiling",
+    "DiagnosticSets",
     "accuracy_ceiling",
     "accuracy_ceiling_of",
     "edge_case_bits",
@@ -80,7 +83,7 @@ def generate_diagnostic_sets(
     max_ply: int = 256,
     seed: int = 42,
     max_simulated_factor: float = 100.0,
-) -> dict[str, npt.NDArray | int]:
+) -> DiagnosticSets:
     """Random games selected to fill per-bit quotas of edge cases (§7.3).
 
     Games are simulated in batches of 256; game ``g`` uses a ChaCha8 generator seeded with
@@ -98,15 +101,17 @@ def generate_diagnostic_sets(
         max_simulated_factor: simulation budget as a multiple of ``total_games``.
 
     Returns:
-        dict with ``move_ids`` int16 ``[N, max_ply]`` (PAD-filled), ``game_lengths`` int16
+        ``DiagnosticSets``, the engine's record (declared in ``pawn/_engine.pyi``; ``len()`` is
+        N, ``sets["move_ids"]`` and ``to_dict()`` give dict-style access) with ``move_ids`` int16 ``[N, max_ply]`` (PAD-filled), ``game_lengths`` int16
         ``[N]``, ``termination_codes`` uint8 ``[N]``, ``per_ply_stats`` uint64 ``[N, max_ply]``
         (as :func:`edge_stats_per_ply`), ``white``/``black`` uint64 ``[N]`` (ORs of the stored
         per-ply entries), ``quota_assignment_white``/``_black`` uint64 ``[N]`` (one-hot bit or 0),
         ``quotas_filled_white``/``_black`` int32 ``[64]`` and ``n_simulated`` (int).
 
     Raises:
-        TypeError: quotas not int32 arrays; ValueError: fewer than 64 quotas, bad max_ply or
-        factor; MemoryError: ``total_games × max_ply`` outputs cannot be allocated.
+        EngineTypeError: (a ``TypeError``) quotas not int32 arrays; EngineUsageError (a
+        ``ValueError``): fewer than 64 quotas, bad max_ply or factor; EngineMemoryError (a
+        ``MemoryError``): ``total_games × max_ply`` outputs cannot be allocated.
     """
     return _engine.generate_diagnostic_sets(
         quotas_white, quotas_black, total_games, max_ply, seed, max_simulated_factor
@@ -119,7 +124,7 @@ def accuracy_ceiling(
     sample_rate: float = 0.01,
     seed: int = 77777,
     n_rollouts: int = 0,
-) -> dict[str, npt.NDArray | int | float]:
+) -> AccuracyCeiling:
     """Monte-Carlo top-1 accuracy ceiling of uniformly random games (§7.5).
 
     Plays ``n_games`` random games (derived seeds of §3.2 from ``seed``), samples positions
@@ -132,7 +137,8 @@ def accuracy_ceiling(
     (§3.6, max_ply 512) is E[1/N_legal] = 0.0843.
 
     Returns:
-        dict with ``n_positions, n_games, n_rollouts, sample_rate``, the four means
+        ``AccuracyCeiling``, the engine's record (declared in ``pawn/_engine.pyi``;
+        ``r["ply"]`` and ``to_dict()`` give dict-style access) with ``n_positions, n_games, n_rollouts, sample_rate``, the four means
         ``unconditional_ceiling, naive_conditional_ceiling, conditional_ceiling,
         conditional_corrected_ceiling`` (float) and per-position arrays ``ply`` uint16,
         ``game_length`` uint16, ``n_legal`` uint16, the four estimates float64, ``outcome``
@@ -140,8 +146,9 @@ def accuracy_ceiling(
         5 insufficient material, 6 ply limit) and ``game_idx`` uint32.
 
     Raises:
-        ValueError: ``max_ply`` outside 1…65535 or ``sample_rate <= 0``.
-        MemoryError: the ``n_games × max_ply`` games cannot be allocated.
+        EngineUsageError: (a ``ValueError``) ``max_ply`` outside 1…65535 or ``sample_rate <= 0``.
+        EngineMemoryError: (a ``MemoryError``) the ``n_games × max_ply`` games cannot be
+            allocated.
     """
     return _engine.accuracy_ceiling(n_games, max_ply, sample_rate, seed, n_rollouts)
 

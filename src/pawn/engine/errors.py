@@ -2,11 +2,11 @@
 
 The engine has one error enum (``crates/pawn-engine/src/error.rs``) mapped to these classes in
 one place (``python/error.rs``). Each class also derives from the builtin the engine raised
-before (``ValueError``, ``IndexError``, ``RuntimeError``), so existing ``except`` clauses keep
-working, and from :class:`pawn.errors.PawnError`, so the CLI prints one line and an exit code.
-Messages name the game (0-based index in the batch), the ply and the move or token at fault.
-Wrong dtypes or ranks stay ``TypeError``; unreadable files stay ``FileNotFoundError``/``OSError``;
-requests too large to allocate stay ``MemoryError``.
+before (``ValueError``, ``IndexError``, ``RuntimeError``, ``TypeError``, ``MemoryError``), so
+existing ``except`` clauses keep working, and from :class:`pawn.errors.PawnError`, so the CLI
+prints one line and an exit code. Messages name the game (0-based index in the batch), the ply
+and the move or token at fault, or the argument and what it should be. Unreadable files stay
+``FileNotFoundError``/``OSError``.
 """
 
 from __future__ import annotations
@@ -37,4 +37,25 @@ class EngineStateError(EngineError, RuntimeError):
     """A ``BatchEnv`` method called before ``reset()`` (a ``RuntimeError``)."""
 
 
-__all__ = ["EngineError", "EngineIndexError", "EngineInputError", "EngineStateError", "EngineUsageError"]
+class EngineTypeError(EngineError, TypeError):
+    """An argument of the wrong type, dtype or rank, e.g. ``tokens`` that is not a 2-D int16
+    array or ``n_games=2.7`` (a ``TypeError``); the message names the argument, what it must be
+    and what was given."""
+
+    exit_code = 2
+
+
+class EngineMemoryError(EngineError, MemoryError):
+    """A request whose output cannot be allocated, e.g. ``random_games(10**15)`` (a
+    ``MemoryError``); the message names the call, the array, its shape and its size in bytes."""
+
+
+__all__ = [
+    "EngineError",
+    "EngineIndexError",
+    "EngineInputError",
+    "EngineMemoryError",
+    "EngineStateError",
+    "EngineTypeError",
+    "EngineUsageError",
+]

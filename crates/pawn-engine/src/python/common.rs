@@ -1,10 +1,13 @@
-//! Shared conversions for the binding layer: validated views of game batches.
+//! Shared conversions for the binding layer: validated views of game batches, dict-style access
+//! to the `#[pyclass]` records.
 
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
-use pyo3::exceptions::{PyMemoryError, PyTypeError};
-
-use super::error::arg_err;
+use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::error::{arg_err, dtype_err};
+use crate::error::EngineError;
 
 /// A batch of games borrowed from NumPy: `tokens` int16 [B, T] row-major, `lengths` int16 [B].
 pub struct GameBatch {
@@ -24,17 +27,17 @@ impl GameBatch {
 
 /// Validate and copy `(tokens int16 [B, T], lengths int16 [B])`.
 ///
-/// Raises `TypeError` for a wrong dtype or rank, `ValueError` for mismatched batch sizes, a
-/// negative length or a length above T.
+/// Raises `EngineTypeError` (a `TypeError`) for a wrong dtype or rank, `EngineUsageError` (a
+/// `ValueError`) for mismatched batch sizes, a negative length or a length above T.
 pub fn game_batch(tokens: &Bound<'_, PyAny>, lengths: &Bound<'_, PyAny>) -> PyResult<GameBatch> {
     let tok: PyReadonlyArray2<i16> = tokens.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
+        dtype_err(format!(
             "tokens must be a 2-D int16 NumPy array [n_games, max_ply], got {}",
             describe(tokens)
         ))
     })?;
     let len: PyReadonlyArray1<i16> = lengths.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
+        dtype_err(format!(
             "lengths must be a 1-D int16 NumPy array [n_games], got {}",
             describe(lengths)
         ))
@@ -72,16 +75,28 @@ pub fn describe(obj: &Bound<'_, PyAny>) -> String {
     }
 }
 
-/// Raise `MemoryError` naming `what` and its shape unless an array of `dims` elements of
-/// `elem_bytes` bytes each can be allocated: the size must not overflow and the allocator must
-/// grant it (tried and released at once). Without this check a huge request (`n_games=10**12`,
-/// `vocab_size=2**62`) aborts the process or panics instead of raising.
+/// [`EngineError::check_allocatable`] as a Python exception (`EngineMemoryError`, a
+/// `MemoryError`) naming `what` and its shape. Without this check a huge request
+/// (`n_games=10**12`, `vocab_size=2**62`) aborts the process or panics instead of raising.
 pub fn ensure_allocatable(what: &str, dims: &[usize], elem_bytes: usize) -> PyResult<()> {
-    let bytes = dims.iter().try_fold(elem_bytes, |acc, &d| acc.checked_mul(d));
-    let granted = bytes.is_some_and(|b| b <= isize::MAX as usize && Vec::<u8>::new().try_reserve_exact(b).is_ok());
-    if granted {
-        return Ok(());
+    Ok(EngineError::check_allocatable(what, dims, elem_bytes)?)
+}
+
+/// `getattr(record, key)` for a field name in `fields`, else KeyError: the `record["field"]`
+/// access every record keeps from the dicts the engine returned before.
+pub fn item(obj: &Bound<'_, PyAny>, fields: &[&str], key: &str) -> PyResult<Py<PyAny>> {
+    if fields.contains(&key) {
+        Ok(obj.getattr(key)?.unbind())
+    } else {
+        Err(PyKeyError::new_err(key.to_owned()))
     }
-    let size = bytes.map_or_else(|| "more than 2**64 bytes".to_owned(), |b| format!("{b} bytes"));
-    Err(PyMemoryError::new_err(format!("{what} of shape {dims:?} needs {size}, which cannot be allocated")))
+}
+
+/// `{field: value}` for every field in `fields`, in that order (a record's `to_dict()`).
+pub fn as_dict<'py>(obj: &Bound<'py, PyAny>, fields: &[&str]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(obj.py());
+    for f in fields {
+        d.set_item(f, obj.getattr(*f)?)?;
+    }
+    Ok(d)
 }

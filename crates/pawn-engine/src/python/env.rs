@@ -4,11 +4,10 @@
 #![allow(clippy::type_complexity)]
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use super::common::{describe, ensure_allocatable, game_batch};
-use super::error::arg_err;
+use super::error::{arg_err, dtype_err};
 use crate::error::EngineError;
 use crate::env::{self, BatchEnv, EnvError};
 use crate::game::GameState;
@@ -167,7 +166,7 @@ fn indices_vec(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         return Ok(a.as_array().iter().map(|&x| x as i64).collect());
     }
     obj.extract::<Vec<i64>>().map_err(|_| {
-        PyTypeError::new_err(format!(
+        dtype_err(format!(
             "indices must be a sequence of ints or a 1-D int32/int64 array, got {}",
             describe(obj)
         ))
@@ -183,7 +182,7 @@ fn tokens_vec(obj: &Bound<'_, PyAny>, k: usize) -> PyResult<Vec<u16>> {
         a.as_array().iter().map(|&x| x as i64).collect()
     } else {
         obj.extract::<Vec<i64>>().map_err(|_| {
-            PyTypeError::new_err(format!(
+            dtype_err(format!(
                 "tokens must be a sequence of ints or a 1-D int16/int32/int64 array, got {}",
                 describe(obj)
             ))

@@ -3,7 +3,9 @@
 //! raised before, so `except ValueError` keeps working); if that module cannot be imported the
 //! builtin is raised. Messages are the core error's `Display`, unchanged.
 
-use pyo3::exceptions::{PyFileNotFoundError, PyIndexError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -15,6 +17,8 @@ static INPUT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static USAGE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INDEX: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static STATE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static DTYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static TOO_LARGE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// `cls(message)` for the class `name` of `pawn.engine.errors`, or `fallback(message)`.
 fn raise(
@@ -41,6 +45,8 @@ impl From<EngineError> for PyErr {
                 raise(py, &USAGE, "EngineUsageError", message, PyValueError::new_err)
             }
             EngineError::Env(EnvError::BadIndex { .. }) => raise(py, &INDEX, "EngineIndexError", message, PyIndexError::new_err),
+            EngineError::Dtype(_) => raise(py, &DTYPE, "EngineTypeError", message, PyTypeError::new_err),
+            EngineError::TooLarge { .. } => raise(py, &TOO_LARGE, "EngineMemoryError", message, PyMemoryError::new_err),
             EngineError::Env(EnvError::NotReset) => raise(py, &STATE, "EngineStateError", message, PyRuntimeError::new_err),
             EngineError::Io { kind: std::io::ErrorKind::NotFound, .. } => PyFileNotFoundError::new_err(message),
             EngineError::Io { .. } => PyOSError::new_err(message),
@@ -51,4 +57,9 @@ impl From<EngineError> for PyErr {
 /// An argument outside its domain, as a Python exception (`EngineUsageError`, a `ValueError`).
 pub fn arg_err(message: String) -> PyErr {
     EngineError::Argument(message).into()
+}
+
+/// An argument of the wrong type, dtype or rank (`EngineTypeError`, a `TypeError`).
+pub fn dtype_err(message: String) -> PyErr {
+    EngineError::Dtype(message).into()
 }

@@ -1,12 +1,12 @@
 //! Bindings for legal-move masks, board states (spec §4, §5) and perft.
 
 use numpy::ndarray::{Array2, Array3, Array4};
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArray4};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArray4, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::common::{ensure_allocatable, game_batch, GameBatch};
+use super::common::{as_dict, ensure_allocatable, game_batch, item, GameBatch};
 use super::error::arg_err;
 use crate::error::EngineError;
 use crate::masks::BatchError;
@@ -18,6 +18,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(legal_move_grid, m)?)?;
     m.add_function(wrap_pyfunction!(legal_move_counts, m)?)?;
     m.add_function(wrap_pyfunction!(board_states, m)?)?;
+    m.add_class::<BoardStates>()?;
     m.add_function(wrap_pyfunction!(perft, m)?)?;
     Ok(())
 }
@@ -134,28 +135,69 @@ fn legal_move_counts<'py>(
     Ok(Array2::from_shape_vec((b, t), flat).map_err(shape_err)?.into_pyarray(py))
 }
 
-/// Spec §5 board states: dict of boards int8 [B,T,8,8], side_to_move bool [B,T],
-/// castling_rights uint8 [B,T], ep_square int8 [B,T], is_check bool [B,T],
-/// halfmove_clock uint8 [B,T].
+const BOARD_FIELDS: [&str; 6] = ["boards", "side_to_move", "castling_rights", "ep_square", "is_check", "halfmove_clock"];
+
+/// The six spec §5 arrays of a batch (B games, T plies): entry t is the position before move t
+/// for t < length; later entries hold the fill named per field. Returned by `board_states`;
+/// read-only. `states["boards"]` and `to_dict()` give dict-style access.
+#[pyclass(name = "BoardStates", module = "pawn._engine", frozen)]
+pub struct BoardStates {
+    /// int8 [B, T, 8, 8] piece codes `[rank][file]` (rank 0 = rank 1): 0 empty, 1–6 white
+    /// P N B R Q K, 7–12 black. Fill 0.
+    #[pyo3(get)]
+    boards: Py<PyArray4<i8>>,
+    /// bool [B, T], true = white to move. Fill false.
+    #[pyo3(get)]
+    side_to_move: Py<PyArray2<bool>>,
+    /// uint8 [B, T], bit0 K, bit1 Q, bit2 k, bit3 q. Fill 0.
+    #[pyo3(get)]
+    castling_rights: Py<PyArray2<u8>>,
+    /// int8 [B, T], en-passant target square if an en-passant capture is legal, else −1. Fill −1.
+    #[pyo3(get)]
+    ep_square: Py<PyArray2<i8>>,
+    /// bool [B, T], the side to move is in check. Fill false.
+    #[pyo3(get)]
+    is_check: Py<PyArray2<bool>>,
+    /// uint8 [B, T], plies since the last pawn move or capture (§2.1), capped at 255. Fill 0.
+    #[pyo3(get)]
+    halfmove_clock: Py<PyArray2<u8>>,
+}
+
+#[pymethods]
+impl BoardStates {
+    fn __getitem__(slf: &Bound<'_, Self>, key: &str) -> PyResult<Py<PyAny>> {
+        item(slf.as_any(), &BOARD_FIELDS, key)
+    }
+
+    /// Every field as a dict.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        as_dict(slf.as_any(), &BOARD_FIELDS)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let shape = self.side_to_move.bind(py).shape().to_vec();
+        format!("BoardStates(n={}, max_ply={})", shape[0], shape[1])
+    }
+}
+
+/// Spec §5 board states of every game and ply as a `BoardStates` record (arrays [B, T, …]).
 #[pyfunction]
-fn board_states<'py>(
-    py: Python<'py>,
-    tokens: &Bound<'py, PyAny>,
-    lengths: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyDict>> {
+fn board_states(py: Python<'_>, tokens: &Bound<'_, PyAny>, lengths: &Bound<'_, PyAny>) -> PyResult<BoardStates> {
     let gb = game_batch(tokens, lengths)?;
     let (b, t) = (gb.n_games, gb.max_ply);
     ensure_allocatable("board_states: boards", &[b, t], 64 + 5)?;
     let s = py.detach(|| board::board_states(&games(&gb), t)).map_err(batch_error)?;
-    let d = PyDict::new(py);
-    d.set_item("boards", Array4::from_shape_vec((b, t, 8, 8), s.boards).map_err(shape_err)?.into_pyarray(py))?;
-    let bt = |v| Array2::from_shape_vec((b, t), v).map_err(shape_err);
-    d.set_item("side_to_move", bt(s.side_to_move)?.into_pyarray(py))?;
-    d.set_item("castling_rights", Array2::from_shape_vec((b, t), s.castling_rights).map_err(shape_err)?.into_pyarray(py))?;
-    d.set_item("ep_square", Array2::from_shape_vec((b, t), s.ep_square).map_err(shape_err)?.into_pyarray(py))?;
-    d.set_item("is_check", bt(s.is_check)?.into_pyarray(py))?;
-    d.set_item("halfmove_clock", Array2::from_shape_vec((b, t), s.halfmove_clock).map_err(shape_err)?.into_pyarray(py))?;
-    Ok(d)
+    fn bt<T: numpy::Element>(py: Python<'_>, v: Vec<T>, b: usize, t: usize) -> PyResult<Py<PyArray2<T>>> {
+        Ok(Array2::from_shape_vec((b, t), v).map_err(shape_err)?.into_pyarray(py).unbind())
+    }
+    Ok(BoardStates {
+        boards: Array4::from_shape_vec((b, t, 8, 8), s.boards).map_err(shape_err)?.into_pyarray(py).unbind(),
+        side_to_move: bt(py, s.side_to_move, b, t)?,
+        castling_rights: bt(py, s.castling_rights, b, t)?,
+        ep_square: bt(py, s.ep_square, b, t)?,
+        is_check: bt(py, s.is_check, b, t)?,
+        halfmove_clock: bt(py, s.halfmove_clock, b, t)?,
+    })
 }
 
 /// Perft leaf count from a FEN (or "startpos") to `depth` through the engine's token path.

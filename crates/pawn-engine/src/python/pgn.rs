@@ -4,12 +4,11 @@
 use numpy::ndarray::{Array1, Array2};
 use numpy::IntoPyArray;
 use numpy::{PyArray1, PyArray2};
-use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList};
 
-use super::common::game_batch;
+use super::common::{as_dict, game_batch, item};
 use super::error::arg_err;
 use crate::error::EngineError;
 use crate::game::IllegalToken;
@@ -94,24 +93,6 @@ fn token_matrix<'a>(rows: impl ExactSizeIterator<Item = &'a [u16]>, max_ply: usi
         }
     }
     tokens
-}
-
-/// `getattr(record, key)` for a field name in `fields`, else KeyError: dict-style access.
-fn item(obj: &Bound<'_, PyAny>, fields: &[&str], key: &str) -> PyResult<Py<PyAny>> {
-    if fields.contains(&key) {
-        Ok(obj.getattr(key)?.unbind())
-    } else {
-        Err(PyKeyError::new_err(key.to_owned()))
-    }
-}
-
-/// `{field: value}` for every field in `fields`.
-fn as_dict<'py>(obj: &Bound<'py, PyAny>, fields: &[&str]) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(obj.py());
-    for f in fields {
-        d.set_item(f, obj.getattr(*f)?)?;
-    }
-    Ok(d)
 }
 
 const PGN_FIELDS: [&str; 15] = [

@@ -2,7 +2,9 @@
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
+
+use super::common::{as_dict, item};
 
 use crate::game::Termination;
 use crate::{env, vocab};
@@ -25,6 +27,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(action_table, m)?)?;
     m.add_function(wrap_pyfunction!(promo_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(export_move_vocabulary, m)?)?;
+    m.add_class::<MoveVocabulary>()?;
     Ok(())
 }
 
@@ -57,14 +60,49 @@ fn promo_pairs() -> Vec<(u8, u8)> {
     vocab::promo_pairs().to_vec()
 }
 
-/// Spec §1.8 export: square_names, promo_pieces, promo_pairs, token_to_move, move_to_token.
+const VOCAB_FIELDS: [&str; 5] = ["square_names", "promo_pieces", "promo_pairs", "token_to_move", "move_to_token"];
+
+/// The spec §1.8 move-vocabulary export. Returned by `export_move_vocabulary`; read-only.
+/// `v["move_to_token"]` and `to_dict()` give dict-style access.
+#[pyclass(name = "MoveVocabulary", module = "pawn._engine", frozen)]
+pub struct MoveVocabulary {
+    /// The 64 square names by index, a1 = 0, b1 = 1, …, h8 = 63.
+    #[pyo3(get)]
+    square_names: Py<PyList>,
+    /// Promotion piece letters by promotion code 1–4: q, r, b, n.
+    #[pyo3(get)]
+    promo_pieces: Py<PyList>,
+    /// The 44 promotion (src, dst) square pairs, spec §1.7 order.
+    #[pyo3(get)]
+    promo_pairs: Py<PyList>,
+    /// Token id (0–1967) → UCI string.
+    #[pyo3(get)]
+    token_to_move: Py<PyDict>,
+    /// UCI string → token id.
+    #[pyo3(get)]
+    move_to_token: Py<PyDict>,
+}
+
+#[pymethods]
+impl MoveVocabulary {
+    fn __getitem__(slf: &Bound<'_, Self>, key: &str) -> PyResult<Py<PyAny>> {
+        item(slf.as_any(), &VOCAB_FIELDS, key)
+    }
+
+    /// Every field as a dict.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        as_dict(slf.as_any(), &VOCAB_FIELDS)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("MoveVocabulary(n_actions={})", vocab::NUM_ACTIONS)
+    }
+}
+
+/// Spec §1.8 export as a `MoveVocabulary` record.
 #[pyfunction]
-fn export_move_vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
+fn export_move_vocabulary(py: Python<'_>) -> PyResult<MoveVocabulary> {
     let names: Vec<String> = (0..64u8).map(vocab::square_name).collect();
-    d.set_item("square_names", names)?;
-    d.set_item("promo_pieces", vec!["q", "r", "b", "n"])?;
-    d.set_item("promo_pairs", vocab::promo_pairs().to_vec())?;
     let t2m = PyDict::new(py);
     let m2t = PyDict::new(py);
     for (id, a) in vocab::actions().iter().enumerate() {
@@ -72,9 +110,13 @@ fn export_move_vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         t2m.set_item(id, &u)?;
         m2t.set_item(&u, id)?;
     }
-    d.set_item("token_to_move", t2m)?;
-    d.set_item("move_to_token", m2t)?;
-    Ok(d)
+    Ok(MoveVocabulary {
+        square_names: PyList::new(py, names)?.unbind(),
+        promo_pieces: PyList::new(py, ["q", "r", "b", "n"])?.unbind(),
+        promo_pairs: PyList::new(py, vocab::promo_pairs().iter().copied())?.unbind(),
+        token_to_move: t2m.unbind(),
+        move_to_token: m2t.unbind(),
+    })
 }
 
 /// Outcome token of a game with termination `code` (spec §2.2: 0–5) after `length` plies (spec
