@@ -13,7 +13,6 @@ exactly is kept here, with named constants:
 
 - The linear warm-up ``s / max(1, W)`` (:func:`_linear_warmup`): ``optax.linear_schedule`` computes
   it as ``1 − (1 − s/W)``, which loses the small early values in float32.
-
 - ``optax.cosine_onecycle_schedule`` puts the peak at ``int(pct_start · T)`` (float rounding can
   miss the configured peak step, e.g. P = 29, T = 100 gives 28) and ends at
   ``peak / (div_factor · final_div_factor)``; PAWN's peak is exactly ``P = W`` and its floor is
@@ -22,7 +21,8 @@ exactly is kept here, with named constants:
   optax compares steps against Python ints, which overflow int32 past 2^31 (long runs, see
   ``pawn.train.loop.counter_as_float``).
 - Decay windows are at least one step (``max(·, 1)``, spec §2): optax turns a zero-length
-  ``linear_schedule`` into a constant ``init_value``, where the spec's tail is already at 0.
+  ``linear_schedule`` into a constant ``init_value``, where the spec's tail is already at 0; each
+  tail is followed by an explicit 0 (:func:`_tail`).
 """
 
 from __future__ import annotations
