@@ -1,9 +1,28 @@
-"""Learning-rate schedules (spec ``training-and-adapters.md`` §2).
+"""Learning-rate schedules (spec ``training-and-adapters.md`` §2), composed from optax primitives.
 
 ``s`` is the number of optimizer updates already applied (update ``s`` uses ``lr(s)``), ``T`` the
 total steps, ``W`` the warmup steps; ``lr(s) = peak · f(s)``. Every schedule but ``one_cycle``
 starts with the linear warmup ``f(s) = s / max(1, W)`` for ``s < W`` (the first update has LR 0
 when W > 0). Functions accept a Python number or a traced JAX scalar.
+
+Each ``f`` is an ``optax.join_schedules`` of the warm-up, ``optax.constant_schedule`` (stable
+phase, plateau), ``optax.linear_schedule`` (linear decay) and ``optax.cosine_decay_schedule``
+(cosine decay and infinite's cooldown, ``alpha`` = its floor); ``one_cycle`` is
+``optax.piecewise_interpolate_schedule`` with cosine interpolation. What optax does not provide
+exactly is kept here, with named constants:
+
+- The linear warm-up ``s / max(1, W)`` (:func:`_linear_warmup`): ``optax.linear_schedule`` computes
+  it as ``1 − (1 − s/W)``, which loses the small early values in float32.
+- ``optax.cosine_onecycle_schedule`` puts the peak at ``int(pct_start · T)`` (float rounding can
+  miss the configured peak step, e.g. P = 29, T = 100 gives 28) and ends at
+  ``peak / (div_factor · final_div_factor)``; PAWN's peak is exactly ``P = W`` and its floor is
+  :data:`ONE_CYCLE_FLOOR` × peak, so the same cosine pieces are given explicit boundaries.
+- Every boundary and length is passed as a Python float, and ``s`` is cast to float32 first:
+  optax compares steps against Python ints, which overflow int32 past 2^31 (long runs, see
+  ``pawn.train.loop.counter_as_float``).
+- Decay windows are at least one step (``max(·, 1)``, spec §2): optax turns a zero-length
+  ``linear_schedule`` into a constant ``init_value``, where the spec's tail is already at 0; each
+  tail is followed by an explicit 0 (:func:`_tail`).
 """
 
 from __future__ import annotations
@@ -12,11 +31,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 import jax.numpy as jnp
+import optax
 
 ScheduleName = Literal["cosine", "wsd", "constant", "one_cycle", "infinite"]
 SHOULD_REACH_ZERO = {"cosine": True, "wsd": True, "infinite": True, "one_cycle": True, "constant": False}
 """Per schedule: whether the run's final LR is meant to be (near) zero (``schedule_health.json``).
 Pretraining cosine floors at 0.1 × peak but is still reported as a decaying schedule (spec §1.10)."""
+
+ONE_CYCLE_DIV_FACTOR = 25.0
+"""one_cycle starts at ``peak / ONE_CYCLE_DIV_FACTOR`` (spec §2: ``f(0) = 1/25``)."""
+ONE_CYCLE_FLOOR = 1e-4
+"""one_cycle decays to ``ONE_CYCLE_FLOOR × peak`` at T and holds it (spec §2: ``f = 1e−4`` floor)."""
 
 
 @dataclass(frozen=True)
@@ -43,37 +68,13 @@ class Schedule:
     decay_shape: Literal["linear", "cosine"] = "linear"
 
     def factor(self, s):
-        """f(s), the multiplier of ``peak`` after ``s`` updates (float or traced scalar)."""
-        s = jnp.asarray(s, jnp.float32)
-        T, W = float(self.total_steps), float(self.warmup_steps)
-        half_cos = lambda p: 0.5 * (1.0 + jnp.cos(jnp.pi * p))  # noqa: E731
-        tail = (lambda p: 1.0 - p) if self.decay_shape == "linear" else half_cos
-        warm = s / max(1.0, W)
-        if self.name == "constant":
-            after = jnp.ones_like(s)
-        elif self.name == "cosine":
-            p = jnp.minimum(1.0, (s - W) / max(1.0, T - W))
-            after = self.min_ratio + (1.0 - self.min_ratio) * half_cos(p)
-        elif self.name == "wsd":
-            S = max(W, T - self.decay_steps)
-            p = jnp.clip((s - S) / max(T - S, 1.0), 0.0, 1.0)
-            after = jnp.where(s < S, 1.0, tail(p))
-        elif self.name == "infinite":
-            r, C = self.stable_ratio, float(self.cooldown_steps)
-            E = W + C
-            F = max(E, T - self.decay_steps)
-            cool = r + (1.0 - r) * half_cos((s - W) / max(C, 1.0))
-            final = r * tail(jnp.clip((s - F) / max(T - F, 1.0), 0.0, 1.0))
-            after = jnp.where(s < E, cool, jnp.where(s < F, r, final))
-        elif self.name == "one_cycle":
-            P = W
-            up = 1 / 25 + (1 - 1 / 25) * 0.5 * (1.0 - jnp.cos(jnp.pi * s / P))
-            p = jnp.minimum(1.0, (s - P) / max(1.0, T - P))
-            down = 1e-4 + (1 - 1e-4) * half_cos(p)
-            return jnp.where(s <= P, up, down)
-        else:  # pragma: no cover - guarded by the config's Literal
-            raise ValueError(f"unknown schedule {self.name!r}")
-        return jnp.where(s < W, warm, after)
+        """f(s), the multiplier of ``peak`` after ``s`` updates, from the optax composition of
+        :func:`_compose`.
+
+        ``s``: a Python number or a (traced) JAX scalar, cast to float32 first, so a step past
+        2^31 is the float32 it rounds to, never an int32 overflow. Returns a float32 scalar array.
+        """
+        return _compose(self)(jnp.asarray(s, jnp.float32))
 
     def __call__(self, s):
         """lr(s) = peak · f(s); usable as an optax schedule."""
@@ -82,6 +83,60 @@ class Schedule:
     def value(self, s: int) -> float:
         """lr(s) as a Python float."""
         return float(self(s))
+
+
+def _linear_warmup(W: float) -> optax.Schedule:
+    """``f(s) = s / max(1, W)``, the warm-up of every schedule but one_cycle (spec §2).
+
+    Hand-written because optax cannot express it exactly in float32: ``optax.linear_schedule(0,
+    1, W)`` evaluates ``1 − (1 − s/W)``, whose cancellation loses the low bits of small ratios
+    (relative error ~3e-4 at s = 1 of a 10 000-step warm-up; 0 instead of s/W for s < W·2^−25).
+    """
+    return lambda s: s / max(1.0, W)
+
+
+def _tail(shape: str, start: float, length: float) -> optax.Schedule:
+    """Decay from ``start`` to 0 over ``length`` (≥ 1) steps, linear or half-cosine, then exactly 0.
+
+    The explicit ``constant_schedule(0.0)`` after the window keeps the floor at 0: optax's
+    ``linear_schedule`` reaches its end as ``1 − clip(x, 0, L)/L``, and under ``jit`` XLA turns
+    ``/L`` into ``·(1/L)``, which can overshoot 1 and give a negative LR (−2^−24 · start) past T.
+    """
+    decay = optax.linear_schedule(start, 0.0, length) if shape == "linear" else optax.cosine_decay_schedule(start, length)
+    return optax.join_schedules([decay, optax.constant_schedule(0.0)], [length])
+
+
+def _compose(sched: Schedule) -> optax.Schedule:
+    """The optax schedule of ``f`` for ``sched`` (spec §2 table), built from optax primitives.
+
+    Boundaries are Python floats (see the module docstring); the returned function expects a
+    float32 step. Raises ValueError for an unknown schedule name (guarded by the config's Literal).
+    """
+    T, W = float(sched.total_steps), float(sched.warmup_steps)
+    if sched.name == "one_cycle":
+        # cosine from peak/25 up to peak at P = W, down to 1e-4·peak at T, held after T
+        return optax.piecewise_interpolate_schedule(
+            "cosine", 1.0 / ONE_CYCLE_DIV_FACTOR, {W: ONE_CYCLE_DIV_FACTOR, T: ONE_CYCLE_FLOOR}
+        )
+    warmup = _linear_warmup(W)  # never reached when W = 0 (boundary 0)
+    if sched.name == "constant":
+        pieces, boundaries = [optax.constant_schedule(1.0)], []
+    elif sched.name == "cosine":
+        pieces, boundaries = [optax.cosine_decay_schedule(1.0, max(1.0, T - W), alpha=sched.min_ratio)], []
+    elif sched.name == "wsd":
+        S = max(W, T - sched.decay_steps)
+        pieces = [optax.constant_schedule(1.0), _tail(sched.decay_shape, 1.0, max(T - S, 1.0))]
+        boundaries = [S]
+    elif sched.name == "infinite":
+        r, C = sched.stable_ratio, float(sched.cooldown_steps)
+        E = W + C
+        F = max(E, T - sched.decay_steps)
+        cooldown = optax.cosine_decay_schedule(1.0, max(C, 1.0), alpha=r)  # always cosine
+        pieces = [cooldown, optax.constant_schedule(r), _tail(sched.decay_shape, r, max(T - F, 1.0))]
+        boundaries = [E, F]
+    else:  # pragma: no cover - guarded by the config's Literal
+        raise ValueError(f"unknown schedule {sched.name!r}")
+    return optax.join_schedules([warmup, *pieces], [W, *boundaries])
 
 
 def build_schedule(
