@@ -62,6 +62,7 @@ register("probe", "pawn.cli.probe:command")
 register("generate", "pawn.cli.generate:command")
 register("bench", "pawn.cli.bench:bench_command")
 register("play", "pawn.cli.play:command")
+register("sweep", "pawn.cli.sweep:sweep_cmd")
 app.add_typer(importlib.import_module("pawn.cli.data").data_app, name="data")
 
 

@@ -1,0 +1,59 @@
+"""``pawn sweep``: parse :class:`pawn.sweep.settings.SweepSettings` → :func:`pawn.sweep.study.run_sweep` → render."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from pawn.cli._errors import fail
+from pawn.cli._options import settings_command
+from pawn.cli._output import Column, Output, TableReport, check_outputs, write_json
+from pawn.sweep.settings import SweepSettings
+
+DOC = (
+    "Run an Optuna study whose trials are pawn adapt (or, with --run-type pretrain, pawn pretrain) runs, "
+    "in this process on data loaded once, pruned on the val loss reported at each validation (global step).\n\n"
+    "The study lives in --storage (default OUT/study.db, SQLite; any SQLAlchemy URL or an Optuna journal file): "
+    "re-running the same command continues it to --trials finished trials; --workers W runs W processes on it "
+    "(or start the command W times by hand). Search spaces follow spec §6.1 per strategy; --space FILE overrides "
+    "fields. --population P trains P trials differing only in lr / weight decay / warm-up as one vmapped program. "
+    "Prints completed/pruned/failed trials and writes OUT/best_config.json, a ready --config file for the trial "
+    "command; --json writes every trial."
+)
+
+
+def _fmt_params(params: dict) -> str:
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def sweep(s: SweepSettings) -> None:
+    from pawn.sweep.study import run_sweep
+
+    check_outputs(json=s.json_out)
+    try:
+        res = run_sweep(s, log=lambda msg: typer.echo(msg, err=True))
+    except KeyboardInterrupt:
+        raise fail("interrupted; the running trial is recorded as FAILED; re-run the same command to continue the study", 130)
+    counts = {st: sum(1 for t in res.trials if t["state"] == st) for st in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")}
+    rep = TableReport(
+        f"study {res.study.study_name}: {counts['COMPLETE']} completed, {counts['PRUNED']} pruned, {counts['FAIL']} failed"
+        + (f", {counts['RUNNING']} running" if counts["RUNNING"] else ""),
+        [Column("trial", "d"), Column("state", justify="left"), Column("best val loss", ".4f", missing="-"),
+         Column("steps", missing="-"), Column("params / reason", justify="left")],
+    )
+    for t in res.trials:
+        note = _fmt_params(t["params"]) + (f"  [{t['fail_reason']}]" if t["fail_reason"] else "")
+        rep.add(t["number"], t["state"], t["value"], t["steps"], note)
+    Output().report(rep)
+    if res.best is not None:
+        typer.echo(f"best: trial {res.best['number']} val loss {res.best['value']:.4f} ({_fmt_params(res.best['params'])})")
+    if res.best_config is not None:
+        typer.echo(f"best config: {res.best_config} (pawn {res.command} --config {res.best_config} --out DIR)")
+    typer.echo(f"storage: {res.storage} (study {res.study.study_name})")
+    write_json(s.json_out, {"study": res.study.study_name, "storage": res.storage, "settings": json.loads(s.model_dump_json()),
+                            "best": res.best, "best_config": str(res.best_config) if res.best_config else None,
+                            "trials": res.trials})
+
+
+sweep_cmd = settings_command(SweepSettings, sweep, doc=DOC)

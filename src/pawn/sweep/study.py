@@ -1,0 +1,292 @@
+"""The sweep driver: create or load the study, run trials (in this process, or in ``workers``
+processes on the same storage), and report.
+
+One worker's loop is Optuna's ``study.optimize`` (which runs the trial heartbeat and fails stale
+trials of killed workers before each new trial) with ``MaxTrialsCallback`` counting COMPLETE and
+PRUNED trials of the whole study, so every worker — and a re-run of the same command after a
+stop — works toward the same total.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import optuna
+from optuna.trial import TrialState
+from pydantic import ValidationError
+
+from pawn.errors import PawnError
+from pawn.fileio import write_json
+from pawn.settings import format_validation_error, read_config_file
+from pawn.sweep.settings import SweepSettings
+from pawn.sweep.space import Space, derive, load_space, suggest
+from pawn.sweep.storage import creation_lock, fail_running_trials, open_storage, storage_url
+from pawn.sweep.trials import PrunerHook, PretrainTrialRunner, TrialOutcome, TrialRunner
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+BEST_CONFIG = "best_config.json"
+
+
+class SweepError(PawnError):
+    """A sweep that cannot start or whose workers failed; one line naming the cause."""
+
+
+@dataclass
+class SweepResult:
+    """What ``pawn sweep`` reports.
+
+    Attributes:
+        study: the Optuna study (loaded from the storage). storage: its URL.
+        trials: every trial as a JSON-able dict (:func:`trial_record`).
+        best: the best COMPLETE trial's record, or None. best_config: the written
+            ``best_config.json`` (a ``pawn <command> --config`` file), or None.
+        command: the trial command (``pretrain`` / ``adapt``).
+    """
+
+    study: optuna.Study
+    storage: str
+    trials: list[dict[str, Any]]
+    best: Optional[dict[str, Any]]
+    best_config: Optional[Path]
+    command: str
+
+
+def make_pruner(s: SweepSettings) -> optuna.pruners.BasePruner:
+    """``hyperband`` → ``HyperbandPruner()``; ``median`` → ``MedianPruner(n_startup_trials=
+    pruner_startup_trials)``; ``none`` → ``NopPruner``."""
+    if s.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner()
+    if s.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials, n_warmup_steps=0)
+    return optuna.pruners.NopPruner()
+
+
+def make_sampler(s: SweepSettings) -> optuna.samplers.BaseSampler:
+    """``tpe`` → ``TPESampler(seed)``; ``random`` → ``RandomSampler(seed)``."""
+    return optuna.samplers.TPESampler(seed=s.seed) if s.sampler == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
+
+
+def open_study(s: SweepSettings) -> tuple[optuna.Study, str]:
+    """Create the study, or load it when it exists (``load_if_exists``), under the storage's
+    creation lock (:func:`pawn.sweep.storage.creation_lock`). Returns ``(study, storage URL)``.
+
+    Raises:
+        SweepError: the study exists with another run type or strategy (one line).
+        pawn.sweep.storage.StorageError: the storage cannot be opened.
+    """
+    url = storage_url(s.storage, s.out)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with creation_lock(url, s.out):
+        storage = open_storage(url, heartbeat_s=s.heartbeat_s, grace_s=s.grace_s)
+        study = optuna.create_study(study_name=s.resolved_study_name, storage=storage, direction="minimize",
+                                    sampler=make_sampler(s), pruner=make_pruner(s), load_if_exists=True)
+        attrs = study.user_attrs
+        if "run_type" not in attrs:
+            study.set_user_attr("run_type", s.run_type)
+            study.set_user_attr("space", s.space_name)
+        elif (attrs.get("run_type"), attrs.get("space")) != (s.run_type, s.space_name):
+            raise SweepError(f"study {s.resolved_study_name!r} in {url} is a {attrs.get('run_type')} sweep over "
+                             f"{attrs.get('space')!r}, not {s.run_type} over {s.space_name!r}; choose another --study-name")
+    return study, url
+
+
+def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
+    """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config``.
+
+    Raises:
+        SweepError: a run type whose trainer is not available, or unusable base settings.
+    """
+    base = read_config_file(s.base_config) if s.base_config is not None else {}
+    try:
+        if s.run_type == "pretrain":
+            if s.data is not None:
+                base["corpus_dir"] = s.data
+            return PretrainTrialRunner(base, log=log)
+    except ValidationError as e:
+        raise SweepError(f"--base-config {s.base_config}: {format_validation_error(e)}") from None
+    try:
+        from pawn.sweep.adapt import AdaptTrialRunner  # noqa: F401  (lands with pawn adapt)
+    except ImportError:
+        raise SweepError("adapter sweeps need pawn adapt, which this build does not have yet; "
+                         "use --run-type pretrain") from None
+    return AdaptTrialRunner(base, strategy=s.strategy, checkpoint=s.checkpoint, data=s.data, log=log)
+
+
+def _fail(trial: optuna.Trial, reason: str, log: Callable[[str], None]) -> float:
+    """Record ``reason`` on ``trial`` and return NaN, which Optuna records as FAILED (without a
+    traceback) before the study goes on."""
+    trial.set_user_attr("fail_reason", reason)
+    log(f"trial {trial.number} failed: {reason}")
+    return float("nan")
+
+
+def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Callable[[str], None]):
+    """The Optuna objective: sample → the trial's settings → run in process with a
+    :class:`PrunerHook` → best val loss. Pruned → ``TrialPruned``; a refused config, an error
+    or a non-finite loss → NaN with ``fail_reason`` (FAILED; the study goes on)."""
+
+    def objective(trial: optuna.Trial) -> float:
+        params = derive(s.space_name, suggest(trial, space))
+        trial_dir = s.out / s.resolved_study_name / f"trial_{trial.number:04d}"
+        try:
+            config = runner.config(params, trial_dir)
+        except ValidationError as e:
+            return _fail(trial, f"settings refused: {format_validation_error(e)}", log)
+        except PawnError as e:
+            return _fail(trial, f"settings refused: {e}", log)
+        trial.set_user_attr("run_dir", str(trial_dir))
+        trial.set_user_attr("config", config)
+        hook = PrunerHook(trial, lambda m: m[runner.objective_key])
+        log(f"trial {trial.number}: {json.dumps(params, default=str)}")
+        outcome = runner.run(config, [hook])
+        return finish_trial(trial, outcome, log)
+
+    return objective
+
+
+def finish_trial(trial: optuna.Trial, outcome: TrialOutcome, log: Callable[[str], None]) -> float:
+    """Turn a :class:`TrialOutcome` into Optuna's verdict: the best val loss, ``TrialPruned``,
+    or NaN + ``fail_reason``."""
+    trial.set_user_attr("reason", outcome.reason)
+    trial.set_user_attr("steps", outcome.step)
+    if outcome.error is not None:
+        return _fail(trial, outcome.error, log)
+    if outcome.reason == "pruned":
+        raise optuna.TrialPruned(f"pruned at step {max(outcome.val_losses, default=0)}")
+    if not math.isfinite(outcome.best_val_loss):
+        return _fail(trial, "no finite validation loss was reported", log)
+    return outcome.best_val_loss
+
+
+def n_finished(study: optuna.Study) -> int:
+    """COMPLETE + PRUNED trials in the study."""
+    return len(study.get_trials(deepcopy=False, states=FINISHED))
+
+
+def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None) -> optuna.Study:
+    """One worker: run trials until the study holds ``s.trials`` finished ones (or
+    ``s.timeout``), each in this process. At most ``trials − finished`` attempts per call, so a
+    run of failures ends (re-run to continue). KeyboardInterrupt propagates after Optuna has
+    marked the running trial FAILED.
+
+    Raises:
+        SweepError, pawn.sweep.space.SpaceError, pawn.sweep.storage.StorageError: before any trial.
+    """
+    study, _ = open_study(s)
+    if s.fail_running:
+        failed = fail_running_trials(study, "marked failed by --fail-running")
+        if failed:
+            log(f"marked RUNNING trials {failed} as failed (--fail-running)")
+    space = load_space(s.space_name, s.space)
+    remaining = s.trials - n_finished(study)
+    if remaining <= 0:
+        log(f"study {study.study_name} already holds {s.trials} finished trials")
+        return study
+    runner = runner or make_runner(s, log)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if s.population > 1:
+        from pawn.sweep.population import run_population_worker
+
+        run_population_worker(s, study, runner, space, remaining, log)
+        return study
+    study.optimize(make_objective(s, runner, space, log), n_trials=remaining, timeout=s.timeout,
+                   callbacks=[optuna.study.MaxTrialsCallback(s.trials, states=FINISHED)], gc_after_trial=True)
+    return study
+
+
+def spawn_workers(s: SweepSettings, *, log: Callable[[str], None] = print) -> None:
+    """Start ``s.workers`` worker processes (``python -m pawn.cli sweep --config <out>/
+    worker_config.json``, each ``--workers 1``) on the same storage and wait for them. The study
+    is created here first, so the workers only load it.
+
+    Raises:
+        SweepError: a worker exited with an error (its exit code named; its messages were shown).
+        KeyboardInterrupt: after the workers have been interrupted and have exited.
+    """
+    open_study(s)
+    cfg = s.out / "worker_config.json"
+    data = {k: v for k, v in s.model_dump(mode="json", exclude_none=True).items() if k != "json_out"}
+    write_json(cfg, {**data, "workers": 1}, what="worker config")
+    cmd = [sys.executable, "-m", "pawn.cli", "sweep", "--config", str(cfg)]
+    procs = [subprocess.Popen(cmd, env={**os.environ, "PAWN_SWEEP_WORKER": str(i)}) for i in range(s.workers)]
+    log(f"started {s.workers} workers (pids {', '.join(str(p.pid) for p in procs)})")
+    try:
+        codes = [p.wait() for p in procs]
+    except KeyboardInterrupt:
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        raise
+    bad = [(i, c) for i, c in enumerate(codes) if c != 0]
+    if bad:
+        raise SweepError("worker(s) failed: " + ", ".join(f"#{i} exit {c}" for i, c in bad))
+
+
+def trial_record(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """One trial as JSON: number, state, value (best val loss), params, reason, fail_reason,
+    steps, run_dir, intermediate val losses by global step, start/end times."""
+    return {
+        "number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
+        "reason": t.user_attrs.get("reason"), "fail_reason": t.user_attrs.get("fail_reason"),
+        "steps": t.user_attrs.get("steps"), "run_dir": t.user_attrs.get("run_dir"),
+        "intermediate": {str(k): v for k, v in sorted(t.intermediate_values.items())},
+        "population": t.user_attrs.get("population"),
+        "started": t.datetime_start.isoformat() if t.datetime_start else None,
+        "finished": t.datetime_complete.isoformat() if t.datetime_complete else None,
+    }
+
+
+def best_config(study: optuna.Study) -> Optional[dict[str, Any]]:
+    """The best COMPLETE trial's settings as a ``--config`` file for its command: its stored
+    config without ``out`` and ``resume`` (give ``--out`` when re-running), or None."""
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
+    if not done:
+        return None
+    best = min(done, key=lambda t: t.value)
+    cfg = best.user_attrs.get("config")
+    if cfg is None:
+        return None
+    return {k: v for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+
+
+def summarize(s: SweepSettings, study: optuna.Study, url: str) -> SweepResult:
+    """Collect every trial and write ``<out>/best_config.json`` (atomically) for the best one."""
+    trials = [trial_record(t) for t in study.get_trials(deepcopy=False)]
+    done = [r for r in trials if r["state"] == "COMPLETE" and r["value"] is not None]
+    best = min(done, key=lambda r: r["value"]) if done else None
+    path = None
+    cfg = best_config(study)
+    if cfg is not None:
+        path = s.out / BEST_CONFIG
+        write_json(path, cfg, what="best config")
+    command = "pretrain" if s.run_type == "pretrain" else "adapt"
+    return SweepResult(study, url, trials, best, path, command)
+
+
+def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None) -> SweepResult:
+    """``pawn sweep``: run the study (this process, or ``s.workers`` processes), then
+    :func:`summarize`.
+
+    Raises:
+        SweepError, SpaceError, StorageError, pawn.settings.ConfigFileError: one line each.
+    """
+    s.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    if s.workers > 1:
+        spawn_workers(s, log=log)
+        study, url = open_study(s)
+    else:
+        study = run_worker(s, log=log, runner=runner)
+        url = storage_url(s.storage, s.out)
+    log(f"sweep took {time.perf_counter() - t0:.1f} s")
+    return summarize(s, study, url)

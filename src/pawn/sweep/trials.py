@@ -1,0 +1,151 @@
+"""Trials: the runner interface (settings → run → best val loss), the pruner hook, and the
+pretraining runner.
+
+A :class:`TrialRunner` turns one trial's parameters into a run of the trainer *in this process*
+(data and backbone loaded once by the runner, shared across trials) with a :class:`PrunerHook`
+among its hooks, and returns a :class:`TrialOutcome`. ``pawn adapt`` trials plug in as another
+runner with the same two methods.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Protocol, Sequence
+
+import optuna
+
+from pawn.errors import PawnError
+from pawn.train.run import ChunkContext, Hook, ValidationEvent
+
+
+@dataclass
+class TrialOutcome:
+    """How one trial's run ended.
+
+    Attributes:
+        best_val_loss: the lowest validation loss reported (the objective; ``nan`` if none).
+        reason: the run's ``reason_for_stop`` (``"pruned"`` when the pruner stopped it).
+        step: global optimizer steps done. run_dir: the trial's run directory.
+        config: the trial's complete settings (a ready ``--config`` file for the trial command).
+        val_losses: ``{global step: val loss}`` reported to Optuna.
+        error: the failure's one-line reason (non-finite loss, a refused config, ...), or None.
+    """
+
+    best_val_loss: float
+    reason: str
+    step: int
+    run_dir: Optional[Path]
+    config: dict[str, Any]
+    val_losses: dict[int, float] = field(default_factory=dict)
+    error: Optional[str] = None
+
+
+class TrialRunner(Protocol):
+    """What :func:`pawn.sweep.study.run_sweep` needs from a run type.
+
+    ``config(params, trial_dir)`` → the trial's settings as a JSON-able dict (the fixed base
+    settings with ``params`` applied, ``out = trial_dir``), raising ``pydantic.ValidationError``
+    or :class:`~pawn.errors.PawnError` for a combination the trial command refuses.
+    ``run(config, hooks)`` → :class:`TrialOutcome`, running in process with ``hooks`` (the
+    :class:`PrunerHook`) added to the trainer's.
+    ``command`` names the CLI command the config file feeds (``"pretrain"``, ``"adapt"``).
+    """
+
+    command: str
+    objective_key: str
+
+    def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]: ...
+
+    def run(self, config: dict[str, Any], hooks: Sequence[Hook]) -> TrialOutcome: ...
+
+
+class PrunerHook(Hook):
+    """Reports each validation's loss to Optuna at the GLOBAL optimizer step
+    (``trial.report(val_loss, step)``; a step already reported — a resumed trial — is not
+    reported again) and, when ``trial.should_prune()``, asks the trainer to stop
+    (``ctx.request_stop("pruned")``: the run saves this step and records the reason).
+    A non-finite val loss stops the run with reason ``"nonfinite_val"``.
+
+    Args:
+        trial: the Optuna trial (or anything with ``report``/``should_prune``).
+        value: ``ValidationEvent.metrics`` → the val loss (float).
+    """
+
+    def __init__(self, trial: Any, value: Callable[[dict], float]):
+        self.trial, self.value = trial, value
+        self.reported: dict[int, float] = {}
+        self._stop: Optional[str] = None
+
+    @property
+    def best(self) -> float:
+        """The lowest finite val loss reported (``nan`` before any)."""
+        finite = [v for v in self.reported.values() if math.isfinite(v)]
+        return min(finite) if finite else float("nan")
+
+    def on_event(self, event: Any) -> None:
+        if not isinstance(event, ValidationEvent):
+            return
+        v = float(self.value(dict(event.metrics)))
+        if not math.isfinite(v):
+            self._stop = "nonfinite_val"
+            self.reported[int(event.step)] = v
+            return
+        if int(event.step) in self.reported or int(event.step) in getattr(self.trial, "intermediate_values", {}):
+            return
+        self.reported[int(event.step)] = v
+        self.trial.report(v, int(event.step))
+        if self.trial.should_prune():
+            self._stop = "pruned"
+
+    def on_chunk(self, ctx: ChunkContext) -> None:
+        if self._stop is not None:
+            ctx.request_stop(self._stop, by="sweep")
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:300] or type(e).__name__
+
+
+class PretrainTrialRunner:
+    """Pretraining trials: :func:`pawn.train.pretrain.run_pretrain` in process, one run
+    directory per trial. The objective is the stored model's ``val/loss_<config name>``.
+
+    Args:
+        base: fixed :class:`~pawn.settings.PretrainConfig` fields (e.g. from ``--base-config``);
+            validation must be on (``val_games > 0``).
+        log: one-line messages.
+    """
+
+    command = "pretrain"
+
+    def __init__(self, base: dict[str, Any], log: Callable[[str], None] = print):
+        from pawn.settings import PretrainConfig
+
+        self.base, self.log = dict(base), log
+        probe = PretrainConfig.load(**{"total_steps": 1, **self.base, "resume": None, "out": None})
+        self.objective_key = f"val/loss_{probe.model_configs()[0].name}"
+
+    def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
+        from pawn.settings import PretrainConfig
+
+        cfg = PretrainConfig.load(**{**self.base, **params, "out": str(trial_dir), "resume": None})
+        if cfg.val_games <= 0:
+            raise PawnError("a pretraining sweep needs validation (val_games > 0): the objective is the val loss")
+        return cfg.model_dump(mode="json")
+
+    def run(self, config: dict[str, Any], hooks: Sequence[Hook]) -> TrialOutcome:
+        from pawn.settings import PretrainConfig
+        from pawn.train.pretrain import run_pretrain
+
+        cfg = PretrainConfig.load(**config)
+        pruner = next((h for h in hooks if isinstance(h, PrunerHook)), None)
+        try:
+            res = run_pretrain(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks)
+        except PawnError as e:
+            return TrialOutcome(pruner.best if pruner else float("nan"), "exception", 0, Path(cfg.out), config,
+                                dict(pruner.reported) if pruner else {}, _one_line(e))
+        best = pruner.best if pruner else float("nan")
+        err = "validation loss was not finite" if res.reason == "nonfinite_val" else None
+        return TrialOutcome(best, res.reason, res.step, res.run_dir, config, dict(pruner.reported) if pruner else {}, err)
