@@ -31,6 +31,7 @@ class TrialOutcome:
         config: the trial's complete settings (a ready ``--config`` file for the trial command).
         val_losses: ``{global step: val loss}`` reported to Optuna.
         error: the failure's one-line reason (non-finite loss, a refused config, ...), or None.
+        train_losses: ``{global step: train loss}`` at chunk ends (population runs).
     """
 
     best_val_loss: float
@@ -40,6 +41,7 @@ class TrialOutcome:
     config: dict[str, Any]
     val_losses: dict[int, float] = field(default_factory=dict)
     error: Optional[str] = None
+    train_losses: dict[int, float] = field(default_factory=dict)
 
 
 class TrialRunner(Protocol):
@@ -77,6 +79,11 @@ class PrunerHook(Hook):
         self.trial, self.value = trial, value
         self.reported: dict[int, float] = {}
         self._stop: Optional[str] = None
+
+    @property
+    def stop_reason(self) -> Optional[str]:
+        """``"pruned"`` or ``"nonfinite_val"`` once the hook wants the run stopped, else None."""
+        return self._stop
 
     @property
     def best(self) -> float:

@@ -1,0 +1,341 @@
+"""Populations: P trials that differ only in array-valued hyperparameters (learning rate, weight
+decay, warm-up) trained together as ONE vmapped program (issue 15).
+
+The members share the batches (the chunk is not vmapped), the frozen half of a partitioned model
+(adapters; passed once, unbatched) and the compiled executable; each member carries its own
+trainable weights, Adam moments and hyperparameters. The optimizer is the same clip → Adam →
+decoupled weight decay → ``−lr`` chain as :func:`pawn.train.loop.make_optimizer`, wrapped in
+``optax.inject_hyperparams`` so that ``learning_rate`` and ``weight_decay`` are arrays in the
+optimizer state, which ``jax.vmap`` batches over members. Each member's learning rate at step s
+is read from a ``[P, total_steps]`` table of its own schedule (so members may differ in peak lr,
+warm-up or anything else the schedule depends on). Member p therefore follows the updates of
+the sequential run with its settings, up to float rounding.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from pawn.errors import PawnError
+from pawn.train.loop import TrainProgram
+from pawn.train.run import ValidationEvent, to_host
+from pawn.sweep.trials import PrunerHook, TrialOutcome
+
+ARRAY_FIELDS = frozenset({"lr", "weight_decay", "warmup_steps", "warmup_frac", "init_scale"})
+"""Settings members of one population may differ in; everything else must be equal."""
+
+
+class PopulationError(PawnError, ValueError):
+    """Configs that cannot share one population (they differ in a non-array field)."""
+
+
+def _adamw_factory(b1: float, b2: float, max_grad_norm: float):
+    def factory(learning_rate, weight_decay):
+        return optax.chain(
+            optax.clip_by_global_norm(max_grad_norm),
+            optax.chain(optax.scale_by_adam(b1=b1, b2=b2, eps=1e-8), optax.add_decayed_weights(weight_decay),
+                        optax.scale(-learning_rate)),
+        )
+
+    return factory
+
+
+class PopState(eqx.Module):
+    """Stacked member states: ``model`` (trainable half, leading axis P), ``opt_state`` (the
+    ``InjectHyperparamsState``, leading axis P) and ``step`` (int32 [P], optimizer steps)."""
+
+    model: Any
+    opt_state: Any
+    step: jax.Array
+
+
+class PopulationProgram:
+    """The vmapped K-step chunk of a population.
+
+    Args:
+        program: the members' shared :class:`~pawn.train.loop.TrainProgram` (its loss, count
+            and accumulation; its own optimizer is not used).
+        b1, b2, max_grad_norm: AdamW betas and the global-norm clip (shared).
+    """
+
+    def __init__(self, program: TrainProgram, *, b1: float, b2: float, max_grad_norm: float):
+        self.program = program
+        self.optimizer = optax.inject_hyperparams(_adamw_factory(b1, b2, max_grad_norm))(learning_rate=0.0, weight_decay=0.0)
+        self._jit = jax.jit(self._chunk, donate_argnums=(0,))
+
+    def init(self, train_half, weight_decays: Sequence[float]) -> PopState:
+        """P copies of ``train_half`` (the same initial weights, as the sequential trials start
+        from the same seed) with fresh optimizer states holding each member's weight decay."""
+        params = eqx.filter(train_half, eqx.is_array)
+        states = []
+        for wd in weight_decays:
+            st = self.optimizer.init(params)
+            hp = dict(st.hyperparams)
+            hp["weight_decay"] = jnp.asarray(wd, hp["weight_decay"].dtype)
+            states.append(st._replace(hyperparams=hp))
+        P = len(weight_decays)
+        model = jax.tree_util.tree_map(lambda x: jnp.stack([x] * P) if eqx.is_array(x) else x, train_half)
+        opt = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
+        return PopState(model, opt, jnp.zeros((P,), jnp.int32))
+
+    def _member_step(self, frozen, lr_row, state: PopState, batch):
+        prog = self.program
+        loss, loss_metrics, count, grads = prog._loss_metrics_grads(state.model, frozen, batch)
+        grad_norm = optax.tree.norm(grads)
+        lr = lr_row[jnp.minimum(state.step, lr_row.shape[0] - 1)]
+        hp = dict(state.opt_state.hyperparams)
+        hp["learning_rate"] = lr.astype(hp["learning_rate"].dtype)
+        opt_in = state.opt_state._replace(hyperparams=hp)
+        params = eqx.filter(state.model, eqx.is_array)
+        updates, new_opt = self.optimizer.update(grads, opt_in, params)
+        new_model = eqx.filter(eqx.apply_updates(state.model, updates), eqx.is_array)
+        if count is None:
+            model, opt_state, count = new_model, new_opt, jnp.int32(-1)
+        else:  # a batch with nothing supervised changes nothing (as TrainProgram._step)
+            skip = count == 0
+            model = jax.tree_util.tree_map(lambda a, b: jnp.where(skip, a, b), params, new_model)
+            opt_state = jax.tree_util.tree_map(lambda a, b: jnp.where(skip, a, b), state.opt_state, new_opt)
+        model = eqx.combine(model, state.model)
+        metrics = {"loss": loss, "grad_norm": grad_norm, "n_supervised": count, "lr": lr, **loss_metrics}
+        return PopState(model, opt_state, state.step + 1), metrics
+
+    def _chunk(self, state: PopState, chunk, frozen, lr_table):
+        def body(s, b):
+            return jax.vmap(self._member_step, in_axes=(None, 0, 0, None))(frozen, lr_table, s, b)
+
+        return jax.lax.scan(body, state, chunk)
+
+    def run_chunk(self, state: PopState, chunk, lr_table, frozen=None):
+        """K steps of every member on the same chunk ``{name: [K, B, ...]}``; ``lr_table``
+        float32 ``[P, total_steps]``. Returns the new state (``state`` is donated) and metrics
+        ``[K, P]``."""
+        return self._jit(state, chunk, frozen, lr_table)
+
+
+def member(state: PopState, p: int):
+    """Member ``p``'s trainable half (host arrays) from a :class:`PopState`."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x[p]) if eqx.is_array(x) else x, to_host(state.model))
+
+
+def lr_table(schedules: Sequence[Callable], total_steps: int) -> jax.Array:
+    """``[P, total_steps]`` float32: member p's ``schedule(step)`` at every step, evaluated on
+    the float32 step as the sequential program does."""
+    steps = jnp.arange(total_steps, dtype=jnp.float32)
+    return jnp.stack([jax.jit(jax.vmap(lambda s, f=f: f(s).astype(jnp.float32)))(steps) for f in schedules])
+
+
+def check_population(configs: Sequence[dict], ignore: Sequence[str] = ("out", "resume")) -> None:
+    """Raise :class:`PopulationError` naming the first field (outside :data:`ARRAY_FIELDS`)
+    in which the member configs differ."""
+    first = configs[0]
+    for c in configs[1:]:
+        for k in sorted(set(first) | set(c)):
+            if k in ARRAY_FIELDS or k in ignore:
+                continue
+            if first.get(k) != c.get(k):
+                raise PopulationError(f"population members differ in {k} ({first.get(k)!r} vs {c.get(k)!r}); "
+                                      f"only {', '.join(sorted(ARRAY_FIELDS))} may differ")
+
+
+def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerHook], *,
+                            log: Callable[[str], None] = print) -> list[TrialOutcome]:
+    """Train the pretraining configs ``configs`` (differing only in :data:`ARRAY_FIELDS`) as one
+    vmapped population on the shared batch stream, validating every ``val_every`` steps and
+    reporting each member's val loss to its reporter (a :class:`PrunerHook`). A pruned member
+    stops being validated and reported (it keeps its lane: shapes, hence the executable, stay
+    the same); a member whose loss becomes non-finite fails; the others go on. Members write
+    no run directory or checkpoints (re-run the best with ``pawn pretrain --config``).
+
+    Returns:
+        One :class:`TrialOutcome` per member (``train_losses``: the loss at each chunk's last
+        step; ``val_losses``: the reported val losses by global step).
+
+    Raises:
+        PopulationError: configs that cannot share a population.
+    """
+    from pawn.data.stream import ChunkStream
+    from pawn.engine import random_games
+    from pawn.model import PAWNModel
+    from pawn.settings import PretrainConfig
+    from pawn.train.loop import TrainState, make_mesh, make_optimizer
+    from pawn.train.pretrain import _data_source, _validate
+
+    check_population(configs)
+    cfgs = [PretrainConfig.load(**c) for c in configs]
+    base, P = cfgs[0], len(cfgs)
+    stored_cfg, variants = base.model_configs()
+    variants = list(variants.items())
+    dtype = None if base.dtype == "auto" else base.dtype
+    sched = base.schedule()
+    program = TrainProgram(make_optimizer(sched, b1=base.beta1, b2=base.beta2, weight_decay=base.weight_decay,
+                                          max_grad_norm=base.max_grad_norm), sched,
+                           [(c, 1.0) for _, c in variants], dtype, "none" if base.remat == "auto" else base.remat,
+                           make_mesh(), base.accumulation_steps)
+    pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
+    seed = base.model_seed if base.model_seed is not None else base.seed
+    state = eqx.filter_shard(pop.init(PAWNModel(stored_cfg, jax.random.key(seed)), [c.weight_decay for c in cfgs]),
+                             program.replicated)
+    T, K = base.total_steps, base.chunk_steps
+    table = lr_table([c.schedule() for c in cfgs], T)
+    val_set = random_games(base.val_games, base.max_ply, base.val_seed) if base.val_games > 0 else None
+    stream = ChunkStream(_data_source(base, log), start_step=0, end_step=T, k=K, batch_size=base.batch_size,
+                         seq_len=base.seq_len, prepend_outcome=base.prepend_outcome, prefetch=base.prefetch_chunks,
+                         process_index=0, process_count=1)
+    status: list[Optional[str]] = [None] * P  # None = training; else the member's end reason
+    errors: list[Optional[str]] = [None] * P
+    ended_at = [T] * P
+    train_losses: list[dict[int, float]] = [dict() for _ in range(P)]
+    step = 0
+    try:
+        for s0, host_chunk in stream:
+            state, m = pop.run_chunk(state, program.place_chunk(host_chunk), table)
+            losses = np.asarray(to_host(m)["loss"])  # [K, P]
+            step = s0 + losses.shape[0]
+            for p in range(P):
+                if status[p] is not None:
+                    continue
+                bad = ~np.isfinite(losses[:, p])
+                if bad.any():
+                    at = s0 + int(np.argmax(bad))
+                    status[p], ended_at[p] = "exception", at
+                    errors[p] = f"loss became {losses[int(np.argmax(bad)), p]} at step {at}"
+                    continue
+                train_losses[p][step] = float(losses[-1, p])
+            if val_set is not None and (step % base.val_every == 0 or step == T):
+                for p in range(P):
+                    if status[p] is not None:
+                        continue
+                    fields = _validate(TrainState(jax.device_put(member(state, p)), None, None), val_set, variants, base, dtype)
+                    reporters[p].on_event(ValidationEvent(step, fields))
+                    if reporters[p].stop_reason is not None:
+                        status[p], ended_at[p] = ("pruned" if reporters[p].stop_reason == "pruned" else "exception"), step
+                        if status[p] == "exception":
+                            errors[p] = "validation loss was not finite"
+            if all(st is not None for st in status):
+                break
+    finally:
+        stream.close()
+    out = []
+    for p in range(P):
+        reason = status[p] or ("completed" if step >= T else "paused")
+        out.append(TrialOutcome(reporters[p].best, reason, ended_at[p] if status[p] else step, None, dict(configs[p]),
+                                dict(reporters[p].reported), errors[p], train_losses[p]))
+    return out
+
+
+class _Heartbeats:
+    """Record a heartbeat for each trial of a population every ``interval`` seconds (what
+    ``study.optimize`` does for one trial), when the storage has heartbeats."""
+
+    def __init__(self, study, trials, interval: float):
+        self.study, self.trials, self.interval = study, trials, interval
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self):
+        from optuna.storages._heartbeat import is_heartbeat_enabled
+
+        if is_heartbeat_enabled(self.study._storage):
+            self._beat()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def _beat(self):
+        for t in self.trials:
+            self.study._storage.record_heartbeat(t._trial_id)
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            self._beat()
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def run_population_worker(s, study, runner, space, remaining: int, log: Callable[[str], None]) -> None:
+    """A worker loop for ``--population P``: ask P trials (members 2…P are enqueued with the
+    leader's values of every searched field outside :data:`ARRAY_FIELDS`, so the sampler only
+    varies the array-valued ones), train them as one population and tell Optuna each member's
+    verdict. A member that another worker's enqueued values reached with different fixed fields
+    runs on its own (sequentially). Stops when the study holds ``s.trials`` finished trials,
+    after ``remaining`` attempts, or after ``s.timeout`` seconds.
+
+    Raises:
+        pawn.sweep.study.SweepError: the run type has no population trainer.
+    """
+    import time
+
+    import optuna
+
+    from pawn.sweep.space import derive, suggest
+    from pawn.sweep.study import SweepError, finish_trial, make_objective, n_finished
+
+    if getattr(runner, "command", None) != "pretrain":
+        raise SweepError(f"--population is implemented for pretraining sweeps; {runner.command} trials run one at a time")
+    t0, attempts = time.monotonic(), 0
+    objective = make_objective(s, runner, space, log)
+    while attempts < remaining and n_finished(study) < s.trials:
+        if s.timeout is not None and time.monotonic() - t0 > s.timeout:
+            break
+        if getattr(study._storage, "is_heartbeat_enabled", lambda: False)():
+            optuna.storages.fail_stale_trials(study)
+        P = min(s.population, remaining - attempts, s.trials - n_finished(study))
+        leader = study.ask()
+        p0 = derive(s.space_name, suggest(leader, space))
+        shared = {k: v for k, v in leader.params.items() if k not in ARRAY_FIELDS}
+        members, solo = [(leader, p0)], []
+        for _ in range(P - 1):
+            study.enqueue_trial(shared)
+            t = study.ask()
+            params = derive(s.space_name, suggest(t, space))
+            (members if all(t.params.get(k) == v for k, v in shared.items()) else solo).append((t, params))
+        attempts += len(members) + len(solo)
+        configs, alive = [], []
+        for t, params in members:
+            trial_dir = s.out / s.resolved_study_name / f"trial_{t.number:04d}"
+            try:
+                cfg = runner.config(params, trial_dir)
+            except Exception as e:  # a refused combination fails that member only
+                t.set_user_attr("fail_reason", f"settings refused: {' '.join(str(e).split())[:300]}")
+                study.tell(t, state=optuna.trial.TrialState.FAIL)
+                continue
+            t.set_user_attr("config", cfg)
+            t.set_user_attr("population", [m.number for m, _ in members])
+            configs.append(cfg)
+            alive.append(t)
+        if alive:
+            log(f"population of {len(alive)}: trials {[t.number for t in alive]}")
+            reporters = [PrunerHook(t, lambda m: m[runner.objective_key]) for t in alive]
+            try:
+                with _Heartbeats(study, alive, s.heartbeat_s):
+                    outcomes = run_pretrain_population(configs, reporters, log=log)
+            except BaseException as e:  # Ctrl-C or an error: no member stays RUNNING
+                for t in alive:
+                    t.set_user_attr("fail_reason", f"population stopped: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+                    study.tell(t, state=optuna.trial.TrialState.FAIL)
+                raise
+            for t, o in zip(alive, outcomes):
+                try:
+                    value = finish_trial(t, o, log)
+                    study.tell(t, value if math.isfinite(value) else None,
+                               state=None if math.isfinite(value) else optuna.trial.TrialState.FAIL)
+                except optuna.TrialPruned:
+                    study.tell(t, state=optuna.trial.TrialState.PRUNED)
+        for t, params in solo:
+            try:
+                value = objective(t)
+                study.tell(t, value if math.isfinite(value) else None,
+                           state=None if math.isfinite(value) else optuna.trial.TrialState.FAIL)
+            except optuna.TrialPruned:
+                study.tell(t, state=optuna.trial.TrialState.PRUNED)
