@@ -1,0 +1,255 @@
+"""`pawn sweep` (issue 15): search spaces and --space files, the pruner hook's global-step
+reports, storage URLs, populations reproducing sequential runs, and end-to-end studies (pruning a
+bad trial, the best config reproducing its val loss, Ctrl-C + re-run, two workers at once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from pawn.settings import PretrainConfig
+from pawn.sweep.settings import SweepSettings
+from pawn.sweep.space import SPACES, SpaceError, derive, load_space, suggest
+from pawn.sweep.storage import storage_url
+from pawn.sweep.trials import PrunerHook, PretrainTrialRunner
+from pawn.train.run import ValidationEvent
+
+REPO = Path(__file__).resolve().parents[1]
+TOY = dict(variant="toy", batch_size=4, seq_len=32, val_games=8, steps_per_chunk=2, val_every=2, checkpoint_every=8,
+           total_steps=8, warmup_steps=1)
+KEY = PretrainTrialRunner(TOY).objective_key
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(REPO / "src"), "JAX_PLATFORMS": "cpu"}
+
+
+def _sweep_cmd(out: Path, trials: int, *extra: str) -> list[str]:
+    (out.parent / "base.json").write_text(json.dumps(TOY))
+    (out.parent / "space.json").write_text(json.dumps({
+        "lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+        "weight_decay": {"type": "float", "low": 0.0, "high": 0.1}, "batch_size": 4, "warmup_steps": 1, "total_steps": 8}))
+    return [sys.executable, "-m", "pawn.cli", "sweep", "--run-type", "pretrain", "--trials", str(trials),
+            "--base-config", str(out.parent / "base.json"), "--space", str(out.parent / "space.json"),
+            "--pruner", "median", "--out", str(out), *extra]
+
+
+# ------------------------------------------------------------------ spaces
+def test_spaces_follow_spec_6_1():
+    lora = SPACES["lora"]
+    assert lora["lr"] == FloatDistribution(1e-5, 1e-2, log=True)
+    assert lora["batch_size"] == CategoricalDistribution([32, 64, 128, 256])
+    assert lora["rank"] == CategoricalDistribution([2, 4, 8, 16, 32])
+    assert lora["patience"] == IntDistribution(5, 20)
+    assert SPACES["rosa"]["rosa_warmup_steps"] == IntDistribution(32, 256, step=32)
+    assert SPACES["pretrain"]["warmup_steps"] == IntDistribution(500, 5000, step=500)
+    assert SPACES["architecture"]["n_layers"] == IntDistribution(8, 24, step=2)
+    # rosa-ratio: bottleneck_dim = round(budget·r / 16,384), density = budget·(1−r) / 8,388,608
+    d = derive("rosa-ratio", {"total_budget": 250_000, "bottleneck_ratio": 0.4, "lr": 1e-3})
+    assert d == {"lr": 1e-3, "bottleneck_dim": 6, "density": pytest.approx(250_000 * 0.6 / 8_388_608)}
+
+
+def test_space_file_overrides_and_fixes_fields(tmp_path):
+    f = tmp_path / "space.toml"
+    f.write_text('rank = {type = "categorical", choices = [4]}\nlr = {type = "float", low = 0.001, high = 0.002}\n'
+                 'patience = 3\nextra = {type = "int", low = 1, high = 3, step = 2}\n')
+    space = load_space("lora", f)
+    assert space["rank"] == CategoricalDistribution([4]) and space["patience"] == 3
+    assert space["lr"] == FloatDistribution(0.001, 0.002) and space["extra"] == IntDistribution(1, 3, step=2)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    p = suggest(study.ask(), space)
+    assert p["rank"] == 4 and p["patience"] == 3 and 0.001 <= p["lr"] <= 0.002 and p["extra"] in (1, 3)
+    assert set(p) == set(space)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('lr = {type = "uniform", low = 0, high = 1}', "type must be float, int or categorical"),
+    ('lr = {type = "float", low = 0.1}', "needs high"),
+    ('lr = {type = "float", low = 1, high = 2, lo = 3}', "unknown keys"),
+    ('rank = {type = "categorical", choices = []}', "non-empty"),
+])
+def test_bad_space_file_is_one_line_naming_file_and_field(tmp_path, text, needle):
+    f = tmp_path / "s.toml"
+    f.write_text(text + "\n")
+    with pytest.raises(SpaceError) as e:
+        load_space("lora", f)
+    assert str(f) in str(e.value) and needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unknown_strategy_and_missing_adapter_fields():
+    with pytest.raises(SpaceError, match="known: lora"):
+        load_space("nope")
+    with pytest.raises(ValueError, match="--strategy, --checkpoint and --data"):
+        SweepSettings.load(out="x", strategy="lora")
+
+
+def test_storage_urls(tmp_path):
+    assert storage_url(None, tmp_path) == f"sqlite:///{(tmp_path / 'study.db').resolve()}"
+    assert storage_url("postgresql://u@h/db", tmp_path) == "postgresql://u@h/db"
+    assert storage_url(str(tmp_path / "s.log"), tmp_path) == f"journal:{(tmp_path / 's.log').resolve()}"
+    assert storage_url(str(tmp_path / "a.db"), tmp_path) == f"sqlite:///{(tmp_path / 'a.db').resolve()}"
+
+
+# ------------------------------------------------------------------ pruner hook
+class _Ctx:
+    def __init__(self, step):
+        self.step, self.stop = step, None
+
+    def request_stop(self, reason, by=""):
+        self.stop = reason
+
+
+def test_pruner_hook_reports_global_steps_once_and_requests_stop():
+    study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(upper=5.0))
+    trial = study.ask()
+    hook = PrunerHook(trial, lambda m: m["v"])
+    hook.on_event(ValidationEvent(100, {"v": 4.0}))
+    hook.on_event(ValidationEvent(100, {"v": 1.0}))  # a resumed trial re-validating step 100: not re-reported
+    ctx = _Ctx(100)
+    hook.on_chunk(ctx)
+    assert ctx.stop is None and study.trials[0].intermediate_values == {100: 4.0}
+    hook.on_event(ValidationEvent(200, {"v": 6.0}))
+    ctx = _Ctx(200)
+    hook.on_chunk(ctx)
+    assert ctx.stop == "pruned" and study.trials[0].intermediate_values == {100: 4.0, 200: 6.0} and hook.best == 4.0
+    nan_hook = PrunerHook(study.ask(), lambda m: m["v"])
+    nan_hook.on_event(ValidationEvent(10, {"v": float("nan")}))
+    ctx = _Ctx(10)
+    nan_hook.on_chunk(ctx)
+    assert ctx.stop == "nonfinite_val"
+
+
+# ------------------------------------------------------------------ populations
+class _Recorder:
+    intermediate_values: dict = {}
+
+    def report(self, v, s):
+        pass
+
+    def should_prune(self):
+        return False
+
+
+def _population_vs_sequential(tmp_path, members, **over):
+    from pawn.sweep.population import run_pretrain_population
+    from pawn.train.pretrain import run_pretrain
+
+    base = {**TOY, **over}
+    configs = [PretrainConfig.load(**{**base, **m, "out": str(tmp_path / f"m{i}")}).model_dump(mode="json") for i, m in enumerate(members)]
+    reps = [PrunerHook(_Recorder(), lambda m: m[KEY]) for _ in members]
+    outs = run_pretrain_population(configs, reps, log=lambda m: None)
+    for i, c in enumerate(configs):
+        seq = PrunerHook(_Recorder(), lambda m: m[KEY])
+        res = run_pretrain(PretrainConfig.load(**c), log=lambda m: None, progress=False, install_signal_handlers=False, hooks=[seq])
+        train = {r["step"]: r["loss"] for r in map(json.loads, open(res.run_dir / "metrics.jsonl")) if r.get("type") == "train"}
+        assert outs[i].reason == "completed" and set(outs[i].val_losses) == set(seq.reported) == set(range(2, base["total_steps"] + 1, 2))
+        for s, v in seq.reported.items():
+            assert outs[i].val_losses[s] == pytest.approx(v, rel=2e-5, abs=2e-5), (i, s)
+        assert set(outs[i].train_losses) == set(train)
+        for s, v in train.items():
+            assert outs[i].train_losses[s] == pytest.approx(v, rel=2e-5, abs=2e-5), (i, s)
+    return outs
+
+
+def test_population_of_2_reproduces_sequential_runs(tmp_path):
+    outs = _population_vs_sequential(tmp_path, [dict(lr=3e-4, weight_decay=0.0), dict(lr=2e-3, weight_decay=0.1, warmup_steps=0)],
+                                     total_steps=4)
+    assert outs[0].val_losses[4] != pytest.approx(outs[1].val_losses[4], abs=1e-3)  # the members really differ
+
+
+@pytest.mark.slow
+def test_population_of_4_reproduces_sequential_runs(tmp_path):
+    _population_vs_sequential(tmp_path, [dict(lr=3e-4, weight_decay=0.0), dict(lr=1e-3, weight_decay=0.05, warmup_steps=2),
+                                         dict(lr=2e-3, weight_decay=0.1, warmup_steps=0), dict(lr=5e-4, weight_decay=0.01, warmup_steps=4)])
+
+
+def test_population_refuses_members_differing_in_shared_fields():
+    from pawn.sweep.population import PopulationError, check_population
+
+    check_population([{"lr": 1e-3, "batch_size": 4, "out": "a"}, {"lr": 2e-3, "batch_size": 4, "out": "b"}])
+    with pytest.raises(PopulationError, match="differ in batch_size"):
+        check_population([{"lr": 1e-3, "batch_size": 4}, {"lr": 1e-3, "batch_size": 8}])
+
+
+# ------------------------------------------------------------------ end to end
+def _study(out: Path) -> optuna.Study:
+    return optuna.load_study(study_name="pretrain", storage=f"sqlite:///{out / 'study.db'}")
+
+
+@pytest.mark.slow
+def test_sweep_prunes_bad_trial_continues_and_best_config_reproduces(tmp_path):
+    out = tmp_path / "sw"
+    r = subprocess.run(_sweep_cmd(out, 2, "--seed", "0"), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    study = _study(out)
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 2
+    first_values = [t.value for t in study.trials]
+    study.enqueue_trial({"lr": 1.0})  # deliberately bad; the re-run continues the same study with it
+    r = subprocess.run(_sweep_cmd(out, 3, "--seed", "0", "--json", str(tmp_path / "all.json")), env=_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    trials = json.loads((tmp_path / "all.json").read_text())["trials"]
+    assert [t["value"] for t in trials[:2]] == first_values
+    assert trials[2]["params"]["lr"] == 1.0 and trials[2]["state"] == "PRUNED" and trials[2]["steps"] == 2
+    assert "1 pruned" in r.stdout
+    best = min((t for t in trials if t["state"] == "COMPLETE"), key=lambda t: t["value"])
+    cfg = json.loads((out / "best_config.json").read_text())
+    assert cfg["lr"] == best["params"]["lr"] and "out" not in cfg
+    r = subprocess.run([sys.executable, "-m", "pawn.cli", "pretrain", "--config", str(out / "best_config.json"),
+                        "--out", str(tmp_path / "again")], env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    vals = [json.loads(line) for line in open(tmp_path / "again" / "metrics.jsonl")]
+    again = min(v[KEY] for v in vals if v.get("type") == "val")
+    assert again == pytest.approx(best["value"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_ctrl_c_then_rerun_continues_the_study(tmp_path):
+    out = tmp_path / "sw"
+    p = subprocess.Popen(_sweep_cmd(out, 3), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        time.sleep(1)
+        if (out / "study.db").exists():
+            try:
+                if any(t.state == TrialState.COMPLETE for t in _study(out).trials):
+                    break
+            except Exception:  # the study may not exist yet
+                pass
+    time.sleep(3)  # into the second trial
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-2000:]
+    before = _study(out).trials
+    done_before = [t for t in before if t.state == TrialState.COMPLETE]
+    assert done_before and all(t.state != TrialState.RUNNING for t in before)
+    r = subprocess.run(_sweep_cmd(out, 3), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = _study(out).trials
+    assert [t.value for t in after[:len(done_before)]] == [t.value for t in done_before]  # the same study, continued
+    assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in after) == 3
+    assert len(optuna.get_all_study_names(f"sqlite:///{out / 'study.db'}")) == 1
+
+
+@pytest.mark.slow
+def test_two_workers_started_at_once_on_a_fresh_sqlite_file(tmp_path):
+    out = tmp_path / "sw"
+    cmd = _sweep_cmd(out, 2)
+    procs = [subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=600) for p in procs]
+    for p, (o, e) in zip(procs, results):
+        assert p.returncode == 0, e[-2000:]
+        assert "database is locked" not in e
+    assert optuna.get_all_study_names(f"sqlite:///{out / 'study.db'}") == ["pretrain"]
+    trials = _study(out).trials
+    assert sum(t.state == TrialState.COMPLETE for t in trials) >= 2 and not any(t.state == TrialState.RUNNING for t in trials)
