@@ -253,3 +253,48 @@ def test_two_workers_started_at_once_on_a_fresh_sqlite_file(tmp_path):
     assert optuna.get_all_study_names(f"sqlite:///{out / 'study.db'}") == ["pretrain"]
     trials = _study(out).trials
     assert sum(t.state == TrialState.COMPLETE for t in trials) >= 2 and not any(t.state == TrialState.RUNNING for t in trials)
+
+
+def test_population_sweep_tells_each_member_to_the_study(tmp_path):
+    from pawn.sweep.study import run_sweep
+
+    (tmp_path / "base.json").write_text(json.dumps({**TOY, "total_steps": 4}))
+    (tmp_path / "space.json").write_text(json.dumps({"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+                                                     "beta2": {"type": "categorical", "choices": [0.9, 0.95, 0.99]},
+                                                     "batch_size": 4, "total_steps": 4, "warmup_steps": 1}))
+    s = SweepSettings.load(run_type="pretrain", trials=2, population=2, pruner="none", seed=3, out=tmp_path / "sw",
+                           base_config=tmp_path / "base.json", space=tmp_path / "space.json")
+    res = run_sweep(s, log=lambda m: None)
+    trials = res.trials
+    assert [t["state"] for t in trials] == ["COMPLETE", "COMPLETE"]
+    assert trials[0]["population"] == trials[1]["population"] == [0, 1]
+    assert trials[0]["params"]["beta2"] == trials[1]["params"]["beta2"]  # not array-valued: shared through the queue
+    assert trials[0]["params"]["lr"] != trials[1]["params"]["lr"]
+    assert set(trials[0]["intermediate"]) == {"2", "4"} and trials[0]["value"] == min(trials[0]["intermediate"].values())
+    best = min(trials, key=lambda t: t["value"])
+    assert json.loads(res.best_config.read_text())["lr"] == best["params"]["lr"]
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_no_trial_running(tmp_path):
+    out = tmp_path / "sw"
+    hb = ["--heartbeat-s", "1", "--grace-s", "4"]
+    p = subprocess.Popen(_sweep_cmd(out, 1, *hb), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        time.sleep(0.5)
+        try:
+            if any(t.state == TrialState.RUNNING for t in _study(out).trials):
+                break
+        except Exception:  # no study yet
+            pass
+    p.kill()  # SIGKILL mid-trial: no chance to record anything
+    p.wait()
+    assert [t.state for t in _study(out).trials] == [TrialState.RUNNING]
+    time.sleep(5)  # past the grace period
+    r = subprocess.run(_sweep_cmd(out, 1, *hb), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    trials = _study(out).trials
+    assert trials[0].state == TrialState.FAIL
+    assert trials[1].state == TrialState.COMPLETE and trials[1].system_attrs.get("failed_trial") == trials[0].number
+    assert trials[1].params == trials[0].params  # retried with the same parameters
