@@ -275,6 +275,7 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
         pawn.sweep.study.SweepError: the run type has no population trainer.
     """
     import time
+    import warnings
 
     import optuna
 
@@ -291,13 +292,17 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
         if getattr(study._storage, "is_heartbeat_enabled", lambda: False)():
             optuna.storages.fail_stale_trials(study)
         P = min(s.population, remaining - attempts, s.trials - n_finished(study))
-        leader = study.ask()
+        with warnings.catch_warnings():  # heartbeats are recorded by _Heartbeats below, not study.optimize
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+            leader = study.ask()
         p0 = derive(s.space_name, suggest(leader, space))
         shared = {k: v for k, v in leader.params.items() if k not in ARRAY_FIELDS}
         members, solo = [(leader, p0)], []
         for _ in range(P - 1):
             study.enqueue_trial(shared)
-            t = study.ask()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+                t = study.ask()
             params = derive(s.space_name, suggest(t, space))
             (members if all(t.params.get(k) == v for k, v in shared.items()) else solo).append((t, params))
         attempts += len(members) + len(solo)
