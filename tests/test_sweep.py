@@ -298,3 +298,33 @@ def test_a_killed_worker_leaves_no_trial_running(tmp_path):
     assert trials[0].state == TrialState.FAIL
     assert trials[1].state == TrialState.COMPLETE and trials[1].system_attrs.get("failed_trial") == trials[0].number
     assert trials[1].params == trials[0].params  # retried with the same parameters
+
+
+def test_journal_storage_study_is_created_once_and_checked(tmp_path):
+    from pawn.sweep.storage import fail_running_trials
+    from pawn.sweep.study import SweepError, open_study
+
+    s = SweepSettings.load(run_type="pretrain", storage=str(tmp_path / "study.log"), out=tmp_path / "sw")
+    a, url = open_study(s)
+    assert url == f"journal:{(tmp_path / 'study.log').resolve()}"
+    running = a.ask()
+    b, _ = open_study(s)  # load_if_exists: the same study
+    assert b._study_id == a._study_id and len(b.trials) == 1
+    assert fail_running_trials(b, "test: no worker runs") == [running.number]
+    t = open_study(s)[0].trials[0]
+    assert t.state == TrialState.FAIL and t.user_attrs["fail_reason"] == "test: no worker runs"
+    with pytest.raises(SweepError, match="is a pretrain sweep over 'pretrain', not adapter over 'lora'"):
+        open_study(SweepSettings.load(strategy="lora", checkpoint="x", data="y", study_name="pretrain",
+                                      storage=str(tmp_path / "study.log"), out=tmp_path / "sw"))
+
+
+def test_cli_bad_storage_and_space_are_one_line_errors(tmp_path):
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    r = CliRunner().invoke(app, ["sweep", "--run-type", "pretrain", "--storage", "nosuchdb://x", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "--storage nosuchdb://x: cannot open" in r.output and "Traceback" not in r.output
+    (tmp_path / "s.json").write_text('{"lr": {"type": "float", "low": 1}}')
+    r = CliRunner().invoke(app, ["sweep", "--run-type", "pretrain", "--space", str(tmp_path / "s.json"), "--out", str(tmp_path / "o2")])
+    assert r.exit_code == 2 and "field lr: type float needs high" in r.output

@@ -6,7 +6,7 @@ with Optuna's trial heartbeat. SQLite allows one writer at a time; a second writ
 file lock instead of failing with ``database is locked`` because the connection's busy timeout
 is raised (``connect_args={"timeout": 120}``). Creating the tables and the study are the two
 steps that race when workers start at the same moment, so both run under an exclusive
-``fcntl`` lock on ``<db>.lock`` (``load_if_exists=True`` makes the later workers load it).
+``fcntl`` lock on ``<db>.create.lock`` (``load_if_exists=True`` makes the later workers load it).
 
 Heartbeats: every running trial updates its heartbeat every ``heartbeat_s``; a trial whose
 heartbeat is older than ``grace_s`` (a worker that was killed) is marked FAILED by the next
@@ -58,9 +58,9 @@ def storage_url(spec: Optional[str], out: Path) -> str:
 
 def _lock_path(url: str, out: Path) -> Path:
     if url.startswith("sqlite:///"):
-        return Path(url[len("sqlite:///"):] + ".lock")
+        return Path(url[len("sqlite:///"):] + ".create.lock")
     if url.startswith("journal:"):
-        return Path(url[len("journal:"):] + ".lock")
+        return Path(url[len("journal:"):] + ".create.lock")  # not .lock: the journal's own lock file
     return Path(out) / ".study.lock"
 
 
