@@ -22,6 +22,7 @@ the results do not depend on whether a corpus was cached. A corpus whose feature
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Optional
 
 import equinox as eqx
@@ -131,41 +132,66 @@ def _metric_sums(kind: str, logits, y, w, mean):
     return loss, ss_res, abs_err, ss_tot
 
 
-@eqx.filter_jit
-def _hidden(model, ids, attn, dtype):
-    return model(ids, attn, dtype=dtype, return_hidden=True)[1]
+class _Head:
+    """Column layout of the fused probe head: every active probe's outputs side by side, in
+    ``probes`` order, so one matmul per layer computes all probes (``[n, d] × [d, Σ n_out]``).
+
+    The probes share the features of a step, so their weights live in one array ``w``
+    [L+1, d, Σ n_out] (``b`` [L+1, Σ n_out]) trained by one AdamW. AdamW is elementwise and every
+    probe steps on every mini-batch, so this is the same optimisation as one optimizer per probe
+    type (spec §2.2), up to float32 summation order. Static (hashable) for ``jit``."""
+
+    def __init__(self, probes: tuple[str, ...]):
+        self.probes = tuple(probes)
+        offs = np.concatenate([[0], np.cumsum([PROBES[k][0] for k in self.probes])]).astype(int)
+        self.slices = {k: (int(offs[i]), int(offs[i + 1])) for i, k in enumerate(self.probes)}
+        self.n_out = int(offs[-1])
+
+    def __hash__(self):
+        return hash(self.probes)
+
+    def __eq__(self, other):
+        return isinstance(other, _Head) and other.probes == self.probes
+
+    def split(self, logits) -> dict:
+        """Fused logits [..., Σ n_out] → {probe: [..., n_out]}."""
+        return {k: logits[..., a:b] for k, (a, b) in self.slices.items()}
+
+    def fuse(self, params: dict[str, dict]) -> dict:
+        """Per-probe params {probe: {w [L+1, d, n_out], b [L+1, n_out]}} → fused {w, b}."""
+        return {"w": jnp.concatenate([params[k]["w"] for k in self.probes], -1),
+                "b": jnp.concatenate([params[k]["b"] for k in self.probes], -1)}
+
+    def unfuse(self, fused: dict) -> dict[str, dict]:
+        """Inverse of :meth:`fuse`."""
+        return {k: {"w": fused["w"][..., a:b], "b": fused["b"][..., a:b]} for k, (a, b) in self.slices.items()}
+
+
+def _apply(fused, h):
+    """Fused logits float32 [L+1, n, Σ n_out] of features h [L+1, n, d] (one batched matmul per
+    step; bfloat16 features are upcast, so the probe math is float32 whatever the cache holds)."""
+    return jnp.einsum("lnd,ldk->lnk", h.astype(jnp.float32), fused["w"]) + fused["b"][:, None, :]
+
+
+def _fused_loss(head: _Head, fused, h, ys, w):
+    """Σ over probes and layers of the per-layer weighted mean losses (probes and layers are
+    independent, so each weight's gradient is that of its own loss)."""
+    out = head.split(_apply(fused, h))
+    return sum(_per_layer_loss(PROBES[k][1], out[k], ys[k], w).sum() for k in head.probes)
 
 
 @eqx.filter_jit
-def _block_features(model, ids, attn, flat, dtype):
-    """Hidden states of every layer at flat positions: ids [B, T] → float32 [L+1, len(flat), d]."""
-    hidden = _hidden(model, ids, attn, dtype)
-    Lp, B, T, d = hidden.shape
-    return hidden.reshape(Lp, B * T, d)[:, flat].astype(jnp.float32)
-
-
-def _apply(params, h):
-    return {k: jnp.einsum("lnd,ldk->lnk", h, p["w"]) + p["b"][:, None, :] for k, p in params.items()}
-
-
-@eqx.filter_jit
-def _train_segment(params, opt_state, optimizer, feats, targets, idx, w, active):
-    """AdamW steps over one segment. feats [L+1, n, d]; targets {probe: [n, ...]}; idx, w
-    [S, inner] (rows into feats, weights 0 on padding); active bool [S] (False = no step)."""
+def _train_segment(head, params, opt_state, optimizer, feats, targets, idx, w, active):
+    """AdamW steps over one segment. params fused {w, b}; feats [L+1, n, d]; targets {probe:
+    [n, ...]}; idx, w [S, inner] (rows into feats, weights 0 on padding); active bool [S] (False =
+    no step)."""
 
     def step(carry, xs):
         i, wi, on = xs
 
         def run(c):
             p, o = c
-            h = feats[:, i]
-            ys = {k: a[i] for k, a in targets.items()}
-
-            def loss_fn(q):
-                out = _apply(q, h)
-                return sum(_per_layer_loss(PROBES[k][1], out[k], ys[k], wi).sum() for k in q)
-
-            grads = jax.grad(loss_fn)(p)
+            grads = jax.grad(_fused_loss, argnums=1)(head, p, feats[:, i], {k: a[i] for k, a in targets.items()}, wi)
             updates, o = optimizer.update(grads, o, p)
             return optax.apply_updates(p, updates), o
 
@@ -176,15 +202,37 @@ def _train_segment(params, opt_state, optimizer, feats, targets, idx, w, active)
 
 
 @eqx.filter_jit
-def _val_segment(params, feats, targets, idx, w, means):
+def _val_segment(head, params, feats, targets, idx, w, means):
     """Per-chunk validation sums over one segment: {probe: 4 × [S, L+1]} (see :func:`_metric_sums`)."""
 
     def chunk(_, xs):
         i, wi = xs
-        out = _apply(params, feats[:, i])
-        return None, {k: _metric_sums(PROBES[k][1], out[k], targets[k][i], wi, means.get(k, 0.0)) for k in params}
+        out = head.split(_apply(params, feats[:, i]))
+        return None, {k: _metric_sums(PROBES[k][1], out[k], targets[k][i], wi, means.get(k, 0.0)) for k in head.probes}
 
     return jax.lax.scan(chunk, None, (idx, w))[1]
+
+
+@eqx.filter_jit
+def _hidden(model, ids, attn, dtype):
+    return model(ids, attn, dtype=dtype, return_hidden=True)[1]
+
+
+@eqx.filter_jit
+def _block_features(model, ids, attn, flat, dtype):
+    """Hidden states of every layer at flat positions: ids [B, T] → [L+1, len(flat), d] in the
+    backbone's output dtype (float32, or bfloat16 for a bfloat16 forward: stored as computed, so
+    caching loses nothing; the probes upcast to float32)."""
+    hidden = _hidden(model, ids, attn, dtype)
+    Lp, B, T, d = hidden.shape
+    return hidden.reshape(Lp, B * T, d)[:, flat]
+
+
+@partial(jax.jit, donate_argnums=0)
+def _put_block(cache, block, r0):
+    """Write ``block`` [L+1, rows, d] into rows ``r0 …`` of ``cache`` [L+1, N, d] in place (the
+    cache buffer is donated, so building the cache never holds two copies of it)."""
+    return jax.lax.dynamic_update_slice(cache, block.astype(cache.dtype), (0, r0, 0))
 
 
 # --------------------------------------------------------------------------- data
@@ -205,6 +253,13 @@ def _auto_cache_bytes() -> int:
         return 4 << 30
 
 
+def _feature_dtype(model, seq_len: int, dtype):
+    """Dtype of the backbone's hidden states for a forward in ``dtype`` (shape-only trace)."""
+    ids = jax.ShapeDtypeStruct((1, seq_len), jnp.int32)
+    attn = jax.ShapeDtypeStruct((1, seq_len), jnp.bool_)
+    return jax.eval_shape(lambda i, a: _hidden(model, i, a, dtype), ids, attn).dtype
+
+
 class _Features:
     """Float32 hidden states [L+1, n_positions, d] of one corpus at its probed positions (row
     order: game-major, ply ascending — the order of ``corpus.rows``), computed ``game_batch``
@@ -217,27 +272,31 @@ class _Features:
         self.feats = self.targets = None
         if cache:
             Lp, d = model.config.n_layers + 1, model.config.d_model
-            host = np.empty((Lp, corpus.n_positions, d), np.float32)
             n_groups = -(-corpus.n_games // game_batch)
+            # One spare block of rows so every group writes a full, fixed-shape block (one compile).
+            self.feats = jnp.zeros((Lp, corpus.n_positions + self.block_rows, d), _feature_dtype(model, corpus.seq_len, dtype))
             for gi, s in enumerate(range(0, corpus.n_games, game_batch)):
                 games = np.arange(s, min(s + game_batch, corpus.n_games))
-                f, n = self._compute(games)
-                r0 = corpus.starts[games[0]]
-                host[:, r0:r0 + n] = np.asarray(f[:, :n])
+                block, _ = self._compute(games)
+                self.feats = _put_block(self.feats, block, jnp.int32(corpus.starts[games[0]]))
                 if progress is not None:
+                    self.feats.block_until_ready()
                     progress((gi + 1) / n_groups)
-            self.feats = jnp.asarray(host)
-            del host
             self.targets = {k: jnp.asarray(a) for k, a in corpus.rows.items()}
 
-    def _compute(self, games: np.ndarray):
-        """(features [L+1, block_rows, d] of ``games``' positions in order, padded; count n)."""
+    def _inputs(self, games: np.ndarray):
+        """(ids, attn, flat padded to ``block_rows``, n valid) of ``games``' positions, in order."""
         c = self.corpus
         ids, attn, flat = c.batch(_pad_games(games, self.game_batch))
         flat = flat[flat < games.size * c.seq_len]
         n = flat.size
         flat = np.concatenate([flat, np.zeros(self.block_rows - n, flat.dtype)])
-        return _block_features(self.model, jnp.asarray(ids), jnp.asarray(attn), jnp.asarray(flat), self.dtype), n
+        return jnp.asarray(ids), jnp.asarray(attn), jnp.asarray(flat), n
+
+    def _compute(self, games: np.ndarray):
+        """(features [L+1, block_rows, d] of ``games``' positions in order, padded; count n)."""
+        ids, attn, flat, n = self._inputs(games)
+        return _block_features(self.model, ids, attn, flat, self.dtype), n
 
     def block(self, games: np.ndarray):
         """Streaming: (features, targets) of ``games`` with rows 0…n−1 in order (padded)."""
@@ -370,7 +429,8 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
                    lambda f: report(share + f * (1 - share), "hidden states (training)"))
     report(1.0, "hidden states cached" if cache_val or cache_train else "streaming hidden states")
 
-    params = init_probe_params(config.probes, Lp, d, config.seed + 7)
+    head = _Head(config.probes)
+    params = head.fuse(init_probe_params(config.probes, Lp, d, config.seed + 7))
     optimizer = optax.adamw(config.lr, weight_decay=config.weight_decay)
     opt_state = optimizer.init(params)
     means = {}
@@ -388,12 +448,12 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
         outs = []
         if cache_val:
             for i, w, _ in _segments(*val_plan, seg):
-                outs.append(_val_segment(params, vf.feats, vf.targets, i, w, means))
+                outs.append(_val_segment(head, params, vf.feats, vf.targets, i, w, means))
         else:
             for games in val_groups:
                 f, ys = vf.block(games)
                 for i, w, _ in _segments(*_chunk(np.arange(val.counts[games].sum()), config.inner_batch), seg):
-                    outs.append(_val_segment(params, f, ys, i, w, means))
+                    outs.append(_val_segment(head, params, f, ys, i, w, means))
         n = max(val.n_positions, 1)
         res = {}
         for k in config.probes:
@@ -420,14 +480,14 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
             w = np.concatenate([s[1] for s in steps])
             n_seg = -(-len(idx) // seg)
             for si, (i, ww, on) in enumerate(_segments(idx, w, seg)):
-                params, opt_state = _train_segment(params, opt_state, optimizer, tf.feats, tf.targets, i, ww, on)
+                params, opt_state = _train_segment(head, params, opt_state, optimizer, tf.feats, tf.targets, i, ww, on)
                 report(1 + epoch + 0.9 * (si + 1) / n_seg, label)
         else:
             for gi, games in enumerate(groups):
                 f, ys = tf.block(games)
                 local = np.arange(train.counts[games].sum())
                 for i, ww, on in _segments(*_chunk(local[rng.permutation(local.size)], config.inner_batch), seg):
-                    params, opt_state = _train_segment(params, opt_state, optimizer, f, ys, i, ww, on)
+                    params, opt_state = _train_segment(head, params, opt_state, optimizer, f, ys, i, ww, on)
                 report(1 + epoch + 0.9 * (gi + 1) / len(groups), label)
         ev = val_pass()
         for k in config.probes:
