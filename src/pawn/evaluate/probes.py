@@ -98,11 +98,13 @@ class ProbeConfig:
 def _per_layer_loss(kind: str, logits, y, w):
     """Weighted mean loss per layer. logits [L+1, n, k]; y targets [n, ...]; w [n] weights."""
     n = logits.shape[1]
-    if kind == "ce_sq":
-        lg = logits.reshape(logits.shape[0], n, 64, 13)
-        l = optax.softmax_cross_entropy_with_integer_labels(lg, y[None].astype(jnp.int32)).mean(-1)
-    elif kind == "ce":
-        l = optax.softmax_cross_entropy_with_integer_labels(logits, y[None].astype(jnp.int32))
+    if kind == "ce_sq":  # class-major columns (see _Head): [L+1, n, 13 classes, 64 squares]
+        lg = logits.reshape(logits.shape[0], n, 13, 64)
+        picked = (lg * jax.nn.one_hot(y, 13, axis=-2, dtype=lg.dtype)[None]).sum(-2)
+        l = (jax.nn.logsumexp(lg, axis=-2) - picked).mean(-1)
+    elif kind == "ce":  # one-hot pick: its gradient is dense, no scatter (slow on CPU)
+        picked = (logits * jax.nn.one_hot(y, logits.shape[-1], dtype=logits.dtype)[None]).sum(-1)
+        l = jax.nn.logsumexp(logits, axis=-1) - picked
     elif kind == "bce":
         l = optax.sigmoid_binary_cross_entropy(logits, jnp.broadcast_to(y.reshape(n, -1)[None], logits.shape)).mean(-1)
     else:
@@ -116,7 +118,7 @@ def _metric_sums(kind: str, logits, y, w, mean):
     loss = _per_layer_loss(kind, logits, y, w) * w.sum()
     zero = jnp.zeros(logits.shape[0])
     if kind == "ce_sq":
-        pred = logits.reshape(logits.shape[0], n, 64, 13).argmax(-1)
+        pred = logits.reshape(logits.shape[0], n, 13, 64).argmax(-2)
         good = ((pred == y[None]).mean(-1) * w[None]).sum(-1)
         return loss, good, zero, zero
     if kind == "ce":
@@ -139,7 +141,11 @@ class _Head:
     The probes share the features of a step, so their weights live in one array ``w``
     [L+1, d, Σ n_out] (``b`` [L+1, Σ n_out]) trained by one AdamW. AdamW is elementwise and every
     probe steps on every mini-batch, so this is the same optimisation as one optimizer per probe
-    type (spec §2.2), up to float32 summation order. Static (hashable) for ``jit``."""
+    type (spec §2.2), up to float32 summation order. ``piece_type``'s 832 columns are stored
+    class-major (column ``c · 64 + square``) rather than the spec's square-major reading
+    (``square · 13 + c``): the same per-square logits, permuted so the 13-way softmax runs along
+    the 64 contiguous squares (faster on CPU); :meth:`fuse` permutes the initial weights
+    accordingly. Static (hashable) for ``jit``."""
 
     def __init__(self, probes: tuple[str, ...]):
         self.probes = tuple(probes)
@@ -158,13 +164,16 @@ class _Head:
         return {k: logits[..., a:b] for k, (a, b) in self.slices.items()}
 
     def fuse(self, params: dict[str, dict]) -> dict:
-        """Per-probe params {probe: {w [L+1, d, n_out], b [L+1, n_out]}} → fused {w, b}."""
-        return {"w": jnp.concatenate([params[k]["w"] for k in self.probes], -1),
-                "b": jnp.concatenate([params[k]["b"] for k in self.probes], -1)}
+        """Per-probe params {probe: {w [L+1, d, n_out], b [L+1, n_out]}} (``piece_type``
+        square-major, as :func:`init_probe_params` makes them) → fused {w, b}."""
 
-    def unfuse(self, fused: dict) -> dict[str, dict]:
-        """Inverse of :meth:`fuse`."""
-        return {k: {"w": fused["w"][..., a:b], "b": fused["b"][..., a:b]} for k, (a, b) in self.slices.items()}
+        def cols(k, a):
+            if PROBES[k][1] != "ce_sq":
+                return a
+            return jnp.swapaxes(a.reshape(*a.shape[:-1], 64, 13), -1, -2).reshape(a.shape)
+
+        return {"w": jnp.concatenate([cols(k, params[k]["w"]) for k in self.probes], -1),
+                "b": jnp.concatenate([cols(k, params[k]["b"]) for k in self.probes], -1)}
 
 
 def _apply(fused, h):
@@ -173,11 +182,31 @@ def _apply(fused, h):
     return jnp.einsum("lnd,ldk->lnk", h.astype(jnp.float32), fused["w"]) + fused["b"][:, None, :]
 
 
-def _fused_loss(head: _Head, fused, h, ys, w):
-    """Σ over probes and layers of the per-layer weighted mean losses (probes and layers are
-    independent, so each weight's gradient is that of its own loss)."""
+def _logit_grad(kind: str, logits, y, w):
+    """d(per-layer weighted mean loss)/d logits, float32 [L+1, n, k]: the closed forms of the
+    losses of :func:`_per_layer_loss` (softmax − one-hot for CE, σ − y for BCE, 2·(z − y) for MSE),
+    each divided by the outputs averaged over and scaled by ``w / Σw``."""
+    n, k = logits.shape[1], logits.shape[2]
+    scale = (w / jnp.maximum(w.sum(), 1.0))[None, :, None]
+    if kind == "ce_sq":  # class-major [L+1, n, 13, 64], mean over the 64 squares
+        lg = logits.reshape(logits.shape[0], n, 13, 64)
+        g = (jax.nn.softmax(lg, axis=-2) - jax.nn.one_hot(y, 13, axis=-2, dtype=lg.dtype)[None]) / 64.0
+        return g.reshape(logits.shape) * scale
+    if kind == "ce":
+        return (jax.nn.softmax(logits, axis=-1) - jax.nn.one_hot(y, k, dtype=logits.dtype)[None]) * scale
+    yy = y.reshape(n, -1).astype(logits.dtype)[None]
+    if kind == "bce":
+        return (jax.nn.sigmoid(logits) - yy) * (scale / k)
+    return (logits - yy) * (scale * (2.0 / k))
+
+
+def _fused_grad(head: _Head, fused, h, ys, w):
+    """Gradient of Σ over probes and layers of the per-layer weighted mean losses w.r.t. the fused
+    {w, b}: one logit-gradient array [L+1, n, Σ n_out] and one matmul ``hᵀ·G`` per layer (the same
+    values as autodiff of :func:`_per_layer_loss`, without per-probe slices and pads)."""
     out = head.split(_apply(fused, h))
-    return sum(_per_layer_loss(PROBES[k][1], out[k], ys[k], w).sum() for k in head.probes)
+    g = jnp.concatenate([_logit_grad(PROBES[k][1], out[k], ys[k], w) for k in head.probes], -1)
+    return {"w": jnp.einsum("lnd,lnk->ldk", h.astype(jnp.float32), g), "b": g.sum(1)}
 
 
 @eqx.filter_jit
@@ -191,7 +220,7 @@ def _train_segment(head, params, opt_state, optimizer, feats, targets, idx, w, a
 
         def run(c):
             p, o = c
-            grads = jax.grad(_fused_loss, argnums=1)(head, p, feats[:, i], {k: a[i] for k, a in targets.items()}, wi)
+            grads = _fused_grad(head, p, feats[:, i], {k: a[i] for k, a in targets.items()}, wi)
             updates, o = optimizer.update(grads, o, p)
             return optax.apply_updates(p, updates), o
 
