@@ -12,11 +12,16 @@ mini-batches of ``inner_batch`` positions. A full validation pass after every ep
 
 Speed (v2 departure from the spec's streaming description, same numbers): the backbone is
 frozen, so its hidden states at the probed positions are computed once per corpus (all layers
-in one forward pass, ``game_batch`` games at a time) and cached as float32 ``[L+1, n_positions,
-d]``; the training steps and validation chunks then run as ``lax.scan`` segments over the cached
-features. The mini-batch sequence (random stream, grouping, padding) is the streaming one, so
-the results do not depend on whether a corpus was cached. A corpus whose features exceed
-``feature_cache_gb`` is streamed instead (its forward pass repeated every epoch).
+in one forward pass, ``game_batch`` games at a time) and cached ``[L+1, n_positions, d]`` in the
+backbone's output dtype (float32 on CPU; a bfloat16 forward's states are kept in bfloat16, as
+computed, and upcast for the probes), written in place into one preallocated buffer. The training
+steps and validation chunks run as ``lax.scan`` segments over the cached features; each step is
+one fused head for all probes (one ``[n, d] × [d, Σ n_out]`` matmul per layer forward, closed-form
+logit gradients, one ``hᵀ·G`` matmul back, one AdamW). The mini-batch sequence (random stream,
+grouping, padding) is the streaming one, so the results do not depend on whether a corpus was
+cached. A corpus whose features exceed ``feature_cache_gb`` is streamed instead (its forward
+pass repeated every epoch). The probe matmuls are the floor: Σ n_out = 918 outputs, so a step
+costs 4 · 256 · (L+1) · d · 918 FLOPs (0.9 GFLOP for the TINY supernet's large variant).
 """
 
 from __future__ import annotations
@@ -68,7 +73,8 @@ class ProbeConfig:
         game_batch, inner_batch: games per forward (64), positions per step (256).
         prepend_outcome: outcome-prefixed layout. probes: subset of :data:`PROBES` (all).
         dtype: compute dtype of the backbone forward.
-        feature_cache_gb: at most this many GiB of cached float32 hidden states (validation set
+        feature_cache_gb: at most this many GiB of cached hidden states (float32, or bfloat16 for a
+            bfloat16 forward) (validation set
             first, then training set); a corpus that does not fit is streamed (recomputed every
             epoch). None = half the accelerator's memory, or 30 % of the host's available
             memory on CPU. Numbers are the same either way.
@@ -292,7 +298,8 @@ def _feature_dtype(model, seq_len: int, dtype):
 
 
 class _Features:
-    """Float32 hidden states [L+1, n_positions, d] of one corpus at its probed positions (row
+    """Hidden states [L+1, n_positions (+ one spare block), d] of one corpus, in the backbone's
+    output dtype, at its probed positions (row
     order: game-major, ply ascending — the order of ``corpus.rows``), computed ``game_batch``
     games per forward pass; or, when not cached, the same rows computed per game group on demand."""
 
@@ -457,6 +464,9 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
     mc = model.config
     max_ply = config.max_ply or min(Layout.of(config.prepend_outcome).max_ply(mc.max_seq_len), 256)
     n_val_games = config.val_games
+    import time
+
+    t_start = time.perf_counter()
     train = _Corpus(config.n_train_games, max_ply, config.seed, config.prepend_outcome, config.probes)
     val = _Corpus(n_val_games, max_ply, config.seed + 1, config.prepend_outcome, config.probes)
     Lp, d = mc.n_layers + 1, mc.d_model
@@ -468,15 +478,18 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
 
     # Feature caches: validation first (it is read every epoch), then training.
     budget = _auto_cache_bytes() if config.feature_cache_gb is None else int(config.feature_cache_gb * 2**30)
-    per_row = Lp * d * 4
-    cache_val = val.n_positions * per_row <= budget
-    cache_train = (train.n_positions + (val.n_positions if cache_val else 0)) * per_row <= budget
+    per_row = Lp * d * jnp.dtype(_feature_dtype(model, train.seq_len, config.dtype)).itemsize
+    spare = config.game_batch * max_ply  # each cache holds one spare block of rows
+    val_rows, train_rows = val.n_positions + spare, train.n_positions + spare
+    cache_val = val_rows * per_row <= budget
+    cache_train = (train_rows + (val_rows if cache_val else 0)) * per_row <= budget
     share = val.n_positions * cache_val / max(val.n_positions * cache_val + train.n_positions * cache_train, 1)
     vf = _Features(model, val, config.game_batch, config.dtype, cache_val,
                    lambda f: report(f * share, "hidden states (validation)"))
     tf = _Features(model, train, config.game_batch, config.dtype, cache_train,
                    lambda f: report(share + f * (1 - share), "hidden states (training)"))
     report(1.0, "hidden states cached" if cache_val or cache_train else "streaming hidden states")
+    t_feats = time.perf_counter()
 
     head = _Head(config.probes)
     params = head.fuse(init_probe_params(config.probes, Lp, d, config.seed + 7))
@@ -542,7 +555,9 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
         for k in config.probes:
             best[k] = np.maximum(best[k], ev[k]["accuracy"])
         report(2 + epoch, f"{label}: " + ", ".join(f"{k} {ev[k]['accuracy'].max():.3f}" for k in config.probes))
+    t_epochs = time.perf_counter()
     final = val_pass()
+    t_end = time.perf_counter()
     layers = ["embed"] + [f"layer_{i}" for i in range(mc.n_layers)]
     probes_out: dict[str, Any] = {}
     best_out: dict[str, Any] = {}
@@ -561,7 +576,10 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
     settings = {"n_games": config.n_train_games, "n_val_games": n_val_games, "max_ply": max_ply, "seed": config.seed,
                 "n_epochs": config.n_epochs, "lr": config.lr, "weight_decay": config.weight_decay, "game_batch": config.game_batch,
                 "inner_batch": config.inner_batch, "prepend_outcome": config.prepend_outcome, "dtype": config.dtype,
-                "features_cached": {"train": cache_train, "val": cache_val}}
+                "features_cached": {"train": cache_train, "val": cache_val},
+                # Wall seconds (first-call compiles included): corpus + hidden-state pass, the
+                # epochs (training + per-epoch validation), the final validation pass.
+                "timing_s": {"features": t_feats - t_start, "epochs": t_epochs - t_feats, "final_val": t_end - t_epochs}}
     return {"settings": settings, "probes": probes_out, "best": best_out}
 
 
