@@ -112,11 +112,12 @@ def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
             return PretrainTrialRunner(base, log=log)
     except ValidationError as e:
         raise SweepError(f"--base-config {s.base_config}: {format_validation_error(e)}") from None
-    try:
-        from pawn.sweep.adapt import AdaptTrialRunner  # noqa: F401  (lands with pawn adapt)
-    except ImportError:
-        raise SweepError("adapter sweeps need pawn adapt, which this build does not have yet; "
-                         "use --run-type pretrain") from None
+    import importlib.util
+
+    if importlib.util.find_spec("pawn.train.adapt") is None:
+        raise SweepError("adapter sweeps need pawn adapt, which this build does not have yet; use --run-type pretrain")
+    from pawn.sweep.adapt import AdaptTrialRunner
+
     return AdaptTrialRunner(base, strategy=s.strategy, checkpoint=s.checkpoint, data=s.data, log=log)
 
 

@@ -1,0 +1,80 @@
+"""Adapter trials: ``pawn adapt`` (:func:`pawn.train.adapt.run_adapt`) in process, one run
+directory per trial, the objective its ``val_loss`` (spec §6.1: best val loss).
+
+The §6.1 search spaces use v1's sweep names; :func:`adapt_fields` maps them to ``pawn adapt``'s
+settings (``rank`` → ``lora_rank``, ``targets = "qv"`` → ``lora_targets = ["q", "v"]``, ``dim`` →
+``bottleneck_dim``, ...). The Lichess games come from the memory-mapped cache that the first trial
+builds (later trials parse nothing); the backbone checkpoint is read from disk by each trial.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from pawn.errors import PawnError
+from pawn.sweep.trials import TrialOutcome, _one_line
+from pawn.train.run import Hook
+
+STRATEGY_OF_SPACE = {"tiny": "specialized_clm"}
+"""§6.1 space names whose ``pawn adapt`` strategy has another name."""
+
+_RENAMES = {
+    "rank": "lora_rank", "dim": "bottleneck_dim", "n_hidden": "bottleneck_n_hidden",
+}
+
+
+def adapt_fields(space_name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """§6.1 parameter names → ``pawn adapt`` settings fields. ``targets`` (``"qkvo"``,
+    ``"qv"``, ``"qkv"``) becomes ``sparse_targets`` for ``sparse`` and ``lora_targets``
+    otherwise, as a list of projection letters. Other names pass through unchanged (an unknown
+    one is refused by the settings model, which fails that trial with the field named)."""
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if k == "targets":
+            out["sparse_targets" if space_name == "sparse" else "lora_targets"] = list(v)
+        else:
+            out[_RENAMES.get(k, k)] = v
+    return out
+
+
+class AdaptTrialRunner:
+    """Adapter trials through :func:`pawn.train.adapt.run_adapt`.
+
+    Args:
+        base: fixed ``pawn adapt`` settings (``--base-config``), below the sweep's own
+            ``checkpoint``/``data``/``strategy`` and the sampled parameters.
+        strategy: the §6.1 space name (``lora``, ``bottleneck``, …, ``tiny``).
+        checkpoint: the backbone (directory or Hub id). data: the Lichess source.
+    """
+
+    command = "adapt"
+    objective_key = "val_loss"
+
+    def __init__(self, base: dict[str, Any], *, strategy: str, checkpoint: str, data: str,
+                 log: Callable[[str], None] = print):
+        self.base, self.space_name, self.log = dict(base), strategy, log
+        self.fixed = {"backbone": checkpoint, "data": data, "strategy": STRATEGY_OF_SPACE.get(strategy, strategy)}
+
+    def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
+        from pawn.train.adapt_config import AdaptSettings
+
+        cfg = AdaptSettings.load(**{**self.base, **self.fixed, **adapt_fields(self.space_name, params),
+                                    "out": str(trial_dir), "resume": None})
+        return cfg.model_dump(mode="json")
+
+    def run(self, config: dict[str, Any], hooks: Sequence[Hook]) -> TrialOutcome:
+        from pawn.sweep.trials import PrunerHook
+        from pawn.train.adapt import run_adapt
+        from pawn.train.adapt_config import AdaptSettings
+
+        cfg = AdaptSettings.load(**config)
+        pruner: Optional[PrunerHook] = next((h for h in hooks if isinstance(h, PrunerHook)), None)
+        reported = (lambda: dict(pruner.reported)) if pruner else dict
+        best = (lambda: pruner.best) if pruner else (lambda: float("nan"))
+        try:
+            res = run_adapt(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks)
+        except PawnError as e:
+            return TrialOutcome(best(), "exception", 0, Path(cfg.out), config, reported(), _one_line(e))
+        err = "validation loss was not finite" if res.reason == "nonfinite_val" else None
+        return TrialOutcome(best(), res.reason, res.step, res.run_dir, config, reported(), err)
