@@ -1,0 +1,85 @@
+"""`pawn sweep` over adapters (issue 15 "Done when"): a 6-trial LoRA sweep on a tiny backbone and
+the shared Lichess games prunes a deliberately bad trial (lr 1e-6), writes the best config, and that
+config reproduces the best trial's val loss with `pawn adapt --config`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+pytest.importorskip("pawn.train.adapt", reason="pawn adapt is not merged into this build yet")
+
+from pawn.sweep.adapt import adapt_fields  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory) -> Path:
+    """A toy backbone pretrained for 120 steps: LoRA at lr 1 has something to destroy (on an
+    untrained backbone the val loss sits at the uniform-over-legal level whatever the lr)."""
+    from pawn.settings import PretrainConfig
+    from pawn.train.pretrain import run_pretrain
+
+    cfg = PretrainConfig.load(variant="toy", total_steps=120, batch_size=16, seq_len=64, val_games=0, steps_per_chunk=20,
+                              checkpoint_every=120, val_every=120, lr=3e-3, warmup_steps=10,
+                              out=str(tmp_path_factory.mktemp("sweep-bb") / "bb"))
+    return run_pretrain(cfg, log=lambda m: None, progress=False, install_signal_handlers=False).checkpoint
+
+
+def test_spec_names_map_to_adapt_settings():
+    assert adapt_fields("lora", {"rank": 8, "targets": "qv", "lora_ffn": True, "lr": 1e-3}) == {
+        "lora_rank": 8, "lora_targets": ["q", "v"], "lora_ffn": True, "lr": 1e-3}
+    assert adapt_fields("sparse", {"targets": "qkv", "density": 0.01}) == {"sparse_targets": ["q", "k", "v"], "density": 0.01}
+    assert adapt_fields("bottleneck", {"dim": 16, "n_hidden": 1}) == {"bottleneck_dim": 16, "bottleneck_n_hidden": 1}
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(REPO / "src"), "JAX_PLATFORMS": "cpu"}
+
+
+@pytest.mark.slow
+def test_lora_sweep_prunes_a_bad_trial_and_best_config_reproduces(tmp_path, backbone, shared_data):
+    base = dict(elo_min=1200, elo_max=2200, epochs=3, steps_per_epoch=4, batch_size=8, seq_len=64, val_games=48,
+                data_seed=7, cache_dir=str(tmp_path / "cache"), max_games=400)
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "space.json").write_text(json.dumps({
+        "lr": {"type": "float", "low": 3e-4, "high": 1e-2, "log": True}, "rank": {"type": "categorical", "choices": [2, 4]},
+        "batch_size": 8, "patience": 5, "warmup_frac": 0.0, "weight_decay": 0.0}))
+    out = tmp_path / "sw"
+    storage = f"sqlite:///{out / 'study.db'}"
+    out.mkdir()
+    study = optuna.create_study(study_name="lora", storage=storage, load_if_exists=True)
+    study.set_user_attr("run_type", "adapter")
+    study.set_user_attr("space", "lora")
+    for lr in (3e-3, 1e-3, 5e-3):  # three sane trials first, so the median pruner has a reference
+        study.enqueue_trial({"lr": lr})
+    # Deliberately bad: a learning rate too small to learn. (lr 1, the issue's example, is not bad
+    # here: on this weak toy backbone under the legal-move mask it gave the best val loss of all.)
+    study.enqueue_trial({"lr": 1e-6})
+    cmd = [sys.executable, "-m", "pawn.cli", "sweep", "--strategy", "lora", "--checkpoint", str(backbone),
+           "--data", str(shared_data / "lichess"), "--trials", "6", "--pruner", "median", "--pruner-startup-trials", "2",
+           "--base-config", str(tmp_path / "base.json"), "--space", str(tmp_path / "space.json"), "--seed", "0",
+           "--out", str(out), "--json", str(tmp_path / "all.json")]
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    trials = json.loads((tmp_path / "all.json").read_text())["trials"]
+    assert len([t for t in trials if t["state"] in ("COMPLETE", "PRUNED")]) == 6
+    bad = trials[3]
+    assert bad["params"]["lr"] == 1e-6 and bad["state"] == "PRUNED" and bad["steps"] == 4, bad
+    best = min((t for t in trials if t["state"] == "COMPLETE"), key=lambda t: t["value"])
+    cfg = json.loads((out / "best_config.json").read_text())
+    assert cfg["lr"] == best["params"]["lr"] and cfg["lora_rank"] == best["params"]["rank"] and cfg["strategy"] == "lora"
+    r = subprocess.run([sys.executable, "-m", "pawn.cli", "adapt", "--config", str(out / "best_config.json"),
+                        "--out", str(tmp_path / "again")], env=_env(), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    vals = [json.loads(x) for x in (tmp_path / "again" / "metrics.jsonl").read_text().splitlines()]
+    again = min(v["val_loss"] for v in vals if v.get("type") == "val" and v.get("step", 0) > 0)
+    assert again == pytest.approx(best["value"], rel=1e-6)
