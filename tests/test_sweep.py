@@ -328,3 +328,15 @@ def test_cli_bad_storage_and_space_are_one_line_errors(tmp_path):
     (tmp_path / "s.json").write_text('{"lr": {"type": "float", "low": 1}}')
     r = CliRunner().invoke(app, ["sweep", "--run-type", "pretrain", "--space", str(tmp_path / "s.json"), "--out", str(tmp_path / "o2")])
     assert r.exit_code == 2 and "field lr: type float needs high" in r.output
+
+
+@pytest.mark.slow
+def test_workers_flag_spawns_processes_on_one_study(tmp_path):
+    out = tmp_path / "sw"
+    r = subprocess.run(_sweep_cmd(out, 2, "--workers", "2"), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "started 2 workers" in r.stderr and "database is locked" not in r.stderr
+    assert json.loads((out / "worker_config.json").read_text())["workers"] == 1
+    trials = _study(out).trials
+    assert sum(t.state == TrialState.COMPLETE for t in trials) >= 2 and not any(t.state == TrialState.RUNNING for t in trials)
+    assert "2 completed" in r.stdout or "3 completed" in r.stdout
