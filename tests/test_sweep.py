@@ -340,3 +340,17 @@ def test_workers_flag_spawns_processes_on_one_study(tmp_path):
     trials = _study(out).trials
     assert sum(t.state == TrialState.COMPLETE for t in trials) >= 2 and not any(t.state == TrialState.RUNNING for t in trials)
     assert "2 completed" in r.stdout or "3 completed" in r.stdout
+
+
+def test_spawned_workers_do_not_share_a_sampler_seed(monkeypatch):
+    from pawn.sweep.study import make_sampler
+
+    s = SweepSettings.load(run_type="pretrain", sampler="random", seed=5, out="x")
+    draws = []
+    for worker in ("0", "1"):
+        monkeypatch.setenv("PAWN_SWEEP_WORKER", worker)
+        study = optuna.create_study(sampler=make_sampler(s))
+        draws.append(study.ask().suggest_float("lr", 0, 1))
+    monkeypatch.delenv("PAWN_SWEEP_WORKER")
+    again = optuna.create_study(sampler=make_sampler(s)).ask().suggest_float("lr", 0, 1)
+    assert draws[0] != draws[1] and again == draws[0]

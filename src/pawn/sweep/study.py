@@ -70,8 +70,11 @@ def make_pruner(s: SweepSettings) -> optuna.pruners.BasePruner:
 
 
 def make_sampler(s: SweepSettings) -> optuna.samplers.BaseSampler:
-    """``tpe`` → ``TPESampler(seed)``; ``random`` → ``RandomSampler(seed)``."""
-    return optuna.samplers.TPESampler(seed=s.seed) if s.sampler == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
+    """``tpe`` → ``TPESampler(seed)``; ``random`` → ``RandomSampler(seed)``. A worker started by
+    ``--workers`` adds its index (``PAWN_SWEEP_WORKER``) to the seed, so workers do not draw the
+    same parameters."""
+    seed = None if s.seed is None else s.seed + int(os.environ.get("PAWN_SWEEP_WORKER", "0") or 0)
+    return optuna.samplers.TPESampler(seed=seed) if s.sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)
 
 
 def open_study(s: SweepSettings) -> tuple[optuna.Study, str]:
