@@ -27,9 +27,7 @@ import statistics
 import tempfile
 import time
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from pawn.model import PAWNModel

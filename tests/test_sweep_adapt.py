@@ -12,7 +12,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-from optuna.trial import TrialState
 
 pytest.importorskip("pawn.train.adapt", reason="pawn adapt is not merged into this build yet")
 

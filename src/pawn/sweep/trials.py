@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-import optuna
 
 from pawn.errors import PawnError
 from pawn.train.run import ChunkContext, Hook, ValidationEvent
