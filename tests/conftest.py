@@ -50,3 +50,16 @@ def lichess_pgns(shared_data: Path) -> list[Path]:
     files = sorted((shared_data / "lichess").glob("*.pgn"))
     assert files, f"no PGN files in {shared_data / 'lichess'}"
     return files
+
+
+@pytest.fixture(autouse=True)
+def _hf_offline_follows_the_environment(monkeypatch):
+    """huggingface_hub reads HF_HUB_OFFLINE once, at its first import: a test that imported it
+    under ``HF_HUB_OFFLINE=1`` would leave every later test offline. Each test starts with the
+    library's flag equal to the environment's."""
+    import sys
+
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        value = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", value)
