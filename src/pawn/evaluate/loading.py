@@ -14,6 +14,7 @@ from pawn.config import SUPERNETS, ModelConfig, supernet_of
 from pawn.convert import ConversionError, load_source
 from pawn.hub.fetch import HubDownloadError
 from pawn.data.layout import Layout
+from pawn.errors import UsageError
 
 
 @dataclass
@@ -125,7 +126,8 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
     Raises:
         FileNotFoundError, pawn.checkpoint.CheckpointError, pawn.convert.ConversionError: from
             loading (a string that names no local directory and fails as a Hub id gets a message
-            naming both readings, :func:`not_local_nor_hub`); ValueError: ``variant`` given for a checkpoint that is not a supernet, or
+            naming both readings, :func:`not_local_nor_hub`); pawn.errors.UsageError (a ValueError;
+            exit code 2 in the CLI): ``variant`` given for a checkpoint that is not a supernet, or
             not one of its variants.
     """
     from pawn.model import PAWNModel, sliced
@@ -139,7 +141,7 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
             raise ConversionError(not_local_nor_hub(src, str(e))) from None
     elif is_adapter_checkpoint(src):
         if variant is not None:
-            raise ValueError(f"{src} is an adapter checkpoint; --variant {variant} does not apply")
+            raise UsageError(f"{src} is an adapter checkpoint; --variant {variant} does not apply")
         la = load_adapter_checkpoint(src)
         rcs = [rc for rc in (la.run_config, la.backbone_run_config) if rc]
         lay = next((Layout.recorded(rc) for rc in rcs if Layout.recorded(rc) is not None), None)
@@ -155,10 +157,10 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
     sup = supernet_of(config, run_config)
     if sup is None:
         if variant is not None:
-            raise ValueError(f"{src} is not a supernet checkpoint; --variant {variant} does not apply")
+            raise UsageError(f"{src} is not a supernet checkpoint; --variant {variant} does not apply")
         return [LoadedModel(config.name, model, config, layout, src, trained)]
     variants = SUPERNETS[sup][1]
     if variant is not None and variant not in variants:
-        raise ValueError(f"variant {variant!r} is not one of supernet {sup!r}'s variants {sorted(variants)}")
+        raise UsageError(f"variant {variant!r} is not one of supernet {sup!r}'s variants {sorted(variants)}")
     names = [variant] if variant is not None else list(variants)
     return [LoadedModel(f"{sup}/{v}", sliced(model, variants[v]), variants[v], layout, src, trained) for v in names]
