@@ -180,3 +180,13 @@ def test_generate_command_with_diagnostics_skips_outcome_tests_for_pure_moves_mo
 def test_generate_needs_a_checkpoint_or_random():
     res = CliRunner().invoke(app, ["generate"])
     assert res.exit_code == 1 and "error:" in res.output
+
+
+@pytest.mark.parametrize("args", [[], ["--random", "--checkpoint", "some/ckpt"]])
+def test_generate_needs_exactly_one_source_and_says_so_as_bad_usage(args, tmp_path):
+    """Neither or both of --checkpoint/--random is a bad command line: exit 2 (was 1), one line,
+    nothing written."""
+    out = tmp_path / "g.parquet"
+    res = CliRunner().invoke(app, ["generate", *args, "--games", "2", "--out", str(out)])
+    assert res.exit_code == 2 and "give exactly one of --checkpoint CKPT or --random" in res.output
+    assert "Traceback" not in res.output and not out.exists()

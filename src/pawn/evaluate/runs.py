@@ -254,9 +254,9 @@ def generate_settings_record(s: GenerateSettings) -> dict[str, Any]:
 
 
 def check_generate(s: GenerateSettings) -> None:
-    """Raises EvaluationError unless exactly one of --checkpoint and --random is given."""
+    """Raises UsageError (exit code 2) unless exactly one of --checkpoint and --random is given."""
     if (s.checkpoint is None) == (not s.random):
-        raise EvaluationError("give exactly one of --checkpoint CKPT or --random")
+        raise UsageError("give exactly one of --checkpoint CKPT or --random")
 
 
 def _suffixed(path: Optional[Path], suffix: str) -> Optional[Path]:
