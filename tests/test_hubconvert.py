@@ -284,7 +284,7 @@ def test_eval_variant_that_does_not_apply_is_bad_usage(tmp_path):
     setting: exit 2 (it was 1, the code of a failed run), one line, nothing evaluated."""
     sup = _tiny_supernet(tmp_path)
     r = CliRunner().invoke(app, ["eval", str(sup), "--variant", "huge", "--games", "4"])
-    assert r.exit_code == 2 and "variant 'huge' is not one of supernet 'tiny''s variants" in r.output
+    assert r.exit_code == 2 and "--variant 'huge': not one of supernet 'tiny''s variants" in r.output
     small = TINY_VARIANTS["small"]
     plain = save_checkpoint(tmp_path / "plain", PAWNModel(small, jax.random.PRNGKey(0)).params(), small)
     r = CliRunner().invoke(app, ["eval", str(plain), "--variant", "base", "--games", "4"])

@@ -278,3 +278,15 @@ def test_an_even_score_prints_elo_zero_not_minus_zero():
     assert math.copysign(1.0, elo_diff(0.5)) == 1.0 and elo_diff(0.5) == 0.0
     assert [_fmt(elo_diff(0.5)), _fmt(-0.3), _fmt(-0.0, ".1%"), _fmt(0.0004, ".1%")] == ["0", "0", "0.0%", "0.0%"]
     assert [_fmt(elo_diff(0.75)), _fmt(-0.6), _fmt(0.5, ".1%"), _fmt(math.inf), _fmt(None)] == ["+191", "-1", "50.0%", "+∞", "—"]
+
+
+def test_vs_variant_errors_name_the_vs_variant_flag(toy_model, tmp_path):
+    """``--vs-variant`` for an opponent that is not a supernet was reported as "--variant base
+    does not apply", naming the wrong flag; exit 2 (bad usage) and no game played."""
+    ck = save_checkpoint(tmp_path / "toy", toy_model.params(), TOY)
+    r = CliRunner().invoke(app, ["play", str(ck), "--vs", str(ck), "--vs-variant", "base", "--games", "2",
+                                 "--temperatures", "0"])
+    assert r.exit_code == 2, r.output
+    assert f"{ck} is not a supernet checkpoint; --vs-variant base does not apply" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, ["play", str(ck), "--vs", str(ck), "--variant", "base", "--games", "2"])
+    assert r.exit_code == 2 and "; --variant base does not apply" in r.output
