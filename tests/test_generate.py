@@ -177,11 +177,6 @@ def test_generate_command_with_diagnostics_skips_outcome_tests_for_pure_moves_mo
     assert pq.read_table(tmp_path / "g.parquet").num_rows == 3
 
 
-def test_generate_needs_a_checkpoint_or_random():
-    res = CliRunner().invoke(app, ["generate"])
-    assert res.exit_code == 1 and "error:" in res.output
-
-
 @pytest.mark.parametrize("args", [[], ["--random", "--checkpoint", "some/ckpt"]])
 def test_generate_needs_exactly_one_source_and_says_so_as_bad_usage(args, tmp_path):
     """Neither or both of --checkpoint/--random is a bad command line: exit 2 (was 1), one line,
