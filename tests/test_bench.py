@@ -289,3 +289,19 @@ def test_one_printer_writes_every_cell_through_the_metric_table():
     text = buf.getvalue()
     assert "1.00 (0.50–2.00)" in text and "4.00×" in text  # KV step ms (min–max); step speed-up
     assert "2,000.00 (1,000.00–4,000.00)" in text and "500" in text and "250–1,000" in text and "1.50" in text
+
+
+def test_step_section_runs_all_three_forms_of_the_current_train_step():
+    """Not slow: the step section (eager, jitted step, scan chunk) on a toy model at tiny sizes.
+    It broke unnoticed (TypeError traceback) when TrainProgram._step gained its ``frozen`` argument,
+    because only the slow ``--quick`` smoke run covered it."""
+    from pawn.bench import BenchSettings
+    from pawn.bench.step import bench_step
+
+    s = BenchSettings(quick=True, variant="toy", batch_size=2, seq_len=16, steps_per_chunk=2, repeats=1, warmup=0)
+    r = bench_step(s)
+    assert set(r.forms) == {"eager", "jit_step", "scan_chunk"}
+    assert (r.batch_size, r.seq_len, r.steps_per_chunk, r.tokens_per_step) == (2, 16, 2, 32)
+    for m in r.forms.values():
+        assert m.n >= 1 and 0 < m.min_s <= m.median_s <= m.max_s
+        assert m.rates["tokens_per_s"] > 0

@@ -149,3 +149,47 @@ def test_every_command_setting_is_a_flag_an_env_var_and_a_config_key(tmp_path, m
     for name in GenerateSettings.model_fields:
         assert f"PAWN_GENERATE_{name.upper()}" in out, name
     assert "--prepend-outcome" in out and "--json" in out
+
+
+_CTRL_C_DURING_IMPORT = """
+import builtins, os, signal, sys
+real_import = builtins.__import__
+def hooked(name, *args, **kwargs):
+    if name == "pawn.cli._options":  # first imported while the commands are being registered
+        builtins.__import__ = real_import
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = hooked
+sys.argv = ["pawn", "--version"]
+from pawn.cli import run
+run()
+"""
+
+
+def test_ctrl_c_while_the_commands_import_is_one_line_exit_130():
+    """Ctrl-C in the first seconds of any command (JAX and the command modules importing) printed
+    a KeyboardInterrupt traceback and died of SIGINT; now one line and exit code 130."""
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _CTRL_C_DURING_IMPORT], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert r.returncode == 130, (r.returncode, r.stderr[-2000:])
+    assert r.stderr.strip() == "error: interrupted (Ctrl-C) while starting; nothing was done" and r.stdout == ""
+
+
+def test_importing_the_cli_leaves_the_sigint_handler_as_it_was():
+    """The start-up handler is temporary: after ``import pawn.cli`` Ctrl-C raises KeyboardInterrupt
+    again (so commands keep what finished), and a host program's own handler is never replaced."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import signal; mine = lambda *a: None; signal.signal(signal.SIGINT, mine); import pawn.cli; "
+            "assert signal.getsignal(signal.SIGINT) is mine; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "import importlib; importlib.reload(pawn.cli); assert signal.getsignal(signal.SIGINT) is signal.default_int_handler; "
+            "print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

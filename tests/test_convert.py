@@ -181,3 +181,13 @@ def test_a_v2_checkpoint_as_source_says_so(tmp_path):
     shutil.copy(v2 / "model.safetensors", src / "model.safetensors")
     with pytest.raises(ConversionError, match="already a v2 checkpoint"):
         convert(str(src), tmp_path / "again")
+
+
+def test_cli_mistyped_local_path_names_both_readings(tmp_path, monkeypatch):
+    """``pawn convert runs/tinyy`` (offline) said only that the Hub id is not cached; like every
+    other command it now says it is no local directory either and suggests the close local name."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    r = CliRunner().invoke(app, ["convert", "runs/tinyy"], env={"COLUMNS": "400"})
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert "error: runs/tinyy: no such local directory (runs/ exists; did you mean runs/tiny?), and as a Hugging Face Hub id:" in r.output

@@ -247,3 +247,22 @@ def test_eval_defaults_to_the_checkpoints_trained_context_and_says_so(tmp_path, 
     assert "trained context" in rec["random_games"]["settings"]["max_ply_source"]
     assert rec["random_games"]["counts/n_positions"] == runs["explicit"][1]["random_games"]["counts/n_positions"]
     assert rec["random_games"]["published/loss"] == runs["explicit"][1]["random_games"]["published/loss"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--elo-edges", "1600,800"], "--elo-edges must be at least two strictly increasing integers, got '1600,800'"),
+    (["--elo-edges", "1200"], "--elo-edges must be at least two strictly increasing integers, got '1200'"),
+    (["--elo-edges", "800,x"], "--elo-edges must be comma-separated integers, got '800,x'"),
+    (["--pgn", "{dir}"], "a folder; --pgn takes one PGN file"),
+])
+def test_eval_bad_pgn_settings_are_bad_usage_before_any_model_loads(args, message, tmp_path):
+    """Unsorted edges used to fail (exit 1) only after the random-game evaluation, and a folder
+    given as --pgn was reported as "PGN file not found". The checkpoint here does not exist: the
+    settings are refused (exit 2) before it is looked at."""
+    pgn = tmp_path / "g.pgn"
+    pgn.write_text("")
+    argv = [a.replace("{dir}", str(tmp_path)) for a in args]
+    if "--pgn" not in argv:
+        argv += ["--pgn", str(pgn)]
+    res = CliRunner().invoke(app, ["eval", str(tmp_path / "no-such-checkpoint"), *argv])
+    assert res.exit_code == 2 and message in res.output and "no-such-checkpoint" not in res.output, res.output

@@ -177,6 +177,34 @@ def test_generate_command_with_diagnostics_skips_outcome_tests_for_pure_moves_mo
     assert pq.read_table(tmp_path / "g.parquet").num_rows == 3
 
 
-def test_generate_needs_a_checkpoint_or_random():
-    res = CliRunner().invoke(app, ["generate"])
-    assert res.exit_code == 1 and "error:" in res.output
+@pytest.mark.parametrize("args", [[], ["--random", "--checkpoint", "some/ckpt"]])
+def test_generate_needs_exactly_one_source_and_says_so_as_bad_usage(args, tmp_path):
+    """Neither or both of --checkpoint/--random is a bad command line: exit 2 (was 1), one line,
+    nothing written."""
+    out = tmp_path / "g.parquet"
+    res = CliRunner().invoke(app, ["generate", *args, "--games", "2", "--out", str(out)])
+    assert res.exit_code == 2 and "give exactly one of --checkpoint CKPT or --random" in res.output
+    assert "Traceback" not in res.output and not out.exists()
+
+
+def test_ar_completion_is_counted_and_never_prints_minus_zero(capsys):
+    """9 forfeits and 1 premature PAD in 10 games: completion is exactly 0, where the old
+    1 − 0.9 − 0.1 gave −5.6e-17 and the summary line read "AR completion -0.00%"."""
+    from pawn.cli._output import Output
+    from pawn.cli.generate import render
+    from pawn.evaluate import runs
+    from pawn.evaluate.generation import GenerationResult
+    from pawn.evaluate.settings import GenerateSettings
+
+    n, T = 10, 4
+    codes = np.array([FORFEIT] * 9 + [PREMATURE_PAD], np.int8)
+    r = GenerationResult(np.full((n, T), PAD_TOKEN, np.int32), np.full((n, T), PAD_TOKEN, np.int16),
+                         np.ones(n, np.int16), codes, np.array([1] * 9 + [-1], np.int16), np.ones(n, np.int16), None)
+    m = analyze(r)
+    assert (m["forfeit_rate"], m["premature_padding_rate"], m["ar_completion_rate"]) == (0.9, 0.1, 0.0)
+    assert 1 - m["forfeit_rate"] - m["premature_padding_rate"] < 0  # the float trap the count avoids
+    ok = np.array([0] * 3 + [FORFEIT] * 7, np.int8)
+    r3 = GenerationResult(r.sequences, r.moves, r.game_lengths, ok, np.array([-1] * 3 + [1] * 7, np.int16), r.prefix_lengths, None)
+    assert analyze(r3)["ar_completion_rate"] == 0.3
+    render(Output(), runs.ModelGames("toy", {}, m), GenerateSettings(random=True, games=n))
+    assert "AR completion 0.00%" in capsys.readouterr().out

@@ -120,8 +120,10 @@ def test_slice_writes_a_standalone_variant_that_eval_scores_like_variant(tmp_pat
 
 def test_slice_of_a_non_supernet_or_unknown_variant_is_one_line(tmp_path):
     sup = _tiny_supernet(tmp_path)
-    r = CliRunner().invoke(app, ["convert", str(sup), "--slice", "huge"])
-    assert r.exit_code == 1 and "'huge' is not one of supernet 'tiny'" in r.output
+    r = CliRunner().invoke(app, ["convert", str(sup), "--slice", "huge"])  # no supernet has it: bad usage
+    assert r.exit_code == 2 and "--slice 'huge': not a supernet variant; choose one of base, large, small" in r.output
+    r = CliRunner().invoke(app, ["convert", str(tmp_path / "missing"), "--slice", "huge"])  # checked before loading
+    assert r.exit_code == 2 and "missing" not in r.output
     small = TINY_VARIANTS["small"]
     plain = save_checkpoint(tmp_path / "plain", PAWNModel(small, jax.random.PRNGKey(0)).params(), small)
     r = CliRunner().invoke(app, ["convert", str(plain), "--slice", "small"])
@@ -275,3 +277,16 @@ def test_parity_bar_holds_at_the_published_large_shape_with_realistic_logits():
     wrong = PAWNModel(ModelConfig(**{**config.model_dump(), "n_heads": 10}), params=v1_to_v2(t, 10))
     wmax, wmean = parity_dlogit(wrong, t, cfg)
     assert wmax > 100 * PARITY_MAX_TOL and wmean > 10 * PARITY_MEAN_TOL
+
+
+def test_eval_variant_that_does_not_apply_is_bad_usage(tmp_path):
+    """``--variant`` naming no variant of the supernet, or given for a single model, is a bad
+    setting: exit 2 (it was 1, the code of a failed run), one line, nothing evaluated."""
+    sup = _tiny_supernet(tmp_path)
+    r = CliRunner().invoke(app, ["eval", str(sup), "--variant", "huge", "--games", "4"])
+    assert r.exit_code == 2 and "--variant 'huge': not one of supernet 'tiny''s variants" in r.output
+    small = TINY_VARIANTS["small"]
+    plain = save_checkpoint(tmp_path / "plain", PAWNModel(small, jax.random.PRNGKey(0)).params(), small)
+    r = CliRunner().invoke(app, ["eval", str(plain), "--variant", "base", "--games", "4"])
+    assert r.exit_code == 2 and "not a supernet checkpoint; --variant base does not apply" in r.output
+    assert "Traceback" not in r.output

@@ -355,3 +355,34 @@ def test_large_pgn_files_are_parsed_in_chunks_with_the_same_games(two_files: Pat
     assert chunked.caches[0].stats == whole.caches[0].stats
     np.testing.assert_array_equal(np.array(chunked.train.tokens_flat), np.array(whole.train.tokens_flat))
     np.testing.assert_array_equal(chunked.train.offsets, whole.train.offsets)
+
+
+def test_unwritable_cache_is_one_line_naming_the_folder(two_files: Path, tmp_path: Path, monkeypatch):
+    """A PAWN_DATA_CACHE that cannot be created (a file stands there) or a full disk while the
+    cache is finished: one ``error:`` line naming the cache folder and PAWN_DATA_CACHE, exit 1,
+    no traceback, no half-written cache (it was a FileExistsError / OSError traceback)."""
+    import errno
+
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+    from pawn.data.cache import CacheWriter
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("PAWN_DATA_CACHE", str(blocker / "cache"))
+    r = CliRunner().invoke(app, ["data", "info", str(two_files)])
+    assert r.exit_code == 1, r.output
+    assert f"error: game cache {blocker / 'cache'}: cannot write it" in r.output and "PAWN_DATA_CACHE" in r.output
+    assert "Traceback" not in r.output
+
+    root = tmp_path / "full"
+    monkeypatch.setenv("PAWN_DATA_CACHE", str(root))
+
+    def full_disk(self, meta):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(CacheWriter, "finish", full_disk)
+    r = CliRunner().invoke(app, ["data", "info", str(two_files)])
+    assert r.exit_code == 1 and f"error: game cache {root}: cannot write it (No space left on device)" in r.output
+    assert list(root.iterdir()) == []  # the temporary cache folder was removed

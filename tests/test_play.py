@@ -268,3 +268,25 @@ def test_against_real_stockfish(toy_model, tmp_path):
         assert [m.uci() for m in g.mainline_moves()] == r.moves and board.ply() == r.plies
         if r.term == "checkmate":
             assert board.is_checkmate() and board.outcome().result() == g.headers["Result"]
+
+
+def test_an_even_score_prints_elo_zero_not_minus_zero():
+    """Two all-draw checkpoints printed "Elo Δ -0 [-0, -0]": log10(1) = 0 times −400 is −0.0."""
+    from pawn.cli.play import _fmt
+    from pawn.play.stats import elo_diff
+
+    assert math.copysign(1.0, elo_diff(0.5)) == 1.0 and elo_diff(0.5) == 0.0
+    assert [_fmt(elo_diff(0.5)), _fmt(-0.3), _fmt(-0.0, ".1%"), _fmt(0.0004, ".1%")] == ["0", "0", "0.0%", "0.0%"]
+    assert [_fmt(elo_diff(0.75)), _fmt(-0.6), _fmt(0.5, ".1%"), _fmt(math.inf), _fmt(None)] == ["+191", "-1", "50.0%", "+∞", "—"]
+
+
+def test_vs_variant_errors_name_the_vs_variant_flag(toy_model, tmp_path):
+    """``--vs-variant`` for an opponent that is not a supernet was reported as "--variant base
+    does not apply", naming the wrong flag; exit 2 (bad usage) and no game played."""
+    ck = save_checkpoint(tmp_path / "toy", toy_model.params(), TOY)
+    r = CliRunner().invoke(app, ["play", str(ck), "--vs", str(ck), "--vs-variant", "base", "--games", "2",
+                                 "--temperatures", "0"])
+    assert r.exit_code == 2, r.output
+    assert f"{ck} is not a supernet checkpoint; --vs-variant base does not apply" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, ["play", str(ck), "--vs", str(ck), "--variant", "base", "--games", "2"])
+    assert r.exit_code == 2 and "; --variant base does not apply" in r.output

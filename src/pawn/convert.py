@@ -40,6 +40,7 @@ import numpy as np
 from pawn.checkpoint import (
     CheckpointError,
     IncompatibleCheckpointError,
+    is_hub_id,
     load_checkpoint,
     save_checkpoint,
     verify_manifest,
@@ -567,6 +568,10 @@ def convert_many(sources: list[str], output: Optional[str | os.PathLike] = None,
         try:
             res = slice_checkpoint(src, slice_variant, dest, force=force) if slice_variant else convert(src, dest, force=force)
             rep = ConvertReport(src, res)
+        except HubDownloadError as e:  # not a local directory either: name both readings, as loading does
+            from pawn.evaluate.loading import not_local_nor_hub
+
+            rep = ConvertReport(src, None, not_local_nor_hub(src, str(e)) if is_hub_id(src) else str(e))
         except (PawnError, FileNotFoundError) as e:
             rep = ConvertReport(src, None, str(e))
         reports.append(rep)

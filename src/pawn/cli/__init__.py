@@ -7,11 +7,33 @@ A new command is one line below: ``register("NAME", "pawn.cli.MODULE:FUNCTION")`
 
 from __future__ import annotations
 
-import importlib
-import inspect
-from typing import Annotated, Optional
+import signal
+import threading
 
-import typer
+
+def _interrupted_while_starting(signum, frame) -> None:
+    """SIGINT while the command modules (JAX, Equinox, …) are still importing: one line and exit
+    130 at once (was a KeyboardInterrupt traceback from deep inside an import); nothing has run."""
+    import os
+    import sys
+
+    sys.stderr.write("error: interrupted (Ctrl-C) while starting; nothing was done\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+# Installed only over Python's own handler in the main thread, and put back once the commands are
+# registered (end of this module), so a host program's handler is never replaced.
+_STARTING = (threading.current_thread() is threading.main_thread()
+             and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+if _STARTING:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import importlib  # noqa: E402
+import inspect  # noqa: E402
+from typing import Annotated, Optional  # noqa: E402
+
+import typer  # noqa: E402
 
 from pawn.cli._errors import OneLineErrors
 
@@ -65,6 +87,9 @@ register("play", "pawn.cli.play:command")
 register("sweep", "pawn.cli.sweep:sweep_cmd")
 app.add_typer(importlib.import_module("pawn.cli.data").data_app, name="data")
 
+if _STARTING:  # the commands are imported: Ctrl-C is the commands' own business from here on
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def run() -> None:
     """The ``pawn`` console script: :data:`app`, except that an interrupted run (exit code 130)
@@ -76,6 +101,11 @@ def run() -> None:
 
     try:
         app()
+    except KeyboardInterrupt:  # between start-up and a command's own handling (argument parsing)
+        sys.stdout.flush()
+        sys.stderr.write("error: interrupted (Ctrl-C)\n")
+        sys.stderr.flush()
+        os._exit(130)
     except SystemExit as e:
         if e.code == 130:
             sys.stdout.flush()

@@ -35,6 +35,12 @@ def convert_cmd(
     from pawn.convert import convert_many
     from pawn.hub.push import check_can_push, push_checkpoint
 
+    if slice_variant is not None:  # a name no supernet has: bad usage, refused before loading anything
+        from pawn.config import SUPERNETS
+
+        names = sorted({v for _, variants in SUPERNETS.values() for v in variants})
+        if slice_variant not in names:
+            raise fail(f"--slice {slice_variant!r}: not a supernet variant; choose one of {', '.join(names)}", 2)
     if push_to_hub is not None:  # offline mode or a bad repo id: refused before any work
         if len(sources) != 1:
             raise fail("--push-to-hub takes one source", 2)

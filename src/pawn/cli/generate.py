@@ -19,7 +19,7 @@ def render(out: Output, r: runs.ModelGames, s: GenerateSettings) -> None:
     st = r.stats
     out.line(f"[bold]{r.name}[/bold]: {s.games} games, mean length {st['mean_game_length']:.1f}, "
              f"forfeit rate {100 * st['forfeit_rate']:.2f}% ({'masked' if s.mask_illegal else 'unmasked'}), "
-             f"AR completion {100 * (1 - st['forfeit_rate'] - st['premature_padding_rate']):.2f}%")
+             f"AR completion {100 * st['ar_completion_rate']:.2f}%")
     out.line(f"  outcomes: {st['outcome_distribution']}")
     out.line(f"  forfeit plies: {st['forfeit_plies']}")
     for f in r.written:

@@ -16,7 +16,11 @@ def _fmt(x, spec: str = "+.0f") -> str:
 
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
-    return ("+∞" if x > 0 else "−∞") if isinstance(x, float) and math.isinf(x) else format(x, spec)
+    if isinstance(x, float) and math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    text = format(x, spec)
+    # a value that rounds to zero prints unsigned ("0", "0.0%"), never "-0" or "+0"
+    return text.lstrip("+-") if not any(c in "123456789" for c in text) else text
 
 
 def render(report) -> None:

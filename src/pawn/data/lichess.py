@@ -495,18 +495,34 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
             warn(f"{e}; rebuilding it")
             remove_cache(d)
             state = "rebuilt"
-    root.mkdir(parents=True, exist_ok=True)
     stats = ScanStats()
-    with CacheWriter(root, key) as w:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        writer = CacheWriter(root, key)
+    except OSError as e:
+        raise _cache_write_error(root, e) from None
+    with writer as w:
         for c in scan(source, split, filters, stats):
-            w.add_flat(c.flat, c.lengths, c.outcome)
+            try:
+                w.add_flat(c.flat, c.lengths, c.outcome)
+            except OSError as e:
+                raise _cache_write_error(root, e) from None
         if stats.kept == 0:
             raise DataError(f"no games left in {source.repo_or_path} ({split}) after the filters "
                             f"{describe_filters(filters)}: {stats.explain()}")
-        w.finish({"repo_or_path": source.repo_or_path, "split": split, "elo_min": filters.elo_min,
-                  "elo_max": filters.elo_max, "min_ply": filters.min_ply, "max_games": filters.max_games,
-                  "source_files": fingerprint, "stats": stats.to_json()})
+        try:
+            w.finish({"repo_or_path": source.repo_or_path, "split": split, "elo_min": filters.elo_min,
+                      "elo_max": filters.elo_max, "min_ply": filters.min_ply, "max_games": filters.max_games,
+                      "source_files": fingerprint, "stats": stats.to_json()})
+        except OSError as e:
+            raise _cache_write_error(root, e) from None
     return open_cache(d), CacheInfo(key, split, d, state, stats)
+
+
+def _cache_write_error(root: Path, e: OSError) -> DataError:
+    """One line for a cache that cannot be written (no permission, not a folder, a full disk)."""
+    return DataError(f"game cache {root}: cannot write it ({e.strerror or e}); set PAWN_DATA_CACHE to a writable "
+                     "folder with free space")
 
 
 def describe_filters(f: LichessFilters) -> str:

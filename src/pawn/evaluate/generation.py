@@ -274,7 +274,8 @@ def analyze(result: GenerationResult, conditioned: Optional[str] = None) -> dict
         ``outcome_distribution`` (fractions of the outcomes that occur); ``mean_game_length``;
         ``forfeit_rate``; ``post_terminal_padding_rate`` (PAD fraction of tokens at positions
         ≥ game_length + offset, 1.0 if there are none); ``post_terminal_move_count`` (non-PAD
-        tokens there, summed); ``premature_padding_rate``; and ``forfeit_plies``
+        tokens there, summed); ``premature_padding_rate``; ``ar_completion_rate`` (fraction of
+        games that neither forfeited nor ended with a premature PAD); and ``forfeit_plies``
         {mean, median, histogram over :data:`FORFEIT_BUCKETS`}.
     """
     n = len(result.term_codes)
@@ -298,6 +299,8 @@ def analyze(result: GenerationResult, conditioned: Optional[str] = None) -> dict
         post_terminal_padding_rate=float(pads / n_post) if n_post else 1.0,
         post_terminal_move_count=n_post - pads,
         premature_padding_rate=float((result.term_codes == PREMATURE_PAD).mean()),
+        # counted, not 1 − forfeit − premature: that difference of floats printed as "-0.00%"
+        ar_completion_rate=float(((result.forfeit_ply < 0) & (result.term_codes != PREMATURE_PAD)).mean()),
         forfeit_plies={"mean": float(ff.mean()) if ff.size else None,
                        "median": int(np.sort(ff)[(ff.size - 1) // 2]) if ff.size else None, "histogram": hist},
     )

@@ -14,6 +14,7 @@ from pawn.config import SUPERNETS, ModelConfig, supernet_of
 from pawn.convert import ConversionError, load_source
 from pawn.hub.fetch import HubDownloadError
 from pawn.data.layout import Layout
+from pawn.errors import UsageError
 
 
 @dataclass
@@ -113,7 +114,7 @@ def load_adapter_checkpoint(path: str | os.PathLike):
     return load_adapter(path, resolve=_resolve_backbone)
 
 
-def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> list[LoadedModel]:
+def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, variant_flag: str = "--variant") -> list[LoadedModel]:
     """Models to evaluate from ``source``.
 
     A supernet checkpoint (its run config names a supernet, or its config equals one of
@@ -121,11 +122,14 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
     or only ``variant``; an adapter checkpoint yields its adapted model, named
     ``<strategy>:<shape>`` (layout and trained length from the adapter run's config, else the
     backbone's); any other checkpoint yields itself.
+    ``variant_flag`` names the option in the error messages (``--vs-variant`` for ``pawn play``'s
+    opponent).
 
     Raises:
         FileNotFoundError, pawn.checkpoint.CheckpointError, pawn.convert.ConversionError: from
             loading (a string that names no local directory and fails as a Hub id gets a message
-            naming both readings, :func:`not_local_nor_hub`); ValueError: ``variant`` given for a checkpoint that is not a supernet, or
+            naming both readings, :func:`not_local_nor_hub`); pawn.errors.UsageError (a ValueError;
+            exit code 2 in the CLI): ``variant`` given for a checkpoint that is not a supernet, or
             not one of its variants.
     """
     from pawn.model import PAWNModel, sliced
@@ -139,7 +143,7 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
             raise ConversionError(not_local_nor_hub(src, str(e))) from None
     elif is_adapter_checkpoint(src):
         if variant is not None:
-            raise ValueError(f"{src} is an adapter checkpoint; --variant {variant} does not apply")
+            raise UsageError(f"{src} is an adapter checkpoint; {variant_flag} {variant} does not apply")
         la = load_adapter_checkpoint(src)
         rcs = [rc for rc in (la.run_config, la.backbone_run_config) if rc]
         lay = next((Layout.recorded(rc) for rc in rcs if Layout.recorded(rc) is not None), None)
@@ -155,10 +159,10 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None) -> lis
     sup = supernet_of(config, run_config)
     if sup is None:
         if variant is not None:
-            raise ValueError(f"{src} is not a supernet checkpoint; --variant {variant} does not apply")
+            raise UsageError(f"{src} is not a supernet checkpoint; {variant_flag} {variant} does not apply")
         return [LoadedModel(config.name, model, config, layout, src, trained)]
     variants = SUPERNETS[sup][1]
     if variant is not None and variant not in variants:
-        raise ValueError(f"variant {variant!r} is not one of supernet {sup!r}'s variants {sorted(variants)}")
+        raise UsageError(f"{variant_flag} {variant!r}: not one of supernet {sup!r}'s variants {sorted(variants)}")
     names = [variant] if variant is not None else list(variants)
     return [LoadedModel(f"{sup}/{v}", sliced(model, variants[v]), variants[v], layout, src, trained) for v in names]

@@ -73,21 +73,28 @@ def elo_edges(s: EvalSettings) -> tuple[int, ...]:
     """The ``--elo-edges`` band edges as integers.
 
     Raises:
-        EvaluationError: not a comma-separated list of integers.
+        UsageError (exit code 2): not a comma-separated list of at least two strictly increasing
+            integers (checked here, before any model is loaded or evaluated).
     """
     try:
-        return tuple(int(x) for x in s.elo_edges.split(","))
+        edges = tuple(int(x) for x in s.elo_edges.split(","))
     except ValueError:
-        raise EvaluationError(f"--elo-edges must be comma-separated integers, got {s.elo_edges!r}") from None
+        raise UsageError(f"--elo-edges must be comma-separated integers, got {s.elo_edges!r}") from None
+    if len(edges) < 2 or list(edges) != sorted(set(edges)):
+        raise UsageError(f"--elo-edges must be at least two strictly increasing integers, got {s.elo_edges!r}")
+    return edges
 
 
 def check_eval(s: EvalSettings) -> None:
     """Input checks of ``pawn eval`` that need no model (before any work).
 
     Raises:
-        EvaluationError: bad --elo-edges or a missing --pgn file; UsageError: --pgn-min-ply > --max-ply.
+        EvaluationError: a missing --pgn file; UsageError: bad --elo-edges, a folder given as
+            --pgn, --pgn-min-ply > --max-ply.
     """
     elo_edges(s)
+    if s.pgn is not None and s.pgn.is_dir():
+        raise UsageError(f"--pgn {s.pgn}: a folder; --pgn takes one PGN file")
     if s.pgn is not None and not s.pgn.is_file():
         raise EvaluationError(f"PGN file not found: {s.pgn}")
     if s.pgn is not None and s.max_ply is not None and s.pgn_min_ply > s.max_ply:
@@ -254,9 +261,9 @@ def generate_settings_record(s: GenerateSettings) -> dict[str, Any]:
 
 
 def check_generate(s: GenerateSettings) -> None:
-    """Raises EvaluationError unless exactly one of --checkpoint and --random is given."""
+    """Raises UsageError (exit code 2) unless exactly one of --checkpoint and --random is given."""
     if (s.checkpoint is None) == (not s.random):
-        raise EvaluationError("give exactly one of --checkpoint CKPT or --random")
+        raise UsageError("give exactly one of --checkpoint CKPT or --random")
 
 
 def _suffixed(path: Optional[Path], suffix: str) -> Optional[Path]:

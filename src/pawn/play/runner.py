@@ -40,14 +40,14 @@ class PlayReport:
                 "interrupted": self.interrupted}
 
 
-def _player(source: str, variant: Optional[str], cfg: PlayConfig) -> PawnPlayer:
+def _player(source: str, variant: Optional[str], cfg: PlayConfig, flag: str = "--variant") -> PawnPlayer:
     """The model of ``source`` as a player: a supernet plays ``variant``, else its largest
     variant; adapter checkpoints load the same way (:func:`pawn.evaluate.loading.load_models`)."""
     from pawn.data.layout import Layout
     from pawn.evaluate.loading import load_models
 
     try:
-        models = load_models(source, variant)
+        models = load_models(source, variant, variant_flag=flag)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
     except ValueError as e:
@@ -73,7 +73,7 @@ def run_play(checkpoint: str, cfg: PlayConfig, *, log: Callable[[str], None] = l
     """
     sf_path = find_stockfish(cfg.stockfish) if cfg.vs_stockfish else None
     pawn = _player(checkpoint, cfg.variant, cfg)
-    opponent_b = None if cfg.vs_stockfish else _player(cfg.vs, cfg.vs_variant, cfg)
+    opponent_b = None if cfg.vs_stockfish else _player(cfg.vs, cfg.vs_variant, cfg, "--vs-variant")
     config = {"checkpoint": checkpoint, "pawn": pawn.name, "context": pawn.context,
               **cfg.model_dump(mode="json"), "stockfish_path": sf_path}
     report = PlayReport(config)

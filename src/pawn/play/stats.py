@@ -36,7 +36,7 @@ def elo_diff(score_rate: float) -> float:
         return -math.inf
     if s == 1.0:
         return math.inf
-    return -400.0 * math.log10(1.0 / s - 1.0)
+    return 0.0 - 400.0 * math.log10(1.0 / s - 1.0)  # 0.0 - …: +0.0, not -0.0, at s = 0.5
 
 
 @dataclass(frozen=True)
