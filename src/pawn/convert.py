@@ -515,6 +515,26 @@ def slice_checkpoint(source: str, variant: str, output: Optional[str | os.PathLi
     return ConversionResult(out, False, None, time.perf_counter() - t0, vcfg, commit=commit, variant=variant)
 
 
+def not_local_nor_hub(source: str, hub_error: str) -> str:
+    """One line for a ``source`` that is neither a local directory nor a loadable Hub id: both
+    readings, the Hub's reason, and local names close to it (a mistyped path is the likelier
+    case when its parent directory exists)."""
+    import difflib
+    from pathlib import Path
+
+    reason = hub_error.removeprefix(f"{source}: ")
+    p = Path(source)
+    hint = ""
+    if p.parent != Path(".") and p.parent.is_dir():
+        try:
+            names = [c.name for c in p.parent.iterdir()]
+        except OSError:
+            names = []
+        close = difflib.get_close_matches(p.name, names, n=3, cutoff=0.5)
+        hint = f" ({p.parent}/ exists" + (f"; did you mean {' or '.join(str(p.parent / c) for c in close)}?)" if close else ")")
+    return f"{source}: no such local directory{hint}, and as a Hugging Face Hub id: {reason}"
+
+
 @dataclass
 class ConvertReport:
     """One row of :func:`convert_many`.
@@ -569,8 +589,6 @@ def convert_many(sources: list[str], output: Optional[str | os.PathLike] = None,
             res = slice_checkpoint(src, slice_variant, dest, force=force) if slice_variant else convert(src, dest, force=force)
             rep = ConvertReport(src, res)
         except HubDownloadError as e:  # not a local directory either: name both readings, as loading does
-            from pawn.evaluate.loading import not_local_nor_hub
-
             rep = ConvertReport(src, None, not_local_nor_hub(src, str(e)) if is_hub_id(src) else str(e))
         except (PawnError, FileNotFoundError) as e:
             rep = ConvertReport(src, None, str(e))

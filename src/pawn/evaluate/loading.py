@@ -11,7 +11,7 @@ from typing import Any, Optional
 from pawn import checkpoint
 from pawn.adapters.io import is_adapter_checkpoint
 from pawn.config import SUPERNETS, ModelConfig, supernet_of
-from pawn.convert import ConversionError, load_source
+from pawn.convert import ConversionError, load_source, not_local_nor_hub
 from pawn.hub.fetch import HubDownloadError
 from pawn.data.layout import Layout
 from pawn.errors import UsageError
@@ -46,26 +46,6 @@ class LoadedModel:
     def prepend_outcome(self) -> Optional[bool]:
         """``layout.prepend_outcome``, or None when the layout is unknown."""
         return None if self.layout is None else self.layout.prepend_outcome
-
-
-def not_local_nor_hub(source: str, hub_error: str) -> str:
-    """One line for a ``source`` that is neither a local directory nor a loadable Hub id: both
-    readings, the Hub's reason, and local names close to it (a mistyped path is the likelier
-    case when its parent directory exists)."""
-    import difflib
-    from pathlib import Path
-
-    reason = hub_error.removeprefix(f"{source}: ")
-    p = Path(source)
-    hint = ""
-    if p.parent != Path(".") and p.parent.is_dir():
-        try:
-            names = [c.name for c in p.parent.iterdir()]
-        except OSError:
-            names = []
-        close = difflib.get_close_matches(p.name, names, n=3, cutoff=0.5)
-        hint = f" ({p.parent}/ exists" + (f"; did you mean {' or '.join(str(p.parent / c) for c in close)}?)" if close else ")")
-    return f"{source}: no such local directory{hint}, and as a Hugging Face Hub id: {reason}"
 
 
 def load_model(path_or_hub_id: str | os.PathLike):
