@@ -5,7 +5,7 @@ fraction when training from the memory-mapped Lichess cache.
 
 Workload: the bench's model shape (``--variant``/``--supernet``, random weights) as the backbone,
 batch ``B × T`` of real Lichess games from ``--adapt-data`` (default: the project's shared PGN
-files), the legal-masked loss, K steps per compiled chunk. "tokens" are padded positions
+files; engine random games written as PGN when neither exists), the legal-masked loss, K steps per compiled chunk. "tokens" are padded positions
 ``K·B·T`` per chunk, as everywhere in ``pawn bench``.
 """
 
@@ -69,22 +69,25 @@ class AdaptResult:
     data_wait: Optional[AdaptDataWait] = None
 
 
-def default_adapt_data() -> str:
-    """The shared Lichess PGN folder (``$PAWN_SHARED_DIR/data/lichess``, else ``../shared/data/lichess``
-    beside the checkout).
-
-    Raises:
-        UsageError: neither exists (pass ``--adapt-data``).
-    """
+def default_adapt_data() -> Optional[str]:
+    """The shared Lichess PGN folder (``$PAWN_SHARED_DIR/data/lichess``, else
+    ``../shared/data/lichess`` beside the checkout), or None when neither exists."""
     candidates = []
     if os.environ.get("PAWN_SHARED_DIR"):
         candidates.append(Path(os.environ["PAWN_SHARED_DIR"]) / "data" / "lichess")
     candidates.append(Path(__file__).resolve().parents[3].parent / "shared" / "data" / "lichess")
-    for c in candidates:
-        if c.is_dir():
-            return str(c)
-    raise UsageError("bench adapt: no Lichess games found (looked in "
-                     f"{', '.join(map(str, candidates))}); pass --adapt-data PGN_OR_PARQUET")
+    return next((str(c) for c in candidates if c.is_dir()), None)
+
+
+def _random_games_pgn(path: Path, n: int, max_ply: int, seed: int) -> str:
+    """Write ``n`` engine random games as a PGN file (the stand-in when no Lichess games are
+    available); returns its path."""
+    from pawn.bench.engine_child import games_as_pgn
+    from pawn.engine import random_games, tokens_to_san
+
+    g = random_games(n, max_ply, seed)
+    path.write_bytes(games_as_pgn(tokens_to_san(g.tokens, g.lengths)))
+    return str(path)
 
 
 def bench_adapt(s: BenchSettings) -> AdaptResult:
@@ -93,7 +96,7 @@ def bench_adapt(s: BenchSettings) -> AdaptResult:
     from the cache (built in a temporary directory, untimed).
 
     Raises:
-        UsageError: no data, or fewer games than the chunks need.
+        UsageError: fewer games than the chunks need.
         AdapterConfigError: a strategy that does not fit the backbone shape.
     """
     import jax
@@ -114,8 +117,10 @@ def bench_adapt(s: BenchSettings) -> AdaptResult:
     keys = (*BATCH_KEYS, "legal")
     tmp = Path(tempfile.mkdtemp(prefix="pawn-bench-adapt-"))
     try:
-        corpus = load_corpus(data, LichessFilters(min_ply=10), val_games=0, cache_dir=tmp)
         n_steps = K * max(s.data_chunks, 1)
+        if data is None:  # no Lichess games here: engine random games through the same PGN → cache path
+            data = _random_games_pgn(tmp / "random-games.pgn", max(2 * n_steps * B, 64), T, s.seed)
+        corpus = load_corpus(data, LichessFilters(min_ply=10), val_games=0, cache_dir=tmp)
         batches = GameBatches(corpus.train, Layout.of(False), T, B, s.seed)
         if batches.steps_per_epoch < n_steps:
             raise UsageError(f"bench adapt: {len(corpus.train)} games give {batches.steps_per_epoch} batches of {B}; "
@@ -174,7 +179,7 @@ def adapt_view(r: AdaptResult):
     from pawn.bench.report import Metric, TableView, _n, _range
 
     v = TableView(f"adapter step vs full fine-tuning: {r.backbone} ({r.backbone_params:,} params), batch {r.batch_size} × "
-                  f"seq {r.seq_len}, K = {r.steps_per_chunk}, legal-masked loss, {r.train_games:,} Lichess games",
+                  f"seq {r.seq_len}, K = {r.steps_per_chunk}, legal-masked loss, {r.train_games:,} games of {Path(r.data).name}",
                   ["workload", Metric("trainable params"), "call_ms", "tokens_per_s", "tokens_per_s_range",
                    Metric("vs full fine-tuning")])
     for a in r.steps:
