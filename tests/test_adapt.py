@@ -208,3 +208,25 @@ def test_cli_eval_of_best_and_refused_backbone(backbone, shared_data, cache_dir,
     assert r.exit_code != 0 and "SHA-256" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(app, ["adapt", "--resume", str(out)])
     assert r.exit_code != 0 and "SHA-256" in r.output
+
+
+# ---------------------------------------------------------------------------------------- bench
+@pytest.mark.slow
+def test_bench_adapt_section_times_strategies_against_full_finetuning(shared_data, monkeypatch):
+    from pawn.bench import SECTIONS, BenchSettings, bench_adapt, parse_only
+    from pawn.bench.report import VIEWS, render
+
+    assert "adapt" in SECTIONS and parse_only(["adapt"]) == ["adapt"]
+    s = BenchSettings.load(quick=True, adapt_strategies=["lora"], adapt_data=str(shared_data / "lichess"), repeats=1)
+    r = bench_adapt(s)
+    assert [a.strategy for a in r.steps] == ["full_finetune", "lora"]
+    d, L = 64, 2  # the toy variant
+    assert r.steps[1].trainable_params == L * 4 * 2 * d * 4 and r.steps[0].trainable_params == r.backbone_params
+    assert r.steps[0].vs_full == 1.0
+    lora = r.steps[1]
+    assert np.isclose(lora.vs_full, lora.chunk.rates["tokens_per_s"] / r.steps[0].chunk.rates["tokens_per_s"])
+    assert np.isclose(lora.chunk.rates["tokens_per_s"], s.steps_per_chunk * s.batch_size * s.seq_len / lora.chunk.median_s)
+    w = r.data_wait
+    assert w.strategy == "lora" and 0.0 <= w.wait_frac <= 1.0 and w.wait_s <= w.wall_s and w.tokens_per_s > 0
+    assert r.train_games > 1000  # the real Lichess games, not the fallback
+    render(VIEWS["adapt"](r))
