@@ -368,7 +368,8 @@ def _default_run_dir(strategy: str) -> Path:
 
 
 def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progress: bool = True,
-              install_signal_handlers: bool = True, overwrite: bool = False, hooks: Sequence[Hook] = ()) -> AdaptResult:
+              install_signal_handlers: bool = True, overwrite: bool = False, hooks: Sequence[Hook] = (),
+              build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]] = None) -> AdaptResult:
     """Train (or resume) an adapter on a frozen backbone (spec §5).
 
     Args:
@@ -428,7 +429,9 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         if bb_run and bb_run.get("prepend_outcome"):
             raise TrainingError(f"backbone {cfg.backbone} was trained with the outcome prefix; adapters train on pure moves "
                                 "(spec §5), so this backbone is not supported")
-        model = build_adapted(st.name, cfg.adapter_settings(), bb, jax.random.key(cfg.seed))
+        key = jax.random.key(cfg.seed)
+        model = (build_model(cfg, bb, key) if build_model is not None
+                 else build_adapted(st.name, cfg.adapter_settings(), bb, key))
         if not st.uses_backbone:
             ref = None
     n_trainable = int(model.num_trainable_params())
