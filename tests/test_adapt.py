@@ -137,7 +137,7 @@ def test_bottleneck_run_lifts_val_top1_and_baseline_is_the_bare_backbone(backbon
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy,extra", [
     ("lora", {"lora_rank": 4}), ("film", {"use_output_film": True}), ("hybrid", {"lora_rank": 2}),
-    ("unfreeze", {"n_unfreeze": 1}), ("specialized_clm", {"d_model": 32, "n_layers": 1, "n_heads": 1, "specialized_d_ff": 64}),
+    ("unfreeze", {"n_unfreeze": 1}), ("sparse", {"density": 0.05}), ("specialized_clm", {"d_model": 32, "n_layers": 1, "n_heads": 1, "specialized_d_ff": 64}),
 ])
 def test_every_strategy_lifts_val_top1(strategy, extra, backbone, shared_data, cache_dir, tmp_path):
     res = run_adapt(_cfg(backbone, shared_data, cache_dir, tmp_path / strategy, strategy=strategy, **extra),
