@@ -147,6 +147,7 @@ def test_every_strategy_lifts_val_top1(strategy, extra, backbone, shared_data, c
     assert vals[-1]["val_top1"] > vals[0]["val_top1"], (strategy, vals[0], vals[-1])
 
 
+@pytest.mark.slow
 def test_resume_mid_epoch_reproduces_the_uninterrupted_run(backbone, shared_data, cache_dir, tmp_path):
     kw = dict(strategy="lora", lora_rank=2, steps_per_epoch=4, epochs=2, steps_per_chunk=1)
     full = run_adapt(_cfg(backbone, shared_data, cache_dir, tmp_path / "full", **kw), log=lambda m: None,
