@@ -231,3 +231,14 @@ def test_bench_adapt_section_times_strategies_against_full_finetuning(shared_dat
     assert w.strategy == "lora" and 0.0 <= w.wait_frac <= 1.0 and w.wait_s <= w.wall_s and w.tokens_per_s > 0
     assert r.train_games > 1000  # the real Lichess games, not the fallback
     render(VIEWS["adapt"](r))
+
+
+def test_eval_pgn_reads_a_folder_as_its_files_in_name_order(shared_data, lichess_pgns):
+    from pawn.engine import parse_pgn
+    from pawn.evaluate.accuracy import evaluate_pgn
+
+    model = PAWNModel(ModelConfig(d_model=16, n_layers=1, n_heads=1, d_ff=32), jax.random.PRNGKey(0))
+    r = evaluate_pgn(model, str(shared_data / "lichess"), seq_len=16, elo_edges=(0, 4000), max_games_per_band=2, min_ply=10)
+    read = sum(parse_pgn(str(p), max_ply=16, min_ply=10).counts["read"] for p in lichess_pgns)
+    assert r["parser"]["read"] == read > 7000
+    assert r["bands"]["elo_0_4000"]["n_games"] == 2
