@@ -49,10 +49,12 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     if backbone_arg is not None:  # the positional wins over PAWN_BACKBONE and the config file
         fields = cfg.model_dump(include=cfg.user_set_fields)
         cfg = AdaptSettings.load(**{**fields, "backbone": backbone_arg})
+    from pawn.evaluate.loading import resolve_backbone
     from pawn.train.adapt import run_adapt
 
     try:
-        res = run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite))
+        res = run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
+                        resolve_backbone=resolve_backbone)
     except KeyboardInterrupt:
         raise fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
     if res.reason in _STOPPED:

@@ -236,12 +236,12 @@ class AdaptResult:
 
 
 # ============================================================================ backbone, resume
-def load_backbone_for(cfg: AdaptSettings):
+def load_backbone_for(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]] = None):
     """``(PAWNModel, BackboneRef, backbone run config)`` of ``cfg.backbone`` (a local checkpoint
-    directory, or a Hub id converted once), ``cfg.variant`` sliced.
+    directory, or a Hub id that ``resolve`` turns into one), ``cfg.variant`` sliced.
 
     Raises:
-        TrainingError: missing, damaged or unusable backbone (one line).
+        TrainingError: missing, damaged or unusable backbone, or a Hub id without ``resolve`` (one line).
     """
     from pawn.adapters import AdapterError
     from pawn.adapters.io import load_backbone
@@ -250,26 +250,23 @@ def load_backbone_for(cfg: AdaptSettings):
     src = str(cfg.backbone)
     try:
         if not Path(src).is_dir() and is_hub_id(src):
-            from pawn.convert import load_source
-
-            return load_backbone(load_source(src)[0].path, cfg.variant, source=src)
+            if resolve is None:
+                raise TrainingError(f"backbone {src}: not a local checkpoint directory (a Hub id needs a resolver)")
+            return load_backbone(resolve(src), cfg.variant, source=src)
         return load_backbone(src, cfg.variant)
-    except FileNotFoundError as e:
-        raise TrainingError(f"backbone {src}: {e}" if src not in str(e) else str(e)) from None
-    except (CheckpointError, AdapterError) as e:
+    except (FileNotFoundError, CheckpointError, AdapterError) as e:
         raise TrainingError(f"backbone {src}: {e}" if src not in str(e) else str(e)) from None
 
 
-def _load_resumable(d: Path, backbone_dir: Optional[str]):
+def _load_resumable(d: Path, backbone_dir: Optional[str], resolve: Optional[Callable[[str], str]]):
     """One resume candidate: the adapter checkpoint with a step in its training state, loaded
     against its backbone (hash verified; a different backbone is a :class:`TrainingError`, not
     a damaged checkpoint to skip)."""
     from pawn.adapters.io import BackboneMismatchError, load_adapter
     from pawn.checkpoint import CheckpointError
-    from pawn.evaluate.loading import _resolve_backbone
 
     try:
-        la = load_adapter(d, backbone_dir=backbone_dir, resolve=_resolve_backbone)
+        la = load_adapter(d, backbone_dir=backbone_dir, resolve=resolve)
     except BackboneMismatchError as e:
         raise TrainingError(str(e)) from None
     except FileNotFoundError as e:
@@ -282,7 +279,7 @@ def _load_resumable(d: Path, backbone_dir: Optional[str]):
     return la
 
 
-def _resolve_resume(cfg: AdaptSettings, log: Callable[[str], None]):
+def _resolve_resume(cfg: AdaptSettings, log: Callable[[str], None], resolve: Optional[Callable[[str], str]] = None):
     """``(config, loaded adapter or None)``: the checkpoint ``--resume`` names and the run
     config it continues (stored fields, plus the mutable ones this command gives).
 
@@ -292,7 +289,7 @@ def _resolve_resume(cfg: AdaptSettings, log: Callable[[str], None]):
     if cfg.resume is None:
         return cfg, None
     bdir = cfg.backbone if "backbone" in cfg.user_set_fields else None
-    la, problems, found = pick_resume_checkpoint(cfg.resume, cfg.out, lambda d: _load_resumable(d, bdir), log)
+    la, problems, found = pick_resume_checkpoint(cfg.resume, cfg.out, lambda d: _load_resumable(d, bdir, resolve), log)
     if not found:
         cfg.check_startable()
         return cfg.model_copy(update={"resume": None}), None
@@ -369,7 +366,8 @@ def _default_run_dir(strategy: str) -> Path:
 
 def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progress: bool = True,
               install_signal_handlers: bool = True, overwrite: bool = False, hooks: Sequence[Hook] = (),
-              build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]] = None) -> AdaptResult:
+              build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]] = None,
+              resolve_backbone: Optional[Callable[[str], str]] = None) -> AdaptResult:
     """Train (or resume) an adapter on a frozen backbone (spec §5).
 
     Args:
@@ -406,7 +404,7 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
 
     if cfg.resume is None:
         cfg.check_startable()
-    cfg, resume_la = _resolve_resume(cfg, log)
+    cfg, resume_la = _resolve_resume(cfg, log, resolve_backbone)
     given_resume = cfg.resume
     is_main = jax.process_index() == 0
     try:
@@ -425,7 +423,7 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         if not st.uses_backbone:
             ref = None
     else:
-        bb, ref, bb_run = load_backbone_for(cfg)
+        bb, ref, bb_run = load_backbone_for(cfg, resolve_backbone)
         if bb_run and bb_run.get("prepend_outcome"):
             raise TrainingError(f"backbone {cfg.backbone} was trained with the outcome prefix; adapters train on pure moves "
                                 "(spec §5), so this backbone is not supported")
