@@ -253,14 +253,16 @@ def test_eval_defaults_to_the_checkpoints_trained_context_and_says_so(tmp_path, 
     (["--elo-edges", "1600,800"], "--elo-edges must be at least two strictly increasing integers, got '1600,800'"),
     (["--elo-edges", "1200"], "--elo-edges must be at least two strictly increasing integers, got '1200'"),
     (["--elo-edges", "800,x"], "--elo-edges must be comma-separated integers, got '800,x'"),
-    (["--pgn", "{dir}"], "a folder; --pgn takes one PGN file"),
+    (["--pgn", "{dir}/empty"], "no .pgn file in this folder"),
 ])
 def test_eval_bad_pgn_settings_are_bad_usage_before_any_model_loads(args, message, tmp_path):
     """Unsorted edges used to fail (exit 1) only after the random-game evaluation, and a folder
-    given as --pgn was reported as "PGN file not found". The checkpoint here does not exist: the
-    settings are refused (exit 2) before it is looked at."""
+    given as --pgn was reported as "PGN file not found" (a folder now means its .pgn files; one
+    without any is refused). The checkpoint here does not exist: the settings are refused (exit 2)
+    before it is looked at."""
     pgn = tmp_path / "g.pgn"
     pgn.write_text("")
+    (tmp_path / "empty").mkdir()
     argv = [a.replace("{dir}", str(tmp_path)) for a in args]
     if "--pgn" not in argv:
         argv += ["--pgn", str(pgn)]

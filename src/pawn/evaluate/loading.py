@@ -73,8 +73,13 @@ def load_model(path_or_hub_id: str | os.PathLike):
     return checkpoint.load_model(src)
 
 
-def _resolve_backbone(source: str) -> str:
-    """A recorded backbone source that is not a local directory: a Hub id, converted once."""
+def resolve_backbone(source: str) -> str:
+    """A recorded backbone source that is not a local directory: a Hub id, converted once (its
+    local checkpoint directory).
+
+    Raises:
+        FileNotFoundError: ``source`` is not a Hub id. ConversionError, HubDownloadError: from the Hub.
+    """
     if checkpoint.is_hub_id(source):
         return str(load_source(source)[0].path)  # v1 repos converted, v2 repos downloaded and verified
     raise FileNotFoundError(f"{source}: the adapter's backbone directory no longer exists")
@@ -91,7 +96,7 @@ def load_adapter_checkpoint(path: str | os.PathLike):
     """
     from pawn.adapters.io import load_adapter
 
-    return load_adapter(path, resolve=_resolve_backbone)
+    return load_adapter(path, resolve=resolve_backbone)
 
 
 def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, variant_flag: str = "--variant") -> list[LoadedModel]:

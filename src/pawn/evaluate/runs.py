@@ -89,13 +89,13 @@ def check_eval(s: EvalSettings) -> None:
     """Input checks of ``pawn eval`` that need no model (before any work).
 
     Raises:
-        EvaluationError: a missing --pgn file; UsageError: bad --elo-edges, a folder given as
-            --pgn, --pgn-min-ply > --max-ply.
+        EvaluationError: a missing --pgn file; UsageError: bad --elo-edges, a --pgn folder
+            without .pgn files, --pgn-min-ply > --max-ply.
     """
     elo_edges(s)
-    if s.pgn is not None and s.pgn.is_dir():
-        raise UsageError(f"--pgn {s.pgn}: a folder; --pgn takes one PGN file")
-    if s.pgn is not None and not s.pgn.is_file():
+    if s.pgn is not None and s.pgn.is_dir() and not any(s.pgn.glob("*.pgn")):
+        raise UsageError(f"--pgn {s.pgn}: no .pgn file in this folder")
+    if s.pgn is not None and not (s.pgn.is_file() or s.pgn.is_dir()):
         raise EvaluationError(f"PGN file not found: {s.pgn}")
     if s.pgn is not None and s.max_ply is not None and s.pgn_min_ply > s.max_ply:
         raise UsageError(f"--pgn-min-ply ({s.pgn_min_ply}) exceeds --max-ply ({s.max_ply}); lower it to at most {s.max_ply}")
