@@ -10,13 +10,16 @@ depend on the weights. Times the whole `pawn probe` command in-process (corpus g
 compile, hidden-state pass, training, validation) and prints each variant's wall time (the
 ``wall_s`` of its --json record). --streaming sets --feature-cache-gb 0 (the forward pass repeated every epoch,
 as before the feature cache) for a same-run comparison. The load average is printed: the
-timings are only comparable within one run on a shared machine.
+timings are only comparable within one run on a shared machine. Each variant's line splits its
+time into corpus + hidden-state pass, seconds per epoch and the final validation pass
+(``settings.timing_s`` of the record); the peak resident memory of the process is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -70,10 +73,14 @@ def main() -> None:
     print(f"pawn probe {' '.join(shown)}: {wall:.1f} s for {len(data['models'])} variants "
           f"({s['n_games']}/{s['n_val_games']} games, max_ply {s['max_ply']}, {s['n_epochs']} epochs, "
           f"cached {s['features_cached']}); device {jax.devices()[0].device_kind}, "
-          f"load average {load0:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+          f"load average {load0:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+          f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     for m in data["models"]:
+        t = m["settings"]["timing_s"]
+        per_epoch = t["epochs"] / max(s["n_epochs"], 1)
         print(f"  {m['name']}: {m['wall_s']:.1f} s ({m['probes']['piece_type']['embed']['n_train']} train / "
-              f"{m['probes']['piece_type']['embed']['n_val']} val positions)")
+              f"{m['probes']['piece_type']['embed']['n_val']} val positions): corpus + hidden states {t['features']:.1f} s, "
+              f"{per_epoch:.1f} s/epoch (training + validation), final validation {t['final_val']:.1f} s")
 
 
 if __name__ == "__main__":

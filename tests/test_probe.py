@@ -241,3 +241,127 @@ def test_ctrl_c_during_probe_keeps_the_finished_variants_and_says_so(tmp_path, m
     calls[:] = [None]  # the next call (the first variant) is interrupted
     res = CliRunner().invoke(app, ["probe", str(ck)])
     assert res.exit_code == 130 and "nothing was finished; nothing written" in res.output
+
+
+def _reference_loss(kind, logits, y, w):
+    """The per-probe losses as first written (square-major piece_type, optax CE/BCE), the
+    reference the fused head and its closed-form gradients must reproduce."""
+    import jax.numpy as jnp
+    import optax
+
+    n = logits.shape[1]
+    if kind == "ce_sq":
+        l = optax.softmax_cross_entropy_with_integer_labels(logits.reshape(logits.shape[0], n, 64, 13), y[None].astype(jnp.int32)).mean(-1)
+    elif kind == "ce":
+        l = optax.softmax_cross_entropy_with_integer_labels(logits, y[None].astype(jnp.int32))
+    elif kind == "bce":
+        l = optax.sigmoid_binary_cross_entropy(logits, jnp.broadcast_to(y.reshape(n, -1)[None], logits.shape)).mean(-1)
+    else:
+        l = ((logits - y.reshape(n, -1)[None]) ** 2).mean(-1)
+    return (l * w[None]).sum(-1) / jnp.maximum(w.sum(), 1.0)
+
+
+def test_fused_probe_steps_equal_one_adamw_per_probe_with_autodiff():
+    """A segment of fused steps (one matmul for all probes, closed-form gradients, class-major
+    piece_type, a trailing inactive step) equals per-probe params trained with autodiff of the
+    reference losses and one optax AdamW per probe type."""
+    import jax.numpy as jnp
+    import optax
+
+    from pawn.evaluate.probes import _chunk, _fused_grad, _Head, _segments, _train_segment, init_probe_params
+
+    names = tuple(PROBES)
+    c = _Corpus(6, 40, 11, False, names)
+    Lp, d, n = 3, 16, c.n_positions
+    rng = np.random.default_rng(0)
+    feats = jnp.asarray(rng.standard_normal((Lp, n, d)) * 2.0, jnp.float32)
+    targets = {k: jnp.asarray(a) for k, a in c.rows.items()}
+    idx, w = _chunk(rng.permutation(n)[: 5 * 32 - 7], 32)  # 5 steps, the last one partly padding
+    per = init_probe_params(names, Lp, d, 4)
+    head = _Head(names)
+    opt = optax.adamw(1e-2, weight_decay=1e-4)
+    fused = head.fuse(per)
+
+    def ref_grads(params, h, s):
+        def loss(q, k):
+            out = jnp.einsum("lnd,ldk->lnk", h, q["w"]) + q["b"][:, None, :]
+            return _reference_loss(PROBES[k][1], out, targets[k][idx[s]], jnp.asarray(w[s])).sum()
+
+        return {k: jax.grad(loss)(params[k], k) for k in names}
+
+    # The gradients themselves (AdamW below is blind to a gradient's scale).
+    g = _fused_grad(head, fused, feats[:, idx[4]], {k: a[idx[4]] for k, a in targets.items()}, jnp.asarray(w[4]))
+    want = head.fuse(ref_grads(per, feats[:, idx[4]], 4))
+    for part in ("w", "b"):
+        np.testing.assert_allclose(np.asarray(g[part]), np.asarray(want[part]), rtol=1e-4, atol=1e-7)
+    (i, ww, on), = list(_segments(idx, w, 6))  # 6 slots: the last is inactive
+    assert not bool(on[-1])
+    fused, _ = _train_segment(head, fused, opt.init(fused), opt, feats, targets, i, ww, on)
+
+    refs = {k: (per[k], opt.init(per[k])) for k in names}
+    for s in range(len(idx)):
+        grads = ref_grads({k: refs[k][0] for k in names}, feats[:, idx[s]], s)
+        for k in names:
+            p, o = refs[k]
+            u, o = opt.update(grads[k], o, p)
+            refs[k] = (optax.apply_updates(p, u), o)
+    got = head.fuse({k: refs[k][0] for k in names})
+    moved = np.abs(np.asarray(got["w"]) - np.asarray(head.fuse(per)["w"])).max()
+    assert moved > 1e-3  # the steps did something
+    # Adam's g/√v turns float32 rounding in near-zero gradients into ~1e-5 moves; a wrong gradient,
+    # column order or optimizer state moves weights by up to lr·steps = 5e-2.
+    np.testing.assert_allclose(np.asarray(fused["w"]), np.asarray(got["w"]), rtol=0, atol=5e-5)
+    np.testing.assert_allclose(np.asarray(fused["b"]), np.asarray(got["b"]), rtol=0, atol=5e-5)
+    assert np.mean(np.abs(np.asarray(fused["w"]) - np.asarray(got["w"])) > 1e-6) < 0.01
+
+
+def test_initial_probe_weights_are_the_per_shape_normal_draws_bit_for_bit():
+    import jax.numpy as jnp
+
+    from pawn.evaluate.probes import init_probe_params
+
+    names = ("piece_type", "is_check", "ep_square")
+    got = init_probe_params(names, 4, 48, 19)
+    keys = jax.random.split(jax.random.PRNGKey(19), len(names))
+    for k, kk in zip(names, keys):
+        want = jax.random.normal(kk, (4, 48, PROBES[k][0])) / np.sqrt(48)
+        assert got[k]["w"].dtype == jnp.float32 and np.array_equal(np.asarray(got[k]["w"]), np.asarray(want)), k
+        assert np.array_equal(np.asarray(got[k]["b"]), np.zeros((4, PROBES[k][0])))
+
+
+class BF16Table(TokenTable):
+    """TokenTable rounded to bfloat16: hidden states in bfloat16, or the same values in float32."""
+
+    def __init__(self, seed: int = 0, out_bf16: bool = True):
+        super().__init__(seed)
+        self.out_bf16 = out_bf16
+
+    def __call__(self, tokens, attn_mask, dtype=None, return_hidden=False):
+        import jax.numpy as jnp
+
+        h = super().__call__(tokens, attn_mask)[1].astype(jnp.bfloat16)
+        return None, h if self.out_bf16 else h.astype(jnp.float32)
+
+
+def test_bfloat16_hidden_states_are_cached_in_bfloat16_and_give_the_float32_results():
+    """A bfloat16 forward's hidden states are stored as computed (half the memory) and upcast for
+    the probes, so the numbers equal those of the same values held in float32."""
+    import pawn.evaluate.probes as probes_mod
+
+    cfg = dict(n_train_games=12, n_val_games=5, max_ply=16, seed=2, n_epochs=2, game_batch=8, inner_batch=32,
+               probes=("piece_type", "material_count", "castling_rights"))
+    seen = []
+    real = probes_mod._Features.__init__
+
+    def spy(self, *a, **k):
+        real(self, *a, **k)
+        seen.append(self.feats.dtype)
+
+    probes_mod._Features.__init__ = spy
+    try:
+        low = run_probes(BF16Table(3, out_bf16=True), ProbeConfig(**cfg))
+    finally:
+        probes_mod._Features.__init__ = real
+    assert seen and all(str(dt) == "bfloat16" for dt in seen)
+    full = run_probes(BF16Table(3, out_bf16=False), ProbeConfig(**cfg))
+    assert low["probes"] == full["probes"]

@@ -1,5 +1,5 @@
 """``pawn bench``: where the time goes — compiled memory, engine, train step, MFU, data path,
-concurrency, eval, decode (spec ``eval-probe-generate-sweep-bench.md`` §7).
+concurrency, eval, decode, adapter training (spec ``eval-probe-generate-sweep-bench.md`` §7).
 
 One module per section (:mod:`~pawn.bench.memory`, :mod:`~pawn.bench.engine` with its child
 process :mod:`~pawn.bench.engine_child`, :mod:`~pawn.bench.step`, :mod:`~pawn.bench.mfu`,
@@ -16,6 +16,7 @@ Nothing is estimated except where a field says so (``compile_s`` and MFU's FLOP 
 formula is :data:`FLOPS_FORMULA`).
 """
 
+from pawn.bench.adapt import bench_adapt
 from pawn.bench.concurrency import bench_concurrency
 from pawn.bench.data import bench_data
 from pawn.bench.decode import bench_decode, decode_step_timing
@@ -35,7 +36,7 @@ from pawn.config import flops_per_token
 
 __all__ = [
     "BenchReport", "BenchSettings", "FLOPS_FORMULA", "GPU_PEAKS", "METRICS", "Measurement", "PEAK_SOURCE", "QUICK_PRESET",
-    "REFERENCE_MACHINE", "REFERENCE_SECTION_S", "SECTIONS", "StepSetup", "bench_concurrency", "bench_data", "bench_decode",
+    "REFERENCE_MACHINE", "REFERENCE_SECTION_S", "SECTIONS", "StepSetup", "bench_adapt", "bench_concurrency", "bench_data", "bench_decode",
     "bench_engine", "bench_eval", "bench_memory", "bench_mfu", "bench_step", "common_window_rate", "decode_step_timing",
     "estimate_line", "estimate_seconds", "flops_per_token", "fresh_state", "header", "lookup_gpu_peak", "make_setup",
     "measure_matmul_peak", "parse_only", "per_repetition_rates", "pretrain_optimizer", "print_report", "rates",

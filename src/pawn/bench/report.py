@@ -189,9 +189,15 @@ def _decode(d) -> TableView:
     return v
 
 
+def _adapt(r) -> TableView:
+    from pawn.bench.adapt import adapt_view  # the section module lays out its own record
+
+    return adapt_view(r)
+
+
 VIEWS: dict[str, Callable[[Any], TableView]] = {
     "memory": _memory, "engine": _engine, "step": _step, "mfu": _mfu, "data": _data, "concurrency": _concurrency,
-    "eval": _eval, "decode": _decode}
+    "eval": _eval, "decode": _decode, "adapt": _adapt}
 """Section name → the function that lays out its record as a :class:`TableView`."""
 
 

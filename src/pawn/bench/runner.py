@@ -17,7 +17,7 @@ from pawn.bench.records import to_json
 from pawn.bench.settings import BenchSettings
 from pawn.config import flops_per_token
 
-SECTIONS: tuple[str, ...] = ("memory", "engine", "step", "mfu", "data", "concurrency", "eval", "decode")
+SECTIONS: tuple[str, ...] = ("memory", "engine", "step", "mfu", "data", "concurrency", "eval", "decode", "adapt")
 """Section names accepted by ``--only``, in run order. Section ``x`` runs ``pawn.bench.bench_x``."""
 
 SHARED_SETUP = ("step", "mfu", "data")
@@ -176,7 +176,7 @@ def run_bench(
 # Only used for the estimate printed before a run.
 REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
     "memory": (30.0, 60.0), "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
-    "concurrency": (9.0, 46.0), "eval": (3.0, 10.0), "decode": (5.0, 60.0),
+    "concurrency": (9.0, 46.0), "eval": (3.0, 10.0), "decode": (5.0, 60.0), "adapt": (40.0, 240.0),
 }
 REFERENCE_MACHINE = "a 2-core CPU"
 """Where :data:`REFERENCE_SECTION_S` was measured."""
@@ -198,6 +198,8 @@ def _work(s: BenchSettings, name: str) -> float:
         return step * s.concurrency_chunks
     if name == "data":
         return step * s.data_chunks
+    if name == "adapt":  # one chunk per strategy (+ full fine-tuning) per repeat, plus the data-wait chunks
+        return step * ((len(s.adapt_strategies) + 1) * (s.repeats + s.warmup) + s.data_chunks)
     return step * s.repeats
 
 

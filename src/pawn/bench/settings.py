@@ -22,7 +22,8 @@ from pawn.vocab import MAX_SEQ_LEN
 QUICK_PRESET: dict[str, Any] = dict(
     variant="toy", supernet=None, batch_size=4, seq_len=32, steps_per_chunk=2, repeats=2, engine_games=200,
     engine_max_ply=128, mask_games=8, chess_games=2, data_chunks=2, concurrency=2, concurrency_chunks=1, decode_games=2,
-    decode_len=16, decode_long_games=4, decode_long_len=24, eval_games=8, matmul_n=256)
+    decode_len=16, decode_long_games=4, decode_long_len=24, eval_games=8, matmul_n=256,
+    adapt_strategies=("lora", "bottleneck"))
 """``--quick``: tiny sizes, every section in well under a minute on two CPU cores. Fields given
 on the command line, in the environment or in the config file win over these."""
 
@@ -78,6 +79,8 @@ class BenchSettings(_Settings):
     matmul_n: int = Field(1024, ge=1, description="Size of the CPU peak matmul.")
     pgn_files: tuple[str, ...] = Field((), description="PGN file, or a directory of .pgn files, for the parsing workload (repeatable), e.g. "
                                        "Lichess exports; default: the random games written as PGN.", json_schema_extra={"flag": "--pgn"})
+    adapt_data: Optional[str] = Field(None, description="Lichess games (PGN/parquet file or folder, Hub dataset id) of the adapt section; default the shared Lichess PGN folder.")
+    adapt_strategies: tuple[str, ...] = Field(("lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze"), description="Adapter strategies the adapt section times against full fine-tuning (repeatable).")
     quick: bool = Field(False, description="Every section at tiny sizes (a smoke run).")
     seed: int = Field(0, description="Game stream seed of the train-step and data sections.")
 

@@ -61,6 +61,7 @@ register("eval", "pawn.cli.eval:command")
 register("probe", "pawn.cli.probe:command")
 register("generate", "pawn.cli.generate:command")
 register("bench", "pawn.cli.bench:bench_command")
+register("adapt", "pawn.cli.adapt:command")
 register("play", "pawn.cli.play:command")
 app.add_typer(importlib.import_module("pawn.cli.data").data_app, name="data")
 

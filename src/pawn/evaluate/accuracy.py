@@ -6,6 +6,7 @@ trainer's validation) and is re-exported here; this module adds the Lichess accu
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -68,12 +69,18 @@ def evaluate_pgn(
         ``n_games`` 0 and NaN metrics).
 
     Raises:
-        FileNotFoundError: no such PGN file. ValueError: fewer than two Elo edges or unsorted.
+        FileNotFoundError: no such PGN file (``pgn`` may be a folder of ``.pgn`` files). ValueError: fewer than two Elo edges or unsorted.
     """
     edges = tuple(int(e) for e in elo_edges)
     if len(edges) < 2 or list(edges) != sorted(set(edges)):
         raise ValueError(f"elo edges must be at least two strictly increasing values, got {edges}")
-    games = parse_pgn(pgn, max_ply=Layout.of(prepend_outcome).max_ply(seq_len), min_ply=min_ply)
+    source: Any = pgn
+    if Path(pgn).is_dir():  # a folder: its .pgn files in name order, as one stream of games
+        files = sorted(Path(pgn).glob("*.pgn"))
+        if not files:
+            raise FileNotFoundError(f"{pgn}: no .pgn file in this folder")
+        source = b"\n\n".join(f.read_bytes() for f in files)
+    games = parse_pgn(source, max_ply=Layout.of(prepend_outcome).max_ply(seq_len), min_ply=min_ply)
     if len(games) == 0:
         skipped = ", ".join(f"{k} {v}" for k, v in games.counts.items() if k not in ("read", "kept") and v)
         raise ValueError(f"{pgn}: no usable game among {games.counts.get('read', 0)} read" + (f" (skipped: {skipped})" if skipped else ""))

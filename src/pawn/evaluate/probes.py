@@ -12,16 +12,22 @@ mini-batches of ``inner_batch`` positions. A full validation pass after every ep
 
 Speed (v2 departure from the spec's streaming description, same numbers): the backbone is
 frozen, so its hidden states at the probed positions are computed once per corpus (all layers
-in one forward pass, ``game_batch`` games at a time) and cached as float32 ``[L+1, n_positions,
-d]``; the training steps and validation chunks then run as ``lax.scan`` segments over the cached
-features. The mini-batch sequence (random stream, grouping, padding) is the streaming one, so
-the results do not depend on whether a corpus was cached. A corpus whose features exceed
-``feature_cache_gb`` is streamed instead (its forward pass repeated every epoch).
+in one forward pass, ``game_batch`` games at a time) and cached ``[L+1, n_positions, d]`` in the
+backbone's output dtype (float32 on CPU; a bfloat16 forward's states are kept in bfloat16, as
+computed, and upcast for the probes), written in place into one preallocated buffer. The training
+steps and validation chunks run as ``lax.scan`` segments over the cached features; each step is
+one fused head for all probes (one ``[n, d] × [d, Σ n_out]`` matmul per layer forward, closed-form
+logit gradients, one ``hᵀ·G`` matmul back, one AdamW). The mini-batch sequence (random stream,
+grouping, padding) is the streaming one, so the results do not depend on whether a corpus was
+cached. A corpus whose features exceed ``feature_cache_gb`` is streamed instead (its forward
+pass repeated every epoch). The probe matmuls are the floor: Σ n_out = 918 outputs, so a step
+costs 4 · 256 · (L+1) · d · 918 FLOPs (0.9 GFLOP for the TINY supernet's large variant).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Optional
 
 import equinox as eqx
@@ -71,7 +77,8 @@ class ProbeConfig:
         game_batch, inner_batch: games per forward (64), positions per step (256).
         prepend_outcome: outcome-prefixed layout. probes: subset of :data:`PROBES` (all).
         dtype: compute dtype of the backbone forward.
-        feature_cache_gb: at most this many GiB of cached float32 hidden states (validation set
+        feature_cache_gb: at most this many GiB of cached hidden states (float32, or bfloat16 for a
+            bfloat16 forward) (validation set
             first, then training set); a corpus that does not fit is streamed (recomputed every
             epoch). None = half the accelerator's memory, or 30 % of the host's available
             memory on CPU. Numbers are the same either way.
@@ -101,11 +108,13 @@ class ProbeConfig:
 def _per_layer_loss(kind: str, logits, y, w):
     """Weighted mean loss per layer. logits [L+1, n, k]; y targets [n, ...]; w [n] weights."""
     n = logits.shape[1]
-    if kind == "ce_sq":
-        lg = logits.reshape(logits.shape[0], n, 64, 13)
-        l = optax.softmax_cross_entropy_with_integer_labels(lg, y[None].astype(jnp.int32)).mean(-1)
-    elif kind == "ce":
-        l = optax.softmax_cross_entropy_with_integer_labels(logits, y[None].astype(jnp.int32))
+    if kind == "ce_sq":  # class-major columns (see _Head): [L+1, n, 13 classes, 64 squares]
+        lg = logits.reshape(logits.shape[0], n, 13, 64)
+        picked = (lg * jax.nn.one_hot(y, 13, axis=-2, dtype=lg.dtype)[None]).sum(-2)
+        l = (jax.nn.logsumexp(lg, axis=-2) - picked).mean(-1)
+    elif kind == "ce":  # one-hot pick: its gradient is dense, no scatter (slow on CPU)
+        picked = (logits * jax.nn.one_hot(y, logits.shape[-1], dtype=logits.dtype)[None]).sum(-1)
+        l = jax.nn.logsumexp(logits, axis=-1) - picked
     elif kind == "bce":
         l = optax.sigmoid_binary_cross_entropy(logits, jnp.broadcast_to(y.reshape(n, -1)[None], logits.shape)).mean(-1)
     else:
@@ -119,7 +128,7 @@ def _metric_sums(kind: str, logits, y, w, mean):
     loss = _per_layer_loss(kind, logits, y, w) * w.sum()
     zero = jnp.zeros(logits.shape[0])
     if kind == "ce_sq":
-        pred = logits.reshape(logits.shape[0], n, 64, 13).argmax(-1)
+        pred = logits.reshape(logits.shape[0], n, 13, 64).argmax(-2)
         good = ((pred == y[None]).mean(-1) * w[None]).sum(-1)
         return loss, good, zero, zero
     if kind == "ce":
@@ -135,41 +144,95 @@ def _metric_sums(kind: str, logits, y, w, mean):
     return loss, ss_res, abs_err, ss_tot
 
 
-@eqx.filter_jit
-def _hidden(model, ids, attn, dtype):
-    return model(ids, attn, dtype=dtype, return_hidden=True)[1]
+class _Head:
+    """Column layout of the fused probe head: every active probe's outputs side by side, in
+    ``probes`` order, so one matmul per layer computes all probes (``[n, d] × [d, Σ n_out]``).
+
+    The probes share the features of a step, so their weights live in one array ``w``
+    [L+1, d, Σ n_out] (``b`` [L+1, Σ n_out]) trained by one AdamW. AdamW is elementwise and every
+    probe steps on every mini-batch, so this is the same optimisation as one optimizer per probe
+    type (spec §2.2), up to float32 summation order. ``piece_type``'s 832 columns are stored
+    class-major (column ``c · 64 + square``) rather than the spec's square-major reading
+    (``square · 13 + c``): the same per-square logits, permuted so the 13-way softmax runs along
+    the 64 contiguous squares (faster on CPU); :meth:`fuse` permutes the initial weights
+    accordingly. Static (hashable) for ``jit``."""
+
+    def __init__(self, probes: tuple[str, ...]):
+        self.probes = tuple(probes)
+        offs = np.concatenate([[0], np.cumsum([PROBES[k][0] for k in self.probes])]).astype(int)
+        self.slices = {k: (int(offs[i]), int(offs[i + 1])) for i, k in enumerate(self.probes)}
+        self.n_out = int(offs[-1])
+
+    def __hash__(self):
+        return hash(self.probes)
+
+    def __eq__(self, other):
+        return isinstance(other, _Head) and other.probes == self.probes
+
+    def split(self, logits) -> dict:
+        """Fused logits [..., Σ n_out] → {probe: [..., n_out]}."""
+        return {k: logits[..., a:b] for k, (a, b) in self.slices.items()}
+
+    def fuse(self, params: dict[str, dict]) -> dict:
+        """Per-probe params {probe: {w [L+1, d, n_out], b [L+1, n_out]}} (``piece_type``
+        square-major, as :func:`init_probe_params` makes them) → fused {w, b} (numpy work, one
+        transfer: no per-shape compiles)."""
+
+        def cols(k, a):
+            a = np.asarray(a, np.float32)
+            if PROBES[k][1] != "ce_sq":
+                return a
+            return np.swapaxes(a.reshape(*a.shape[:-1], 64, 13), -1, -2).reshape(a.shape)
+
+        return {"w": jnp.asarray(np.concatenate([cols(k, params[k]["w"]) for k in self.probes], -1)),
+                "b": jnp.asarray(np.concatenate([cols(k, params[k]["b"]) for k in self.probes], -1))}
+
+
+def _apply(fused, h):
+    """Fused logits float32 [L+1, n, Σ n_out] of features h [L+1, n, d] (one batched matmul per
+    step; bfloat16 features are upcast, so the probe math is float32 whatever the cache holds)."""
+    return jnp.einsum("lnd,ldk->lnk", h.astype(jnp.float32), fused["w"]) + fused["b"][:, None, :]
+
+
+def _logit_grad(kind: str, logits, y, w):
+    """d(per-layer weighted mean loss)/d logits, float32 [L+1, n, k]: the closed forms of the
+    losses of :func:`_per_layer_loss` (softmax − one-hot for CE, σ − y for BCE, 2·(z − y) for MSE),
+    each divided by the outputs averaged over and scaled by ``w / Σw``."""
+    n, k = logits.shape[1], logits.shape[2]
+    scale = (w / jnp.maximum(w.sum(), 1.0))[None, :, None]
+    if kind == "ce_sq":  # class-major [L+1, n, 13, 64], mean over the 64 squares
+        lg = logits.reshape(logits.shape[0], n, 13, 64)
+        g = (jax.nn.softmax(lg, axis=-2) - jax.nn.one_hot(y, 13, axis=-2, dtype=lg.dtype)[None]) / 64.0
+        return g.reshape(logits.shape) * scale
+    if kind == "ce":
+        return (jax.nn.softmax(logits, axis=-1) - jax.nn.one_hot(y, k, dtype=logits.dtype)[None]) * scale
+    yy = y.reshape(n, -1).astype(logits.dtype)[None]
+    if kind == "bce":
+        return (jax.nn.sigmoid(logits) - yy) * (scale / k)
+    return (logits - yy) * (scale * (2.0 / k))
+
+
+def _fused_grad(head: _Head, fused, h, ys, w):
+    """Gradient of Σ over probes and layers of the per-layer weighted mean losses w.r.t. the fused
+    {w, b}: one logit-gradient array [L+1, n, Σ n_out] and one matmul ``hᵀ·G`` per layer (the same
+    values as autodiff of :func:`_per_layer_loss`, without per-probe slices and pads)."""
+    out = head.split(_apply(fused, h))
+    g = jnp.concatenate([_logit_grad(PROBES[k][1], out[k], ys[k], w) for k in head.probes], -1)
+    return {"w": jnp.einsum("lnd,lnk->ldk", h.astype(jnp.float32), g), "b": g.sum(1)}
 
 
 @eqx.filter_jit
-def _block_features(model, ids, attn, flat, dtype):
-    """Hidden states of every layer at flat positions: ids [B, T] → float32 [L+1, len(flat), d]."""
-    hidden = _hidden(model, ids, attn, dtype)
-    Lp, B, T, d = hidden.shape
-    return hidden.reshape(Lp, B * T, d)[:, flat].astype(jnp.float32)
-
-
-def _apply(params, h):
-    return {k: jnp.einsum("lnd,ldk->lnk", h, p["w"]) + p["b"][:, None, :] for k, p in params.items()}
-
-
-@eqx.filter_jit
-def _train_segment(params, opt_state, optimizer, feats, targets, idx, w, active):
-    """AdamW steps over one segment. feats [L+1, n, d]; targets {probe: [n, ...]}; idx, w
-    [S, inner] (rows into feats, weights 0 on padding); active bool [S] (False = no step)."""
+def _train_segment(head, params, opt_state, optimizer, feats, targets, idx, w, active):
+    """AdamW steps over one segment. params fused {w, b}; feats [L+1, n, d]; targets {probe:
+    [n, ...]}; idx, w [S, inner] (rows into feats, weights 0 on padding); active bool [S] (False =
+    no step)."""
 
     def step(carry, xs):
         i, wi, on = xs
 
         def run(c):
             p, o = c
-            h = feats[:, i]
-            ys = {k: a[i] for k, a in targets.items()}
-
-            def loss_fn(q):
-                out = _apply(q, h)
-                return sum(_per_layer_loss(PROBES[k][1], out[k], ys[k], wi).sum() for k in q)
-
-            grads = jax.grad(loss_fn)(p)
+            grads = _fused_grad(head, p, feats[:, i], {k: a[i] for k, a in targets.items()}, wi)
             updates, o = optimizer.update(grads, o, p)
             return optax.apply_updates(p, updates), o
 
@@ -180,15 +243,37 @@ def _train_segment(params, opt_state, optimizer, feats, targets, idx, w, active)
 
 
 @eqx.filter_jit
-def _val_segment(params, feats, targets, idx, w, means):
+def _val_segment(head, params, feats, targets, idx, w, means):
     """Per-chunk validation sums over one segment: {probe: 4 × [S, L+1]} (see :func:`_metric_sums`)."""
 
     def chunk(_, xs):
         i, wi = xs
-        out = _apply(params, feats[:, i])
-        return None, {k: _metric_sums(PROBES[k][1], out[k], targets[k][i], wi, means.get(k, 0.0)) for k in params}
+        out = head.split(_apply(params, feats[:, i]))
+        return None, {k: _metric_sums(PROBES[k][1], out[k], targets[k][i], wi, means.get(k, 0.0)) for k in head.probes}
 
     return jax.lax.scan(chunk, None, (idx, w))[1]
+
+
+@eqx.filter_jit
+def _hidden(model, ids, attn, dtype):
+    return model(ids, attn, dtype=dtype, return_hidden=True)[1]
+
+
+@eqx.filter_jit
+def _block_features(model, ids, attn, flat, dtype):
+    """Hidden states of every layer at flat positions: ids [B, T] → [L+1, len(flat), d] in the
+    backbone's output dtype (float32, or bfloat16 for a bfloat16 forward: stored as computed, so
+    caching loses nothing; the probes upcast to float32)."""
+    hidden = _hidden(model, ids, attn, dtype)
+    Lp, B, T, d = hidden.shape
+    return hidden.reshape(Lp, B * T, d)[:, flat]
+
+
+@partial(jax.jit, donate_argnums=0)
+def _put_block(cache, block, r0):
+    """Write ``block`` [L+1, rows, d] into rows ``r0 …`` of ``cache`` [L+1, N, d] in place (the
+    cache buffer is donated, so building the cache never holds two copies of it)."""
+    return jax.lax.dynamic_update_slice(cache, block.astype(cache.dtype), (0, r0, 0))
 
 
 # --------------------------------------------------------------------------- data
@@ -209,8 +294,16 @@ def _auto_cache_bytes() -> int:
         return 4 << 30
 
 
+def _feature_dtype(model, seq_len: int, dtype):
+    """Dtype of the backbone's hidden states for a forward in ``dtype`` (shape-only trace)."""
+    ids = jax.ShapeDtypeStruct((1, seq_len), jnp.int32)
+    attn = jax.ShapeDtypeStruct((1, seq_len), jnp.bool_)
+    return jax.eval_shape(lambda i, a: _hidden(model, i, a, dtype), ids, attn).dtype
+
+
 class _Features:
-    """Float32 hidden states [L+1, n_positions, d] of one corpus at its probed positions (row
+    """Hidden states [L+1, n_positions (+ one spare block), d] of one corpus, in the backbone's
+    output dtype, at its probed positions (row
     order: game-major, ply ascending — the order of ``corpus.rows``), computed ``game_batch``
     games per forward pass; or, when not cached, the same rows computed per game group on demand."""
 
@@ -221,27 +314,31 @@ class _Features:
         self.feats = self.targets = None
         if cache:
             Lp, d = model.config.n_layers + 1, model.config.d_model
-            host = np.empty((Lp, corpus.n_positions, d), np.float32)
             n_groups = -(-corpus.n_games // game_batch)
+            # One spare block of rows so every group writes a full, fixed-shape block (one compile).
+            self.feats = jnp.zeros((Lp, corpus.n_positions + self.block_rows, d), _feature_dtype(model, corpus.seq_len, dtype))
             for gi, s in enumerate(range(0, corpus.n_games, game_batch)):
                 games = np.arange(s, min(s + game_batch, corpus.n_games))
-                f, n = self._compute(games)
-                r0 = corpus.starts[games[0]]
-                host[:, r0:r0 + n] = np.asarray(f[:, :n])
+                block, _ = self._compute(games)
+                self.feats = _put_block(self.feats, block, jnp.int32(corpus.starts[games[0]]))
                 if progress is not None:
+                    self.feats.block_until_ready()
                     progress((gi + 1) / n_groups)
-            self.feats = jnp.asarray(host)
-            del host
             self.targets = {k: jnp.asarray(a) for k, a in corpus.rows.items()}
 
-    def _compute(self, games: np.ndarray):
-        """(features [L+1, block_rows, d] of ``games``' positions in order, padded; count n)."""
+    def _inputs(self, games: np.ndarray):
+        """(ids, attn, flat padded to ``block_rows``, n valid) of ``games``' positions, in order."""
         c = self.corpus
         ids, attn, flat = c.batch(_pad_games(games, self.game_batch))
         flat = flat[flat < games.size * c.seq_len]
         n = flat.size
         flat = np.concatenate([flat, np.zeros(self.block_rows - n, flat.dtype)])
-        return _block_features(self.model, jnp.asarray(ids), jnp.asarray(attn), jnp.asarray(flat), self.dtype), n
+        return jnp.asarray(ids), jnp.asarray(attn), jnp.asarray(flat), n
+
+    def _compute(self, games: np.ndarray):
+        """(features [L+1, block_rows, d] of ``games``' positions in order, padded; count n)."""
+        ids, attn, flat, n = self._inputs(games)
+        return _block_features(self.model, ids, attn, flat, self.dtype), n
 
     def block(self, games: np.ndarray):
         """Streaming: (features, targets) of ``games`` with rows 0…n−1 in order (padded)."""
@@ -316,10 +413,28 @@ def _segments(idx: np.ndarray, w: np.ndarray, seg: int):
 # --------------------------------------------------------------------------- run
 def init_probe_params(probes: tuple[str, ...], n_layers_plus_one: int, d_model: int, seed: int) -> dict[str, dict]:
     """Initial probe weights (spec §2.2): per probe ``w`` float32 [L+1, d, n_out] ~ N(0, 1)/√d
-    (one key per probe, split from ``PRNGKey(seed)`` in ``probes`` order) and ``b`` zeros [L+1, n_out]."""
+    (``jax.random.normal(key, (L+1, d, n_out)) / √d`` with one key per probe, split from
+    ``PRNGKey(seed)`` in ``probes`` order) and ``b`` zeros [L+1, n_out].
+
+    Speed: with JAX's partitionable threefry (the default) an element's random bits depend only on
+    its flat index, so every probe's draw is the leading slice of one draw of a power-of-two length
+    (bit-identical to drawing each shape): one compile per length instead of one per probe shape
+    (27 compiles for a TINY supernet's three variants, about 30 s on a loaded 2-core CPU), the
+    rest in numpy.
+    """
     keys = jax.random.split(jax.random.PRNGKey(seed), len(probes))
-    return {k: {"w": jax.random.normal(kk, (n_layers_plus_one, d_model, PROBES[k][0])) / np.sqrt(d_model),
-                "b": jnp.zeros((n_layers_plus_one, PROBES[k][0]))} for k, kk in zip(probes, keys)}
+    inv = np.float32(1 / np.sqrt(d_model))  # XLA's form of ``/ √d`` (a reciprocal multiply)
+    shapes = {k: (n_layers_plus_one, d_model, PROBES[k][0]) for k in probes}
+    length = 1 << max(int(np.prod(sh)) for sh in shapes.values()).bit_length() if probes else 1
+    out = {}
+    for k, kk in zip(probes, keys):
+        n = int(np.prod(shapes[k]))
+        if jax.config.jax_threefry_partitionable:
+            draw = np.asarray(jax.random.normal(kk, (length,)))[:n].reshape(shapes[k])
+        else:  # bits depend on the shape: draw each one as is
+            draw = np.asarray(jax.random.normal(kk, shapes[k]))
+        out[k] = {"w": jnp.asarray(draw * inv), "b": jnp.zeros((n_layers_plus_one, PROBES[k][0]), jnp.float32)}
+    return out
 
 
 def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
@@ -353,6 +468,9 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
     mc = model.config
     max_ply = config.max_ply or min(Layout.of(config.prepend_outcome).max_ply(mc.max_seq_len), 256)
     n_val_games = config.val_games
+    import time
+
+    t_start = time.perf_counter()
     train = _Corpus(config.n_train_games, max_ply, config.seed, config.prepend_outcome, config.probes)
     val = _Corpus(n_val_games, max_ply, config.seed + 1, config.prepend_outcome, config.probes)
     Lp, d = mc.n_layers + 1, mc.d_model
@@ -364,17 +482,21 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
 
     # Feature caches: validation first (it is read every epoch), then training.
     budget = _auto_cache_bytes() if config.feature_cache_gb is None else int(config.feature_cache_gb * 2**30)
-    per_row = Lp * d * 4
-    cache_val = val.n_positions * per_row <= budget
-    cache_train = (train.n_positions + (val.n_positions if cache_val else 0)) * per_row <= budget
+    per_row = Lp * d * jnp.dtype(_feature_dtype(model, train.seq_len, config.dtype)).itemsize
+    spare = config.game_batch * max_ply  # each cache holds one spare block of rows
+    val_rows, train_rows = val.n_positions + spare, train.n_positions + spare
+    cache_val = val_rows * per_row <= budget
+    cache_train = (train_rows + (val_rows if cache_val else 0)) * per_row <= budget
     share = val.n_positions * cache_val / max(val.n_positions * cache_val + train.n_positions * cache_train, 1)
     vf = _Features(model, val, config.game_batch, config.dtype, cache_val,
                    lambda f: report(f * share, "hidden states (validation)"))
     tf = _Features(model, train, config.game_batch, config.dtype, cache_train,
                    lambda f: report(share + f * (1 - share), "hidden states (training)"))
     report(1.0, "hidden states cached" if cache_val or cache_train else "streaming hidden states")
+    t_feats = time.perf_counter()
 
-    params = init_probe_params(config.probes, Lp, d, config.seed + 7)
+    head = _Head(config.probes)
+    params = head.fuse(init_probe_params(config.probes, Lp, d, config.seed + 7))
     optimizer = optax.adamw(config.lr, weight_decay=config.weight_decay)
     opt_state = optimizer.init(params)
     means = {}
@@ -392,12 +514,12 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
         outs = []
         if cache_val:
             for i, w, _ in _segments(*val_plan, seg):
-                outs.append(_val_segment(params, vf.feats, vf.targets, i, w, means))
+                outs.append(_val_segment(head, params, vf.feats, vf.targets, i, w, means))
         else:
             for games in val_groups:
                 f, ys = vf.block(games)
                 for i, w, _ in _segments(*_chunk(np.arange(val.counts[games].sum()), config.inner_batch), seg):
-                    outs.append(_val_segment(params, f, ys, i, w, means))
+                    outs.append(_val_segment(head, params, f, ys, i, w, means))
         n = max(val.n_positions, 1)
         res = {}
         for k in config.probes:
@@ -424,20 +546,22 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
             w = np.concatenate([s[1] for s in steps])
             n_seg = -(-len(idx) // seg)
             for si, (i, ww, on) in enumerate(_segments(idx, w, seg)):
-                params, opt_state = _train_segment(params, opt_state, optimizer, tf.feats, tf.targets, i, ww, on)
+                params, opt_state = _train_segment(head, params, opt_state, optimizer, tf.feats, tf.targets, i, ww, on)
                 report(1 + epoch + 0.9 * (si + 1) / n_seg, label)
         else:
             for gi, games in enumerate(groups):
                 f, ys = tf.block(games)
                 local = np.arange(train.counts[games].sum())
                 for i, ww, on in _segments(*_chunk(local[rng.permutation(local.size)], config.inner_batch), seg):
-                    params, opt_state = _train_segment(params, opt_state, optimizer, f, ys, i, ww, on)
+                    params, opt_state = _train_segment(head, params, opt_state, optimizer, f, ys, i, ww, on)
                 report(1 + epoch + 0.9 * (gi + 1) / len(groups), label)
         ev = val_pass()
         for k in config.probes:
             best[k] = np.maximum(best[k], ev[k]["accuracy"])
         report(2 + epoch, f"{label}: " + ", ".join(f"{k} {ev[k]['accuracy'].max():.3f}" for k in config.probes))
+    t_epochs = time.perf_counter()
     final = val_pass()
+    t_end = time.perf_counter()
     layers = ["embed"] + [f"layer_{i}" for i in range(mc.n_layers)]
     probes_out: dict[str, Any] = {}
     best_out: dict[str, Any] = {}
@@ -456,7 +580,10 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
     settings = {"n_games": config.n_train_games, "n_val_games": n_val_games, "max_ply": max_ply, "seed": config.seed,
                 "n_epochs": config.n_epochs, "lr": config.lr, "weight_decay": config.weight_decay, "game_batch": config.game_batch,
                 "inner_batch": config.inner_batch, "prepend_outcome": config.prepend_outcome, "dtype": config.dtype,
-                "features_cached": {"train": cache_train, "val": cache_val}}
+                "features_cached": {"train": cache_train, "val": cache_val},
+                # Wall seconds (first-call compiles included): corpus + hidden-state pass, the
+                # epochs (training + per-epoch validation), the final validation pass.
+                "timing_s": {"features": t_feats - t_start, "epochs": t_epochs - t_feats, "final_val": t_end - t_epochs}}
     return {"settings": settings, "probes": probes_out, "best": best_out}
 
 

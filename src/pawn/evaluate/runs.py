@@ -88,8 +88,8 @@ def check_eval(s: EvalSettings) -> None:
         EvaluationError: bad --elo-edges or a missing --pgn file; UsageError: --pgn-min-ply > --max-ply.
     """
     elo_edges(s)
-    if s.pgn is not None and not s.pgn.is_file():
-        raise EvaluationError(f"PGN file not found: {s.pgn}")
+    if s.pgn is not None and not (s.pgn.is_file() or (s.pgn.is_dir() and any(s.pgn.glob("*.pgn")))):
+        raise EvaluationError(f"PGN file not found: {s.pgn}" if not s.pgn.is_dir() else f"--pgn {s.pgn}: no .pgn file in this folder")
     if s.pgn is not None and s.max_ply is not None and s.pgn_min_ply > s.max_ply:
         raise UsageError(f"--pgn-min-ply ({s.pgn_min_ply}) exceeds --max-ply ({s.max_ply}); lower it to at most {s.max_ply}")
 

@@ -1,0 +1,93 @@
+"""``pawn adapt``: parse :class:`pawn.train.adapt_config.AdaptSettings` → :func:`pawn.train.adapt.run_adapt` → render."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Optional
+
+import typer
+
+from pawn.cli._errors import fail
+from pawn.cli._options import flag, settings_command
+from pawn.cli._output import Column, Output, TableReport
+from pawn.train.adapt_config import AdaptSettings
+
+DOC = (
+    "Fine-tune a frozen backbone into a player model on Lichess games with an adapter (--strategy; "
+    "--list-strategies shows them).\n\n"
+    "BACKBONE is a checkpoint directory (e.g. runs/tiny/variants/large) or a Hub id; --data a PGN or parquet file or "
+    "folder, or a Hub dataset id. Loss: cross-entropy over legal moves only (--no-legal-mask for the full vocabulary, "
+    "with optional --illegal-penalty). Validates at step 0 and after every epoch; writes metrics.jsonl, config.json, "
+    "schedule_health.json, checkpoints/step_N, checkpoints/best (lowest val loss, linked as OUT/best: "
+    "pawn eval OUT/best) under --out. --resume DIR|auto continues exactly, mid-epoch included; SIGTERM/Ctrl-C "
+    "checkpoints and stops. Every option can also come from a PAWN_<NAME> environment variable or a --config file "
+    "(command line > environment > config file > defaults)."
+)
+
+_STOPPED = {"sigterm": "stopped by signal at step {step}; checkpoint {ck} (resume with --resume {run})",
+            "paused": "paused at step {step}; checkpoint {ck} (resume with --resume {run})",
+            "resume_no_op": "nothing to do: {run} already reached step {step}"}
+
+
+def strategy_report() -> TableReport:
+    """The strategy table (``--list-strategies``)."""
+    from pawn.adapters import strategy_table
+
+    rep = TableReport("adapter strategies", [Column("strategy", justify="left"), Column("trains", justify="left"),
+                                             Column("parameters", justify="left"), Column("mergeable", justify="left"),
+                                             Column("defaults", justify="left")])
+    for row in strategy_table():
+        rep.add(row["name"], row["trains"], row["formula"], "yes" if row["mergeable"] else "no",
+                ", ".join(f"{k}={v}" for k, v in row["defaults"].items()))
+    return rep
+
+
+def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False) -> None:
+    if list_strategies:
+        Output().report(strategy_report())
+        return
+    if backbone_arg is not None:  # the positional wins over PAWN_BACKBONE and the config file
+        fields = cfg.model_dump(include=cfg.user_set_fields)
+        cfg = AdaptSettings.load(**{**fields, "backbone": backbone_arg})
+    from pawn.train.adapt import run_adapt
+
+    try:
+        res = run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite))
+    except KeyboardInterrupt:
+        raise fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
+    if res.reason in _STOPPED:
+        typer.echo(_STOPPED[res.reason].format(step=res.step, ck=res.checkpoint, run=res.run_dir))
+        return
+    if res.reason == "patience":
+        typer.echo(f"stopped early at step {res.step}: val loss stopped improving (--patience); run directory {res.run_dir}")
+    else:
+        typer.echo(f"finished {res.step} steps ({res.total_steps // res.steps_per_epoch} epochs); run directory {res.run_dir}")
+    rep = TableReport(f"{res.strategy}: {res.trainable_params:,} trainable parameters",
+                      [Column("when", justify="left"), Column("val loss", ".4f"), Column("val top-1", ".4f"),
+                       Column("val top-5", ".4f")])
+    if res.baseline_val:
+        b = res.baseline_val
+        rep.add("step 0 (backbone)", b["val_loss"], b["val_top1"], b["val_top5"])
+    if res.last_val:
+        v = res.last_val
+        rep.add(f"step {v['step']}", v["val_loss"], v["val_top1"], v["val_top5"])
+    Output().report(rep)
+    typer.echo(f"checkpoint: {res.checkpoint}")
+    if res.best_checkpoint is not None:
+        typer.echo(f"best checkpoint (lowest val loss, step {res.best_step}): {res.run_dir / 'best'}")
+
+
+def _adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False) -> None:
+    adapt(cfg, backbone_arg, overwrite, list_strategies)
+
+
+_backbone = inspect.Parameter("backbone_arg", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                              default=typer.Argument(None, metavar="BACKBONE", show_default=False,
+                                                     help="Backbone checkpoint directory or Hub id (not needed with --resume or --list-strategies)."))
+
+
+command = settings_command(AdaptSettings, _adapt, doc=DOC, before=[_backbone], exclude=["backbone"], after=[
+    flag("overwrite", bool, False, "--overwrite",
+         help="If --out holds another run, move it aside to OUT.old-<time> (never deleted) and start a new run there."),
+    flag("list_strategies", bool, False, "--list-strategies", help="Print the strategy table (what trains, parameter formula, defaults) and exit."),
+])

@@ -1,0 +1,625 @@
+"""``pawn adapt``: fine-tune a frozen backbone into a player model on Lichess games (spec
+``training-and-adapters.md`` §4–§6), composed from the same parts as ``pawn pretrain``:
+:class:`~pawn.train.run.Run` (run directory, metrics, schedule health),
+:func:`~pawn.train.run.training_steps` via :class:`~pawn.train.run.Trainer` and its hooks, and
+one :class:`~pawn.train.loop.TrainProgram` whose loss is the legal-masked cross-entropy below.
+
+Data flow: :func:`pawn.data.lichess.load_corpus` (filtered, cached, split) →
+:class:`pawn.data.lichess_batches.GameBatches` (batch of global step s = a pure function of
+``(data_seed, s)``, legal sets bit-packed) → K-step chunks prefetched on a thread → the compiled
+step, which differentiates only the trainable half of ``eqx.partition(model,
+model.trainable_filter())`` and closes over the frozen backbone.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from pydantic import ValidationError
+
+from pawn.settings import format_validation_error
+from pawn.train.adapt_config import AdaptSettings
+from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
+from pawn.train.loop import (
+    TrainProgram,
+    TrainState,
+    init_partitioned_state,
+    make_mesh,
+    make_optimizer,
+    optimizer_from_arrays,
+    optimizer_to_arrays,
+    partition_model,
+    step_counter,
+)
+from pawn.train.run import (
+    CheckpointEvent,
+    Checkpointer,
+    EarlyStoppingHook,
+    Hook,
+    MetricsHook,
+    ProgressHook,
+    Run,
+    SignalStopHook,
+    Trainer,
+    TrainingError,
+    ValidationHook,
+    check_out_path,
+    pick_resume_checkpoint,
+    to_host,
+)
+from pawn.vocab import VOCAB_SIZE
+
+BATCH_KEYS = ("input_ids", "targets", "loss_mask", "attn_mask")
+"""Per-step batch arrays of every adapter chunk (``legal`` is added when the loss needs it)."""
+
+RESUME_MUTABLE = {"resume", "out", "epochs", "patience", "keep_checkpoints", "pause_after_steps", "log_every_s",
+                  "tensorboard", "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone"}
+"""Fields that may differ between a checkpoint's run config and the resuming command (``epochs``
+re-derives the total steps, spec §5; ``backbone`` may name the same weights' new location: the
+recorded SHA-256 is checked)."""
+
+VAL_FIELDS = ("val_loss", "val_top1", "val_top5", "val_illegal_pred_rate", "val_illegal_prob_mass")
+"""Validation metrics of spec §5, in record order."""
+
+
+# ============================================================================ loss (spec §5)
+def unpack_legal_bits(packed: jax.Array) -> jax.Array:
+    """bool [..., 1980] from the bit-packed uint8 [..., 248] legal sets of
+    :class:`~pawn.data.lichess_batches.Batch` (little bit order)."""
+    return jnp.unpackbits(packed, axis=-1, count=VOCAB_SIZE, bitorder="little").astype(jnp.bool_)
+
+
+def position_terms(logits: jax.Array, targets: jax.Array, loss_mask: jax.Array, legal: Optional[jax.Array], *,
+                   legal_mask: bool, illegal_penalty: float = 0.0) -> dict[str, jax.Array]:
+    """Per-position loss terms of spec §5, float32 [B, T] each (zero outside ``loss_mask``).
+
+    Args:
+        logits: [B, T, V] (any float dtype; cast to float32).
+        targets: int32 [B, T]. loss_mask: bool [B, T] (supervised positions).
+        legal: bool [B, T, V] legal target sets (row of the end-of-game position = {PAD}; rows
+            outside ``loss_mask`` may be all-false), or None when neither the mask, the penalty
+            nor the illegal metrics are wanted.
+        legal_mask: set illegal logits to −inf before the softmax (the default regime).
+        illegal_penalty: λ; adds ``λ · Σ_{v illegal} softmax(z)_v`` to each position's loss
+            (only with ``legal_mask=False``).
+
+    Returns:
+        ``loss`` (NLL + λ·illegal mass), ``nll``, ``top1``, ``top5`` (target among the 5 highest
+        logits), ``illegal_pred`` (argmax illegal) and ``illegal_mass`` (softmax mass on illegal
+        tokens); the last two are exactly 0 under the hard mask. Rows outside ``loss_mask`` never
+        reach the arithmetic (replaced by 0 with ``where`` first), so all-false legal rows give
+        no NaN, in values or gradients.
+    """
+    lm = loss_mask[..., None]
+    z = jnp.where(lm, logits.astype(jnp.float32), 0.0)
+    if legal_mask:
+        if legal is None:
+            raise ValueError("the legal-masked loss needs the legal sets")
+        z = jnp.where(legal | ~lm, z, -jnp.inf)
+    is_t = jax.nn.one_hot(targets, z.shape[-1], dtype=jnp.bool_)
+    zt = jnp.where(is_t, z, 0.0).sum(-1)
+    lse = jax.nn.logsumexp(z, axis=-1)
+    nll = lse - zt
+    pred = jnp.argmax(jax.lax.stop_gradient(z), axis=-1)
+    top1 = (pred == targets).astype(jnp.float32)
+    top5 = ((jax.lax.stop_gradient(z) > jax.lax.stop_gradient(zt)[..., None]).sum(-1) < 5).astype(jnp.float32)
+    zero = jnp.zeros_like(nll)
+    if legal is not None and not legal_mask:
+        p = jnp.exp(z - lse[..., None])
+        mass = jnp.where(legal, 0.0, p).sum(-1)
+        pred_legal = jnp.take_along_axis(legal, pred[..., None], axis=-1)[..., 0]
+        illegal_pred = (~pred_legal).astype(jnp.float32)
+    else:
+        mass, illegal_pred = zero, zero
+    loss = nll + illegal_penalty * mass if illegal_penalty else nll
+    m = loss_mask
+    return {k: jnp.where(m, v, 0.0) for k, v in
+            (("loss", loss), ("nll", nll), ("top1", top1), ("top5", top5), ("illegal_pred", illegal_pred),
+             ("illegal_mass", jax.lax.stop_gradient(mass) if illegal_penalty == 0 else mass))}
+
+
+def make_adapter_loss(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[str]):
+    """The :class:`~pawn.train.loop.TrainProgram` ``loss_fn`` of spec §5: ``(model, batch) ->
+    (loss, {"top1": …})``, the mean over the batch's supervised positions (fp32 logits;
+    ``batch`` holds ``input_ids``, ``targets``, ``loss_mask``, ``attn_mask`` [B, T] and, when
+    the loss needs it, ``legal`` uint8 [B, T, 248])."""
+
+    def loss_fn(model, batch):
+        logits = model(batch["input_ids"], batch["attn_mask"], dtype=dtype, prefix_mask=True)
+        legal = unpack_legal_bits(batch["legal"]) if "legal" in batch else None
+        t = position_terms(logits, batch["targets"], batch["loss_mask"], legal, legal_mask=legal_mask,
+                           illegal_penalty=illegal_penalty)
+        n = jnp.maximum(batch["loss_mask"].sum(dtype=jnp.int32), 1).astype(jnp.float32)
+        return t["loss"].sum() / n, {"top1": t["top1"].sum() / n}
+
+    return loss_fn
+
+
+def make_validator(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[str]):
+    """``validate(model, batches) -> {val_loss, val_top1, val_top5, val_illegal_pred_rate,
+    val_illegal_prob_mass, val_positions}``: position-weighted over every supervised position
+    of ``batches`` (dicts as the loss takes, with ``legal``), one jitted forward per batch
+    (spec §5 "Validation metrics"; the same masking and penalty as training)."""
+
+    @eqx.filter_jit
+    def sums(model, batch):
+        logits = model(batch["input_ids"], batch["attn_mask"], dtype=dtype, prefix_mask=True)
+        t = position_terms(logits, batch["targets"], batch["loss_mask"], unpack_legal_bits(batch["legal"]),
+                           legal_mask=legal_mask, illegal_penalty=illegal_penalty)
+        out = {k: v.sum() for k, v in t.items()}
+        out["n"] = batch["loss_mask"].sum(dtype=jnp.int32)
+        return out
+
+    def validate(model, batches) -> dict:
+        tot: dict[str, float] = {}
+        for b in batches:
+            for k, v in to_host(sums(model, b)).items():
+                tot[k] = tot.get(k, 0.0) + float(v)
+        n = max(tot.get("n", 0.0), 1.0)
+        return {"val_loss": tot["loss"] / n, "val_top1": tot["top1"] / n, "val_top5": tot["top5"] / n,
+                "val_illegal_pred_rate": tot["illegal_pred"] / n, "val_illegal_prob_mass": tot["illegal_mass"] / n,
+                "val_positions": int(tot.get("n", 0))}
+
+    return validate
+
+
+# ============================================================================ data
+class BatchChunks:
+    """``(first step, {name: [K, B, ...]})`` chunks of :class:`GameBatches` for steps
+    ``[start, end)``, built ``prefetch`` batches ahead on a thread (:meth:`GameBatches.iter_from`);
+    ``wait_s`` counts the time the trainer waited for them (the data-wait figure)."""
+
+    def __init__(self, batches, *, start: int, end: int, k: int, keys: Sequence[str], prefetch: int = 4):
+        if k < 1 or (end - start) % k:
+            raise ValueError(f"steps [{start}, {end}) do not split into chunks of {k}")
+        self.batches, self.start, self.end, self.k, self.keys, self.prefetch = batches, start, end, k, tuple(keys), prefetch
+        self.wait_s = 0.0
+        self._it = None
+
+    def __iter__(self):
+        self._it = self.batches.iter_from(self.start, self.end, prefetch=self.prefetch) if self.end > self.start else iter(())
+        for s0 in range(self.start, self.end, self.k):
+            t = time.perf_counter()
+            bs = [next(self._it) for _ in range(self.k)]
+            chunk = {name: np.stack([getattr(b, name) for b in bs]) for name in self.keys}
+            self.wait_s += time.perf_counter() - t
+            yield s0, chunk
+
+    def close(self) -> None:
+        """Stop the prefetch thread."""
+        if self._it is not None and hasattr(self._it, "close"):
+            self._it.close()
+
+
+def batch_dict(b, keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """A :class:`~pawn.data.lichess_batches.Batch` as the dict the loss takes."""
+    return {k: getattr(b, k) for k in keys}
+
+
+# ============================================================================ results
+@dataclass
+class AdaptResult:
+    """What :func:`run_adapt` produced.
+
+    Attributes:
+        run_dir: the run directory. checkpoint: the last step checkpoint (None if none).
+        best_checkpoint: ``checkpoints/best`` (lowest val loss; also linked as ``<run>/best``).
+        best_step: its step. step: steps done. reason: ``reason_for_stop`` (spec §1.10).
+        strategy, trainable_params: the adapter. steps_per_epoch, total_steps: the sizing.
+        baseline_val: the step-0 validation (fresh runs). last_val, last_train: last records.
+    """
+
+    run_dir: Path
+    checkpoint: Optional[Path]
+    best_checkpoint: Optional[Path]
+    best_step: Optional[int]
+    step: int
+    reason: str
+    strategy: str
+    trainable_params: int
+    steps_per_epoch: int
+    total_steps: int
+    baseline_val: Optional[dict] = None
+    last_val: Optional[dict] = None
+    last_train: Optional[dict] = None
+    extra: dict = field(default_factory=dict)
+
+
+# ============================================================================ backbone, resume
+def load_backbone_for(cfg: AdaptSettings):
+    """``(PAWNModel, BackboneRef, backbone run config)`` of ``cfg.backbone`` (a local checkpoint
+    directory, or a Hub id converted once), ``cfg.variant`` sliced.
+
+    Raises:
+        TrainingError: missing, damaged or unusable backbone (one line).
+    """
+    from pawn.adapters import AdapterError
+    from pawn.adapters.io import load_backbone
+    from pawn.checkpoint import CheckpointError, is_hub_id
+
+    src = str(cfg.backbone)
+    try:
+        if not Path(src).is_dir() and is_hub_id(src):
+            from pawn.convert import load_source
+
+            return load_backbone(load_source(src)[0].path, cfg.variant, source=src)
+        return load_backbone(src, cfg.variant)
+    except FileNotFoundError as e:
+        raise TrainingError(f"backbone {src}: {e}" if src not in str(e) else str(e)) from None
+    except (CheckpointError, AdapterError) as e:
+        raise TrainingError(f"backbone {src}: {e}" if src not in str(e) else str(e)) from None
+
+
+def _load_resumable(d: Path, backbone_dir: Optional[str]):
+    """One resume candidate: the adapter checkpoint with a step in its training state, loaded
+    against its backbone (hash verified; a different backbone is a :class:`TrainingError`, not
+    a damaged checkpoint to skip)."""
+    from pawn.adapters.io import BackboneMismatchError, load_adapter
+    from pawn.checkpoint import CheckpointError
+    from pawn.evaluate.loading import _resolve_backbone
+
+    try:
+        la = load_adapter(d, backbone_dir=backbone_dir, resolve=_resolve_backbone)
+    except BackboneMismatchError as e:
+        raise TrainingError(str(e)) from None
+    except FileNotFoundError as e:
+        raise CheckpointError(str(e)) from None
+    if not la.run_config:
+        raise CheckpointError(f"{d}: not an adapter training checkpoint (config.json has no run_config)")
+    step = (la.training_state or {}).get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointError(f"{d / 'training_state.json'}: no valid step ({step!r})")
+    return la
+
+
+def _resolve_resume(cfg: AdaptSettings, log: Callable[[str], None]):
+    """``(config, loaded adapter or None)``: the checkpoint ``--resume`` names and the run
+    config it continues (stored fields, plus the mutable ones this command gives).
+
+    Raises:
+        TrainingError: no usable checkpoint, or settings that differ from the stored run.
+    """
+    if cfg.resume is None:
+        return cfg, None
+    bdir = cfg.backbone if "backbone" in cfg.user_set_fields else None
+    la, problems, found = pick_resume_checkpoint(cfg.resume, cfg.out, lambda d: _load_resumable(d, bdir), log)
+    if not found:
+        cfg.check_startable()
+        return cfg.model_copy(update={"resume": None}), None
+    if problems:
+        log(f"WARNING: resuming from {la.path.name}, the newest intact checkpoint (skipped {', '.join(p.name for p in problems)})")
+    stored = dict(la.run_config)
+    given = {k: v for k, v in cfg.model_dump(mode="json").items() if k in cfg.user_set_fields}
+    conflicts = sorted(k for k, v in given.items() if k not in RESUME_MUTABLE and stored.get(k) != v)
+    if conflicts:
+        raise TrainingError(f"--resume {la.path}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
+                            "resume continues the stored run exactly, so drop those flags")
+    stored.pop("pause_after_steps", None)
+    merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
+    merged["out"] = str(cfg.out) if cfg.out is not None else str(la.path.parent.parent)
+    merged["resume"] = str(la.path)
+    try:
+        return AdaptSettings.load(**{k: v for k, v in merged.items() if v is not None}), la
+    except ValidationError as e:
+        raise TrainingError(f"--resume {la.path}: its stored run config is not usable ({format_validation_error(e)})") from None
+
+
+# ============================================================================ hooks
+class _DueHook(Hook):
+    def __init__(self, due: Callable[[int], bool]):
+        self._due = due
+
+    def due(self, step: int) -> bool:
+        return self._due(step)
+
+
+class EpochCheckpointHook(_DueHook):
+    """A step checkpoint after each validation and every ``checkpoint_interval`` steps (spec
+    §5), before the run's end step (the end-of-run checkpoint is the :class:`Trainer`'s)."""
+
+    def __init__(self, checkpointer: Checkpointer, due: Callable[[int], bool], end_step: int):
+        super().__init__(due)
+        self.checkpointer, self.end_step = checkpointer, end_step
+
+    def on_chunk(self, ctx) -> None:
+        if ctx.step < self.end_step:
+            self.checkpointer.save(ctx.step, ctx=ctx)
+
+
+class BestLinkHook(Hook):
+    """Keeps ``<run>/best`` a symlink to ``checkpoints/best`` once a best checkpoint exists, so
+    ``pawn eval <run>/best`` reads the lowest-val-loss adapter (replaced atomically)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+
+    def on_event(self, event: Any) -> None:
+        if isinstance(event, CheckpointEvent) and event.kind == "best":
+            link_best(self.run_dir)
+
+
+def link_best(run_dir: Path) -> None:
+    """Point ``run_dir/best`` at ``checkpoints/best`` (relative symlink, atomic replace)."""
+    link = run_dir / "best"
+    if link.is_symlink() and os.readlink(link) == os.path.join("checkpoints", BEST_DIR):
+        return
+    if link.exists() and not link.is_symlink():
+        return  # something the user put there: never replaced
+    tmp = run_dir / ".best.tmp-link"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(os.path.join("checkpoints", BEST_DIR), tmp)
+    os.replace(tmp, link)
+
+
+# ============================================================================ the run
+def _default_run_dir(strategy: str) -> Path:
+    return Path("runs") / (f"adapt-{strategy}-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+
+
+def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progress: bool = True,
+              install_signal_handlers: bool = True, overwrite: bool = False, hooks: Sequence[Hook] = (),
+              build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]] = None) -> AdaptResult:
+    """Train (or resume) an adapter on a frozen backbone (spec §5).
+
+    Args:
+        cfg: the run configuration (:class:`~pawn.train.adapt_config.AdaptSettings`).
+        log: one-line status messages (parameter count, data, resume, early stop).
+        progress: show a progress bar / plain progress lines.
+        install_signal_handlers: SIGTERM/SIGINT finish the chunk, checkpoint and stop
+            (``reason = "sigterm"``; exit 0 from the CLI).
+        overwrite: ``--out`` may hold another run, which is moved aside.
+        hooks: extra :class:`~pawn.train.run.Hook` objects, run after the built-in ones (which
+            have set ``ctx.val``, saved the best checkpoint and applied patience) and before the
+            metrics records are written: a sweep pruner, a strategy's phase switch.
+
+    Run directory: ``config.json`` (re-feedable, resolved ``data_seed``), ``metrics.jsonl``
+    (``config``; ``val`` at step 0 with ``epoch = −1``; per chunk ``train``: ``loss``,
+    ``train_top1``, ``lr``, ``grad_norm``, ``epoch``, ``tokens_per_s``, ``data_wait_frac``; per
+    validation ``val``: :data:`VAL_FIELDS`, ``epoch``, the strategy's weight report as
+    ``weights/<name>``, patience fields), ``checkpoints/step_N`` (adapter weights, optimizer
+    state, ``training_state.json`` with ``step``, ``epoch``, ``best_val_loss``,
+    ``patience_counter``, ``data_seed``, ``steps_per_epoch``), ``checkpoints/best`` and the
+    ``best`` link to it, ``schedule_health.json``.
+
+    Raises:
+        TrainingError: bad backbone, resume target or sizing; a non-finite loss; a failed write.
+        pawn.errors.DataError / UsageError: the data (no games left, bad steps_per_epoch).
+        AdapterConfigError: strategy settings that do not fit the backbone.
+    """
+    from pawn.adapters import build_adapted, get_strategy
+    from pawn.adapters.io import save_adapter
+    from pawn.data.lichess import LichessFilters, load_corpus
+    from pawn.data.lichess_batches import GameBatches
+    from pawn.progress import ProgressReporter
+    from pawn.train.hooks import HookError, check_extras, open_run_hooks
+
+    if cfg.resume is None:
+        cfg.check_startable()
+    cfg, resume_la = _resolve_resume(cfg, log)
+    given_resume = cfg.resume
+    is_main = jax.process_index() == 0
+    try:
+        check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
+    except HookError as e:
+        raise TrainingError(str(e)) from None
+    out = Path(cfg.out) if cfg.out is not None else _default_run_dir(cfg.strategy)
+    check_out_path(out)
+
+    # ---- backbone and adapter
+    st = get_strategy(cfg.strategy)
+    if resume_la is not None:
+        model, ref, bb_run = resume_la.model, resume_la.backbone, resume_la.backbone_run_config
+        if ref is None and st.uses_backbone:
+            raise TrainingError(f"{resume_la.path}: records no backbone")
+        if not st.uses_backbone:
+            ref = None
+    else:
+        bb, ref, bb_run = load_backbone_for(cfg)
+        if bb_run and bb_run.get("prepend_outcome"):
+            raise TrainingError(f"backbone {cfg.backbone} was trained with the outcome prefix; adapters train on pure moves "
+                                "(spec §5), so this backbone is not supported")
+        key = jax.random.key(cfg.seed)
+        model = (build_model(cfg, bb, key) if build_model is not None
+                 else build_adapted(st.name, cfg.adapter_settings(), bb, key))
+        if not st.uses_backbone:
+            ref = None
+    n_trainable = int(model.num_trainable_params())
+    n_backbone = int(model.backbone.num_params()) if st.uses_backbone else 0
+    log(f"strategy {st.name}: {n_trainable:,} trainable parameters" +
+        (f" ({100.0 * n_trainable / max(n_backbone, 1):.2f}% of the {n_backbone:,}-parameter backbone {model.config.name})"
+         if st.uses_backbone else f" (a {model.config.name} model trained from scratch)"))
+
+    # ---- data
+    data_seed = cfg.data_seed
+    if resume_la is not None:
+        data_seed = int((resume_la.training_state or {}).get("data_seed", data_seed if data_seed is not None else 0))
+    elif data_seed is None:
+        data_seed = secrets.randbelow(2**31)
+    filters = LichessFilters(cfg.elo_min, cfg.elo_max, cfg.min_ply, cfg.max_games)
+    corpus = load_corpus(cfg.data, filters, split=cfg.split, val_games=cfg.val_games, cache_dir=cfg.cache_dir,
+                         warn=lambda m: log(f"WARNING: {m}"))
+    need_legal = (not cfg.disable_legal_mask) or cfg.illegal_penalty > 0
+    train = GameBatches(corpus.train, cfg.layout, cfg.seq_len, cfg.batch_size, data_seed,
+                        steps_per_epoch=cfg.steps_per_epoch, legal_mask=need_legal)
+    spe = train.steps_per_epoch
+    if resume_la is not None:
+        saved = (resume_la.training_state or {}).get("steps_per_epoch")
+        if saved is not None and int(saved) != spe:
+            raise TrainingError(f"--resume {resume_la.path}: the run had {saved} steps per epoch, the data now gives {spe} "
+                                "(a different corpus or batch size); resume needs the same epochs")
+    total = cfg.epochs * spe
+    K = cfg.chunk_steps(spe)
+    for name, v in (("steps_per_epoch", spe), ("eval_interval", cfg.eval_interval),
+                    ("checkpoint_interval", cfg.checkpoint_interval), ("pause_after_steps", cfg.pause_after_steps)):
+        if v is not None and v % K:
+            raise TrainingError(f"{name} ({v}) must be a multiple of steps_per_chunk ({K})")
+    log(f"data: {len(corpus.train):,} training games, {len(corpus.val):,} validation games ({corpus.val_from}); "
+        f"{spe} steps per epoch × {cfg.epochs} epochs = {total} steps of {cfg.batch_size} games; data seed {data_seed}")
+    try:
+        schedule = cfg.schedule(total)
+    except ValueError as e:
+        raise TrainingError(f"learning-rate schedule over {total} steps: {e}") from None
+    val_keys = (*BATCH_KEYS, "legal")
+    val_batches_src = GameBatches(corpus.val, cfg.layout, cfg.seq_len, cfg.batch_size, shuffle=False, drop_last=False)
+    val_batches = [batch_dict(b, val_keys) for b in val_batches_src.iter_from(0, prefetch=0)]
+
+    # ---- program and state
+    dtype = None if cfg.dtype == "auto" else cfg.dtype
+    optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay,
+                               max_grad_norm=cfg.max_grad_norm)
+    loss_fn = make_adapter_loss(legal_mask=not cfg.disable_legal_mask, illegal_penalty=cfg.illegal_penalty, dtype=dtype)
+    program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], dtype, "none", make_mesh(), 1, loss_fn=loss_fn)
+    validator = make_validator(legal_mask=not cfg.disable_legal_mask, illegal_penalty=cfg.illegal_penalty, dtype=dtype)
+    es = EarlyStopping(cfg.patience)
+    elapsed0 = 0.0
+    if resume_la is None:
+        state, frozen = init_partitioned_state(model, optimizer, trainable=model.trainable_filter(), step=0)
+        start = 0
+    else:
+        ts = resume_la.training_state
+        start = int(ts["step"])
+        elapsed0 = float(ts.get("elapsed", 0.0) or 0.0)
+        try:
+            es = EarlyStopping.from_json(ts.get("early_stopping"), cfg.patience)
+        except ValueError as e:
+            raise TrainingError(f"{resume_la.path / 'training_state.json'}: {e}") from None
+        train_half, frozen = partition_model(model, model.trainable_filter())
+        template = optimizer.init(eqx.filter(train_half, eqx.is_array))
+        if resume_la.optimizer_state is None:
+            raise TrainingError(f"{resume_la.path}: no optimizer state; cannot resume exactly")
+        try:
+            opt = optimizer_from_arrays(template, resume_la.optimizer_state)
+        except ValueError as e:
+            raise TrainingError(f"{resume_la.path}: {e}") from None
+        state = TrainState(train_half, opt, step_counter(start))
+        log(f"resuming from {resume_la.path} at step {start} (epoch {start // spe}, batch {start % spe})")
+    if start % K:
+        raise TrainingError(f"resume step {start} is not a multiple of steps_per_chunk ({K})")
+    del resume_la
+
+    # ---- run directory
+    snapshot = {**cfg.model_dump(mode="json"), "data_seed": data_seed, "resume": None, "pause_after_steps": None}
+    run = Run.check(out, resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None, overwrite=overwrite,
+                    new_config=snapshot, ignored_fields=RESUME_MUTABLE | {"data_seed"}, is_main=is_main, log=log)
+    run.open(snapshot=snapshot,
+             open_sinks=lambda: open_run_hooks(run.run_dir, config=snapshot, tensorboard=cfg.tensorboard, wandb=cfg.wandb,
+                                               wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode,
+                                               start_step=start, job_type="adapt", log=log),
+             start_step=start, resumed_from=Path(cfg.resume) if cfg.resume else None, elapsed_offset=elapsed0)
+    run_dir = run.run_dir
+    end = total if cfg.pause_after_steps is None else min(total, cfg.pause_after_steps)
+    end = max(end, start)
+    frozen = program.place_frozen(frozen)
+    baseline = None
+    try:
+        if run.logger:
+            run.logger.write("config", run_config=snapshot, strategy=st.name, adapter_settings=model.settings.model_dump(mode="json"),
+                             trainable_params=n_trainable, backbone_params=n_backbone, model_config=model.config.to_json_dict(),
+                             backbone=None if ref is None else ref.to_json(), steps_per_epoch=spe, total_steps=total,
+                             steps_per_chunk=K, n_train_games=len(corpus.train), n_val_games=len(corpus.val),
+                             val_from=corpus.val_from, data_seed=data_seed, backend=jax.default_backend(),
+                             jax_version=jax.__version__)
+        if start == 0 and run.logger:  # baseline validation before the first step (spec §5)
+            t = time.perf_counter()
+            baseline = {**validator(eqx.combine(state.model, frozen), val_batches), "epoch": -1,
+                        **{f"weights/{k}": v for k, v in model.weight_report().items()}}
+            run.logger.write("val", step=0, **baseline, val_wall_s=time.perf_counter() - t)
+            log(f"step 0 (backbone + identity adapter): val_loss {baseline['val_loss']:.4f}, val_top1 {baseline['val_top1']:.4f}")
+    except OSError as e:
+        raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
+    state = program.place_state(state)
+
+    best_path = run.checkpoints / BEST_DIR
+    last_val: dict = {}
+
+    def training_state(at_step: int) -> dict:
+        return {"format_version": 1, "step": int(at_step), "epoch": int(at_step) // spe, "steps_per_epoch": spe,
+                "total_steps": total, "data_seed": data_seed, "best_val_loss": es.best.get("loss"),
+                "patience_counter": es.counter, "early_stopping": es.to_json(),
+                "val_metrics": {k: last_val[k] for k in VAL_FIELDS if k in last_val}, "elapsed": round(run.elapsed, 3)}
+
+    def write_checkpoint(path: Path, at_step: int) -> None:
+        m = eqx.combine(to_host(trainer.state.model), frozen)
+        save_adapter(path, m, ref, run_config=snapshot, optimizer_state=optimizer_to_arrays(to_host(trainer.state.opt_state)),
+                     training_state=training_state(at_step))
+
+    def validate(st_, at_step: int) -> dict:
+        m = eqx.combine(st_.model, frozen)
+        fields = validator(m, val_batches)
+        last_val.clear()
+        last_val.update(fields)
+        report = m.weight_report()
+        return {**fields, "epoch": (at_step - 1) // spe, **{f"weights/{k}": v for k, v in report.items()}}
+
+    if cfg.eval_interval is not None:
+        val_due = lambda s: s % cfg.eval_interval == 0 or s == total  # noqa: E731
+    else:
+        val_due = lambda s: s % spe == 0 and ((s // spe) % cfg.val_every == 0 or s == total)  # noqa: E731
+    ckpt_due = lambda s: val_due(s) or (cfg.checkpoint_interval is not None and s % cfg.checkpoint_interval == 0)  # noqa: E731
+
+    checkpointer = Checkpointer(run.checkpoints, write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
+                                best=best_path if best_path.is_dir() else None)
+    stop = StopFlag(install_signal_handlers)
+    hk: list[Hook] = []
+    if progress and is_main:
+        bar = ProgressReporter("adapt", end, start=start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s).start()
+        hk.append(ProgressHook(bar))
+    vh = ValidationHook(validate, every=1, final_step=total)
+    vh.due = val_due  # type: ignore[method-assign]
+    hk.append(vh)
+    hk.append(EarlyStoppingHook(es, checkpointer, monitor=lambda v: {"loss": v.get("val_loss")}, total_steps=total,
+                                validation_due=val_due, log=log if is_main else None))
+    hk.append(BestLinkHook(run_dir))
+    hk.append(EpochCheckpointHook(checkpointer, ckpt_due, end))
+    hk.append(SignalStopHook(stop))
+    hk.extend(hooks)
+    metrics_hook = None
+    if run.logger is not None:
+        def train_fields(r) -> dict:
+            m, dt = r.metrics, r.chunk_wall_s
+            losses = np.asarray(m["loss"])
+            return {"loss": float(losses[-1]), "loss_mean": float(losses.mean()), "train_top1": float(np.mean(m["top1"])),
+                    "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
+                    "grad_norm_mean": float(np.mean(m["grad_norm"])), "epoch": (r.step - 1) // spe,
+                    "chunk_wall_s": dt, "tokens_per_s": r.tokens / dt, "games_per_s": r.games / dt,
+                    "data_wait_s": r.data_wait_s, "data_wait_frac": r.data_wait_s / dt if dt > 0 else 0.0,
+                    "step_start": r.step_start, "includes_compile": r.includes_compile}
+
+        metrics_hook = MetricsHook(run.logger, train_fields)
+        hk.append(metrics_hook)
+    train_keys = (*BATCH_KEYS, "legal") if need_legal else BATCH_KEYS
+    chunks = BatchChunks(train, start=start, end=end, k=K, keys=train_keys)
+    trainer = Trainer(program, checkpointer, hk, total_steps=total, end_step=end, completed_reason="step_limit")
+    if es.exhausted:
+        log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience})")
+        chunks = BatchChunks(train, start=start, end=start, k=K, keys=train_keys)
+        trainer.end_step = start
+    try:
+        outcome = trainer.run(state, chunks, frozen=frozen, start_step=start, resumed=start > 0 or given_resume is not None)
+    except OSError as e:
+        raise TrainingError(f"I/O error on {e.filename or run.metrics_path} ({e.strerror or e}); "
+                            f"last complete checkpoint: {checkpointer.last}") from None
+    finally:
+        chunks.close()
+        run.finish(schedule, trainer.step if trainer.step is not None else start, trainer.reason or "exception")
+    best = checkpointer.best
+    if best is not None and is_main and (run_dir / "best").exists() is False:
+        link_best(run_dir)
+    return AdaptResult(run_dir, outcome.checkpoint, best, es.best_loss_step if best is not None else None, outcome.step,
+                       outcome.reason, st.name, n_trainable, spe, total, baseline,
+                       metrics_hook.last_val if metrics_hook else None, metrics_hook.last_train if metrics_hook else None)
+
+
+__all__ = ["AdaptResult", "AdaptSettings", "BatchChunks", "VAL_FIELDS", "make_adapter_loss", "make_validator",
+           "position_terms", "run_adapt", "unpack_legal_bits"]

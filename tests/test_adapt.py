@@ -1,0 +1,244 @@
+"""``pawn adapt`` (issue 13): the adapter trainer on the shared Lichess games, its loss, resume,
+signals and the CLI. Backbone: a tiny random-init checkpoint made once per session."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pawn.checkpoint import save_checkpoint
+from pawn.config import ModelConfig
+from pawn.model import PAWNModel
+from pawn.train.adapt import make_validator, position_terms, run_adapt
+from pawn.train.adapt_config import AdaptSettings
+from pawn.train.run import Hook
+
+BB_CFG = ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64)
+
+
+@pytest.fixture(scope="session")
+def backbone(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("adapt-bb") / "bb"
+    m = PAWNModel(BB_CFG, jax.random.PRNGKey(1))
+    save_checkpoint(d, {k: np.asarray(v) for k, v in m.params().items()}, BB_CFG,
+                    run_config={"prepend_outcome": False, "seq_len": 128})
+    return d
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("adapt-cache")
+
+
+def _cfg(backbone, shared_data, cache_dir, out, **kw) -> AdaptSettings:
+    base = dict(backbone=str(backbone), strategy="bottleneck", bottleneck_dim=8, data=str(shared_data / "lichess"),
+                elo_min=1200, elo_max=2200, epochs=2, steps_per_epoch=6, batch_size=16, seq_len=96, val_games=96,
+                lr=3e-3, data_seed=7, cache_dir=str(cache_dir), out=str(out))
+    base.update(kw)
+    return AdaptSettings.load(**base)
+
+
+def _records(run_dir: Path, kind: str) -> list[dict]:
+    return [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r.get("type") == kind]
+
+
+# ---------------------------------------------------------------------------------------- loss
+def test_position_terms_match_a_hand_computed_masked_cross_entropy():
+    logits = jnp.array([[[1.0, 2.0, 0.5, -1.0, 3.0], [0.0, 0.0, 0.0, 0.0, 0.0]]])  # [1, 2, 5]
+    targets = jnp.array([[1, 0]])
+    loss_mask = jnp.array([[True, False]])
+    legal = jnp.array([[[True, True, True, False, False], [False] * 5]])  # row 2 all-false, outside the mask
+    t = position_terms(logits, targets, loss_mask, legal, legal_mask=True)
+    z = np.array([1.0, 2.0, 0.5])
+    want = -(z[1] - np.log(np.exp(z).sum()))
+    assert np.isclose(float(t["loss"][0, 0]), want, atol=1e-6)
+    assert float(t["loss"][0, 1]) == 0.0 and float(t["top1"][0, 0]) == 1.0  # argmax among legal = 1
+    assert float(t["illegal_mass"].sum()) == 0.0 and float(t["illegal_pred"].sum()) == 0.0
+    # no mask: plain CE over all 5, penalty λ·(mass on 3 and 4), argmax 4 is illegal
+    u = position_terms(logits, targets, loss_mask, legal, legal_mask=False, illegal_penalty=0.5)
+    za = np.array([1.0, 2.0, 0.5, -1.0, 3.0])
+    p = np.exp(za) / np.exp(za).sum()
+    assert np.isclose(float(u["nll"][0, 0]), -np.log(p[1]), atol=1e-6)
+    assert np.isclose(float(u["illegal_mass"][0, 0]), p[3] + p[4], atol=1e-6)
+    assert np.isclose(float(u["loss"][0, 0]), -np.log(p[1]) + 0.5 * (p[3] + p[4]), atol=1e-6)
+    assert float(u["illegal_pred"][0, 0]) == 1.0 and float(u["top1"][0, 0]) == 0.0
+
+
+def test_masked_loss_gradient_is_finite_with_empty_rows_outside_the_mask():
+    legal = jnp.zeros((1, 3, 6), bool).at[0, 0, 2].set(True).at[0, 0, 4].set(True)  # rows 1, 2 all-false
+    targets, mask = jnp.array([[2, 0, 0]]), jnp.array([[True, False, False]])
+
+    def f(x):
+        return position_terms(x, targets, mask, legal, legal_mask=True)["loss"].sum()
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (1, 3, 6))
+    g = jax.grad(f)(x)
+    assert np.all(np.isfinite(np.asarray(g))) and np.isfinite(float(f(x)))
+    assert np.all(np.asarray(g)[0, 1:] == 0) and np.all(np.asarray(g)[0, 0, [0, 1, 3, 5]] == 0)
+
+
+# ---------------------------------------------------------------------------------------- settings
+def test_settings_env_config_and_cross_field_rules(tmp_path, monkeypatch):
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("PAWN_LORA_RANK", "8")
+    monkeypatch.setenv("PAWN_ADAPTER_LAYERS", "1,3")
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"strategy": "lora", "lora_rank": 2, "epochs": 5}))
+    c = AdaptSettings.load(f, backbone="x")
+    assert (c.lora_rank, c.epochs, c.adapter_layers) == (8, 5, (1, 3))
+    assert c.adapter_settings()["rank"] == 8 and c.adapter_settings()["layers"] == (1, 3)
+    with pytest.raises(ValidationError, match="no-legal-mask"):
+        AdaptSettings.load(backbone="x", strategy="lora", illegal_penalty=0.1)
+    with pytest.raises(ValidationError, match="unknown"):
+        AdaptSettings.load(backbone="x", strategy="lorax")
+
+
+# ---------------------------------------------------------------------------------------- runs
+def test_bottleneck_run_lifts_val_top1_and_baseline_is_the_bare_backbone(backbone, shared_data, cache_dir, tmp_path):
+    res = run_adapt(_cfg(backbone, shared_data, cache_dir, tmp_path / "run"), log=lambda m: None, progress=False,
+                    install_signal_handlers=False)
+    assert res.reason == "step_limit" and res.step == 12 and res.trainable_params == 2 * 2 * 2 * 32 * 8
+    base = res.baseline_val
+    vals = _records(res.run_dir, "val")
+    assert vals[0]["step"] == 0 and vals[0]["epoch"] == -1 and [v["step"] for v in vals] == [0, 6, 12]
+    assert vals[-1]["val_top1"] > base["val_top1"], (base, vals[-1])
+    # step-0 validation == the bare backbone's, through the same validator and batches
+    from pawn.data.lichess import LichessFilters, load_corpus
+    from pawn.data.lichess_batches import GameBatches
+    from pawn.data.layout import Layout
+    from pawn.train.adapt import BATCH_KEYS, batch_dict
+
+    corpus = load_corpus(shared_data / "lichess", LichessFilters(1200, 2200, 10), val_games=96, cache_dir=cache_dir)
+    gb = GameBatches(corpus.val, Layout.of(False), 96, 16, shuffle=False, drop_last=False)
+    batches = [batch_dict(b, (*BATCH_KEYS, "legal")) for b in gb.iter_from(0, prefetch=0)]
+    bare = make_validator(legal_mask=True, illegal_penalty=0.0, dtype=None)(
+        PAWNModel(BB_CFG, jax.random.PRNGKey(1)), batches)
+    for k in ("val_loss", "val_top1", "val_top5"):
+        assert abs(bare[k] - base[k]) < 1e-5, (k, bare[k], base[k])
+    assert bare["val_positions"] == base["val_positions"] > 0
+    # best link, training state, schedule health
+    assert (res.run_dir / "best").is_symlink() and (res.run_dir / "best" / "adapter.safetensors").is_file()
+    ts = json.loads((res.run_dir / "checkpoints" / "step_00000012" / "training_state.json").read_text())
+    assert (ts["step"], ts["epoch"], ts["steps_per_epoch"], ts["data_seed"]) == (12, 2, 6, 7)
+    assert ts["best_val_loss"] == min(v["val_loss"] for v in vals[1:])
+    health = json.loads((res.run_dir / "schedule_health.json").read_text())
+    assert health["reason_for_stop"] == "step_limit" and health["actual_total_steps"] == 12
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy,extra", [
+    ("lora", {"lora_rank": 4}), ("film", {"use_output_film": True}), ("hybrid", {"lora_rank": 2}),
+    ("unfreeze", {"n_unfreeze": 1}), ("sparse", {"density": 0.05}), ("specialized_clm", {"d_model": 32, "n_layers": 1, "n_heads": 1, "specialized_d_ff": 64}),
+])
+def test_every_strategy_lifts_val_top1(strategy, extra, backbone, shared_data, cache_dir, tmp_path):
+    res = run_adapt(_cfg(backbone, shared_data, cache_dir, tmp_path / strategy, strategy=strategy, **extra),
+                    log=lambda m: None, progress=False, install_signal_handlers=False)
+    vals = _records(res.run_dir, "val")
+    assert res.reason == "step_limit"
+    assert vals[-1]["val_top1"] > vals[0]["val_top1"], (strategy, vals[0], vals[-1])
+
+
+@pytest.mark.slow
+def test_resume_mid_epoch_reproduces_the_uninterrupted_run(backbone, shared_data, cache_dir, tmp_path):
+    kw = dict(strategy="lora", lora_rank=2, steps_per_epoch=4, epochs=2, steps_per_chunk=1)
+    full = run_adapt(_cfg(backbone, shared_data, cache_dir, tmp_path / "full", **kw), log=lambda m: None,
+                     progress=False, install_signal_handlers=False)
+    part = run_adapt(_cfg(backbone, shared_data, cache_dir, tmp_path / "part", pause_after_steps=3, **kw),
+                     log=lambda m: None, progress=False, install_signal_handlers=False)
+    assert part.reason == "paused" and part.step == 3  # mid-epoch 0 (4 steps per epoch)
+    res = run_adapt(AdaptSettings.load(resume="auto", out=str(tmp_path / "part")), log=lambda m: None,
+                    progress=False, install_signal_handlers=False)
+    assert res.step == 8 and res.reason == "step_limit"
+    want = [(r["step"], r["loss"]) for r in _records(full.run_dir, "train")]
+    got = [(r["step"], r["loss"]) for r in _records(res.run_dir, "train")]
+    assert got == want
+    from safetensors.numpy import load_file
+
+    a = load_file(str(full.checkpoint / "adapter.safetensors"))
+    b = load_file(str(res.checkpoint / "adapter.safetensors"))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_sigterm_checkpoints_and_stops(backbone, shared_data, cache_dir, tmp_path):
+    class Kill(Hook):
+        def on_chunk(self, ctx):
+            if ctx.step == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    res = run_adapt(_cfg(backbone, shared_data, cache_dir, tmp_path / "run", steps_per_chunk=2, epochs=1),
+                    log=lambda m: None, progress=False, install_signal_handlers=True, hooks=[Kill()])
+    assert res.reason == "sigterm" and res.step == 4  # the flag is read after the chunk of step 2's hooks
+    assert res.checkpoint.name == "step_00000004"
+    assert json.loads((res.run_dir / "schedule_health.json").read_text())["reason_for_stop"] == "sigterm"
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+
+
+def test_cli_eval_of_best_and_refused_backbone(backbone, shared_data, cache_dir, tmp_path, lichess_pgns):
+    import shutil
+
+    from pawn.cli import app
+
+    bb = tmp_path / "bb"
+    shutil.copytree(backbone, bb)
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["adapt", str(bb), "--strategy", "film", "--data", str(shared_data / "lichess"),
+                                 "--elo-min", "1200", "--elo-max", "2200", "--epochs", "1", "--steps-per-epoch", "4",
+                                 "--batch-size", "16", "--seq-len", "96", "--val-games", "64", "--cache-dir", str(cache_dir),
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "trainable parameters" in r.output
+    pgn = next(p for p in lichess_pgns if "first1000" in p.name)
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--pgn", str(pgn), "--elo-edges", "1200,1600,2000"])
+    assert r.exit_code == 0, r.output
+    assert "elo_1200_1600" in r.output
+    # the backbone replaced by other weights of the same shape: refused, naming the hash
+    other = PAWNModel(BB_CFG, jax.random.PRNGKey(2))
+    shutil.rmtree(bb)
+    save_checkpoint(bb, {k: np.asarray(v) for k, v in other.params().items()}, BB_CFG)
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--pgn", str(pgn)])
+    assert r.exit_code != 0 and "SHA-256" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["adapt", "--resume", str(out)])
+    assert r.exit_code != 0 and "SHA-256" in r.output
+
+
+# ---------------------------------------------------------------------------------------- bench
+@pytest.mark.slow
+def test_bench_adapt_section_times_strategies_against_full_finetuning(shared_data, monkeypatch):
+    from pawn.bench import SECTIONS, BenchSettings, bench_adapt, parse_only
+    from pawn.bench.report import VIEWS, render
+
+    assert "adapt" in SECTIONS and parse_only(["adapt"]) == ["adapt"]
+    s = BenchSettings.load(quick=True, adapt_strategies=["lora"], adapt_data=str(shared_data / "lichess"), repeats=1)
+    r = bench_adapt(s)
+    assert [a.strategy for a in r.steps] == ["full_finetune", "lora"]
+    d, L = 64, 2  # the toy variant
+    assert r.steps[1].trainable_params == L * 4 * 2 * d * 4 and r.steps[0].trainable_params == r.backbone_params
+    assert r.steps[0].vs_full == 1.0
+    lora = r.steps[1]
+    assert np.isclose(lora.vs_full, lora.chunk.rates["tokens_per_s"] / r.steps[0].chunk.rates["tokens_per_s"])
+    assert np.isclose(lora.chunk.rates["tokens_per_s"], s.steps_per_chunk * s.batch_size * s.seq_len / lora.chunk.median_s)
+    w = r.data_wait
+    assert w.strategy == "lora" and 0.0 <= w.wait_frac <= 1.0 and w.wait_s <= w.wall_s and w.tokens_per_s > 0
+    assert r.train_games > 1000  # the real Lichess games, not the fallback
+    render(VIEWS["adapt"](r))
+
+
+def test_eval_pgn_reads_a_folder_as_its_files_in_name_order(shared_data, lichess_pgns):
+    from pawn.engine import parse_pgn
+    from pawn.evaluate.accuracy import evaluate_pgn
+
+    model = PAWNModel(ModelConfig(d_model=16, n_layers=1, n_heads=1, d_ff=32), jax.random.PRNGKey(0))
+    r = evaluate_pgn(model, str(shared_data / "lichess"), seq_len=16, elo_edges=(0, 4000), max_games_per_band=2, min_ply=10)
+    read = sum(parse_pgn(str(p), max_ply=16, min_ply=10).counts["read"] for p in lichess_pgns)
+    assert r["parser"]["read"] == read > 7000
+    assert r["bands"]["elo_0_4000"]["n_games"] == 2
