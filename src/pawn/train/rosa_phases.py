@@ -71,6 +71,19 @@ class _Every(Hook):
         self._fn(ctx)
 
 
+class FlagStopHook(Hook):
+    """A ``sigterm`` stop when a :class:`~pawn.train.lifecycle.StopFlag` caught SIGTERM/SIGINT,
+    leaving the handlers installed (the main phase's :class:`~pawn.train.run.SignalStopHook`
+    restores them at the very end)."""
+
+    def __init__(self, flag):
+        self.flag = flag
+
+    def on_chunk(self, ctx) -> None:
+        if self.flag.requested:
+            ctx.request_stop("sigterm", by="signal")
+
+
 @dataclass
 class WarmupOutcome:
     """What :func:`run_warmup_and_masks` returns.
@@ -197,4 +210,4 @@ def run_warmup_and_masks(
     return WarmupOutcome(model, W, "completed", density)
 
 
-__all__ = ["WARMUP_SEED_SALT", "WarmupOutcome", "run_warmup_and_masks", "warmup_data_seed"]
+__all__ = ["FlagStopHook", "WARMUP_SEED_SALT", "WarmupOutcome", "run_warmup_and_masks", "warmup_data_seed"]
