@@ -97,19 +97,19 @@ def test_strategy_runs_end_to_end_and_lifts_val_top1(backbone, shared_data, cach
 
 
 def test_rosa_resume_inside_warmup_and_inside_main_phase_is_exact(backbone, shared_data, cache_dir, tmp_path):
-    full = _run(_cfg(backbone, shared_data, cache_dir, tmp_path / "full", strategy="rosa"))
+    full = _run(_cfg(backbone, shared_data, cache_dir, tmp_path / "full", strategy="rosa", steps_per_chunk=2))
     want = _final_tensors(full.run_dir)
     losses = [r["loss"] for r in _records(full.run_dir, "train") if "rosa/warmup_loss" not in r]
 
     # interrupted inside the warm-up (after warm-up step 2 of 4): a step_0 checkpoint in phase 1
     a = tmp_path / "warm"
-    stopped = _run(_cfg(backbone, shared_data, cache_dir, a, strategy="rosa"), hooks=[_StopAt(2)])
+    stopped = _run(_cfg(backbone, shared_data, cache_dir, a, strategy="rosa", steps_per_chunk=2), hooks=[_StopAt(2)])
     assert stopped.reason == "test_stop" and stopped.step == 0
     ck0 = next((a / "checkpoints").glob("step_*"))
     ts = json.loads((ck0 / "training_state.json").read_text())
     assert ts["step"] == 0 and ts["rosa"] == {"phase": 1, "warmup_step": 2}
     assert json.loads((ck0 / "config.json").read_text())["adapter"]["state"] == {"phase": 1}
-    res = _run(_cfg(backbone, shared_data, cache_dir, a, strategy="rosa", resume="auto"))
+    res = _run(_cfg(backbone, shared_data, cache_dir, a, strategy="rosa", steps_per_chunk=2, resume="auto"))
     assert res.step == 8
     got = _final_tensors(a)
     assert set(got) == set(want)
@@ -118,8 +118,8 @@ def test_rosa_resume_inside_warmup_and_inside_main_phase_is_exact(backbone, shar
 
     # interrupted inside the main phase (pause after main step 4), resumed
     b = tmp_path / "main"
-    _run(_cfg(backbone, shared_data, cache_dir, b, strategy="rosa", pause_after_steps=4))
-    res = _run(_cfg(backbone, shared_data, cache_dir, b, strategy="rosa", resume="auto"))
+    _run(_cfg(backbone, shared_data, cache_dir, b, strategy="rosa", steps_per_chunk=2, pause_after_steps=4))
+    res = _run(_cfg(backbone, shared_data, cache_dir, b, strategy="rosa", steps_per_chunk=2, resume="auto"))
     assert res.step == 8
     got = _final_tensors(b)
     for k in want:
