@@ -77,7 +77,7 @@ class AdaptSettings(CommandSettings):
     sparse_ffn: bool = Field(False, description="Sparse also covers the SwiGLU projections.")
     rosa_warmup_steps: int = Field(128, ge=0, description="RoSA family: LoRA warm-up steps before the gradient masks (own counter, not main steps; constant --lr).")
     mask_samples: int = Field(32, ge=1, description="RoSA family: batches whose |∂L/∂Δ|^α are summed into the mask score.")
-    grad_alpha: Literal[1, 2] = Field(2, description="RoSA family: mask score exponent α (2 = Fisher diagonal, 1 = gradient magnitude).")
+    grad_alpha: int = Field(2, ge=1, le=2, description="RoSA family: mask score exponent α (2 = Fisher diagonal, 1 = gradient magnitude).")
     bottleneck_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="retro-bottleneck: comma list of layers with bottlenecks (e.g. the top 4; default all); --adapter-layers places the LoRA warm-up and Δ.")
     unfreeze_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="Unfreeze: comma list of layers (v1); default the top --n-unfreeze.")
     n_unfreeze: int = Field(2, ge=1, description="Unfreeze: the top N layers (when --unfreeze-layers is not given).")
