@@ -249,10 +249,11 @@ def test_weight_reports_use_the_spec_names(bb):
 
 
 def test_strategy_table_rows():
-    assert list(STRATEGIES) == ["lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze", "specialized_clm"]
+    assert list(STRATEGIES) == ["lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze", "specialized_clm",
+                                "rosa", "retro-sparse", "retro-bottleneck"]
     assert STRATEGIES["lora"].defaults() == {"targets": ["q", "k", "v", "o"], "ffn": False, "layers": None, "rank": 4, "alpha": None}
     assert STRATEGIES["bottleneck"].defaults()["bottleneck_dim"] == 8 and STRATEGIES["sparse"].defaults()["density"] == 0.01
-    assert {n for n, s in STRATEGIES.items() if s.mergeable} == {"lora", "sparse", "unfreeze", "specialized_clm"}
+    assert {n for n, s in STRATEGIES.items() if s.mergeable} == {"lora", "sparse", "unfreeze", "specialized_clm", "rosa", "retro-sparse"}
 
 
 @pytest.mark.parametrize("name,settings,needle", [

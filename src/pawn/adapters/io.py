@@ -6,10 +6,12 @@ atomic scheme); Hub ids are resolved by the caller (``resolve=``), e.g.
 An adapter checkpoint is a directory::
 
     adapter.safetensors      trainable adapter arrays and masks (names = pytree paths, e.g.
-                             ``adapter.A.wq``, ``adapter.mask.wq``; ``specialized_clm``: ``backbone.<name>``)
+                             ``adapter.A.wq``, ``adapter.mask.wq``, RoSA ``adapter.sparse.mask.wq``;
+                             ``specialized_clm``: ``backbone.<name>``)
     config.json              {"format_version": 1, "model_config": {...backbone shape...},
                               "adapter": {"strategy", "settings", "backbone": {"source", "variant",
-                              "sha256"} | null}, ["run_config": {...}]}
+                              "sha256"} | null, ["state": {...} e.g. RoSA {"phase": 3}]},
+                              ["run_config": {...}]}
     optimizer.safetensors    optional, as in a model checkpoint
     training_state.json      optional
     .complete                SHA-256 manifest, written last
@@ -163,6 +165,8 @@ def save_adapter(
             "trainable_params": model.num_trainable_params(),
         },
     }
+    if model.adapter.checkpoint_state():
+        cfg["adapter"]["state"] = model.adapter.checkpoint_state()
     if run_config is not None:
         cfg["run_config"] = run_config
 
@@ -257,6 +261,10 @@ def load_adapter(
         fresh = build_adapted(st.name, settings, bb, jax.random.PRNGKey(0))
     else:  # the stored model's own config (vocabulary, context) is the one to rebuild
         fresh = AdaptedModel(PAWNModel(config, jax.random.PRNGKey(0)), st.build(settings, None, jax.random.PRNGKey(0)), st.name, settings)
+    state = meta.get("state") or {}
+    if not isinstance(state, dict):
+        raise ck.CheckpointIntegrityError(f"{d / ck.CONFIG_FILE}: adapter.state must be an object")
+    fresh = AdaptedModel(fresh.backbone, fresh.adapter.restore_state(state), fresh.strategy, fresh.settings)
     tensors = ck._read_tensors(d / ADAPTER_FILE)
     wanted = dict(_saved_leaves(fresh))
     missing, extra = sorted(set(wanted) - set(tensors)), sorted(set(tensors) - set(wanted))

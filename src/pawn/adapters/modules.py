@@ -49,7 +49,8 @@ class Adapter(LayerAdapter):
     * :attr:`uses_layer_hooks` — False when no in-scan hook is overridden (the backbone then runs
       its plain forward);
     * :meth:`backbone_view` — the backbone with replaced arrays (``unfreeze``);
-    * :meth:`trainable_filter`, :meth:`num_params`, :meth:`weight_report`, :meth:`merge`.
+    * :meth:`trainable_filter`, :meth:`num_params`, :meth:`weight_report`, :meth:`merge`;
+    * :meth:`checkpoint_state` / :meth:`restore_state` — structure recorded with the weights.
     """
 
     trains_backbone = False
@@ -81,6 +82,16 @@ class Adapter(LayerAdapter):
         from pawn.adapters.errors import AdapterError
 
         raise AdapterError(f"a {type(self).__name__} adapter acts on activations and cannot be merged into the weights")
+
+    def checkpoint_state(self) -> dict:
+        """JSON-able structural state saved next to the weights (``config.json`` ``adapter.state``;
+        the RoSA family's phase). Default: none."""
+        return {}
+
+    def restore_state(self, state: dict) -> "Adapter":
+        """This freshly built adapter in the structure ``state`` (from :meth:`checkpoint_state`)
+        describes, before the saved tensors are filled in. Default: unchanged."""
+        return self
 
 
 # ----------------------------------------------------------------------------- LoRA

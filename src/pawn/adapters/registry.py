@@ -1,9 +1,9 @@
 """The strategy table (spec ``training-and-adapters.md`` §4): name, what trains, parameter formula,
 settings model (with defaults) and builder of every adapter strategy. ``rosa``, ``retro-sparse``
-and ``retro-bottleneck`` (issue 14) are further :class:`Strategy` entries: a builder composing
-:class:`~pawn.adapters.modules.LoRA` / :class:`~pawn.adapters.modules.Bottleneck` with
-:class:`~pawn.adapters.modules.Sparse` whose masks come from gradients instead of
-:func:`~pawn.adapters.modules.random_masks`."""
+and ``retro-bottleneck`` (issue 14, :mod:`pawn.adapters.rosa`) are phased entries: one
+:class:`~pawn.adapters.rosa.RoSAAdapter` composing :class:`~pawn.adapters.modules.LoRA` /
+:class:`~pawn.adapters.modules.Bottleneck` with :class:`~pawn.adapters.modules.Sparse` whose masks
+come from gradients instead of :func:`~pawn.adapters.modules.random_masks`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from pawn.adapters import configs as C
 from pawn.adapters import modules as M
+from pawn.adapters import rosa as R
 from pawn.config import ModelConfig, param_count
 from pawn.model import PAWNModel
 
@@ -154,6 +155,15 @@ STRATEGIES: dict[str, Strategy] = {
                  "145·d + L·(4d² + 3·d·d_ff + 2d) + d + V·d", C.SpecializedCLMConfig,
                  lambda s, bb, key: M.FromScratch(), True, uses_backbone=False,
                  count=lambda s, cfg: param_count(specialized_config(s, cfg))),
+        Strategy("rosa", "LoRA warm-up, then LoRA (re-initialised) + Δ under a fixed gradient mask",
+                 "L_sel·Σ_targets r·(d_in + d_out) + Σ max(1, int(density·numel))", R.RoSAConfig, R.build("rosa"), True,
+                 count=R.count("rosa")),
+        Strategy("retro-sparse", "LoRA warm-up (discarded), then Δ alone under a fixed gradient mask",
+                 "Σ max(1, int(density·numel)) over targets·L_sel", R.RetroSparseConfig, R.build("retro-sparse"), True,
+                 count=R.count("retro-sparse")),
+        Strategy("retro-bottleneck", "LoRA warm-up (discarded), then Δ under a gradient mask + Houlsby bottlenecks",
+                 "Σ max(1, int(density·numel)) + positions·L_bn·(2·d·bn + n_hidden·bn²)", R.RetroBottleneckConfig,
+                 R.build("retro-bottleneck"), False, count=R.count("retro-bottleneck")),
     )
 }
 """Every strategy by name."""

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from pawn.settings import format_validation_error
 from pawn.train.adapt_config import AdaptSettings
-from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
+from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, step_dir_name
 from pawn.train.loop import (
     TrainProgram,
     TrainState,
@@ -41,6 +41,7 @@ from pawn.train.loop import (
     partition_model,
     step_counter,
 )
+from pawn.train.rosa_phases import FlagStopHook, run_warmup_and_masks, warmup_data_seed
 from pawn.train.run import (
     CheckpointEvent,
     Checkpointer,
@@ -395,7 +396,8 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         pawn.errors.DataError / UsageError: the data (no games left, bad steps_per_epoch).
         AdapterConfigError: strategy settings that do not fit the backbone.
     """
-    from pawn.adapters import build_adapted, get_strategy
+    from pawn.adapters import build_adapted, count_params, get_strategy
+    from pawn.adapters import rosa
     from pawn.adapters.io import save_adapter
     from pawn.data.lichess import LichessFilters, load_corpus
     from pawn.data.lichess_batches import GameBatches
@@ -432,7 +434,16 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
                  else build_adapted(st.name, cfg.adapter_settings(), bb, key))
         if not st.uses_backbone:
             ref = None
-    n_trainable = int(model.num_trainable_params())
+    rosa_resume = None  # (warm-up step, warm-up optimizer arrays) of a checkpoint inside the RoSA warm-up
+    if rosa.is_phased(model):
+        if resume_la is not None and model.adapter.phase == rosa.PHASE_WARMUP:
+            rs = (resume_la.training_state or {}).get("rosa") or {}
+            if not isinstance(rs.get("warmup_step"), int):
+                raise TrainingError(f"{resume_la.path / 'training_state.json'}: a RoSA warm-up checkpoint without rosa.warmup_step")
+            rosa_resume = (int(rs["warmup_step"]), resume_la.optimizer_state)
+        n_trainable = count_params(st.name, model.settings, model.config)  # the main phase's (spec §4.6)
+    else:
+        n_trainable = int(model.num_trainable_params())
     n_backbone = int(model.backbone.num_params()) if st.uses_backbone else 0
     log(f"strategy {st.name}: {n_trainable:,} trainable parameters" +
         (f" ({100.0 * n_trainable / max(n_backbone, 1):.2f}% of the {n_backbone:,}-parameter backbone {model.config.name})"
@@ -481,9 +492,12 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
     validator = make_validator(legal_mask=not cfg.disable_legal_mask, illegal_penalty=cfg.illegal_penalty, dtype=dtype)
     es = EarlyStopping(cfg.patience)
     elapsed0 = 0.0
-    if resume_la is None:
+    if resume_la is None or rosa_resume is not None:
         state, frozen = init_partitioned_state(model, optimizer, trainable=model.trainable_filter(), step=0)
         start = 0
+        if rosa_resume is not None:
+            elapsed0 = float((resume_la.training_state or {}).get("elapsed", 0.0) or 0.0)
+            log(f"resuming the RoSA LoRA warm-up from {resume_la.path} at warm-up step {rosa_resume[0]}")
     else:
         ts = resume_la.training_state
         start = int(ts["step"])
@@ -528,7 +542,7 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
                              steps_per_chunk=K, n_train_games=len(corpus.train), n_val_games=len(corpus.val),
                              val_from=corpus.val_from, data_seed=data_seed, backend=jax.default_backend(),
                              jax_version=jax.__version__)
-        if start == 0 and run.logger:  # baseline validation before the first step (spec §5)
+        if start == 0 and rosa_resume is None and run.logger:  # baseline validation before the first step (spec §5)
             t = time.perf_counter()
             baseline = {**validator(eqx.combine(state.model, frozen), val_batches), "epoch": -1,
                         **{f"weights/{k}": v for k, v in model.weight_report().items()}}
@@ -569,6 +583,39 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
     checkpointer = Checkpointer(run.checkpoints, write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
                                 best=best_path if best_path.is_dir() else None)
     stop = StopFlag(install_signal_handlers)
+    if rosa.is_phased(model) and model.adapter.phase == rosa.PHASE_WARMUP:
+        # RoSA phases 1-2 (spec §4.6) on the same Trainer, with their own step counter; then the main phase from step 0.
+        warm_src = GameBatches(corpus.train, cfg.layout, cfg.seq_len, cfg.batch_size, warmup_data_seed(data_seed),
+                               legal_mask=need_legal)
+        train_keys_w = (*BATCH_KEYS, "legal") if need_legal else BATCH_KEYS
+
+        def save_warm(path: Path, m, opt_arrays: dict, rosa_state: dict) -> None:
+            save_adapter(path, m, ref, run_config=snapshot, optimizer_state=opt_arrays,
+                         training_state={**training_state(0), "rosa": rosa_state})
+
+        def log_warm(rec: dict) -> None:
+            if run.logger:
+                run.logger.write("train", step=0, **rec)
+
+        wo = run_warmup_and_masks(
+            eqx.combine(to_host(state.model), frozen), loss_fn=loss_fn,
+            batch_at=lambda w: batch_dict(warm_src.batch_at(w), train_keys_w), lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2,
+            weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, steps_per_chunk=K, save=save_warm,
+            checkpoint_root=run.checkpoints, key=jax.random.fold_in(jax.random.key(cfg.seed), 3), resume=rosa_resume,
+            hooks=[FlagStopHook(stop), *hooks], log_metrics=log_warm, log=log, checkpoint_every=cfg.checkpoint_interval,
+            is_main=is_main)
+        if wo.reason != "completed":
+            stop.restore()
+            run.finish(schedule, 0, wo.reason)
+            return AdaptResult(run_dir, None, None, None, 0, wo.reason, st.name, n_trainable, spe, total, baseline,
+                               extra={"rosa_warmup_step": wo.warmup_step})
+        model = wo.model
+        state, frozen = init_partitioned_state(model, optimizer, trainable=model.trainable_filter(), step=0)
+        frozen, state = program.place_frozen(frozen), program.place_state(state)
+        if is_main:  # step 0 in phase 3: a resume from here never regenerates the masks
+            save_adapter(run.checkpoints / step_dir_name(0), eqx.combine(to_host(state.model), frozen), ref,
+                         run_config=snapshot, optimizer_state=optimizer_to_arrays(to_host(state.opt_state)),
+                         training_state={**training_state(0), "rosa": {"phase": rosa.PHASE_TRAIN}})
     hk: list[Hook] = []
     if progress and is_main:
         bar = ProgressReporter("adapt", end, start=start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s).start()

@@ -60,7 +60,7 @@ class AdaptSettings(CommandSettings):
     # ------------------------------------------------------------------ backbone and strategy
     backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).")
     variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).")
-    strategy: Optional[str] = Field(None, description="Adapter strategy (see --list-strategies): lora, film, bottleneck, hybrid, sparse, unfreeze, specialized_clm.")
+    strategy: Optional[str] = Field(None, description="Adapter strategy (see --list-strategies): lora, film, bottleneck, hybrid, sparse, unfreeze, specialized_clm, rosa, retro-sparse, retro-bottleneck.")
     adapter_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="Comma list of 0-based layers to adapt (default: all; unfreeze: see --unfreeze-layers).")
     lora_rank: int = Field(4, ge=1, description="LoRA / hybrid rank r.")
     lora_alpha: Optional[float] = Field(None, gt=0, description="LoRA α (default r, i.e. scale 1).")
@@ -72,9 +72,13 @@ class AdaptSettings(CommandSettings):
     bottleneck_n_hidden: int = Field(0, ge=0, description="Extra bn×bn hidden stages in each bottleneck.")
     no_adapt_attn: bool = Field(False, description="Bottleneck: no adapter after attention.")
     no_adapt_ffn: bool = Field(False, description="Bottleneck: no adapter after the FFN.")
-    density: float = Field(0.01, gt=0, le=1, description="Sparse: fraction of each targeted matrix that trains.")
+    density: float = Field(0.01, gt=0, le=1, description="Sparse and the RoSA family: fraction of each targeted matrix that trains (RoSA: exactly max(1, int(density·numel)) per matrix).")
     sparse_targets: Annotated[tuple[Literal["q", "k", "v", "o"], ...], NoDecode] = Field(("q", "k", "v", "o"), description="Comma list of projections the sparse Δ covers.")
     sparse_ffn: bool = Field(False, description="Sparse also covers the SwiGLU projections.")
+    rosa_warmup_steps: int = Field(128, ge=0, description="RoSA family: LoRA warm-up steps before the gradient masks (own counter, not main steps; constant --lr).")
+    mask_samples: int = Field(32, ge=1, description="RoSA family: batches whose |∂L/∂Δ|^α are summed into the mask score.")
+    grad_alpha: int = Field(2, ge=1, le=2, description="RoSA family: mask score exponent α (2 = Fisher diagonal, 1 = gradient magnitude).")
+    bottleneck_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="retro-bottleneck: comma list of layers with bottlenecks (e.g. the top 4; default all); --adapter-layers places the LoRA warm-up and Δ.")
     unfreeze_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="Unfreeze: comma list of layers (v1); default the top --n-unfreeze.")
     n_unfreeze: int = Field(2, ge=1, description="Unfreeze: the top N layers (when --unfreeze-layers is not given).")
     include_lm_head: bool = Field(False, description="Unfreeze: also train final_norm and lm_head.")
@@ -131,7 +135,7 @@ class AdaptSettings(CommandSettings):
     wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.")
     wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode.")
 
-    _split_layers = field_validator("adapter_layers", "film_layers", "unfreeze_layers", mode="before")(classmethod(lambda cls, v: _layers(v)))
+    _split_layers = field_validator("adapter_layers", "film_layers", "unfreeze_layers", "bottleneck_layers", mode="before")(classmethod(lambda cls, v: _layers(v)))
     _split_names = field_validator("lora_targets", "sparse_targets", mode="before")(classmethod(lambda cls, v: _names(v)))
 
     @field_validator("dtype", mode="before")
@@ -216,6 +220,12 @@ def _lora(c: AdaptSettings) -> dict:
             "layers": c.adapter_layers}
 
 
+def _rosa(c: AdaptSettings) -> dict:
+    """RoSA family (spec §4.6): the LoRA fields (warm-up LoRA, and the targets/layers of Δ) + mask settings."""
+    return {**_lora(c), "density": c.density, "rosa_warmup_steps": c.rosa_warmup_steps, "mask_samples": c.mask_samples,
+            "grad_alpha": c.grad_alpha}
+
+
 def _unfreeze(c: AdaptSettings) -> dict:
     sel = {"layers": c.unfreeze_layers} if c.unfreeze_layers is not None else {"top_n": c.n_unfreeze}
     return {**sel, "include_lm_head": c.include_lm_head, "include_embeddings": c.include_embeddings}
@@ -232,6 +242,11 @@ STRATEGY_SETTINGS: dict[str, Callable[[AdaptSettings], dict]] = {
     "unfreeze": _unfreeze,
     "specialized_clm": lambda c: {"d_model": c.d_model, "n_layers": c.n_layers, "n_heads": c.n_heads,
                                   "d_ff": c.specialized_d_ff, "seed": c.seed},
+    "rosa": lambda c: _rosa(c),
+    "retro-sparse": lambda c: _rosa(c),
+    "retro-bottleneck": lambda c: {**_rosa(c), "bottleneck_dim": c.bottleneck_dim, "n_hidden": c.bottleneck_n_hidden,
+                                   "adapt_attn": not c.no_adapt_attn, "adapt_ffn": not c.no_adapt_ffn,
+                                   "bottleneck_layers": c.bottleneck_layers},
 }
 """Strategy name → ``AdaptSettings -> settings dict`` of :mod:`pawn.adapters.configs`. A new
 strategy (e.g. ``rosa``) registers its mapping here."""
