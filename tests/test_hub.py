@@ -261,3 +261,42 @@ def test_convert_push_is_refused_offline_before_converting(hub, tmp_path, monkey
     src = write_v1_checkpoint(tmp_path / "v1", v1_model_config(32, 2, 4, 64))
     r = CliRunner().invoke(app, ["convert", str(src), "-o", str(tmp_path / "conv"), "--push-to-hub", "me/converted"])
     assert r.exit_code == 1 and "HF_HUB_OFFLINE=1" in r.output and not (tmp_path / "conv").exists()
+
+
+def test_adapt_pushes_its_checkpoints_with_the_adapter_weights(hub, tmp_path, shared_data):
+    """``pawn adapt --push-to-hub``: the same trainer hook as pretraining; each adapter checkpoint
+    (adapter.safetensors, its config and manifest) lands as one commit, outcomes as hub records."""
+    import jax
+    import numpy as np
+
+    from pawn.checkpoint import save_checkpoint
+    from pawn.config import ModelConfig
+    from pawn.model import PAWNModel
+    from pawn.train.adapt import run_adapt
+    from pawn.train.adapt_config import AdaptSettings
+
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64)
+    bb = tmp_path / "bb"
+    save_checkpoint(bb, {k: np.asarray(v) for k, v in PAWNModel(cfg, jax.random.PRNGKey(1)).params().items()}, cfg,
+                    run_config={"prepend_outcome": False, "seq_len": 128})
+    s = AdaptSettings.load(backbone=str(bb), strategy="film", data=str(shared_data / "lichess"), elo_min=1200, elo_max=2200,
+                           epochs=2, steps_per_epoch=2, batch_size=8, seq_len=64, val_games=32, data_seed=3,
+                           cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "adapt"), push_to_hub=REPO)
+    res = run_adapt(s, log=lambda m: None, progress=False, install_signal_handlers=False)
+    assert res.reason in ("completed", "step_limit")
+    commits = [c for c in hub.commits if c.branch == "run/adapt"]
+    assert commits and all("adapter.safetensors" in " ".join(c.files) for c in commits), [c.files for c in commits]
+    recs = [r for r in read_metrics(tmp_path / "adapt" / "metrics.jsonl") if r["type"] == "hub"]
+    assert recs and {r["status"] for r in recs} == {"pushed"} and len(recs) == len(commits)
+
+
+def test_adapt_refuses_offline_push_before_any_work(hub, tmp_path, monkeypatch):
+    from pawn.train.adapt import run_adapt
+    from pawn.train.adapt_config import AdaptSettings
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    s = AdaptSettings.load(backbone=str(tmp_path / "no-bb"), strategy="film", data=str(tmp_path / "no-data"),
+                           out=str(tmp_path / "adapt"), push_to_hub=REPO)
+    with pytest.raises(TrainingError, match="HF_HUB_OFFLINE=1 is set"):
+        run_adapt(s, log=lambda m: None, progress=False, install_signal_handlers=False)
+    assert not (tmp_path / "adapt").exists() and hub.requests == []

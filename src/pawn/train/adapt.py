@@ -42,11 +42,13 @@ from pawn.train.loop import (
     step_counter,
 )
 from pawn.train.rosa_phases import FlagStopHook, run_warmup_and_masks, warmup_data_seed
+from pawn.errors import PawnError
 from pawn.train.run import (
     CheckpointEvent,
     Checkpointer,
     EarlyStoppingHook,
     Hook,
+    HubHook,
     MetricsHook,
     ProgressHook,
     Run,
@@ -64,7 +66,8 @@ BATCH_KEYS = ("input_ids", "targets", "loss_mask", "attn_mask")
 """Per-step batch arrays of every adapter chunk (``legal`` is added when the loss needs it)."""
 
 RESUME_MUTABLE = {"resume", "out", "epochs", "patience", "keep_checkpoints", "pause_after_steps", "log_every_s",
-                  "tensorboard", "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone"}
+                  "tensorboard", "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone",
+                  "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s"}
 """Fields that may differ between a checkpoint's run config and the resuming command (``epochs``
 re-derives the total steps, spec §5; ``backbone`` may name the same weights' new location: the
 recorded SHA-256 is checked)."""
@@ -411,7 +414,11 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
     is_main = jax.process_index() == 0
     try:
         check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
-    except HookError as e:
+        if cfg.push_to_hub is not None:  # offline mode: refused before any work
+            from pawn.hub.push import check_can_push
+
+            check_can_push(cfg.push_to_hub)
+    except (HookError, PawnError) as e:
         raise TrainingError(str(e)) from None
     out = Path(cfg.out) if cfg.out is not None else _default_run_dir(cfg.strategy)
     check_out_path(out)
@@ -524,12 +531,20 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
     snapshot = {**cfg.model_dump(mode="json"), "data_seed": data_seed, "resume": None, "pause_after_steps": None}
     run = Run.check(out, resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None, overwrite=overwrite,
                     new_config=snapshot, ignored_fields=RESUME_MUTABLE | {"data_seed"}, is_main=is_main, log=log)
+    try:  # the Hub repo and branch are created before the run writes (a 403 fails here)
+        hub = HubHook.start(cfg.push_to_hub, run.run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
+                            wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
+    except PawnError as e:
+        raise TrainingError(str(e)) from None
     run.open(snapshot=snapshot,
              open_sinks=lambda: open_run_hooks(run.run_dir, config=snapshot, tensorboard=cfg.tensorboard, wandb=cfg.wandb,
                                                wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode,
                                                start_step=start, job_type="adapt", log=log),
              start_step=start, resumed_from=Path(cfg.resume) if cfg.resume else None, elapsed_offset=elapsed0)
     run_dir = run.run_dir
+    if hub is not None:
+        hub.attach(run)
+        hooks = [*hooks, hub]
     end = total if cfg.pause_after_steps is None else min(total, cfg.pause_after_steps)
     end = max(end, start)
     frozen = program.place_frozen(frozen)
@@ -606,6 +621,8 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
             is_main=is_main)
         if wo.reason != "completed":
             stop.restore()
+            if hub is not None:
+                hub.close(log)
             run.finish(schedule, 0, wo.reason)
             return AdaptResult(run_dir, None, None, None, 0, wo.reason, st.name, n_trainable, spe, total, baseline,
                                extra={"rosa_warmup_step": wo.warmup_step})
@@ -657,6 +674,8 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
                             f"last complete checkpoint: {checkpointer.last}") from None
     finally:
         chunks.close()
+        if hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
+            hub.close(log)
         run.finish(schedule, trainer.step if trainer.step is not None else start, trainer.reason or "exception")
     best = checkpointer.best
     if best is not None and is_main and (run_dir / "best").exists() is False:

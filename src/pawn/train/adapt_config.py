@@ -134,6 +134,21 @@ class AdaptSettings(CommandSettings):
     wandb: bool = Field(False, description="Also log to Weights & Biases (pawn[wandb]).")
     wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.")
     wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode.")
+    # Hugging Face Hub push (pawn.hub; spec training-and-adapters.md §1.11), as for pawn pretrain
+    push_to_hub: Optional[str] = Field(None, description="Push every checkpoint (adapter weights, model card) to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
+    hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.")
+    hub_private: bool = Field(False, description="Create the --push-to-hub repo private (an existing repo keeps its visibility).")
+    hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes; the rest are reported as not pushed.")
+
+    @field_validator("push_to_hub")
+    @classmethod
+    def _repo_id(cls, v: Optional[str]) -> Optional[str]:
+        """``owner/name`` (see :func:`pawn.hub.push.check_repo_id`)."""
+        if v is not None:
+            from pawn.hub.push import check_repo_id
+
+            check_repo_id(v)
+        return v
 
     _split_layers = field_validator("adapter_layers", "film_layers", "unfreeze_layers", "bottleneck_layers", mode="before")(classmethod(lambda cls, v: _layers(v)))
     _split_names = field_validator("lora_targets", "sparse_targets", mode="before")(classmethod(lambda cls, v: _names(v)))
