@@ -183,3 +183,24 @@ def test_adapter_config_records_strategy_settings_and_trainable_count(tmp_path, 
     assert meta["trainable_params"] == int(t["adapter.mask.wq"].sum())
     with pytest.raises(AdapterError, match="must record its backbone"):
         save_adapter(tmp_path / "b", build_adapted("lora", {}, bb, jax.random.PRNGKey(0)), None)
+
+
+def test_cli_convert_merge_writes_a_standalone_checkpoint_with_the_backbone_layout(tmp_path, backbone_dir, tokens):
+    """``pawn convert ADAPTER --merge``: the merged checkpoint gives the adapter's logits and keeps the
+    backbone's run config (layout, trained context); an unmergeable strategy is one line, exit 1."""
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    bb, ref, _ = load_backbone(backbone_dir)
+    m = _perturb(build_adapted("lora", {"rank": 2}, bb, jax.random.PRNGKey(0)), jax.random.PRNGKey(2))
+    save_adapter(tmp_path / "lora", m, ref)
+    r = CliRunner().invoke(app, ["convert", str(tmp_path / "lora"), "--merge", "-o", str(tmp_path / "merged")])
+    assert r.exit_code == 0, r.output
+    merged, _ = ck.load_model(tmp_path / "merged")
+    np.testing.assert_allclose(np.asarray(merged(tokens, dtype="float32")), np.asarray(m(tokens, dtype="float32")), atol=2e-5)
+    rc = ck.load_checkpoint(tmp_path / "merged").run_config
+    assert rc["seq_len"] == 48 and rc["prepend_outcome"] is False and rc["merged_adapter"]["strategy"] == "lora"
+    save_adapter(tmp_path / "film", build_adapted("film", {}, bb, jax.random.PRNGKey(0)), ref)
+    r = CliRunner().invoke(app, ["convert", str(tmp_path / "film"), "--merge"])
+    assert r.exit_code == 1 and r.output.count("\n") == 1 and "FiLM" in r.output and "Traceback" not in r.output

@@ -295,3 +295,28 @@ def save_merged(path: str | os.PathLike, model: AdaptedModel, *, run_config: Opt
     rc["merged_adapter"] = {"strategy": model.strategy, "settings": model.settings.model_dump(mode="json"),
                             "backbone": None if backbone is None else backbone.to_json()}
     return ck.save_checkpoint(path, params, model.config, run_config=rc)
+
+
+def merge_adapter_checkpoint(path: str | os.PathLike, output: Optional[str | os.PathLike] = None, *,
+                             resolve: Optional[Callable[[str], str]] = None) -> Path:
+    """Load the adapter checkpoint at ``path`` (backbone verified by its SHA-256) and write it,
+    folded into its backbone, as a standalone v2 checkpoint (:func:`save_merged`). The backbone's
+    run config (sequence layout, trained context) is kept, so ``pawn eval`` scores the merged
+    model as it scores the adapter.
+
+    Args:
+        path: the adapter checkpoint directory (e.g. ``RUN/best``).
+        output: destination; default the sibling ``<path name>-merged``.
+        resolve: maps a Hub-id backbone to a local checkpoint directory (see :func:`load_adapter`).
+
+    Returns:
+        The merged checkpoint directory.
+
+    Raises:
+        AdapterError: a strategy that cannot be merged (film, bottleneck, hybrid, ...); plus the
+            errors of :func:`load_adapter`.
+    """
+    src = Path(path).resolve()
+    la = load_adapter(src, resolve=resolve)
+    out = Path(output) if output is not None else src.with_name(src.name + "-merged")
+    return save_merged(out, la.model, run_config=dict(la.backbone_run_config or {}), backbone=la.backbone)

@@ -19,6 +19,7 @@ def convert_cmd(
         typer.Option("--output", "-o", help="Destination directory (with several sources: a parent directory, one sub-folder per source). Default: the conversion cache ($PAWN_CONVERTED_DIR, else $HF_HOME/assets/pawn/converted), keyed by the source and, for a Hub id, its resolved commit."),
     ] = None,
     slice_variant: Annotated[Optional[str], typer.Option("--slice", help="Instead of converting, write this nested variant (small, base, large) of a supernet checkpoint as a standalone checkpoint; `pawn eval` gives it the same numbers as --variant on the supernet.")] = None,
+    merge: Annotated[bool, typer.Option("--merge", help="SOURCES are adapter checkpoints (e.g. runs/adapt-lora/best): fold each (lora, sparse, unfreeze, specialized_clm) into its backbone and write a standalone v2 checkpoint (default: <source>-merged; with one source, --output).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Rewrite even if the cache already holds this source (a Hub id is keyed by its resolved commit, so a re-published repo is converted again without --force).")] = False,
     push_to_hub: Annotated[Optional[str], typer.Option("--push-to-hub", help="Then publish the converted checkpoint (with its README.md model card) to this Hub model repo (owner/name; created if missing) as one commit; one source only. For a finished run's files, use `hf upload`.")] = None,
     hub_branch: Annotated[str, typer.Option("--hub-branch", help="Branch for --push-to-hub (created if missing).")] = "main",
@@ -34,6 +35,9 @@ def convert_cmd(
     """
     from pawn.convert import convert_many
     from pawn.hub.push import check_can_push, push_checkpoint
+
+    if merge:
+        return _merge(sources, output)
 
     if slice_variant is not None:  # a name no supernet has: bad usage, refused before loading anything
         from pawn.config import SUPERNETS
@@ -60,3 +64,14 @@ def convert_cmd(
     if push_to_hub is not None:
         o = push_checkpoint(reports[0].result.path, push_to_hub, branch=hub_branch, private=hub_private, log=lambda m: typer.echo(m, err=True))
         typer.echo(f"pushed to {push_to_hub}@{hub_branch}: commit {o.commit}")
+
+
+def _merge(sources: list[str], output: Optional[Path]) -> None:
+    """``--merge``: each adapter checkpoint folded into its backbone (one line per source)."""
+    from pawn.adapters.io import merge_adapter_checkpoint
+    from pawn.evaluate.loading import resolve_backbone
+
+    if output is not None and len(sources) != 1:
+        raise fail("--merge with --output takes one source (several are written next to their sources)", 2)
+    for src in sources:
+        typer.echo(str(merge_adapter_checkpoint(src, output, resolve=resolve_backbone)))
