@@ -216,3 +216,10 @@ def interrupted(done: list[str], names: list[str], json_out: Optional[Path], rec
 
 
 __all__ = ["Column", "TableReport", "Output", "write_json", "check_outputs", "heartbeat", "Progress", "interrupted", "pct", "num"]
+
+
+STOPPED_MESSAGES = {"sigterm": "stopped by signal at step {step}; checkpoint {ck} (resume with --resume {run})",
+                    "paused": "paused at step {step}; checkpoint {ck} (resume with --resume {run})",
+                    "resume_no_op": "nothing to do: {run} already reached step {step}"}
+"""The line a training command (pretrain, adapt) prints for a run that stopped before its end,
+by stop reason (spec §1.10); format fields ``step``, ``ck`` (checkpoint) and ``run`` (run dir)."""

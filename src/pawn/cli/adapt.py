@@ -9,7 +9,7 @@ import typer
 
 from pawn.cli._errors import fail
 from pawn.cli._options import flag, settings_command
-from pawn.cli._output import Column, Output, TableReport
+from pawn.cli._output import Column, Output, TableReport, STOPPED_MESSAGES
 from pawn.train.adapt_config import AdaptSettings
 
 DOC = (
@@ -24,9 +24,7 @@ DOC = (
     "(command line > environment > config file > defaults)."
 )
 
-_STOPPED = {"sigterm": "stopped by signal at step {step}; checkpoint {ck} (resume with --resume {run})",
-            "paused": "paused at step {step}; checkpoint {ck} (resume with --resume {run})",
-            "resume_no_op": "nothing to do: {run} already reached step {step}"}
+_STOPPED = STOPPED_MESSAGES
 
 
 def strategy_report() -> TableReport:

@@ -8,7 +8,7 @@ import typer
 
 from pawn.cli._errors import fail
 from pawn.cli._options import flag, settings_command
-from pawn.cli._output import Column, Output, TableReport
+from pawn.cli._output import Column, Output, TableReport, STOPPED_MESSAGES
 from pawn.evaluate.metric_names import METRICS, VALIDATION_COLUMNS
 from pawn.settings import PretrainConfig
 
@@ -24,9 +24,7 @@ DOC = (
     "--tensorboard and --wandb also log every record (extras pawn[tensorboard], pawn[wandb])."
 )
 
-_STOPPED = {"sigterm": "stopped by signal at step {step}; checkpoint {ck} (resume with --resume {run})",
-            "paused": "paused at step {step}; checkpoint {ck} (resume with --resume {run})",
-            "resume_no_op": "nothing to do: {run} already reached step {step}"}
+_STOPPED = STOPPED_MESSAGES
 
 
 def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableReport:

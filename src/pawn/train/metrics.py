@@ -6,35 +6,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import resource
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
 
-
-def jsonable(value: Any) -> Any:
-    """Convert NumPy/JAX scalars and arrays, paths and nested containers to plain JSON values;
-    NaN and ±Inf become ``None``."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "shape") and hasattr(value, "dtype"):  # numpy / jax arrays and scalars
-        arr = np.asarray(value)
-        return jsonable(arr.item() if arr.ndim == 0 else arr.tolist())
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, (np.floating,)):
-        return jsonable(float(value))
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    return value
+from pawn.fileio import json_safe
 
 
 def host_memory() -> dict[str, float]:
@@ -112,7 +91,7 @@ class MetricsLogger:
         if record_type != "config":
             rec.update(host_memory())
             rec.update(device_memory())
-        rec = jsonable(rec)
+        rec = json_safe(rec)
         self._f.write(json.dumps(rec, allow_nan=False) + "\n")
         self._f.flush()
         if self.hooks is not None:
