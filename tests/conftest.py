@@ -63,3 +63,22 @@ def _hf_offline_follows_the_environment(monkeypatch):
     if constants is not None:
         value = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", value)
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone(tmp_path_factory) -> Path:
+    """A random-init v2 checkpoint (d_model 32, 2 layers, 1 head, d_ff 64; pure moves, trained
+    context 128) for adapter tests: made once per session."""
+    import jax
+    import numpy as np
+
+    from pawn.checkpoint import save_checkpoint
+    from pawn.config import ModelConfig
+    from pawn.model import PAWNModel
+
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64)
+    d = tmp_path_factory.mktemp("tiny-backbone") / "bb"
+    m = PAWNModel(cfg, jax.random.PRNGKey(1))
+    save_checkpoint(d, {k: np.asarray(v) for k, v in m.params().items()}, cfg,
+                    run_config={"prepend_outcome": False, "seq_len": 128})
+    return d

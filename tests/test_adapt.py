@@ -25,12 +25,8 @@ BB_CFG = ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64)
 
 
 @pytest.fixture(scope="session")
-def backbone(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("adapt-bb") / "bb"
-    m = PAWNModel(BB_CFG, jax.random.PRNGKey(1))
-    save_checkpoint(d, {k: np.asarray(v) for k, v in m.params().items()}, BB_CFG,
-                    run_config={"prepend_outcome": False, "seq_len": 128})
-    return d
+def backbone(tiny_backbone) -> Path:
+    return tiny_backbone
 
 
 @pytest.fixture(scope="session")

@@ -8,33 +8,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
 from pawn.adapters import count_params
 from pawn.adapters.io import load_adapter
-from pawn.checkpoint import save_checkpoint
 from pawn.config import ModelConfig
-from pawn.model import PAWNModel
 
-pytest.importorskip("pawn.train.adapt", reason="`pawn adapt` (branch adapt) is not on this branch yet")
-from pawn.train.adapt import run_adapt  # noqa: E402
-from pawn.train.adapt_config import AdaptSettings  # noqa: E402
-from pawn.train.run import Hook  # noqa: E402
+from pawn.train.adapt import run_adapt
+from pawn.train.adapt_config import AdaptSettings
+from pawn.train.run import Hook
 
 BB_CFG = ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64)
 ROSA = dict(density=0.05, rosa_warmup_steps=4, mask_samples=2)
 
 
 @pytest.fixture(scope="module")
-def backbone(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("rosa-bb") / "bb"
-    m = PAWNModel(BB_CFG, jax.random.PRNGKey(1))
-    save_checkpoint(d, {k: np.asarray(v) for k, v in m.params().items()}, BB_CFG,
-                    run_config={"prepend_outcome": False, "seq_len": 128})
-    return d
+def backbone(tiny_backbone) -> Path:
+    return tiny_backbone
 
 
 @pytest.fixture(scope="module")
