@@ -268,3 +268,25 @@ def test_eval_bad_pgn_settings_are_bad_usage_before_any_model_loads(args, messag
         argv += ["--pgn", str(pgn)]
     res = CliRunner().invoke(app, ["eval", str(tmp_path / "no-such-checkpoint"), *argv])
     assert res.exit_code == 2 and message in res.output and "no-such-checkpoint" not in res.output, res.output
+
+
+def test_legal_masked_top1_is_the_argmax_over_legal_moves_from_position_ten():
+    """Spec eval §1.6 (MAIA-style adapter accuracy): logits restricted to the legal set (the
+    terminal slot's set is {PAD}), position-weighted over loss-mask positions ≥ 10. Checked
+    against a NumPy recomputation with fixed per-position logits."""
+    g = random_games(64, 40, seed=3)
+    w = np.random.default_rng(0).normal(size=(48, VOCAB_SIZE))
+    model = HostModel(lambda ids: np.broadcast_to(w[: ids.shape[1]], ids.shape + (VOCAB_SIZE,)).copy())
+    r = evaluate_games(model, g.tokens, g.lengths, g.outcome, seq_len=48, batch_size=16)
+    tok, lens = g.tokens[:, :48].astype(np.int64), g.lengths.astype(np.int64)
+    legal, _ = Layout(False).legal_at_positions(g.tokens, g.lengths)  # [B, 48, V]: the set each position predicts
+    hits = n = 0
+    for b in range(len(lens)):
+        for p in range(10, int(lens[b])):  # position p predicts ply p + 1; the last one predicts PAD
+            target = tok[b, p + 1] if p + 1 < lens[b] else PAD_TOKEN
+            hits += int(np.argmax(np.where(legal[b, p], w[p], -np.inf)) == target)
+            n += 1
+    assert r.n_legal_masked_positions == n
+    assert r.legal_masked_top1 == pytest.approx(hits / n)
+    assert r.legal_masked_top1 > r.moves_only_top1  # masking can only help a model that puts mass off the legal set
+    assert r.to_dict()["legal_masked/top1"] == r.legal_masked_top1

@@ -40,14 +40,20 @@ PERPLEXITY_LOSS_CAP = 20.0
 
 _SRC, _DST, _ = (a.astype(np.int64) for a in action_table())
 
+MIN_EVAL_PLY = 10
+"""First sequence position of the legal-masked (MAIA-style) accuracy: v1's ``min_eval_ply``
+(spec eval §1.6)."""
+
 
 # --------------------------------------------------------------------------- device step
 @eqx.filter_jit
 def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
     """Per-position scores of one batch, on device. Returns a dict of [B, T] arrays:
     ``nll`` (full-vocab CE at the target), ``argmax`` / ``in_top5`` (full vocab),
-    ``act_argmax`` / ``act_in_top5`` (the 1,968 actions only) and ``legal_mass`` (softmax mass on
-    the tokens set in ``packed_legal``, uint8 [B, T, ceil(V/8)] big-endian bit order)."""
+    ``act_argmax`` / ``act_in_top5`` (the 1,968 actions only), ``legal_mass`` (softmax mass on
+    the tokens set in ``packed_legal``, uint8 [B, T, ceil(V/8)] big-endian bit order) and
+    ``legal_hit`` / ``legal_in_top5`` (the target is the argmax / in the top 5 of the logits
+    restricted to the legal set: the MAIA-style adapter metric of spec eval §1.6)."""
     logits = model(input_ids, attn_mask, dtype=dtype).astype(jnp.float32)
     logp = jax.nn.log_softmax(logits, axis=-1)
     tgt = targets[..., None]
@@ -56,6 +62,8 @@ def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
     act_top5 = jax.lax.top_k(logits[..., :NUM_ACTIONS], 5)[1]
     legal = jnp.unpackbits(packed_legal, axis=-1)[..., : logits.shape[-1]].astype(bool)
     legal_mass = jnp.sum(jnp.where(legal, jnp.exp(logp), 0.0), axis=-1)
+    masked = jnp.where(legal, logits, -jnp.inf)
+    legal_top5 = jax.lax.top_k(masked, 5)[1]
     return {
         "nll": nll,
         "argmax": jnp.argmax(logits, axis=-1).astype(jnp.int32),
@@ -63,6 +71,8 @@ def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
         "act_argmax": jnp.argmax(logits[..., :NUM_ACTIONS], axis=-1).astype(jnp.int32),
         "act_in_top5": jnp.any(act_top5 == tgt, axis=-1),
         "legal_mass": legal_mass,
+        "legal_hit": jnp.argmax(masked, axis=-1) == targets,
+        "legal_in_top5": jnp.any(legal_top5 == tgt, axis=-1),
     }
 
 
@@ -114,6 +124,11 @@ class AccuracyReport:
     vocabulary (the Lichess convention of §4.1); loss (full
     vocab CE); legal_rate (grid bit of the full-vocab argmax); phases by sequence position.
 
+    Legal-masked (MAIA-style adapter accuracy, spec eval §1.6) — ``legal_masked/*``: top1/top5
+    of the logits restricted to the legal moves (−inf elsewhere; the terminal slot's set is
+    {PAD}, always correct), position-weighted over ``loss_mask`` positions at sequence position
+    ≥ :data:`MIN_EVAL_PLY` (10).
+
     Ceiling — ``ceiling/*``: E[1/N_legal] over every ply < length of the same games (§5),
     ``moves_only`` the same over exactly the plies the moves-only positions predict, and
     top-1 divided by the ceiling for both conventions.
@@ -146,6 +161,9 @@ class AccuracyReport:
     moves_only_top1_full_vocab: float
     moves_only_top5_full_vocab: float
     moves_only_legal_rate: float
+    legal_masked_top1: float
+    legal_masked_top5: float
+    n_legal_masked_positions: int
     phases: dict[str, dict[str, float]]
     ceiling: float
     ceiling_moves_only: float
@@ -174,12 +192,15 @@ class AccuracyReport:
         for k in ("loss", "top1", "top5", "top1_full_vocab", "top5_full_vocab", "legal_rate"):
             out[f"moves_only/{k}"] = d[f"moves_only_{k}"]
         out["moves_only/top1_over_ceiling"] = self.moves_only_top1_over_ceiling
+        out["legal_masked/top1"] = self.legal_masked_top1
+        out["legal_masked/top5"] = self.legal_masked_top5
         for name, ph in self.phases.items():
             for k, v in ph.items():
                 out[f"moves_only/phase/{name}/{k}"] = v
         out["ceiling/e_inv_n_legal"] = self.ceiling
         out["ceiling/moves_only"] = self.ceiling_moves_only
-        for k in ("n_games", "n_positions", "n_move_positions", "n_batches", "n_late_positions", "n_ceiling_positions"):
+        for k in ("n_games", "n_positions", "n_move_positions", "n_batches", "n_late_positions", "n_ceiling_positions",
+                  "n_legal_masked_positions"):
             out[f"counts/{k}"] = d[k]
         out["settings"] = dict(self.settings)
         return out
@@ -196,7 +217,8 @@ class _Totals:
         self.batch_late: list[float] = []
         self.s: dict[str, float] = dict.fromkeys(
             ("n_pos", "n_move", "n_late", "illegal_pred", "illegal_mass", "mo_nll", "mo_top1", "mo_top5",
-             "mo_top1_full", "mo_top5_full", "mo_legal", "ceil_sum", "ceil_n", "ceil_mo_sum", "ceil_mo_n"), 0.0)
+             "mo_top1_full", "mo_top5_full", "mo_legal", "ceil_sum", "ceil_n", "ceil_mo_sum", "ceil_mo_n",
+             "lm_n", "lm_top1", "lm_top5"), 0.0)
         self.phase = {name: [0, 0] for name, _, _ in PHASES}
         self.first_forfeit: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
@@ -307,6 +329,10 @@ def evaluate_games(
         s["mo_top1_full"] += int((hit & move).sum())
         s["mo_top5_full"] += int((sc["in_top5"] & move).sum())
         s["mo_legal"] += int((g_legal & move).sum())
+        maia = lm & (pos >= MIN_EVAL_PLY)
+        s["lm_n"] += int(maia.sum())
+        s["lm_top1"] += int((sc["legal_hit"] & maia).sum())
+        s["lm_top5"] += int((sc["legal_in_top5"] & maia).sum())
         for name, lo, hi in PHASES:
             sel = move & (pos >= lo) & (pos < (hi if hi is not None else seq_len))
             tot.phase[name][0] += int((act_hit & sel).sum())
@@ -369,6 +395,9 @@ def evaluate_games(
         moves_only_top1_full_vocab=ratio(s["mo_top1_full"], s["n_move"]),
         moves_only_top5_full_vocab=ratio(s["mo_top5_full"], s["n_move"]),
         moves_only_legal_rate=ratio(s["mo_legal"], s["n_move"]),
+        legal_masked_top1=ratio(s["lm_top1"], s["lm_n"]),
+        legal_masked_top5=ratio(s["lm_top5"], s["lm_n"]),
+        n_legal_masked_positions=int(s["lm_n"]),
         phases={k: {"correct": c, "total": t, "accuracy": ratio(c, t)} for k, (c, t) in tot.phase.items()},
         ceiling=ceiling,
         ceiling_moves_only=ratio(s["ceil_mo_sum"], s["ceil_mo_n"]),

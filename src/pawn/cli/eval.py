@@ -50,9 +50,10 @@ def lichess_table(r: runs.ModelEval, pgn) -> TableReport:
     t = TableReport(f"{r.name}: Lichess {pgn.name} (parsed {li['parser'].get('kept', 0)} of {li['parser'].get('read', 0)}, "
                     f"{li['n_out_of_band']} outside the bands)",
                     [Column(METRICS[k].label if k in METRICS else k, f) for k, f in
-                     (("elo_band", ""), ("games", "d"), ("Positions", "d"), ("Loss", ".4f"), ("Top-1", "pct"), ("Top-5", "pct"), ("Legal rate", "pct"))])
+                     (("elo_band", ""), ("games", "d"), ("Positions", "d"), ("Loss", ".4f"), ("Top-1", "pct"), ("Top-5", "pct"), ("Legal rate", "pct"),
+                      ("Top-1 legal-masked", "pct"))])
     for key, b in li["bands"].items():
-        t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"])
+        t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"], b["top1_legal_masked"])
     return t
 
 

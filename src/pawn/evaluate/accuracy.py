@@ -65,7 +65,7 @@ def evaluate_pgn(
     Returns:
         dict with ``file``, ``parser`` (counts: read, kept, one per skip reason),
         ``n_out_of_band`` and ``bands`` {``elo_<lo>_<hi>``: {elo_range, n_games, n_positions,
-        loss, perplexity, top1, top5, legal_rate}} (bands without games are reported with
+        loss, perplexity, top1, top5, legal_rate, top1_legal_masked}} (bands without games are reported with
         ``n_games`` 0 and NaN metrics).
 
     Raises:
@@ -101,9 +101,10 @@ def evaluate_pgn(
                 n_positions=r.n_move_positions, loss=r.moves_only_loss,
                 perplexity=min(math.exp(min(r.moves_only_loss, 700.0)), LICHESS_PERPLEXITY_CAP),
                 top1=r.moves_only_top1_full_vocab, top5=r.moves_only_top5_full_vocab, legal_rate=r.moves_only_legal_rate,
+                top1_legal_masked=r.legal_masked_top1,
             )
         else:
             rec.update(n_positions=0, loss=float("nan"), perplexity=float("nan"), top1=float("nan"),
-                       top5=float("nan"), legal_rate=float("nan"))
+                       top5=float("nan"), legal_rate=float("nan"), top1_legal_masked=float("nan"))
         out["bands"][f"elo_{lo}_{hi}"] = rec
     return out
