@@ -62,3 +62,24 @@ def test_adapter_population_refuses_a_resume(tiny_backbone, shared_data, tmp_pat
     configs = _configs(tiny_backbone, shared_data, tmp_path, [dict(lr=1e-3), dict(lr=2e-3)], pause_after_steps=2)
     with pytest.raises(PopulationError, match="pause_after_steps"):
         run_adapt_population(configs, [PrunerHook(_Recorder(), lambda m: m["val_loss"]) for _ in configs])
+
+
+def test_adapter_population_sweep_tells_each_member_to_the_study(tiny_backbone, shared_data, tmp_path):
+    from pawn.sweep.settings import SweepSettings
+    from pawn.sweep.study import run_sweep
+
+    base = dict(elo_min=1200, elo_max=2200, epochs=2, steps_per_epoch=2, steps_per_chunk=2, batch_size=8, seq_len=64,
+                val_games=32, data_seed=7, cache_dir=str(tmp_path / "cache"))
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "space.json").write_text(json.dumps({"lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
+                                                     "rank": {"type": "categorical", "choices": [2, 4]},
+                                                     "warmup_frac": 0.0, "weight_decay": 0.0}))
+    s = SweepSettings.load(strategy="lora", checkpoint=str(tiny_backbone), data=str(shared_data / "lichess"), trials=2,
+                           population=2, pruner="none", seed=3, out=tmp_path / "sw", base_config=tmp_path / "base.json",
+                           space=tmp_path / "space.json")
+    trials = run_sweep(s, log=lambda m: None).trials
+    assert [t["state"] for t in trials] == ["COMPLETE", "COMPLETE"]
+    assert trials[0]["population"] == trials[1]["population"] == [0, 1]
+    assert trials[0]["params"]["rank"] == trials[1]["params"]["rank"]  # not array-valued: shared through the queue
+    assert trials[0]["params"]["lr"] != trials[1]["params"]["lr"]
+    assert set(trials[0]["intermediate"]) == {"2", "4"} and trials[0]["value"] == min(trials[0]["intermediate"].values())
