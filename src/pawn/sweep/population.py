@@ -189,46 +189,162 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     stream = ChunkStream(_data_source(base, log), start_step=0, end_step=T, k=K, batch_size=base.batch_size,
                          seq_len=base.seq_len, prepend_outcome=base.prepend_outcome, prefetch=base.prefetch_chunks,
                          process_index=0, process_count=1)
+    try:
+        return _train_population(
+            pop, state, stream, program.place_chunk, table, None, T, configs, reporters,
+            val_due=(lambda s: s % base.val_every == 0 or s == T) if val_set is not None else (lambda s: False),
+            validate=lambda m: _validate(TrainState(jax.device_put(m), None, None), val_set, variants, base, dtype))
+    finally:
+        stream.close()
+
+
+def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Callable, table, frozen, total: int,
+                      configs: Sequence[dict], reporters: Sequence[PrunerHook], *, val_due: Callable[[int], bool],
+                      validate: Callable[[Any], dict], patience: Optional[int] = None,
+                      completed_reason: str = "completed") -> list[TrialOutcome]:
+    """The population loop shared by pretraining and adapter populations: run every chunk
+    ``(s0, {name: [K, ...]})`` of ``chunks`` for all members, fail a member whose train loss
+    becomes non-finite, and at each step where ``val_due(step)`` validate every live member
+    (``validate(member trainable half) -> fields``), report the fields to its reporter
+    (:class:`PrunerHook`, ``ValidationEvent(step, fields)``) and apply its pruning verdict and,
+    with ``patience`` set, its early stopping on ``val_loss`` (reason ``"patience"``, as
+    :class:`~pawn.train.run.EarlyStoppingHook`). Ends when every member has ended or the
+    chunks run out; returns one :class:`TrialOutcome` per member."""
+    from pawn.train.lifecycle import EarlyStopping
+
+    P = len(configs)
     status: list[Optional[str]] = [None] * P  # None = training; else the member's end reason
     errors: list[Optional[str]] = [None] * P
-    ended_at = [T] * P
+    ended_at = [total] * P
     train_losses: list[dict[int, float]] = [dict() for _ in range(P)]
+    stops = [EarlyStopping(patience) for _ in range(P)]
     step = 0
-    try:
-        for s0, host_chunk in stream:
-            state, m = pop.run_chunk(state, program.place_chunk(host_chunk), table)
-            losses = np.asarray(to_host(m)["loss"])  # [K, P]
-            step = s0 + losses.shape[0]
+    for s0, host_chunk in chunks:
+        state, m = pop.run_chunk(state, place(host_chunk), table, frozen)
+        losses = np.asarray(to_host(m)["loss"])  # [K, P]
+        step = s0 + losses.shape[0]
+        for p in range(P):
+            if status[p] is not None:
+                continue
+            bad = ~np.isfinite(losses[:, p])
+            if bad.any():
+                at = s0 + int(np.argmax(bad))
+                status[p], ended_at[p] = "exception", at
+                errors[p] = f"loss became {losses[int(np.argmax(bad)), p]} at step {at}"
+                continue
+            train_losses[p][step] = float(losses[-1, p])
+        if val_due(step):
             for p in range(P):
                 if status[p] is not None:
                     continue
-                bad = ~np.isfinite(losses[:, p])
-                if bad.any():
-                    at = s0 + int(np.argmax(bad))
-                    status[p], ended_at[p] = "exception", at
-                    errors[p] = f"loss became {losses[int(np.argmax(bad)), p]} at step {at}"
-                    continue
-                train_losses[p][step] = float(losses[-1, p])
-            if val_set is not None and (step % base.val_every == 0 or step == T):
-                for p in range(P):
-                    if status[p] is not None:
-                        continue
-                    fields = _validate(TrainState(jax.device_put(member(state, p)), None, None), val_set, variants, base, dtype)
-                    reporters[p].on_event(ValidationEvent(step, fields))
-                    if reporters[p].stop_reason is not None:
-                        status[p], ended_at[p] = ("pruned" if reporters[p].stop_reason == "pruned" else "exception"), step
-                        if status[p] == "exception":
-                            errors[p] = "validation loss was not finite"
-            if all(st is not None for st in status):
-                break
-    finally:
-        stream.close()
+                fields = validate(member(state, p))
+                if patience is not None:
+                    stops[p].update(step, {"loss": fields.get("val_loss")})
+                reporters[p].on_event(ValidationEvent(step, fields))
+                if reporters[p].stop_reason is not None:
+                    status[p], ended_at[p] = ("pruned" if reporters[p].stop_reason == "pruned" else "exception"), step
+                    if status[p] == "exception":
+                        errors[p] = "validation loss was not finite"
+                elif patience is not None and stops[p].exhausted and step < total:
+                    status[p], ended_at[p] = "patience", step
+        if all(st is not None for st in status):
+            break
     out = []
     for p in range(P):
-        reason = status[p] or ("completed" if step >= T else "paused")
+        reason = status[p] or (completed_reason if step >= total else "paused")
         out.append(TrialOutcome(reporters[p].best, reason, ended_at[p] if status[p] else step, None, dict(configs[p]),
                                 dict(reporters[p].reported), errors[p], train_losses[p]))
     return out
+
+
+def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook], *,
+                         log: Callable[[str], None] = print) -> list[TrialOutcome]:
+    """Train the ``pawn adapt`` configs ``configs`` (:class:`~pawn.train.adapt_config.AdaptSettings`
+    dicts differing only in :data:`ARRAY_FIELDS`: ``lr``, ``weight_decay``, ``warmup_frac``) as
+    one vmapped population: the adapter weights and Adam state of every member are stacked on a
+    leading axis P, the frozen backbone is passed once (unbatched), every member sees the same
+    :class:`~pawn.data.lichess_batches.GameBatches` steps (the shared ``data_seed``; a random one
+    when none is set, written into each outcome's config) and is trained on
+    :func:`pawn.train.adapt.make_adapter_loss` and validated with
+    :func:`pawn.train.adapt.make_validator` at the steps ``run_adapt`` validates (``eval_interval``
+    or every ``val_every`` epochs, and the last step), so member p follows ``run_adapt`` with its
+    config up to float rounding. Pruning and patience act per member as in
+    :func:`_train_population`. Members write no run directory or checkpoints (re-run the best
+    with ``pawn adapt --config``).
+
+    Returns:
+        One :class:`TrialOutcome` per member (reason ``"step_limit"`` when it ran to the end, as
+        ``run_adapt``).
+
+    Raises:
+        PopulationError: configs that cannot share a population, a resume, ``pause_after_steps``
+            or a phased strategy (RoSA's warm-up changes the trainable set mid-run).
+        pawn.train.run.TrainingError: bad backbone or sizing (as ``run_adapt``).
+    """
+    import secrets
+
+    from pawn.adapters import build_adapted, get_strategy, rosa
+    from pawn.data.lichess import LichessFilters, load_corpus
+    from pawn.data.lichess_batches import GameBatches
+    from pawn.train.adapt import BATCH_KEYS, BatchChunks, batch_dict, load_backbone_for, make_adapter_loss, make_validator
+    from pawn.train.adapt_config import AdaptSettings
+    from pawn.train.loop import make_mesh, make_optimizer, partition_model
+    from pawn.train.run import TrainingError
+
+    check_population(configs)
+    cfgs = [AdaptSettings.load(**c) for c in configs]
+    base, P = cfgs[0], len(cfgs)
+    if base.resume is not None or base.pause_after_steps is not None:
+        raise PopulationError("an adapter population trains fresh runs to the end (no --resume, no pause_after_steps)")
+    st = get_strategy(base.strategy)
+    bb, _ref, bb_run = load_backbone_for(base)
+    if bb_run and bb_run.get("prepend_outcome"):
+        raise TrainingError(f"backbone {base.backbone} was trained with the outcome prefix; adapters train on pure moves")
+    model = build_adapted(st.name, base.adapter_settings(), bb, jax.random.key(base.seed))
+    if rosa.is_phased(model):
+        raise PopulationError(f"strategy {st.name} changes its trainable set mid-run; its trials run one at a time")
+    data_seed = base.data_seed if base.data_seed is not None else secrets.randbelow(2**31)
+    configs = [{**c, "data_seed": data_seed} for c in configs]
+    corpus = load_corpus(base.data, LichessFilters(base.elo_min, base.elo_max, base.min_ply, base.max_games),
+                         split=base.split, val_games=base.val_games, cache_dir=base.cache_dir,
+                         warn=lambda m: log(f"WARNING: {m}"))
+    need_legal = (not base.disable_legal_mask) or base.illegal_penalty > 0
+    train = GameBatches(corpus.train, base.layout, base.seq_len, base.batch_size, data_seed,
+                        steps_per_epoch=base.steps_per_epoch, legal_mask=need_legal)
+    spe = train.steps_per_epoch
+    total, K = base.epochs * spe, base.chunk_steps(spe)
+    for name, v in (("steps_per_epoch", spe), ("eval_interval", base.eval_interval)):
+        if v is not None and v % K:
+            raise TrainingError(f"{name} ({v}) must be a multiple of steps_per_chunk ({K})")
+    try:
+        schedules = [c.schedule(total) for c in cfgs]
+    except ValueError as e:
+        raise TrainingError(f"learning-rate schedule over {total} steps: {e}") from None
+    val_src = GameBatches(corpus.val, base.layout, base.seq_len, base.batch_size, shuffle=False, drop_last=False)
+    val_batches = [batch_dict(b, (*BATCH_KEYS, "legal")) for b in val_src.iter_from(0, prefetch=0)]
+    dtype = None if base.dtype == "auto" else base.dtype
+    loss_kw = dict(legal_mask=not base.disable_legal_mask, illegal_penalty=base.illegal_penalty, dtype=dtype)
+    program = TrainProgram(make_optimizer(schedules[0], b1=base.beta1, b2=base.beta2, weight_decay=base.weight_decay,
+                                          max_grad_norm=base.max_grad_norm), schedules[0], [(model.config, 1.0)], dtype,
+                           "none", make_mesh(), 1, loss_fn=make_adapter_loss(**loss_kw))
+    validator = make_validator(**loss_kw)
+    pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
+    train_half, frozen = partition_model(model, model.trainable_filter())
+    state = eqx.filter_shard(pop.init(train_half, [c.weight_decay for c in cfgs]), program.replicated)
+    frozen = program.place_frozen(frozen)
+    if base.eval_interval is not None:
+        val_due = lambda s: s % base.eval_interval == 0 or s == total  # noqa: E731
+    else:
+        val_due = lambda s: s % spe == 0 and ((s // spe) % base.val_every == 0 or s == total)  # noqa: E731
+    log(f"adapter population of {P} ({st.name}): {spe} steps per epoch x {base.epochs} epochs = {total} steps; "
+        f"data seed {data_seed}")
+    chunks = BatchChunks(train, start=0, end=total, k=K, keys=(*BATCH_KEYS, "legal") if need_legal else BATCH_KEYS)
+    try:
+        return _train_population(pop, state, chunks, program.place_chunk, lr_table(schedules, total), frozen, total,
+                                 configs, reporters, val_due=val_due, patience=base.patience, completed_reason="step_limit",
+                                 validate=lambda m: validator(eqx.combine(jax.device_put(m), frozen), val_batches))
+    finally:
+        chunks.close()
 
 
 class _Heartbeats:
@@ -282,8 +398,11 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
     from pawn.sweep.space import derive, suggest
     from pawn.sweep.study import SweepError, finish_trial, make_objective, n_finished
 
-    if getattr(runner, "command", None) != "pretrain":
-        raise SweepError(f"--population is implemented for pretraining sweeps; {runner.command} trials run one at a time")
+    trainers = {"pretrain": run_pretrain_population, "adapt": run_adapt_population}
+    if getattr(runner, "command", None) not in trainers:
+        raise SweepError(f"--population is implemented for pretraining and adapter sweeps; {runner.command} trials "
+                         "run one at a time")
+    train_population = trainers[runner.command]
     t0, attempts = time.monotonic(), 0
     objective = make_objective(s, runner, space, log)
     while attempts < remaining and n_finished(study) < s.trials:
@@ -324,7 +443,7 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
             reporters = [PrunerHook(t, lambda m: m[runner.objective_key]) for t in alive]
             try:
                 with _Heartbeats(study, alive, s.heartbeat_s):
-                    outcomes = run_pretrain_population(configs, reporters, log=log)
+                    outcomes = train_population(configs, reporters, log=log)
             except BaseException as e:  # Ctrl-C or an error: no member stays RUNNING
                 for t in alive:
                     t.set_user_attr("fail_reason", f"population stopped: {type(e).__name__}: {' '.join(str(e).split())[:200]}")

@@ -39,7 +39,7 @@ class SweepSettings(CommandSettings):
     timeout: Optional[float] = Field(None, gt=0, description="Stop starting new trials after this many seconds (per worker).")
     space: Optional[Path] = Field(None, description="TOML or JSON file overriding the search space: field = {type=float|int|categorical, low, high, log, step, choices} or a fixed value.")
     base_config: Optional[Path] = Field(None, description="TOML or JSON file of fixed settings of the trial command (pawn adapt / pawn pretrain); the sampled parameters override them.")
-    population: int = Field(1, ge=1, description="Train P trials that differ only in lr, weight decay and warm-up as one vmapped program sharing the batches (pretraining sweeps).")
+    population: int = Field(1, ge=1, description="Train P trials that differ only in lr, weight decay and warm-up as one vmapped program sharing the batches (pretraining and adapter sweeps; adapters also share the frozen backbone).")
     heartbeat_s: int = Field(60, ge=1, description="Seconds between a running trial's heartbeats (RDB storages).")
     grace_s: int = Field(900, ge=1, description="A trial with no heartbeat for this long (a killed worker) is marked failed and retried once; keep above the first compile time.")
     fail_running: bool = Field(False, description="At start, mark every RUNNING trial FAILED (journal storages have no heartbeat; use only when no other worker runs).")
