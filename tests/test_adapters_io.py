@@ -7,7 +7,6 @@ import json
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import os
 import signal
@@ -20,7 +19,7 @@ from fake_hub import FakeHub
 from pawn.checkpoint import load_checkpoint, save_checkpoint, verify_manifest
 from pawn.config import ModelConfig, param_count
 from pawn.hub.card import model_card
-from pawn.hub.push import CheckpointUploader, HubPushHook, metrics_prefix, push_checkpoint
+from pawn.hub.push import CheckpointUploader, HubPushHook, metrics_prefix
 from pawn.settings import PretrainConfig
 from pawn.train.metrics import read_metrics
 from pawn.train.pretrain import TrainingError, run_pretrain

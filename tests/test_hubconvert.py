@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fake_hub import FakeHub
-from pawn.checkpoint import CheckpointError, CheckpointIntegrityError, load_checkpoint, save_checkpoint
+from pawn.checkpoint import CheckpointIntegrityError, load_checkpoint, save_checkpoint
 from pawn.cli import app
 from pawn.config import TINY_SUPERNET, TINY_VARIANTS, ModelConfig
 from pawn.convert import PARITY_MAX_TOL, PARITY_MEAN_TOL, ConversionError, parity_dlogit, v1_forward_numpy, v1_to_v2

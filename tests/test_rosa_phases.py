@@ -4,7 +4,6 @@ exactly inside the warm-up, then generates masks and switches to phase 3."""
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np

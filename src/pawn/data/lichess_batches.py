@@ -31,7 +31,7 @@ from pawn.data.cache import CsrGames
 from pawn.data.layout import Layout
 from pawn.engine import legal_move_masks_sparse, validate_games
 from pawn.errors import DataError, UsageError
-from pawn.vocab import PAD_TOKEN, VOCAB_SIZE
+from pawn.vocab import VOCAB_SIZE
 
 GOLDEN = 0x9E3779B97F4A7C15
 LEGAL_BYTES = (VOCAB_SIZE + 7) // 8

@@ -13,7 +13,6 @@ return those tags).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 

@@ -170,7 +170,7 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
 
     check_population(configs)
     cfgs = [PretrainConfig.load(**c) for c in configs]
-    base, P = cfgs[0], len(cfgs)
+    base = cfgs[0]
     stored_cfg, variants = base.model_configs()
     variants = list(variants.items())
     dtype = None if base.dtype == "auto" else base.dtype
