@@ -223,3 +223,23 @@ STOPPED_MESSAGES = {"sigterm": "stopped by signal at step {step}; checkpoint {ck
                     "resume_no_op": "nothing to do: {run} already reached step {step}"}
 """The line a training command (pretrain, adapt) prints for a run that stopped before its end,
 by stop reason (spec §1.10); format fields ``step``, ``ck`` (checkpoint) and ``run`` (run dir)."""
+
+
+def run_training(call: Callable[[], Any]) -> Any:
+    """Run a training call (``run_pretrain``/``run_adapt``); Ctrl-C that it did not handle itself is
+    one line and exit 130 (the last complete checkpoint stays loadable)."""
+    from pawn.cli._errors import fail
+
+    try:
+        return call()
+    except KeyboardInterrupt:
+        raise fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
+
+
+def report_stop(res: Any) -> bool:
+    """Print the :data:`STOPPED_MESSAGES` line for a run result (``reason``, ``step``,
+    ``checkpoint``, ``run_dir``) that stopped before its end; True when it did."""
+    if res.reason not in STOPPED_MESSAGES:
+        return False
+    typer.echo(STOPPED_MESSAGES[res.reason].format(step=res.step, ck=res.checkpoint, run=res.run_dir))
+    return True

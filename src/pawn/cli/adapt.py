@@ -7,9 +7,8 @@ from typing import Optional
 
 import typer
 
-from pawn.cli._errors import fail
 from pawn.cli._options import flag, settings_command
-from pawn.cli._output import Column, Output, TableReport, STOPPED_MESSAGES
+from pawn.cli._output import Column, Output, TableReport, report_stop, run_training
 from pawn.train.adapt_config import AdaptSettings
 
 DOC = (
@@ -24,7 +23,6 @@ DOC = (
     "(command line > environment > config file > defaults)."
 )
 
-_STOPPED = STOPPED_MESSAGES
 
 
 def strategy_report() -> TableReport:
@@ -50,13 +48,9 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     from pawn.evaluate.loading import resolve_backbone
     from pawn.train.adapt import run_adapt
 
-    try:
-        res = run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
-                        resolve_backbone=resolve_backbone)
-    except KeyboardInterrupt:
-        raise fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
-    if res.reason in _STOPPED:
-        typer.echo(_STOPPED[res.reason].format(step=res.step, ck=res.checkpoint, run=res.run_dir))
+    res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
+                        resolve_backbone=resolve_backbone))
+    if report_stop(res):
         return
     if res.reason == "patience":
         typer.echo(f"stopped early at step {res.step}: val loss stopped improving (--patience); run directory {res.run_dir}")

@@ -6,9 +6,8 @@ from typing import Any
 
 import typer
 
-from pawn.cli._errors import fail
 from pawn.cli._options import flag, settings_command
-from pawn.cli._output import Column, Output, TableReport, STOPPED_MESSAGES
+from pawn.cli._output import Column, Output, TableReport, report_stop, run_training
 from pawn.evaluate.metric_names import METRICS, VALIDATION_COLUMNS
 from pawn.settings import PretrainConfig
 
@@ -24,7 +23,6 @@ DOC = (
     "--tensorboard and --wandb also log every record (extras pawn[tensorboard], pawn[wandb])."
 )
 
-_STOPPED = STOPPED_MESSAGES
 
 
 def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableReport:
@@ -42,12 +40,8 @@ def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableRepo
 def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
     from pawn.train.pretrain import run_pretrain
 
-    try:
-        res = run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite))
-    except KeyboardInterrupt:
-        raise fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
-    if res.reason in _STOPPED:
-        typer.echo(_STOPPED[res.reason].format(step=res.step, ck=res.checkpoint, run=res.run_dir))
+    res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite)))
+    if report_stop(res):
         return
     if res.reason == "patience":
         typer.echo(f"stopped early at step {res.step}: validation stopped improving (--patience); run directory {res.run_dir}")
