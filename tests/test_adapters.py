@@ -251,7 +251,8 @@ def test_weight_reports_use_the_spec_names(bb):
 def test_strategy_table_rows():
     assert list(STRATEGIES) == ["lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze", "specialized_clm",
                                 "rosa", "retro-sparse", "retro-bottleneck"]
-    assert STRATEGIES["lora"].defaults() == {"targets": ["q", "k", "v", "o"], "ffn": False, "layers": None, "rank": 4, "alpha": None}
+    assert STRATEGIES["lora"].defaults() == {"targets": ["q", "k", "v", "o"], "ffn": False, "layers": None, "rank": 4, "alpha": None,
+                                           "init_scale": 1.0}
     assert STRATEGIES["bottleneck"].defaults()["bottleneck_dim"] == 8 and STRATEGIES["sparse"].defaults()["density"] == 0.01
     assert {n for n, s in STRATEGIES.items() if s.mergeable} == {"lora", "sparse", "unfreeze", "specialized_clm", "rosa", "retro-sparse"}
 
@@ -293,3 +294,43 @@ def test_strategy_table_for_the_cli():
     rows = {r["name"]: r for r in strategy_table()}
     assert rows["film"]["defaults"] == {"layers": None, "use_output_film": False}
     assert "2·L_sel·d" in rows["film"]["formula"] and rows["unfreeze"]["mergeable"] is True
+
+
+@pytest.mark.parametrize("name,leaves", [
+    ("lora", lambda a: list(a.A.values())),
+    ("hybrid", lambda a: list(a.parts[0].A.values())),
+    ("bottleneck", lambda a: list(a.down.values()) + list(a.hidden.values())),
+    ("retro-bottleneck", lambda a: list(a.lora.A.values()) + list(a.bottleneck.down.values())),
+])
+def test_init_scale_scales_the_random_factors_and_keeps_the_identity(bb, tokens, name, leaves):
+    """``init_scale`` s multiplies the U(±1/√fan_in) bound: with the same seed every random
+    factor is exactly s times the v1 (s = 1) one, and the adapter is still the identity."""
+    extra = {"n_hidden": 1} if "bottleneck" in name else {}
+    ref = build_adapted(name, extra, bb, jax.random.PRNGKey(3))
+    big = build_adapted(name, {**extra, "init_scale": 2.5}, bb, jax.random.PRNGKey(3))
+    for a, b in zip(leaves(ref.adapter), leaves(big.adapter), strict=True):
+        assert float(jnp.abs(a).max()) > 0
+        np.testing.assert_allclose(np.asarray(b), 2.5 * np.asarray(a), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(big(tokens)), np.asarray(bb(tokens)))
+
+
+def test_rosa_main_phase_reinitialises_lora_at_its_init_scale(bb):
+    from pawn.adapters.rosa import enter_main_phase
+
+    models = [build_adapted("rosa", {"init_scale": s}, bb, jax.random.PRNGKey(0)) for s in (1.0, 0.5)]
+    masks = {n: np.zeros(m.shape, bool) for n, m in models[0].adapter.sparse.mask.items()}
+    main = [enter_main_phase(m, masks, jax.random.PRNGKey(9)) for m in models]
+    np.testing.assert_allclose(np.asarray(main[1].adapter.lora.A["wq"]), 0.5 * np.asarray(main[0].adapter.lora.A["wq"]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", ["film", "sparse", "unfreeze", "specialized_clm"])
+def test_init_scale_is_refused_where_nothing_is_random(strategy):
+    from pydantic import ValidationError
+
+    from pawn.train.adapt_config import AdaptSettings
+
+    with pytest.raises(ValidationError, match=f"init_scale: strategy {strategy} has no random adapter weights"):
+        AdaptSettings.load(strategy=strategy, backbone="x", init_scale=0.5)
+    assert AdaptSettings.load(strategy=strategy, backbone="x", init_scale=1.0).init_scale == 1.0
+    with pytest.raises(AdapterConfigError, match="init_scale"):
+        build_adapted("lora", {"init_scale": 0.0}, None, jax.random.PRNGKey(0))

@@ -193,3 +193,17 @@ def test_importing_the_cli_leaves_the_sigint_handler_as_it_was():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_table_cells_are_shown_literally_not_as_rich_markup():
+    """A failure reason such as ``[/tmp/run: a run directory, …]`` once crashed the sweep table
+    (rich read it as a closing markup tag)."""
+    from rich.console import Console
+
+    console = Console(width=200, record=True, color_system=None)
+    t = TableReport("[bold]t[/bold]", [Column("note", justify="left"), Column("[x]")])
+    t.add("lr=1  [/tmp/run: a run directory, not a checkpoint]", "[red]3[/red]")
+    Output("table", console=console).report(t)
+    text = console.export_text()
+    assert "[/tmp/run: a run directory, not a checkpoint]" in text and "[red]3[/red]" in text
+    assert "[bold]t[/bold]" in text and "[x]" in text

@@ -82,3 +82,20 @@ def test_lora_sweep_prunes_a_bad_trial_and_best_config_reproduces(tmp_path, back
     vals = [json.loads(x) for x in (tmp_path / "again" / "metrics.jsonl").read_text().splitlines()]
     again = min(v["val_loss"] for v in vals if v.get("type") == "val" and v.get("step", 0) > 0)
     assert again == pytest.approx(best["value"], rel=1e-6)
+
+
+def test_an_unusable_backbone_stops_the_sweep_before_any_trial(tmp_path, shared_data):
+    """A run directory (or a missing path) as --checkpoint would fail every trial the same way:
+    one error line, exit 1 (as `pawn adapt` with that backbone), and no study is created."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints" / "step_00000010").mkdir(parents=True)
+    (run_dir / "config.json").write_text("{}")
+    for ckpt in (run_dir, tmp_path / "missing"):
+        out = tmp_path / f"sw-{ckpt.name}"
+        r = subprocess.run([sys.executable, "-m", "pawn.cli", "sweep", "--strategy", "lora", "--checkpoint", str(ckpt),
+                            "--data", str(shared_data / "lichess"), "--trials", "2", "--out", str(out)],
+                           env=_env(), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 1, r.stderr[-2000:]
+        err = r.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --checkpoint: ") and str(ckpt) in err[0], r.stderr
+        assert "Traceback" not in r.stderr and not (out / "study.db").exists()

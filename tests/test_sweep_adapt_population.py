@@ -1,5 +1,5 @@
 """Adapter populations (issue 15 "Populations"): P `pawn adapt` trials that differ only in lr,
-weight decay and warm-up fraction train as one vmapped program over the stacked trainable half
+weight decay, warm-up fraction and init scale train as one vmapped program over the stacked trainable half
 (frozen backbone shared) and reproduce, per member, the sequential `run_adapt` runs."""
 
 from __future__ import annotations
@@ -37,9 +37,14 @@ def _train_losses(run_dir: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in map(json.loads, open(run_dir / "metrics.jsonl")) if r.get("type") == "train"}
 
 
-def test_adapter_population_of_2_reproduces_sequential_run_adapt(tiny_backbone, shared_data, tmp_path):
-    configs = _configs(tiny_backbone, shared_data, tmp_path,
-                       [dict(lr=3e-3, weight_decay=0.0, warmup_frac=0.25), dict(lr=2e-2, weight_decay=0.1, warmup_frac=0.0)])
+MEMBERS = [dict(lr=3e-3, weight_decay=0.0, warmup_frac=0.25), dict(lr=2e-2, weight_decay=0.1, warmup_frac=0.0, init_scale=0.25),
+           dict(lr=1e-2, weight_decay=0.05, warmup_frac=0.5, init_scale=3.0), dict(lr=5e-3, weight_decay=0.0, warmup_frac=0.0)]
+"""Members differing in every array-valued field: lr, weight decay, warm-up fraction and LoRA's init scale."""
+
+
+@pytest.mark.parametrize("P", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_adapter_population_reproduces_sequential_run_adapt(tiny_backbone, shared_data, tmp_path, P):
+    configs = _configs(tiny_backbone, shared_data, tmp_path, MEMBERS[:P])
     reps = [PrunerHook(_Recorder(), lambda m: m["val_loss"]) for _ in configs]
     outs = run_adapt_population(configs, reps, log=lambda m: None)
     for i, c in enumerate(configs):
@@ -55,7 +60,38 @@ def test_adapter_population_of_2_reproduces_sequential_run_adapt(tiny_backbone, 
         for s, v in train.items():
             assert outs[i].train_losses[s] == pytest.approx(v, rel=2e-5, abs=2e-5), (i, s)
         assert outs[i].best_val_loss == pytest.approx(min(seq.reported.values()), rel=2e-5)
-    assert abs(outs[0].val_losses[4] - outs[1].val_losses[4]) > 1e-3  # the members really differ
+    finals = sorted(o.val_losses[4] for o in outs)
+    assert min(b - a for a, b in zip(finals, finals[1:])) > 1e-4  # the members really differ
+
+
+def test_population_members_start_from_their_own_init_scale(tiny_backbone, shared_data, tmp_path):
+    """Two members that differ only in init_scale: each member's LoRA A starts at its own scale
+    (A(s) = s · A(1), same seed), B at zero, and the two train to different losses."""
+    import equinox as eqx
+    import jax
+    import numpy as np
+
+    from pawn.adapters import build_adapted
+    from pawn.checkpoint import load_model
+    from pawn.sweep.population import PopulationProgram
+    from pawn.train.loop import TrainProgram, make_mesh, make_optimizer, partition_model
+    from pawn.schedules import build_schedule
+
+    bb, _ = load_model(tiny_backbone)
+    models = [build_adapted("lora", {"rank": 2, "init_scale": s}, bb, jax.random.key(0)) for s in (1.0, 0.25)]
+    halves = [partition_model(m, m.trainable_filter())[0] for m in models]
+    sched = build_schedule("constant", 1e-3, 10, 0)
+    prog = TrainProgram(make_optimizer(sched, b1=0.9, b2=0.999, weight_decay=0.0, max_grad_norm=1.0), sched,
+                        [(models[0].config, 1.0)], None, "none", make_mesh(), 1)
+    state = PopulationProgram(prog, b1=0.9, b2=0.999, max_grad_norm=1.0).init(halves, [0.0, 0.0])
+    A = state.model.adapter.A["wq"]
+    np.testing.assert_allclose(np.asarray(A[1]), 0.25 * np.asarray(A[0]), rtol=1e-6)
+    assert float(np.abs(np.asarray(A[0])).max()) > 0 and not np.asarray(state.model.adapter.B["wq"]).any()
+    with pytest.raises(PopulationError, match="structure or shape"):
+        other = build_adapted("lora", {"rank": 4}, bb, jax.random.key(0))
+        PopulationProgram(prog, b1=0.9, b2=0.999, max_grad_norm=1.0).init(
+            [halves[0], partition_model(other, other.trainable_filter())[0]], [0.0, 0.0])
+    assert eqx.is_array(A)
 
 
 def test_adapter_population_refuses_a_resume(tiny_backbone, shared_data, tmp_path):

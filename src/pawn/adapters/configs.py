@@ -52,6 +52,7 @@ class LoRAConfig(_Targets):
 
     rank: int = Field(4, ge=1, description="r")
     alpha: Optional[float] = Field(None, gt=0, description="α (default r)")
+    init_scale: float = Field(1.0, gt=0, description="multiplier on A's init bound 1/√d_in (v1: 1)")
 
     @property
     def scale(self) -> float:
@@ -71,6 +72,7 @@ class BottleneckConfig(_Settings):
 
     bottleneck_dim: int = Field(8, ge=1, description="bn")
     n_hidden: int = Field(0, ge=0, description="extra bn x bn stages")
+    init_scale: float = Field(1.0, gt=0, description="multiplier on the down/hidden init bound 1/√fan_in (v1: 1)")
     adapt_attn: bool = True
     adapt_ffn: bool = True
     layers: Optional[tuple[int, ...]] = Field(None, min_length=1, description="adapted layers (default: all)")
@@ -91,7 +93,8 @@ class HybridConfig(LoRAConfig):
     use_output_film: bool = False
 
     def lora(self) -> LoRAConfig:
-        return LoRAConfig(targets=self.targets, ffn=self.ffn, layers=self.layers, rank=self.rank, alpha=self.alpha)
+        return LoRAConfig(targets=self.targets, ffn=self.ffn, layers=self.layers, rank=self.rank, alpha=self.alpha,
+                          init_scale=self.init_scale)
 
     def film(self) -> FiLMConfig:
         return FiLMConfig(layers=self.film_layers, use_output_film=self.use_output_film)

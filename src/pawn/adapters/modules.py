@@ -35,9 +35,10 @@ def _norm(x) -> float:
     return float(jnp.linalg.norm(jnp.ravel(jnp.asarray(x, jnp.float32))))
 
 
-def _uniform(key, shape, fan_in: int) -> Array:
-    """v1 init: U(−1/√fan_in, 1/√fan_in), float32."""
-    b = 1.0 / np.sqrt(fan_in)
+def _uniform(key, shape, fan_in: int, scale: float = 1.0) -> Array:
+    """v1 init: U(−s/√fan_in, s/√fan_in), float32, with ``s = scale`` (1 in v1; the
+    ``init_scale`` setting)."""
+    b = float(scale) / np.sqrt(fan_in)
     return jax.random.uniform(key, shape, jnp.float32, -b, b)
 
 
@@ -103,7 +104,8 @@ class LoRA(Adapter):
     ``d_in × d_out`` weight gradient.
 
     Attributes:
-        A: target -> float32 [L_sel, d_in, r], Kaiming-uniform (bound 1/√d_in; v1 init). Each
+        A: target -> float32 [L_sel, d_in, r], Kaiming-uniform (bound init_scale/√d_in; v1 init:
+            init_scale 1). Each
             target's values come from ``fold_in(key, canonical target index)`` drawn for all L
             layers, so target and layer subsets share values.
         B: target -> float32 [L_sel, r, d_out], zeros (identity at init).
@@ -116,13 +118,15 @@ class LoRA(Adapter):
     n_layers: int = eqx.field(static=True)
     scale: float = eqx.field(static=True)
 
-    def __init__(self, backbone: PAWNModel, targets: tuple[str, ...], rank: int, scale: float, layers: tuple[int, ...], key):
+    def __init__(self, backbone: PAWNModel, targets: tuple[str, ...], rank: int, scale: float, layers: tuple[int, ...], key,
+                 init_scale: float = 1.0):
         from pawn.model import PARAM_NAMES
 
         cfg = backbone.config
         shapes = {n: getattr(backbone, n).shape[1:] for n in targets}
         idx = np.asarray(layers)
-        self.A = {n: _uniform(jax.random.fold_in(key, PARAM_NAMES.index(n)), (cfg.n_layers, shapes[n][0], rank), shapes[n][0])[idx]
+        self.A = {n: _uniform(jax.random.fold_in(key, PARAM_NAMES.index(n)), (cfg.n_layers, shapes[n][0], rank), shapes[n][0],
+                              init_scale)[idx]
                   for n in targets}
         self.B = {n: jnp.zeros((len(layers), rank, shapes[n][1]), jnp.float32) for n in targets}
         self.layers, self.n_layers, self.scale = tuple(layers), cfg.n_layers, float(scale)
@@ -215,8 +219,8 @@ class Bottleneck(Adapter):
     GELU, no biases or norms.
 
     Attributes:
-        down: position ("attn"/"ffn") -> float32 [L_pos, d, bn], U(±1/√d).
-        hidden: position -> float32 [L_pos, n_hidden, bn, bn], U(±1/√bn) (absent if n_hidden = 0).
+        down: position ("attn"/"ffn") -> float32 [L_pos, d, bn], U(±init_scale/√d) (v1: init_scale 1).
+        hidden: position -> float32 [L_pos, n_hidden, bn, bn], U(±init_scale/√bn) (absent if n_hidden = 0).
         up: position -> float32 [L_pos, bn, d], zeros (identity for any n_hidden).
         placement: ((position, layers), …) static.
     """
@@ -228,15 +232,16 @@ class Bottleneck(Adapter):
     n_layers: int = eqx.field(static=True)
     n_hidden: int = eqx.field(static=True)
 
-    def __init__(self, backbone: PAWNModel, placement: dict[str, tuple[int, ...]], bn: int, n_hidden: int, key):
+    def __init__(self, backbone: PAWNModel, placement: dict[str, tuple[int, ...]], bn: int, n_hidden: int, key,
+                 init_scale: float = 1.0):
         d, L = backbone.config.d_model, backbone.config.n_layers
         self.down, self.hidden, self.up = {}, {}, {}
         for p_i, (pos, layers) in enumerate(placement.items()):
             k = jax.random.fold_in(key, p_i)
             idx = np.asarray(layers)
-            self.down[pos] = _uniform(jax.random.fold_in(k, 0), (L, d, bn), d)[idx]
+            self.down[pos] = _uniform(jax.random.fold_in(k, 0), (L, d, bn), d, init_scale)[idx]
             if n_hidden:
-                self.hidden[pos] = _uniform(jax.random.fold_in(k, 1), (L, n_hidden, bn, bn), bn)[idx]
+                self.hidden[pos] = _uniform(jax.random.fold_in(k, 1), (L, n_hidden, bn, bn), bn, init_scale)[idx]
             self.up[pos] = jnp.zeros((len(layers), bn, d), jnp.float32)
         self.placement = tuple((p, tuple(ls)) for p, ls in placement.items())
         self.n_layers, self.n_hidden = L, n_hidden

@@ -69,7 +69,7 @@ class Strategy:
 
 def _lora(s: C.LoRAConfig, bb: PAWNModel, key) -> M.LoRA:
     layers = C.check_layers(s.layers, bb.config.n_layers, "lora layers")
-    return M.LoRA(bb, s.target_names(), s.rank, s.scale, layers, key)
+    return M.LoRA(bb, s.target_names(), s.rank, s.scale, layers, key, s.init_scale)
 
 
 def _film(s: C.FiLMConfig, bb: PAWNModel, key) -> M.FiLM:
@@ -83,7 +83,7 @@ def _bottleneck(s: C.BottleneckConfig, bb: PAWNModel, key) -> M.Bottleneck:
         placement["attn"] = C.check_layers(s.attn_layers if s.attn_layers is not None else s.layers, L, "bottleneck attn layers")
     if s.adapt_ffn:
         placement["ffn"] = C.check_layers(s.ffn_layers if s.ffn_layers is not None else s.layers, L, "bottleneck ffn layers")
-    return M.Bottleneck(bb, placement, s.bottleneck_dim, s.n_hidden, key)
+    return M.Bottleneck(bb, placement, s.bottleneck_dim, s.n_hidden, key, s.init_scale)
 
 
 class Hybrid(M.Composite):

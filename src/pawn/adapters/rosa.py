@@ -86,7 +86,7 @@ class RetroBottleneckConfig(RetroSparseConfig):
     def bottleneck(self) -> C.BottleneckConfig:
         """The bottleneck half's settings."""
         return C.BottleneckConfig(bottleneck_dim=self.bottleneck_dim, n_hidden=self.n_hidden, adapt_attn=self.adapt_attn,
-                                  adapt_ffn=self.adapt_ffn, layers=self.bottleneck_layers)
+                                  adapt_ffn=self.adapt_ffn, layers=self.bottleneck_layers, init_scale=self.init_scale)
 
 
 SETTINGS: dict[str, type[RoSAConfig]] = {"rosa": RoSAConfig, "retro-sparse": RetroSparseConfig, "retro-bottleneck": RetroBottleneckConfig}
@@ -289,7 +289,7 @@ def build(mode: str) -> Callable[[RoSAConfig, PAWNModel, jax.Array], RoSAAdapter
     bottleneck ``fold_in(key, 2)``."""
     def _build(s: RoSAConfig, bb: PAWNModel, key) -> RoSAAdapter:
         layers = C.check_layers(s.layers, bb.config.n_layers, f"{mode} layers")
-        lora = M.LoRA(bb, s.target_names(), s.rank, s.scale, layers, jax.random.fold_in(key, 0))
+        lora = M.LoRA(bb, s.target_names(), s.rank, s.scale, layers, jax.random.fold_in(key, 0), s.init_scale)
         shapes = _targets_shapes(s, bb.config)
         sparse = M.Sparse(bb, s.target_names(), layers, {n: np.zeros((len(layers),) + sh, bool) for n, sh in shapes.items()})
         bottleneck = None
@@ -425,7 +425,7 @@ def enter_main_phase(model, masks: dict[str, np.ndarray], key: jax.Array):
     if ad.mode == "rosa":
         s = model.settings
         layers = C.check_layers(s.layers, model.config.n_layers, "rosa layers")
-        lora = M.LoRA(model.backbone, s.target_names(), s.rank, s.scale, layers, key)
+        lora = M.LoRA(model.backbone, s.target_names(), s.rank, s.scale, layers, key, s.init_scale)
     return with_phase(model, RoSAAdapter(lora, sp, ad.bottleneck, ad.mode, PHASE_TRAIN))
 
 

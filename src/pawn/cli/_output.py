@@ -62,14 +62,16 @@ class TableReport:
         return self
 
     def to_rich(self):
-        """A :class:`rich.table.Table` of the formatted cells."""
+        """A :class:`rich.table.Table` of the formatted cells, shown literally (a cell such as a
+        failure reason ``[/path: …]`` is not read as rich markup)."""
         from rich.table import Table
+        from rich.text import Text
 
-        t = Table(title=self.title)
+        t = Table(title=None if self.title is None else Text(self.title))
         for c in self.columns:
-            t.add_column(c.header, justify=c.justify)
+            t.add_column(Text(c.header), justify=c.justify)
         for r in self.rows:
-            t.add_row(*(c.show(v) for c, v in zip(self.columns, r)))
+            t.add_row(*(Text(c.show(v)) for c, v in zip(self.columns, r)))
         return t
 
     def to_json(self) -> dict[str, Any]:

@@ -56,6 +56,28 @@ class AdaptTrialRunner:
         self.base, self.space_name, self.log = dict(base), strategy, log
         self.fixed = {"backbone": checkpoint, "data": data, "strategy": STRATEGY_OF_SPACE.get(strategy, strategy)}
 
+    def check(self) -> None:
+        """Before any trial is created: a local backbone checkpoint must load (a run directory,
+        a damaged or missing checkpoint would fail every trial the same way). Hub ids are
+        resolved by the first trial.
+
+        Raises:
+            pawn.sweep.study.SweepError: the backbone cannot be used (one line, naming it).
+        """
+        from pawn.checkpoint import is_hub_id
+        from pawn.sweep.study import SweepError
+        from pawn.train.adapt import load_backbone_for
+        from pawn.train.adapt_config import AdaptSettings
+        from pawn.train.run import TrainingError
+
+        src = self.fixed["backbone"]
+        if is_hub_id(src) and not Path(src).exists():
+            return
+        try:
+            load_backbone_for(AdaptSettings.model_construct(backbone=src, variant=self.base.get("variant")))
+        except TrainingError as e:
+            raise SweepError(f"--checkpoint: {e}") from None
+
     def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
         from pawn.train.adapt_config import AdaptSettings
 

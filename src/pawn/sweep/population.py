@@ -1,9 +1,10 @@
 """Populations: P trials that differ only in array-valued hyperparameters (learning rate, weight
-decay, warm-up) trained together as ONE vmapped program (issue 15).
+decay, warm-up, adapter init scale) trained together as ONE vmapped program (issue 15).
 
 The members share the batches (the chunk is not vmapped), the frozen half of a partitioned model
 (adapters; passed once, unbatched) and the compiled executable; each member carries its own
-trainable weights, Adam moments and hyperparameters. The optimizer is the same clip → Adam →
+trainable weights (their own initial values when they differ in ``init_scale``), Adam moments
+and hyperparameters. The optimizer is the same clip → Adam →
 decoupled weight decay → ``−lr`` chain as :func:`pawn.train.loop.make_optimizer`, wrapped in
 ``optax.inject_hyperparams`` so that ``learning_rate`` and ``weight_decay`` are arrays in the
 optimizer state, which ``jax.vmap`` batches over members. Each member's learning rate at step s
@@ -72,17 +73,38 @@ class PopulationProgram:
         self._jit = jax.jit(self._chunk, donate_argnums=(0,))
 
     def init(self, train_half, weight_decays: Sequence[float]) -> PopState:
-        """P copies of ``train_half`` (the same initial weights, as the sequential trials start
-        from the same seed) with fresh optimizer states holding each member's weight decay."""
-        params = eqx.filter(train_half, eqx.is_array)
+        """The stacked start of P members with fresh optimizer states holding each member's
+        weight decay.
+
+        Args:
+            train_half: one trainable half (every member starts from these weights, as
+                sequential trials from the same seed do), or a sequence of P trainable halves of
+                the same structure and shapes (members that differ in ``init_scale``).
+            weight_decays: P floats.
+
+        Raises:
+            PopulationError: P halves whose count, structure or shapes do not match.
+        """
+        P = len(weight_decays)
+        halves = list(train_half) if isinstance(train_half, (list, tuple)) else [train_half] * P
+        if len(halves) != P:
+            raise PopulationError(f"{len(halves)} initial trainable halves for {P} weight decays")
+        # leaves only: static fields (e.g. the settings holding each member's init_scale) may differ;
+        # the stacked state keeps member 0's
+        arrays = [eqx.filter(h, eqx.is_array) for h in halves]
+        shapes = [[(jnp.shape(x), jnp.result_type(x)) for x in jax.tree_util.tree_leaves(a)] for a in arrays]
+        if any(s != shapes[0] for s in shapes):
+            raise PopulationError("population members' trainable weights differ in structure or shape")
+        arrays = [jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(arrays[0]), jax.tree_util.tree_leaves(a))
+                  for a in arrays]
         states = []
-        for wd in weight_decays:
+        for params, wd in zip(arrays, weight_decays):
             st = self.optimizer.init(params)
             hp = dict(st.hyperparams)
             hp["weight_decay"] = jnp.asarray(wd, hp["weight_decay"].dtype)
             states.append(st._replace(hyperparams=hp))
-        P = len(weight_decays)
-        model = jax.tree_util.tree_map(lambda x: jnp.stack([x] * P) if eqx.is_array(x) else x, train_half)
+        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *arrays)
+        model = eqx.combine(stacked, halves[0])
         opt = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
         return PopState(model, opt, jnp.zeros((P,), jnp.int32))
 
@@ -260,7 +282,8 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
 def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook], *,
                          log: Callable[[str], None] = print) -> list[TrialOutcome]:
     """Train the ``pawn adapt`` configs ``configs`` (:class:`~pawn.train.adapt_config.AdaptSettings`
-    dicts differing only in :data:`ARRAY_FIELDS`: ``lr``, ``weight_decay``, ``warmup_frac``) as
+    dicts differing only in :data:`ARRAY_FIELDS`: ``lr``, ``weight_decay``, ``warmup_frac`` /
+    ``warmup_steps``, ``init_scale``) as
     one vmapped population: the adapter weights and Adam state of every member are stacked on a
     leading axis P, the frozen backbone is passed once (unbatched), every member sees the same
     :class:`~pawn.data.lichess_batches.GameBatches` steps (the shared ``data_seed``; a random one
@@ -300,7 +323,8 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     bb, _ref, bb_run = load_backbone_for(base)
     if bb_run and bb_run.get("prepend_outcome"):
         raise TrainingError(f"backbone {base.backbone} was trained with the outcome prefix; adapters train on pure moves")
-    model = build_adapted(st.name, base.adapter_settings(), bb, jax.random.key(base.seed))
+    models = [build_adapted(st.name, c.adapter_settings(), bb, jax.random.key(base.seed)) for c in cfgs]
+    model = models[0]
     if rosa.is_phased(model):
         raise PopulationError(f"strategy {st.name} changes its trainable set mid-run; its trials run one at a time")
     data_seed = base.data_seed if base.data_seed is not None else secrets.randbelow(2**31)
@@ -329,8 +353,9 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
                            "none", make_mesh(), 1, loss_fn=make_adapter_loss(**loss_kw))
     validator = make_validator(**loss_kw)
     pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
-    train_half, frozen = partition_model(model, model.trainable_filter())
-    state = eqx.filter_shard(pop.init(train_half, [c.weight_decay for c in cfgs]), program.replicated)
+    halves = [partition_model(m, m.trainable_filter()) for m in models]
+    frozen = halves[0][1]
+    state = eqx.filter_shard(pop.init([h for h, _ in halves], [c.weight_decay for c in cfgs]), program.replicated)
     frozen = program.place_frozen(frozen)
     if base.eval_interval is not None:
         val_due = lambda s: s % base.eval_interval == 0 or s == total  # noqa: E731

@@ -184,6 +184,10 @@ def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: 
     Raises:
         SweepError, pawn.sweep.space.SpaceError, pawn.sweep.storage.StorageError: before any trial.
     """
+    runner = runner or make_runner(s, log)
+    runner_check = getattr(runner, "check", None)
+    if runner_check is not None:  # a backbone every trial would fail on: one error, no trials created
+        runner_check()
     study, _ = open_study(s)
     if s.fail_running:
         failed = fail_running_trials(study, "marked failed by --fail-running")
@@ -194,8 +198,9 @@ def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: 
     if remaining <= 0:
         log(f"study {study.study_name} already holds {s.trials} finished trials")
         return study
-    runner = runner or make_runner(s, log)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # ERROR: a failed trial is already one "trial N failed: reason" line of ours; Optuna's own
+    # warning would repeat it as "The value nan is not acceptable"
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     if s.population > 1:
         from pawn.sweep.population import run_population_worker
 
@@ -284,6 +289,10 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
     Raises:
         SweepError, SpaceError, StorageError, pawn.settings.ConfigFileError: one line each.
     """
+    if s.workers > 1:  # check once here, not in each spawned worker's first lines
+        runner = runner or make_runner(s, log)
+        if getattr(runner, "check", None) is not None:
+            runner.check()
     s.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if s.workers > 1:

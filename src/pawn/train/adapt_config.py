@@ -88,6 +88,7 @@ class AdaptSettings(CommandSettings):
     n_heads: int = Field(2, ge=1, description="specialized_clm: attention heads.")
     specialized_d_ff: int = Field(192, ge=1, description="specialized_clm: FFN width.")
     seed: int = Field(0, ge=0, description="Adapter initialisation seed (LoRA A, bottleneck down, specialized_clm weights).")
+    init_scale: float = Field(1.0, gt=0, description="Multiplier on the random init bound 1/√fan_in of LoRA A and the bottleneck down/hidden weights (lora, hybrid, bottleneck, RoSA family; v1: 1). The adapter stays the identity at init (B and up are zero).")
     # ------------------------------------------------------------------ data (spec §6)
     data: str = Field(DEFAULT_DATA, description="Lichess games: a PGN file or folder, a parquet file or folder (pawn-lichess-full schema), or a Hub dataset id.")
     split: str = Field("train", description="Training split of a Hub or split parquet dataset.")
@@ -170,6 +171,9 @@ class AdaptSettings(CommandSettings):
             raise ValueError("illegal_penalty > 0 needs --no-legal-mask (under the hard mask illegal moves have no mass)")
         if self.elo_min is not None and self.elo_max is not None and self.elo_min >= self.elo_max:
             raise ValueError(f"elo_min ({self.elo_min}) must be below elo_max ({self.elo_max}): the band is [min, max)")
+        if self.init_scale != 1.0 and self.strategy in NO_RANDOM_INIT:
+            raise ValueError(f"init_scale: strategy {self.strategy} has no random adapter weights to scale (it starts at "
+                             f"exactly the backbone); leave init_scale at 1")
         if self.no_adapt_attn and self.no_adapt_ffn:
             raise ValueError("no_adapt_attn and no_adapt_ffn together leave the bottleneck nothing to adapt")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
@@ -230,9 +234,14 @@ class AdaptSettings(CommandSettings):
                               stable_ratio=self.stable_lr_ratio, decay_shape=self.wsd_decay_shape)
 
 
+NO_RANDOM_INIT = frozenset({"film", "sparse", "unfreeze", "specialized_clm"})
+"""Strategies whose trainable weights start at fixed values (γ = 1, β = 0, Δ = 0, the backbone's
+own weights, or a model initialised by its own ``seed``): ``init_scale`` does not apply."""
+
+
 def _lora(c: AdaptSettings) -> dict:
     return {"rank": c.lora_rank, "alpha": c.lora_alpha, "targets": list(c.lora_targets), "ffn": c.lora_ffn,
-            "layers": c.adapter_layers}
+            "layers": c.adapter_layers, "init_scale": c.init_scale}
 
 
 def _rosa(c: AdaptSettings) -> dict:
@@ -250,7 +259,8 @@ STRATEGY_SETTINGS: dict[str, Callable[[AdaptSettings], dict]] = {
     "lora": _lora,
     "film": lambda c: {"layers": c.adapter_layers, "use_output_film": c.use_output_film},
     "bottleneck": lambda c: {"bottleneck_dim": c.bottleneck_dim, "n_hidden": c.bottleneck_n_hidden,
-                             "adapt_attn": not c.no_adapt_attn, "adapt_ffn": not c.no_adapt_ffn, "layers": c.adapter_layers},
+                             "adapt_attn": not c.no_adapt_attn, "adapt_ffn": not c.no_adapt_ffn, "layers": c.adapter_layers,
+                             "init_scale": c.init_scale},
     "hybrid": lambda c: {**_lora(c), "film_layers": c.film_layers, "use_output_film": c.use_output_film},
     "sparse": lambda c: {"density": c.density, "targets": list(c.sparse_targets), "ffn": c.sparse_ffn,
                          "layers": c.adapter_layers, "seed": 42},
