@@ -138,6 +138,10 @@ def test_a_pushed_runs_checkpoint_folders_load_like_the_local_checkpoints(hub, t
     assert len(hub.downloads) == n
     monkeypatch.delenv("HF_HUB_OFFLINE")
 
+    # The pushed model card's loading snippet names this Hub id.
+    card = hub.files_at("run/run")["README.md"].decode()
+    assert f"pawn.load_model('{REPO}@run%2Frun/checkpoints/step_00000004')" in card
+
     # owner/name/folder on the default branch (a copy of step 2 published to main).
     hub.publish(REPO, {f"ckpts/a/{p.name}": p.read_bytes() for p in local[2].iterdir()})
     (lm2,) = load_models(f"{REPO}/ckpts/a")

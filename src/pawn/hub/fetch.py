@@ -295,6 +295,7 @@ def resolve_ref(ref: HubRef) -> HubRef:
     parts = ref.revision.split("/")
     names: set[str] = set()
     listed: Optional[list[str]] = None
+    failed: Optional[HubDownloadError] = None
     if not is_offline():
         try:
             with _hub_errors(ref, ref.revision):
@@ -304,7 +305,7 @@ def resolve_ref(ref: HubRef) -> HubRef:
         except HubDownloadError as e:
             if "no such model repository" in str(e) or "gated" in str(e):
                 raise
-            listed = None  # unreachable: fall back to the cache
+            failed = e  # unreachable or refused: the cache may still know the names
     if listed is None:
         names = _cached_ref_names(ref.repo_id)
     for n in range(len(parts), 0, -1):
@@ -312,8 +313,8 @@ def resolve_ref(ref: HubRef) -> HubRef:
         if rev in names:
             return HubRef(ref.repo_id, rev, "/".join(parts[n:]))
     if listed is None and not names:
-        raise HubDownloadError(f"{ref}: not in the local Hugging Face cache and the Hub cannot be reached "
-                               "(offline or HF_HUB_OFFLINE=1); connect once to download it")
+        raise failed or HubDownloadError(f"{ref}: not in the local Hugging Face cache and the Hub cannot be reached "
+                                         "(offline or HF_HUB_OFFLINE=1); connect once to download it")
     tried = " or ".join(repr("/".join(parts[:n])) for n in range(len(parts) - 1, 0, -1))
     known = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
     raise HubDownloadError(f"{ref}: no branch or tag {tried} in {ref.repo_id} "
