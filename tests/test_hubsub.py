@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import numpy as np
 import pytest
@@ -191,8 +192,6 @@ def test_an_adapter_on_the_hub_loads_with_its_hub_folder_backbone(hub, tmp_path)
     bb_id = f"{REPO}@run/bb/checkpoints/step_00000004"
     bb, ref, _ = load_backbone(resolve_backbone(bb_id), source=bb_id)
     model = build_adapted("lora", {"layers": [0]}, bb, jax.random.PRNGKey(1))
-    import equinox as eqx
-
     tr, fr = eqx.partition(model, model.trainable_filter())
     tr = jax.tree_util.tree_map(lambda x: x + 0.05, tr)
     model = eqx.combine(tr, fr)
