@@ -13,9 +13,10 @@ Faults are scripted per commit call, in order: ``hub.commit_faults = ["drop", 50
 ``X-Error-Message``), ``None`` answers normally. ``hub.commit_delay_s`` holds each commit before
 answering (an upload in flight).
 
-Downloads (``HfApi.model_info``, ``list_repo_tree``, ``hf_hub_download``, ``snapshot_download``):
-``GET /api/models/{repo}[/revision/{rev}]``, ``GET /api/models/{repo}/tree/{rev}``, ``HEAD``/``GET
-/{repo}/resolve/{rev}/{path}``; a revision is a branch name or a commit id. :meth:`FakeHub.publish`
+Downloads (``HfApi.model_info``, ``list_repo_tree``, ``list_repo_refs``, ``hf_hub_download``,
+``snapshot_download``): ``GET /api/models/{repo}[/revision/{rev}]``, ``GET /api/models/{repo}/tree/{rev}``
+(always the whole tree, recursively), ``GET /api/models/{repo}/refs`` (every branch with a commit; no
+tags), ``HEAD``/``GET /{repo}/resolve/{rev}/{path}``; a revision is a branch name or a commit id. :meth:`FakeHub.publish`
 adds a commit directly. ``hub.truncate = {path: nbytes}`` sends only the first ``nbytes`` of that
 file's body (with the full ``Content-Length``) and closes the connection: an interrupted download.
 ``hub.downloads`` lists the paths whose bodies were served.
@@ -122,6 +123,14 @@ class FakeHub:
             def do_GET(self):  # noqa: N802
                 path = self.requests_log("GET")
                 parts = [unquote(p) for p in path.strip("/").split("/")]
+                if parts[:2] == ["api", "models"] and len(parts) == 5 and parts[4] == "refs":
+                    repo = f"{parts[2]}/{parts[3]}"
+                    if repo not in hub.repos:
+                        return self._json(404, {"error": f"RepoNotFound: {repo}"}, {"X-Error-Code": "RepoNotFound"})
+                    heads = {c.branch: c.oid for c in hub.commits if c.repo == repo}
+                    return self._json(200, {"branches": [{"name": b, "ref": f"refs/heads/{b}", "targetCommit": oid}
+                                                         for b, oid in sorted(heads.items())],
+                                            "tags": [], "converts": []})
                 if parts[:2] == ["api", "models"] and len(parts) >= 4:
                     repo = f"{parts[2]}/{parts[3]}"
                     rev = "main"

@@ -15,8 +15,9 @@ __all__ = ["__version__", "load_model"]
 
 
 def load_model(path_or_hub_id):
-    """Load a PAWN model from a v2 checkpoint directory or a Hugging Face repo id:
-    ``(PAWNModel, ModelConfig)``; see :func:`pawn.evaluate.loading.load_model`."""
+    """Load a PAWN model from a v2 checkpoint directory or a Hugging Face Hub id
+    (``owner/name[@revision][/folder]``): ``(PAWNModel, ModelConfig)``; see
+    :func:`pawn.evaluate.loading.load_model`."""
     from pawn.evaluate.loading import load_model as _load
 
     return _load(path_or_hub_id)

@@ -18,7 +18,6 @@ from pawn.errors import PawnError
 import hashlib
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -357,13 +356,13 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return Checkpoint(d, config, params, run_config, opt, ts)
 
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
-
-
 def is_hub_id(source: str) -> bool:
-    """True if ``source`` looks like a Hugging Face repo id (``owner/name``, optionally
-    ``@revision``: a branch, tag or commit id) and is not an existing local path."""
-    return bool(_HUB_ID.match(source)) and not Path(source).exists()
+    """True if ``source`` looks like a Hugging Face Hub id (``owner/name``, optionally
+    ``@revision``: a branch, tag or commit id, and ``/sub/folder``: a checkpoint folder in the repo;
+    grammar in :func:`pawn.hub.fetch.parse_hub_ref`) and is not an existing local path."""
+    from pawn.hub.fetch import parse_hub_ref
+
+    return parse_hub_ref(str(source)) is not None
 
 
 def load_model(path: str | os.PathLike):

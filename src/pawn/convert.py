@@ -1,8 +1,9 @@
 """Convert published v1 (PyTorch) PAWN checkpoints to v2 (spec ``model-and-checkpoints.md`` §6),
 slice standalone variants out of supernet checkpoints (§3.5), and resolve any checkpoint source.
 
-A source is a Hugging Face Hub id ``owner/name[@revision]`` (:mod:`pawn.hub.fetch`; the revision
-is a branch, tag or commit id) or a local directory. A v1 source has a ``model.safetensors`` and
+A source is a Hugging Face Hub id ``owner/name[@revision][/folder]`` (:mod:`pawn.hub.fetch`; the
+revision is a branch, tag or commit id, the folder one checkpoint's folder in the repo) or a local
+directory. A v1 source has a ``model.safetensors`` and
 ``config.json``; only those two files are read. Every tensor's name and shape is checked against
 the source's own ``model_config`` (its ``n_heads`` included: the published large has 8 heads of
 80 channels, not the v2 supernet's 10), linear weights are transposed from ``[out, in]`` to
@@ -17,8 +18,8 @@ about 2e-4 max at |logit| ≈ 60, the published large model's scale.)
 
 Conversion cache: the output for a source goes to ``<cache>/<key>`` where ``<cache>`` is
 ``$PAWN_CONVERTED_DIR``, else ``huggingface_hub.cached_assets_path("pawn", "converted")``
-(``$HF_HOME/assets/pawn/converted``). For a Hub id the key is ``owner--name--<resolved commit>``,
-so a re-published repo (or another ``@revision``) is converted again without ``--force``; for a
+(``$HF_HOME/assets/pawn/converted``). For a Hub id the key is ``owner--name--<resolved commit>``
+(plus ``--<folder, %-encoded>`` for a checkpoint in a repo folder), so a re-published repo (or another ``@revision``) is converted again without ``--force``; for a
 directory it is ``local--<dirname>-<hash of the absolute path>``. A later call with the same key
 reuses the cached result; ``force=True`` reconverts.
 """
@@ -46,7 +47,7 @@ from pawn.checkpoint import (
     verify_manifest,
 )
 from pawn.config import ModelConfig
-from pawn.hub.fetch import HubDownloadError, fetch_snapshot, materialise_v2, parse_hub_ref
+from pawn.hub.fetch import HubDownloadError, HubRef, HubSnapshot, fetch_snapshot, materialise_v2, parse_hub_ref
 from pawn.vocab import N_OUTCOMES, NUM_ACTIONS, OUTCOME_TOKEN_BASE, PAD_TOKEN, VOCAB_SIZE, action_table
 
 PARITY_MAX_TOL = 1e-3
@@ -97,12 +98,14 @@ def default_cache_dir() -> Path:
     return cached_assets_path(library_name="pawn", namespace="converted", assets_dir=hf_dirs()[1])
 
 
-def cache_key(source: str, commit: Optional[str] = None) -> str:
-    """Cache directory name for a source: ``owner--name--<commit>`` for a Hub id resolved to
-    ``commit``, else ``local--<dirname>-<path hash>``."""
-    ref = parse_hub_ref(source)
+def cache_key(source: str, commit: Optional[str] = None, ref: Optional[HubRef] = None) -> str:
+    """Cache directory name for a source: ``owner--name--<commit>[--<folder>]`` for a Hub id
+    resolved to ``commit`` (``ref``: its resolved :class:`~pawn.hub.fetch.HubRef`, which knows the
+    folder of an ``@branch/with/slashes/folder`` id; default parsed from ``source``), else
+    ``local--<dirname>-<path hash>``."""
+    ref = ref if ref is not None else parse_hub_ref(source)
     if ref is not None:
-        return ref.folder_name + (f"--{commit}" if commit else "")
+        return ref.folder_name + (f"--{ref.cache_name(commit)}" if commit else "")
     p = Path(source).resolve()
     return f"local--{p.name}-{hashlib.sha256(str(p).encode()).hexdigest()[:10]}"
 
@@ -405,8 +408,8 @@ def convert(source: str, output: Optional[str | os.PathLike] = None, *, force: b
     """Convert a v1 checkpoint (Hub id or local directory) to v2, with caching.
 
     Args:
-        source: ``owner/name[@revision]`` on the Hugging Face Hub, or a local directory holding
-            a v1 ``model.safetensors`` and ``config.json``.
+        source: ``owner/name[@revision][/folder]`` on the Hugging Face Hub, or a local directory
+            holding a v1 ``model.safetensors`` and ``config.json``.
         output: destination directory; default ``default_cache_dir() / cache_key(source, commit)``.
         force: reconvert even if a complete conversion already exists at the destination.
 
@@ -422,16 +425,16 @@ def convert(source: str, output: Optional[str | os.PathLike] = None, *, force: b
     t0 = time.perf_counter()
     ref = parse_hub_ref(source)
     if ref is None and not Path(source).is_dir():
-        raise ConversionError(f"{source}: not a directory and not a Hugging Face repo id (owner/name[@revision])")
+        raise ConversionError(f"{source}: not a directory and not a Hugging Face repo id (owner/name[@revision][/folder])")
     commit = None
     if ref is not None:
         snap = fetch_snapshot(ref)
         if snap.kind == "v2":
             raise ConversionError(f"{ref}: already a v2 checkpoint (it has a .complete manifest); load it directly, no conversion needed")
-        src, commit, source_id = snap.path, snap.commit, f"{ref.repo_id}@{snap.commit}"
+        src, commit, source_id, ref = snap.path, snap.commit, snap.pinned, snap.ref
     else:
         src, source_id = Path(source), str(Path(source).resolve())
-    out = Path(output) if output is not None else default_cache_dir() / cache_key(source, commit)
+    out = Path(output) if output is not None else default_cache_dir() / cache_key(source, commit, ref)
     ckpt = _reusable(out, (source_id, None, None), f"a conversion of {source}", force)
     if ckpt is not None:
         return ConversionResult(out, True, None, time.perf_counter() - t0, ckpt.config, commit=commit)
@@ -439,14 +442,63 @@ def convert(source: str, output: Optional[str | os.PathLike] = None, *, force: b
     return ConversionResult(out, False, dmax, time.perf_counter() - t0, config, dmean, commit)
 
 
+def fetch_source(source: str | os.PathLike) -> tuple[Path, HubSnapshot]:
+    """A Hub id as a local checkpoint directory: a v2 checkpoint (model or adapter) downloaded,
+    checked whole and linked into the PAWN Hub cache (:func:`pawn.hub.fetch.materialise_v2`; its
+    hashes are verified by whoever loads it), a published v1 checkpoint converted once into the
+    conversion cache (:func:`convert`).
+
+    Returns:
+        ``(directory, HubSnapshot)``.
+
+    Raises:
+        HubDownloadError, CheckpointError, ConversionError: see :func:`pawn.hub.fetch.fetch_snapshot`
+            and :func:`convert`.
+    """
+    snap = fetch_snapshot(str(source))
+    if snap.kind == "v1":
+        return convert(str(source)).path, snap
+    return materialise_v2(snap), snap
+
+
+def refuse_corrupt(path: Path, snap: HubSnapshot, error: Exception) -> HubDownloadError:
+    """Remove the cached copy ``path`` of ``snap`` that failed verification (never kept) and return
+    the one-line error to raise."""
+    shutil.rmtree(path, ignore_errors=True)
+    return HubDownloadError(f"{snap.ref}: download at commit {snap.commit[:12]} is incomplete or corrupt, not loaded ({error})")
+
+
+def load_fetched(path: Path, snap: HubSnapshot):
+    """:func:`pawn.checkpoint.load_checkpoint` of a :func:`fetch_source` result; a downloaded v2
+    copy that fails verification is removed and refused (:func:`refuse_corrupt`).
+
+    Raises:
+        HubDownloadError, CheckpointError.
+    """
+    try:
+        return load_checkpoint(path)
+    except CheckpointError as e:
+        if snap.kind == "v1":
+            raise
+        raise refuse_corrupt(path, snap, e) from None
+
+
+def _load_source(source: str | os.PathLike):
+    src = str(source)
+    if parse_hub_ref(src) is None:
+        return load_checkpoint(src), None, None
+    path, snap = fetch_source(src)
+    return load_fetched(path, snap), snap.commit, snap
+
+
 def load_source(source: str | os.PathLike):
     """Any checkpoint source as a verified :class:`pawn.checkpoint.Checkpoint` (its run config and
     so its layout kept) plus the resolved Hub commit.
 
-    A local directory is loaded as is; a Hub id ``owner/name[@revision]`` holding a v2 checkpoint
-    (root ``.complete``) is downloaded, checked whole and hash-verified
-    (:func:`pawn.hub.fetch.fetch_snapshot`, :func:`~pawn.hub.fetch.materialise_v2`); one holding a
-    published v1 checkpoint is converted once into the cache (:func:`convert`).
+    A local directory is loaded as is; a Hub id ``owner/name[@revision][/folder]`` holding a v2
+    checkpoint (a ``.complete`` in the repo root or the folder) is downloaded, checked whole and
+    hash-verified (:func:`pawn.hub.fetch.fetch_snapshot`, :func:`~pawn.hub.fetch.materialise_v2`);
+    one holding a published v1 checkpoint is converted once into the cache (:func:`convert`).
 
     Returns:
         ``(Checkpoint, commit or None)``.
@@ -454,20 +506,8 @@ def load_source(source: str | os.PathLike):
     Raises:
         FileNotFoundError, CheckpointError (HubDownloadError included), ConversionError.
     """
-    src = str(source)
-    ref = parse_hub_ref(src)
-    if ref is None:
-        return load_checkpoint(src), None
-    snap = fetch_snapshot(ref)
-    if snap.kind == "v1":
-        res = convert(src)
-        return load_checkpoint(res.path), snap.commit
-    path = materialise_v2(snap)
-    try:
-        return load_checkpoint(path), snap.commit
-    except CheckpointError as e:
-        shutil.rmtree(path, ignore_errors=True)  # never keep a copy that failed verification
-        raise HubDownloadError(f"{ref}: download at commit {snap.commit[:12]} is incomplete or corrupt, not loaded ({e})") from None
+    ckpt, commit, _ = _load_source(source)
+    return ckpt, commit
 
 
 def slice_checkpoint(source: str, variant: str, output: Optional[str | os.PathLike] = None, *,
@@ -493,16 +533,15 @@ def slice_checkpoint(source: str, variant: str, output: Optional[str | os.PathLi
     from pawn.model import PAWNModel, sliced
 
     t0 = time.perf_counter()
-    ckpt, commit = load_source(source)
+    ckpt, commit, snap = _load_source(source)
     sup = supernet_of(ckpt.config, ckpt.run_config)
     if sup is None:
         raise ConversionError(f"{source}: not a supernet checkpoint, so --slice {variant} does not apply")
     variants = SUPERNETS[sup][1]
     if variant not in variants:
         raise ConversionError(f"{source}: --slice {variant!r} is not one of supernet {sup!r}'s variants {sorted(variants)}")
-    ref = parse_hub_ref(source)
-    source_id = f"{ref.repo_id}@{commit}" if ref is not None else str(Path(source).resolve())
-    out = Path(output) if output is not None else default_cache_dir() / f"{cache_key(source, commit)}--{variant}"
+    source_id = snap.pinned if snap is not None else str(Path(source).resolve())
+    out = Path(output) if output is not None else default_cache_dir() / f"{cache_key(source, commit, snap.ref if snap else None)}--{variant}"
     have = _reusable(out, (None, source_id, variant), f"variant {variant} of {source}", force)
     if have is not None:
         return ConversionResult(out, True, None, time.perf_counter() - t0, have.config, commit=commit, variant=variant)

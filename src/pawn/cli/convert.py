@@ -13,7 +13,7 @@ from pawn.cli._output import Column, Output, TableReport
 
 
 def convert_cmd(
-    sources: Annotated[list[str], typer.Argument(help="One or more sources: Hugging Face Hub ids (owner/name, optionally @revision: a branch, tag or commit) or local directories with a v1 model.safetensors + config.json (with --slice: v2 supernet checkpoints).")],
+    sources: Annotated[list[str], typer.Argument(help="One or more sources: Hugging Face Hub ids (owner/name, optionally @revision: a branch, tag or commit, and /folder: one checkpoint in a repo folder) or local directories with a v1 model.safetensors + config.json (with --slice: v2 supernet checkpoints).")],
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Destination directory (with several sources: a parent directory, one sub-folder per source). Default: the conversion cache ($PAWN_CONVERTED_DIR, else $HF_HOME/assets/pawn/converted), keyed by the source and, for a Hub id, its resolved commit."),

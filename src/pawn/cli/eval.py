@@ -79,4 +79,4 @@ def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
 
 
 command = settings_command(EvalSettings, eval_cmd, doc=DOC, before=[argument(
-    "checkpoint", str, "v2 checkpoint directory (a supernet evaluates every nested variant) or a Hub id (converted on the fly).")])
+    "checkpoint", str, "v2 checkpoint directory (a supernet evaluates every nested variant) or a Hub id: owner/name, optionally @revision and /folder (v1 converted on the fly).")])

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from pawn import checkpoint
 from pawn.adapters.io import is_adapter_checkpoint
 from pawn.config import SUPERNETS, ModelConfig, supernet_of
-from pawn.convert import ConversionError, load_source, not_local_nor_hub
+from pawn.convert import ConversionError, fetch_source, load_fetched, load_source, not_local_nor_hub, refuse_corrupt
 from pawn.hub.fetch import HubDownloadError
 from pawn.data.layout import Layout
 from pawn.errors import UsageError
@@ -52,9 +52,11 @@ def load_model(path_or_hub_id: str | os.PathLike):
     """Load a model for use: ``(PAWNModel, ModelConfig)``.
 
     ``path_or_hub_id`` is a v2 checkpoint directory (hashes verified before use), or a Hugging
-    Face Hub id ``owner/name[@revision]``: a v2 repo is downloaded and verified against its
-    ``.complete`` manifest, a published v1 model (``thomas-schweich/pawn-base``) is downloaded and
-    converted once into the conversion cache (:func:`pawn.convert.load_source`).
+    Face Hub id ``owner/name[@revision][/folder]`` (the folder: one checkpoint in the repo, e.g. a
+    pushed run's ``checkpoints/step_00001000``): a v2 checkpoint is downloaded and verified against
+    its ``.complete`` manifest, a published v1 model (``thomas-schweich/pawn-base``) is downloaded
+    and converted once into the conversion cache (:func:`pawn.convert.load_source`); an adapter
+    checkpoint loads with its backbone (:func:`load_adapter_checkpoint`).
 
     Raises:
         FileNotFoundError: no such directory and not a repo id.
@@ -65,8 +67,12 @@ def load_model(path_or_hub_id: str | os.PathLike):
 
     src = str(path_or_hub_id)
     if checkpoint.is_hub_id(src):
-        ckpt, _ = load_source(src)
-        return PAWNModel(ckpt.config, params=ckpt.params), ckpt.config
+        local, snap = fetch_source(src)
+        if not is_adapter_checkpoint(local):
+            ckpt = load_fetched(local, snap)
+            return PAWNModel(ckpt.config, params=ckpt.params), ckpt.config
+        m = _load_hub_adapter(local, snap).model
+        return m, m.config
     if is_adapter_checkpoint(src):
         m = load_adapter_checkpoint(src).model
         return m, m.config
@@ -74,8 +80,9 @@ def load_model(path_or_hub_id: str | os.PathLike):
 
 
 def resolve_backbone(source: str) -> str:
-    """A recorded backbone source that is not a local directory: a Hub id, converted once (its
-    local checkpoint directory).
+    """A recorded backbone source that is not a local directory: a Hub id
+    (``owner/name[@revision][/folder]``), downloaded and verified, or converted once (its local
+    checkpoint directory).
 
     Raises:
         FileNotFoundError: ``source`` is not a Hub id. ConversionError, HubDownloadError: from the Hub.
@@ -97,6 +104,19 @@ def load_adapter_checkpoint(path: str | os.PathLike):
     from pawn.adapters.io import load_adapter
 
     return load_adapter(path, resolve=resolve_backbone)
+
+
+def _load_hub_adapter(local, snap):
+    """An adapter checkpoint fetched from the Hub (``local``: its materialised copy) with its
+    backbone; a copy failing verification is removed and refused in one line."""
+    try:
+        return load_adapter_checkpoint(local)
+    except checkpoint.CheckpointError as e:
+        from pawn.adapters.io import BackboneMismatchError
+
+        if isinstance(e, (BackboneMismatchError, HubDownloadError)):
+            raise
+        raise refuse_corrupt(local, snap, e) from None
 
 
 def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, variant_flag: str = "--variant") -> list[LoadedModel]:
@@ -121,22 +141,27 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, var
 
     src = str(source)
     run_config: Optional[dict] = None
+    hub_adapter = None
     if checkpoint.is_hub_id(src):  # the Hub checkpoint's run config (layout, context) is kept too
         try:
-            ckpt, _ = load_source(src)
+            local, snap = fetch_source(src)
+            if is_adapter_checkpoint(local):
+                hub_adapter = (local, snap)
+            else:
+                ckpt = load_fetched(local, snap)
         except (ConversionError, HubDownloadError) as e:
             raise ConversionError(not_local_nor_hub(src, str(e))) from None
-    elif is_adapter_checkpoint(src):
+    elif not is_adapter_checkpoint(src):
+        ckpt = checkpoint.load_checkpoint(src)
+    if hub_adapter is not None or (not checkpoint.is_hub_id(src) and is_adapter_checkpoint(src)):
         if variant is not None:
             raise UsageError(f"{src} is an adapter checkpoint; {variant_flag} {variant} does not apply")
-        la = load_adapter_checkpoint(src)
+        la = _load_hub_adapter(*hub_adapter) if hub_adapter is not None else load_adapter_checkpoint(src)
         rcs = [rc for rc in (la.run_config, la.backbone_run_config) if rc]
         lay = next((Layout.recorded(rc) for rc in rcs if Layout.recorded(rc) is not None), None)
         lens = [rc.get("seq_len") for rc in rcs if isinstance(rc.get("seq_len"), int) and rc.get("seq_len") > 0]
         cfg = la.model.config
         return [LoadedModel(f"{la.model.strategy}:{cfg.name}", la.model, cfg, lay, src, lens[0] if lens else None)]
-    else:
-        ckpt = checkpoint.load_checkpoint(src)
     model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
     layout = Layout.recorded(run_config)
     trained = run_config.get("seq_len") if run_config else None

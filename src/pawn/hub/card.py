@@ -119,7 +119,8 @@ def model_card(
         last_val: the run's latest ``val`` record at or before ``step`` (``metrics.jsonl``).
         eval_report: a ``pawn eval --json`` report; ``eval_source`` names it in the card.
         repo_id, branch, checkpoint_path: where the checkpoint lives on the Hub, for the
-            loading snippet (``pawn.load_model`` of a local download).
+            loading snippet (``pawn.load_model`` of the Hub id ``repo_id@branch/checkpoint_path``,
+            the branch ``%2F``-encoded as in huggingface_hub's ``hf://`` paths).
         datasets: Hub dataset ids the model was trained on (metadata ``datasets``); PAWN's
             pretraining data is generated on the fly (random legal games), so none by default.
         extra_tags: tags added to :data:`BASE_TAGS`. notes: extra Markdown paragraphs.
@@ -167,12 +168,11 @@ def model_card(
     if eval_report:
         body += _eval_section(eval_report, eval_source)
     body += ["## Use", "", "```python", "import pawn"]
-    if repo_id:
-        rev = f", revision={branch!r}" if branch and branch != "main" else ""
-        allow = f", allow_patterns=[{(checkpoint_path + '/*')!r}]" if checkpoint_path else ""
-        body += ["from huggingface_hub import snapshot_download", "",
-                 f"root = snapshot_download({repo_id!r}{rev}{allow})",
-                 f"model, config = pawn.load_model(root{' + ' + repr('/' + checkpoint_path) if checkpoint_path else ''})"]
+    if repo_id:  # a Hub id (pawn.hub.fetch): the folder alone is downloaded and verified
+        from urllib.parse import quote
+
+        rev = f"@{quote(branch, safe='')}" if branch and branch != "main" else ""
+        body += [f"model, config = pawn.load_model({(repo_id + rev + ('/' + checkpoint_path if checkpoint_path else ''))!r})"]
     else:
         body += ["model, config = pawn.load_model('path/to/this/directory')"]
     body += ["```", ""]

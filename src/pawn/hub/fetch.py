@@ -1,42 +1,63 @@
-"""Fetch PAWN checkpoints from the Hugging Face Hub: ``owner/name[@revision]`` ids, pinned to the
-resolved commit, never loading a partial download (spec ``model-and-checkpoints.md`` §4.1, §5.4,
-§6.3, §6.4).
+"""Fetch PAWN checkpoints from the Hugging Face Hub: ``owner/name[@revision][/sub/folder]`` ids,
+pinned to the resolved commit, never loading a partial download (spec ``model-and-checkpoints.md``
+§4.1, §5.4, §6.3, §6.4; training pushes lay checkpoints out as in ``training-and-adapters.md`` §1.11).
 
-A Hub id is ``owner/name`` optionally followed by ``@revision`` (a branch, tag or commit id).
+A Hub id follows huggingface_hub's own path convention (``HfFileSystem`` / ``hf://`` URIs,
+``huggingface_hub.utils.parse_hf_uri``): ``owner/name`` names the repo root, ``@revision`` a
+branch, tag or commit id, and anything after that a folder in the repo holding one checkpoint:
+``owner/name/checkpoints/step_00001000`` (default branch) or
+``owner/name@run%2Fmy-run/checkpoints/best``. huggingface_hub needs a ``/`` inside a revision
+written ``%2F``; PAWN pushes to branches like ``run/<run dir>``, so it also takes the revision
+unencoded, ``owner/name@run/my-run/checkpoints/best``, and splits it at the longest branch or tag
+name of the repo (:func:`resolve_ref`; the local cache's ``refs/`` when offline). A local path that
+exists always wins over a Hub id.
+
 :func:`fetch_snapshot` downloads with ``huggingface_hub.snapshot_download`` (content-addressed
-HF cache; ``HF_HUB_OFFLINE=1`` reads the cache only) and returns the *resolved commit* (the
-snapshot folder's name, a 40-hex id), so callers key caches by content version, not by name.
+HF cache; ``HF_HUB_OFFLINE=1`` reads the cache only), restricted by ``allow_patterns`` to the
+checkpoint's folder, and returns the *resolved commit* (the snapshot folder's name, a 40-hex id),
+so callers key caches by content version and folder, not by name.
 
-Repo kinds, told apart by the root files:
+Checkpoint kinds, told apart by the folder's files:
 
-* **v2** (a root ``.complete`` manifest, e.g. ``pawn convert --push-to-hub``): every file the
-  manifest lists is downloaded; :func:`materialise_v2` links exactly those files into
-  ``cached_assets_path("pawn", "hub", <owner--name>)/<commit>`` (so unrelated repo files never
-  break the strict file-set rule of §5.4) where :func:`pawn.checkpoint.load_checkpoint` verifies
-  every SHA-256 before use.
+* **v2** (a ``.complete`` manifest, e.g. ``pawn convert --push-to-hub`` at the root, or a pushed
+  run's ``checkpoints/step_XXXXXXXX/``; adapter checkpoints too): every file the manifest lists is
+  downloaded; :func:`materialise_v2` links exactly those files into
+  ``cached_assets_path("pawn", "hub", <owner--name>)/<commit>[--<folder, %-encoded>]`` (so
+  unrelated repo files never break the strict file-set rule of §5.4) where
+  :func:`pawn.checkpoint.load_checkpoint` verifies every SHA-256 before use.
 * **v1** (``config.json`` + ``model.safetensors``, no manifest; the published models): converted
   by :func:`pawn.convert.convert`.
 
 Before anything is used, every expected file must be present and every ``*.safetensors`` file
 must have a valid header whose tensors end exactly at the end of the file
 (:func:`check_safetensors_file`): an interrupted or truncated download is refused with one line.
+A folder holding no checkpoint is refused with one line naming the repo, revision and folder and
+the checkpoint folders the commit does have.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Iterator, Literal, Optional
+from urllib.parse import quote, unquote
 
 from pawn.checkpoint import MANIFEST, CheckpointError, CheckpointIntegrityError
 
-_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<rev>[\w./-]+))?$")
+_SEG = r"[\w.-]+"
+_REF = re.compile(rf"^(?P<repo>[A-Za-z0-9][\w.-]*/{_SEG})(?:@(?P<rev>[\w.%-]+(?:/{_SEG})*)|(?P<path>(?:/{_SEG})+))?/?$")
+_SPECIAL_REF = re.compile(r"^refs/(?:convert/[\w.-]+|pr/\d+)(?=/|$)")  # huggingface_hub's revisions with a '/'
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 V1_FILES = ("config.json", "model.safetensors")
+CHECKPOINT_MARKERS = (MANIFEST, "model.safetensors")
+"""A repo folder holding one of these file names holds a checkpoint (listed in errors)."""
 
 
 class HubDownloadError(CheckpointError):
@@ -51,27 +72,76 @@ class HubRef:
     Attributes:
         repo_id: ``owner/name``.
         revision: branch, tag or commit id after ``@``; None for the default branch.
+        subfolder: the checkpoint's folder in the repo (``checkpoints/step_00001000``), ``""`` for
+            the root.
+        ambiguous: ``revision`` holds everything after ``@`` and has a ``/`` that may be part of
+            a branch name (``run/my-run``) or start the folder; :func:`resolve_ref` splits it.
     """
 
     repo_id: str
     revision: Optional[str] = None
+    subfolder: str = ""
+    ambiguous: bool = False
 
     def __str__(self) -> str:
-        return self.repo_id + (f"@{self.revision}" if self.revision else "")
+        return self.repo_id + (f"@{self.revision}" if self.revision else "") + (f"/{self.subfolder}" if self.subfolder else "")
 
     @property
     def folder_name(self) -> str:
         """``owner--name``: a file-system-safe name for the repo."""
         return self.repo_id.replace("/", "--")
 
+    @property
+    def where(self) -> str:
+        """``repo_id[@revision]`` without the folder, for messages."""
+        return self.repo_id + (f"@{self.revision}" if self.revision else "")
+
+    def pinned(self, commit: str) -> str:
+        """The id pinned to ``commit`` (40 hex): ``owner/name@<commit>[/subfolder]``; always parses
+        back unambiguously."""
+        return f"{self.repo_id}@{commit}" + (f"/{self.subfolder}" if self.subfolder else "")
+
+    def cache_name(self, commit: str) -> str:
+        """A flat, file-system-safe name for this checkpoint at ``commit``: ``<commit>`` for the
+        root, ``<commit>--<subfolder with '/' as %2F>`` for a folder."""
+        return commit + (f"--{quote(self.subfolder, safe='')}" if self.subfolder else "")
+
 
 def parse_hub_ref(source: str) -> Optional[HubRef]:
-    """``owner/name[@revision]`` → :class:`HubRef`; None when ``source`` is an existing local path
-    or not shaped like a Hub id."""
-    m = _REF.match(str(source))
+    """``owner/name[@revision][/sub/folder]`` → :class:`HubRef` (huggingface_hub's ``hf://`` path
+    grammar without the prefix; see the module docstring); None when ``source`` is an existing
+    local path or not shaped like a Hub id (a ``.``/``..`` folder segment included).
+
+    ``owner/name/a/b`` is folder ``a/b`` of the default branch. After ``@``, ``refs/pr/N`` /
+    ``refs/convert/NAME`` (huggingface_hub's special refs), a 40-hex commit id or a first segment
+    with ``%2F`` is the revision and the rest the folder; any other ``rev/more`` is kept whole in
+    ``revision`` with ``ambiguous=True`` (the repo's branch names decide, :func:`resolve_ref`).
+    """
+    source = str(source)
+    m = _REF.match(source)
     if m is None or Path(source).exists():
         return None
-    return HubRef(m["repo"], m["rev"])
+    if m["path"] is not None:
+        sub = m["path"].strip("/")
+        if any(seg in (".", "..") for seg in sub.split("/")):
+            return None
+        return HubRef(m["repo"], None, sub)
+    rest = m["rev"]
+    if rest is None:
+        return HubRef(m["repo"])
+    special = _SPECIAL_REF.match(rest)
+    first, _, tail = rest.partition("/")
+    if special is not None:
+        rev, tail = special.group(), rest[special.end():].lstrip("/")
+    elif "%" in first or _COMMIT.match(first) or not tail:
+        rev = unquote(first)
+    else:
+        if any(seg in (".", "..") for seg in tail.split("/")):
+            return None
+        return HubRef(m["repo"], rest, "", ambiguous=True)
+    if not rev or any(seg in (".", "..") for seg in tail.split("/") if tail):
+        return None
+    return HubRef(m["repo"], rev, tail)
 
 
 @dataclass
@@ -79,9 +149,10 @@ class HubSnapshot:
     """A downloaded, checked Hub checkpoint.
 
     Attributes:
-        ref: what was asked for. commit: the resolved commit id (40 hex).
-        kind: ``"v1"`` (published PyTorch layout) or ``"v2"`` (PAWN manifest at the root).
-        path: the HF cache snapshot folder holding the files.
+        ref: what was asked for, resolved (:func:`resolve_ref`: revision and folder split).
+        commit: the resolved commit id (40 hex).
+        kind: ``"v1"`` (published PyTorch layout) or ``"v2"`` (PAWN manifest in the folder).
+        path: the folder of the HF cache snapshot holding the files (``<snapshot>/<subfolder>``).
         files: names of the checkpoint's files in ``path`` (the manifest's list, or the two v1 files).
     """
 
@@ -90,6 +161,11 @@ class HubSnapshot:
     kind: Literal["v1", "v2"]
     path: Path
     files: tuple[str, ...]
+
+    @property
+    def pinned(self) -> str:
+        """``owner/name@<commit>[/subfolder]``: this exact checkpoint (see :meth:`HubRef.pinned`)."""
+        return self.ref.pinned(self.commit)
 
 
 def check_safetensors_file(path: Path) -> None:
@@ -135,9 +211,9 @@ def hf_dirs() -> tuple[str, str]:
     return hub, assets
 
 
-def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str]) -> Path:
-    """``snapshot_download`` restricted to ``patterns``; every failure becomes one line."""
-    from huggingface_hub import snapshot_download
+@contextlib.contextmanager
+def _hub_errors(ref: HubRef, revision: Optional[str]) -> Iterator[None]:
+    """Turn every huggingface_hub / transport failure inside the block into one line."""
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -147,11 +223,10 @@ def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str]) -> Path
         RevisionNotFoundError,
     )
 
-    from pawn.hub.push import is_offline
-
     try:
-        return Path(snapshot_download(ref.repo_id, revision=revision, allow_patterns=patterns, cache_dir=hf_dirs()[0],
-                                      endpoint=os.environ.get("HF_ENDPOINT") or None, local_files_only=is_offline()))
+        yield
+    except HubDownloadError:
+        raise
     except RevisionNotFoundError:
         raise HubDownloadError(f"{ref}: no revision {revision!r} in {ref.repo_id} on the Hugging Face Hub") from None
     except RepositoryNotFoundError:
@@ -170,11 +245,118 @@ def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str]) -> Path
         raise HubDownloadError(f"{ref}: download failed, nothing loaded ({e.__class__.__name__}: {first})") from None
 
 
+def _api():
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
+
+
+def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str]) -> Path:
+    """``snapshot_download`` restricted to ``patterns``; every failure becomes one line.
+    huggingface_hub's "No files matched" warning is silenced (a missing folder is reported by
+    :func:`fetch_snapshot` in one line)."""
+    from huggingface_hub import snapshot_download
+
+    from pawn.hub.push import is_offline
+
+    quiet = logging.getLogger("huggingface_hub._snapshot_download")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with _hub_errors(ref, revision):
+            return Path(snapshot_download(ref.repo_id, revision=revision, allow_patterns=patterns, cache_dir=hf_dirs()[0],
+                                          endpoint=os.environ.get("HF_ENDPOINT") or None, local_files_only=is_offline()))
+    finally:
+        quiet.setLevel(level)
+
+
+def _cached_ref_names(repo_id: str) -> set[str]:
+    """Branch and tag names recorded in the local HF cache (``refs/<name>`` files of earlier downloads)."""
+    refs = Path(hf_dirs()[0]) / f"models--{repo_id.replace('/', '--')}" / "refs"
+    if not refs.is_dir():
+        return set()
+    return {p.relative_to(refs).as_posix() for p in refs.rglob("*") if p.is_file()}
+
+
+def resolve_ref(ref: HubRef) -> HubRef:
+    """Split an ambiguous ``rev/more/parts`` (see :func:`parse_hub_ref`) into a revision and a
+    folder: the longest leading part that is a branch or tag of the repo (``HfApi.list_repo_refs``;
+    offline or unreachable: the names in the local cache's ``refs/``) is the revision, the rest the
+    folder. An unambiguous ``ref`` is returned as is.
+
+    Raises:
+        HubDownloadError: no leading part names a branch or tag (one line listing the branches),
+            or the repo cannot be reached and nothing is cached.
+    """
+    if not ref.ambiguous:
+        return ref
+    from pawn.hub.push import is_offline
+
+    parts = ref.revision.split("/")
+    names: set[str] = set()
+    listed: Optional[list[str]] = None
+    failed: Optional[HubDownloadError] = None
+    if not is_offline():
+        try:
+            with _hub_errors(ref, ref.revision):
+                got = _api().list_repo_refs(ref.repo_id)
+                listed = [r.name for r in got.branches] + [r.name for r in got.tags]
+                names = set(listed)
+        except HubDownloadError as e:
+            if "no such model repository" in str(e) or "gated" in str(e):
+                raise
+            failed = e  # unreachable or refused: the cache may still know the names
+    if listed is None:
+        names = _cached_ref_names(ref.repo_id)
+    for n in range(len(parts), 0, -1):
+        rev = "/".join(parts[:n])
+        if rev in names:
+            return HubRef(ref.repo_id, rev, "/".join(parts[n:]))
+    if listed is None and not names:
+        raise failed or HubDownloadError(f"{ref}: not in the local Hugging Face cache and the Hub cannot be reached "
+                                         "(offline or HF_HUB_OFFLINE=1); connect once to download it")
+    tried = " or ".join(repr("/".join(parts[:n])) for n in range(len(parts) - 1, 0, -1))
+    known = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
+    raise HubDownloadError(f"{ref}: no branch or tag {tried} in {ref.repo_id} "
+                           f"({'branches and tags' if listed is not None else 'cached revisions'}: {known or 'none'}); "
+                           "write a revision with '/' as %2F to be exact, e.g. owner/name@run%2Fmy-run/checkpoints/best")
+
+
+def checkpoint_folders(ref: HubRef, commit: str) -> Optional[list[str]]:
+    """Folders of the repo at ``commit`` that hold a checkpoint (a ``.complete`` manifest or a
+    ``model.safetensors``; ``"."`` for the root), from one ``list_repo_tree`` call; None when the
+    Hub cannot be asked (offline, unreachable)."""
+    from pawn.hub.push import is_offline
+
+    if is_offline():
+        return None
+    try:
+        files = [f.path for f in _api().list_repo_tree(ref.repo_id, recursive=True, revision=commit)]
+    except Exception:  # only a hint for an error message: never mask the real error
+        return None
+    found = {(p.rpartition("/")[0] or ".") for p in files if p.rpartition("/")[2] in CHECKPOINT_MARKERS}
+    return sorted(found)
+
+
+def _missing_folder(ref: HubRef, commit: str) -> HubDownloadError:
+    folders = checkpoint_folders(ref, commit)
+    if folders is None:
+        have = ""
+    elif folders:
+        shown = folders[:10] + (["..."] if len(folders) > 10 else [])
+        have = f"; checkpoint folders there: {', '.join(shown)}"
+    else:
+        have = "; it holds no checkpoint folder"
+    return HubDownloadError(f"{ref}: {ref.where} (commit {commit[:12]}) has no checkpoint in folder "
+                            f"'{ref.subfolder}' (no {MANIFEST}, config.json or model.safetensors there){have}")
+
+
 def fetch_snapshot(source: str | HubRef) -> HubSnapshot:
-    """Download a Hub checkpoint at its resolved commit and check it is whole.
+    """Download a Hub checkpoint (the repo root or one folder) at its resolved commit and check it
+    is whole. Only that folder's checkpoint files are downloaded (``allow_patterns``).
 
     Args:
-        source: ``owner/name[@revision]`` or a :class:`HubRef`.
+        source: ``owner/name[@revision][/sub/folder]`` or a :class:`HubRef`.
 
     Returns:
         :class:`HubSnapshot` (v2: the manifest and every file it lists are present and every
@@ -182,32 +364,40 @@ def fetch_snapshot(source: str | HubRef) -> HubSnapshot:
         ``config.json`` and a valid ``model.safetensors`` are present).
 
     Raises:
-        HubDownloadError: unknown repo/revision, offline with nothing cached, a failed or
-            interrupted download, or a missing file. CheckpointIntegrityError: a truncated or
-            malformed safetensors file (e.g. a partial download left in the cache).
+        HubDownloadError: unknown repo/revision, a folder holding no checkpoint (the message names
+            the repo, revision, folder and the checkpoint folders that exist), offline with
+            nothing cached, a failed or interrupted download, or a missing file.
+            CheckpointIntegrityError: a truncated or malformed safetensors file (e.g. a partial
+            download left in the cache).
     """
     ref = source if isinstance(source, HubRef) else parse_hub_ref(source)
     if ref is None:
-        raise HubDownloadError(f"{source}: not a Hugging Face Hub id (owner/name[@revision])")
-    root = _snapshot(ref, ref.revision, [MANIFEST, *V1_FILES])
-    commit = root.name
+        raise HubDownloadError(f"{source}: not a Hugging Face Hub id (owner/name[@revision][/folder])")
+    ref = resolve_ref(ref)
+    pre = f"{ref.subfolder}/" if ref.subfolder else ""
+    snap = _snapshot(ref, ref.revision, [pre + MANIFEST, *(pre + f for f in V1_FILES)])
+    commit = snap.name
+    root = snap / ref.subfolder if ref.subfolder else snap
     if (root / MANIFEST).is_file():
         try:
             listed = json.loads((root / MANIFEST).read_text("utf-8"))["files"]
             names = tuple(sorted(str(k) for k in listed))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise CheckpointIntegrityError(f"{ref}: {MANIFEST} at commit {commit[:12]} is not a readable manifest") from None
+            raise CheckpointIntegrityError(f"{ref}: {pre}{MANIFEST} at commit {commit[:12]} is not a readable manifest") from None
         if any("/" in n or n in ("", ".", "..") for n in names):
-            raise CheckpointIntegrityError(f"{ref}: {MANIFEST} lists a file outside the checkpoint folder")
+            raise CheckpointIntegrityError(f"{ref}: {pre}{MANIFEST} lists a file outside the checkpoint folder")
         if not all((root / n).is_file() for n in names):
-            root = _snapshot(ref, commit, [MANIFEST, *names])
+            snap = _snapshot(ref, commit, [pre + MANIFEST, *(pre + n for n in names)])
+            root = snap / ref.subfolder if ref.subfolder else snap
         kind: Literal["v1", "v2"] = "v2"
+    elif ref.subfolder and not any((root / n).is_file() for n in V1_FILES):
+        raise _missing_folder(ref, commit)
     else:
         names, kind = V1_FILES, "v1"
     missing = [n for n in names if not (root / n).is_file()]
     if missing:
         raise HubDownloadError(
-            f"{ref}: commit {commit[:12]} lacks {', '.join(missing)} after download "
+            f"{ref}: commit {commit[:12]} lacks {', '.join(pre + n for n in missing)} after download "
             f"({'listed in its ' + MANIFEST if kind == 'v2' else 'a v1 checkpoint needs config.json and model.safetensors'}); nothing loaded"
         )
     for n in names:
@@ -218,16 +408,18 @@ def fetch_snapshot(source: str | HubRef) -> HubSnapshot:
 
 def materialise_v2(snap: HubSnapshot) -> Path:
     """Link (or copy) a v2 snapshot's manifest and listed files into
-    ``cached_assets_path("pawn", "hub", <owner--name>)/<commit>``, atomically (staging folder,
+    ``cached_assets_path("pawn", "hub", <owner--name>)/<commit>[--<folder>]``
+    (:meth:`HubRef.cache_name`: one directory per commit and folder), atomically (staging folder,
     then rename), and return that directory, ready for :func:`pawn.checkpoint.load_checkpoint`
-    (which verifies every hash). An existing folder for the commit is reused."""
+    (which verifies every hash). An existing directory for the commit and folder is reused."""
     from huggingface_hub import cached_assets_path
 
     base = cached_assets_path(library_name="pawn", namespace="hub", subfolder=snap.ref.folder_name, assets_dir=hf_dirs()[1])
-    target = base / snap.commit
+    name = snap.ref.cache_name(snap.commit)
+    target = base / name
     if (target / MANIFEST).is_file():
         return target
-    staging = base / f"{snap.commit}.tmp{os.getpid()}"
+    staging = base / f"{name}.tmp{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
