@@ -525,6 +525,7 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         log(f"resuming from {resume_la.path} at step {start} (epoch {start // spe}, batch {start % spe})")
     if start % K:
         raise TrainingError(f"resume step {start} is not a multiple of steps_per_chunk ({K})")
+    fresh = resume_la is None  # only a fresh run validates at step 0: a resume keeps the step-0 record it has
     del resume_la
 
     # ---- run directory
@@ -557,7 +558,7 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
                              steps_per_chunk=K, n_train_games=len(corpus.train), n_val_games=len(corpus.val),
                              val_from=corpus.val_from, data_seed=data_seed, backend=jax.default_backend(),
                              jax_version=jax.__version__)
-        if start == 0 and rosa_resume is None and run.logger:  # baseline validation before the first step (spec §5)
+        if fresh and run.logger:  # baseline validation before the first step (spec §5)
             t = time.perf_counter()
             baseline = {**validator(eqx.combine(state.model, frozen), val_batches), "epoch": -1,
                         **{f"weights/{k}": v for k, v in model.weight_report().items()}}
