@@ -94,8 +94,13 @@ def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> 
     for name, f in model.model_fields.items():
         if name in exclude:
             continue
-        # A comma-list field (``Annotated[list[...], NoDecode]`` with a splitting validator) takes one string.
-        typ = str if any(m is NoDecode or isinstance(m, NoDecode) for m in f.metadata) else _cli_type(f.annotation)
+        cli = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        # A comma-list field (``Annotated[list[...], NoDecode]`` with a splitting validator) takes one string,
+        # or with ``json_schema_extra={"repeatable": True}`` a repeatable flag (each value may be a comma list).
+        if any(m is NoDecode or isinstance(m, NoDecode) for m in f.metadata):
+            typ = list[str] if cli.get("repeatable") else str
+        else:
+            typ = _cli_type(f.annotation)
         choices = _literal_choices(f.annotation)
         extra = f" One of: {', '.join(map(str, choices))}." if choices else ""
         default = "" if f.is_required() or f.default is None else f" [default: {f.default}]"
@@ -103,7 +108,6 @@ def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> 
             default += f" (tiny supernet and toy model: {preset[name]})"
         # Escaped: Typer renders help as rich markup, which silently drops ``[default: …]``.
         help_text = rich_escape(f"{f.description or ''}{extra}{default} Env: {env_prefix}{name.upper()}.")
-        cli = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
         flag = cli.get("flag") or ("--" + name.replace("_", "-") + (f"/--no-{name.replace('_', '-')}" if typ is bool else ""))
         callback = _CALLBACKS[cli["callback"]] if "callback" in cli else None
         opt = typer.Option(None, flag, help=help_text.strip(), show_default=False, callback=callback, **_range(f.metadata, typ))
