@@ -179,6 +179,40 @@ def test_sigterm_checkpoints_and_stops(backbone, shared_data, cache_dir, tmp_pat
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
 
 
+def test_sigterm_before_the_first_step_checkpoints_and_exits_zero(backbone, shared_data, cache_dir, tmp_path):
+    # SIGTERM right after the backbone is loaded (before the data, the step-0 validation and the
+    # compile): the same clean stop as a later one, not the default handler's exit 143.
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", "adapt", str(backbone), "--strategy", "bottleneck",
+                          "--bottleneck-dim", "8", "--data", str(shared_data / "lichess"), "--elo-min", "1200",
+                          "--elo-max", "2200", "--epochs", "1", "--steps-per-epoch", "4", "--steps-per-chunk", "2",
+                          "--batch-size", "16", "--seq-len", "96", "--val-games", "96", "--lr", "3e-3", "--data-seed", "7",
+                          "--cache-dir", str(cache_dir), "--out", str(out)],
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stderr.readline()  # "strategy bottleneck: N trainable parameters …", logged after the backbone load
+        assert "trainable parameters" in first, first
+        p.send_signal(signal.SIGTERM)
+        stdout, stderr = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, (p.returncode, first + stderr)
+    assert "SIGTERM: stopping after this chunk" in stderr
+    ck = out / "checkpoints" / "step_00000002"
+    assert f"stopped by signal at step 2; checkpoint {ck}" in stdout, stdout
+    assert json.loads((out / "schedule_health.json").read_text())["reason_for_stop"] == "sigterm"
+    assert json.loads((ck / "training_state.json").read_text())["step"] == 2
+    assert [v["step"] for v in _records(out, "val")] == [0]  # the step-0 baseline ran before the stop
+    res = run_adapt(AdaptSettings.load(resume="auto", out=str(out)), log=lambda m: None, progress=False,
+                    install_signal_handlers=False)
+    assert res.reason == "step_limit" and res.step == 4
+    assert [r["step"] for r in _records(out, "train")] == [2, 4]
+
+
 def test_cli_eval_of_best_and_refused_backbone(backbone, shared_data, cache_dir, tmp_path, lichess_pgns):
     import shutil
 

@@ -5,6 +5,7 @@ run whose JSON structure (never its speed) is checked."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -203,6 +204,39 @@ def test_bench_settings_precedence_flag_env_file_quick_default(tmp_path, monkeyp
     monkeypatch.delenv("PAWN_BENCH_REPEATS")
     d = BenchSettings.defaults()
     assert (d.supernet, d.batch_size, d.seq_len, d.repeats) == ("tiny", 16, 128, 5)
+
+
+def test_only_and_json_are_settings_from_flags_env_and_config_file(tmp_path, monkeypatch):
+    import pawn.cli.bench as cli_bench
+
+    seen = []
+    monkeypatch.setattr(cli_bench, "bench_cmd", lambda s, *a: seen.append(s))
+    out = tmp_path / "b.json"
+    # the CLI spelling: --only repeatable and comma lists (kept in run order), --json FILE
+    r = CliRunner().invoke(app, ["bench", "--only", "decode,step", "--only", "engine", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    assert seen[-1].only == ("engine", "step", "decode") and seen[-1].json_out == out
+    # PAWN_BENCH_ONLY / PAWN_BENCH_JSON_OUT (comma list), and the config file (a list or a comma string)
+    monkeypatch.setenv("PAWN_BENCH_ONLY", "mfu, memory")
+    monkeypatch.setenv("PAWN_BENCH_JSON_OUT", str(out))
+    assert CliRunner().invoke(app, ["bench"]).exit_code == 0
+    assert seen[-1].only == ("memory", "mfu") and seen[-1].json_out == out
+    assert CliRunner().invoke(app, ["bench", "--only", "data"]).exit_code == 0
+    assert seen[-1].only == ("data",)  # the flag wins over the environment
+    monkeypatch.delenv("PAWN_BENCH_ONLY")
+    monkeypatch.delenv("PAWN_BENCH_JSON_OUT")
+    for text in ('{"only": ["eval", "step"], "json_out": "r.json"}', '{"only": "eval,step"}'):
+        cfg = tmp_path / "bench.json"
+        cfg.write_text(text)
+        assert CliRunner().invoke(app, ["bench", "--config", str(cfg)]).exit_code == 0
+        assert seen[-1].only == ("step", "eval")
+    assert seen[-2].json_out == Path("r.json") and seen[-1].json_out is None
+    assert CliRunner().invoke(app, ["bench"]).exit_code == 0
+    assert seen[-1].only is None and parse_only(seen[-1].only) == list(SECTIONS)  # unset: every section
+    monkeypatch.setenv("PAWN_BENCH_ONLY", "step,warp")
+    r = CliRunner().invoke(app, ["bench"])
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert r.exit_code == 2 and len(errors) == 1 and "only" in errors[0] and "unknown section(s) warp" in errors[0], r.output
 
 
 def test_bench_settings_range_and_cross_field_errors_name_the_field():

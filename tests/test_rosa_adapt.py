@@ -120,3 +120,21 @@ def test_rosa_resume_inside_warmup_and_inside_main_phase_is_exact(backbone, shar
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
     got_losses = [r["loss"] for r in _records(b, "train") if "rosa/warmup_loss" not in r]
     assert got_losses[-1] == losses[-1]
+
+
+def test_resume_from_the_main_phase_step_0_checkpoint_writes_the_step_0_val_once(backbone, shared_data, cache_dir, tmp_path):
+    # A RoSA run whose newest checkpoint is main-phase step 0 (phase 3 just entered: masks made,
+    # no main step yet) resumed from there: metrics.jsonl keeps the one step-0 baseline record.
+    from pawn.train.lifecycle import step_dir_name
+
+    out = tmp_path / "run"
+    _run(_cfg(backbone, shared_data, cache_dir, out, strategy="rosa", steps_per_chunk=2, pause_after_steps=2))
+    step0 = out / "checkpoints" / step_dir_name(0)
+    assert json.loads((step0 / "training_state.json").read_text())["rosa"] == {"phase": 3}
+    first = [v for v in _records(out, "val") if v["step"] == 0]
+    assert len(first) == 1 and first[0]["epoch"] == -1
+    res = _run(_cfg(backbone, shared_data, cache_dir, out, strategy="rosa", steps_per_chunk=2, resume=str(step0)))
+    assert res.step == 8 and res.reason == "step_limit"
+    vals = _records(out, "val")
+    assert [v["step"] for v in vals] == [0, 4, 8]
+    assert vals[0] == first[0]  # the original baseline, kept as written

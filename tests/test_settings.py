@@ -78,3 +78,78 @@ def test_cli_reports_validation_errors_in_one_line(tmp_path):
     assert r.exit_code == 2
     assert "Traceback" not in r.output and "warmup_steps (95)" in r.output
     assert not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------ the training commands' shared sink and Hub fields
+_SHARED = ("tensorboard", "wandb", "wandb_project", "wandb_mode", "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s")
+_PUSH = ("to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes "
+         "are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
+_COMMON_HELP = {
+    "wandb_project": "W&B project; default $WANDB_PROJECT, else pawn.",
+    "hub_branch": "Branch for --push-to-hub (created if missing); default run/<run directory name>.",
+    "hub_private": "Create the --push-to-hub repo private (an existing repo keeps its visibility).",
+    "hub_exit_wait_s": "At exit, wait at most this many seconds for pending pushes; the rest are reported as not pushed.",
+}
+_HELP = {  # each command's help texts as they were before the fields were shared
+    "pretrain": {**_COMMON_HELP,
+                 "tensorboard": "Also write TensorBoard event files under RUN/tensorboard/ (needs pawn[tensorboard], i.e. tensorboardX).",
+                 "wandb": "Also log to Weights & Biases (needs pawn[wandb]); run name and group = the run directory name.",
+                 "wandb_mode": "W&B mode: offline writes RUN/wandb/ without a network (upload later with wandb sync).",
+                 "push_to_hub": "Push every checkpoint " + _PUSH},
+    "adapt": {**_COMMON_HELP,
+              "tensorboard": "Also write TensorBoard event files (pawn[tensorboard]).",
+              "wandb": "Also log to Weights & Biases (pawn[wandb]).",
+              "wandb_mode": "W&B mode.",
+              "push_to_hub": "Push every checkpoint (adapter weights, model card) " + _PUSH},
+}
+_TAIL = {"tensorboard": " [default: False]", "wandb": " [default: False]", "wandb_mode": " One of: online, offline, disabled. [default: online]",
+         "hub_private": " [default: False]", "hub_exit_wait_s": " [default: 300.0]"}
+
+
+def test_pretrain_and_adapt_share_one_definition_of_the_sink_and_hub_fields():
+    from pawn.settings import RunOutputSettings
+    from pawn.train.adapt_config import AdaptSettings
+
+    assert tuple(RunOutputSettings.model_fields) == _SHARED
+    for model in (PretrainConfig, AdaptSettings):
+        assert issubclass(model, RunOutputSettings)
+        assert not set(_SHARED) & set(vars(model).get("__annotations__", {}))  # not declared again
+        assert {n: model.model_fields[n].default for n in _SHARED} == {
+            "tensorboard": False, "wandb": False, "wandb_project": None, "wandb_mode": "online", "push_to_hub": None,
+            "hub_branch": None, "hub_private": False, "hub_exit_wait_s": 300.0}
+
+
+@pytest.mark.parametrize("command", ["pretrain", "adapt"])
+def test_the_shared_fields_keep_their_flags_env_help_and_place_in_each_command(command):
+    import typer.main
+
+    params = [p for p in typer.main.get_command(app).commands[command].params if p.name != "help"]
+    tail = {p.name: p for p in params[-len(_SHARED):]}
+    assert tuple(tail) == _SHARED  # still listed last, in the same order
+    for name, p in tail.items():
+        flag = "--" + name.replace("_", "-")
+        assert p.opts == [flag] and p.secondary_opts == (["--no-" + flag[2:]] if name in ("tensorboard", "wandb", "hub_private") else [])
+        want = f"{_HELP[command][name]}{_TAIL.get(name, '')} Env: PAWN_{name.upper()}."
+        assert p.help.replace("\\[", "[") == want, (name, p.help)
+    # the help texts of the command's other flags are its own (a sample)
+    assert any(p.name == ("supernet" if command == "pretrain" else "strategy") for p in params[:-len(_SHARED)])
+
+
+@pytest.mark.parametrize("command", ["pretrain", "adapt"])
+def test_the_shared_fields_come_from_env_and_config_file_and_are_checked(command, tmp_path, monkeypatch):
+    from pawn.train.adapt_config import AdaptSettings
+
+    model, base = (PretrainConfig, {"variant": "toy", "total_steps": 10}) if command == "pretrain" else (AdaptSettings, {})
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"hub_branch": "run/x", "hub_exit_wait_s": 5, "wandb_project": "p"}))
+    monkeypatch.setenv("PAWN_WANDB_MODE", "offline")
+    monkeypatch.setenv("PAWN_PUSH_TO_HUB", "owner/name")
+    s = model.load(cfg, **base, hub_private=True)
+    assert (s.wandb_mode, s.push_to_hub, s.hub_branch, s.hub_exit_wait_s, s.wandb_project, s.hub_private) == (
+        "offline", "owner/name", "run/x", 5.0, "p", True)
+    monkeypatch.delenv("PAWN_PUSH_TO_HUB")
+    with pytest.raises(ValidationError, match=r"--push-to-hub 'bad': give the repository as owner/name") as e:
+        model.load(**base, push_to_hub="bad")
+    assert format_validation_error(e.value) == "--push-to-hub 'bad': give the repository as owner/name"  # the CLI's one line
+    with pytest.raises(ValidationError, match="hub_exit_wait_s"):
+        model.load(**base, hub_exit_wait_s=-1)

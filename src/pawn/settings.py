@@ -20,7 +20,7 @@ import math
 import sys
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -119,7 +119,48 @@ CommandSettings = _Settings
 """Public name of the settings base for the command settings defined above ``pawn.settings``."""
 
 
-class PretrainConfig(_Settings):
+class RunOutputSettings(_Settings):
+    """The logging sinks and the Hugging Face Hub push shared by the training commands
+    (:class:`PretrainConfig`, :class:`pawn.train.adapt_config.AdaptSettings`; spec
+    ``training-and-adapters.md`` §1.11 for the push): one definition of their fields, defaults,
+    flags, ``PAWN_*`` variables, config-file keys and the ``push_to_hub`` check.
+
+    Class variables read by the flag generator (``pawn.cli._options.settings_parameters``):
+    ``cli_fields_last`` lists these fields after the command's own ones (where both commands
+    always listed them), and a subclass's ``field_help`` maps a field name to that command's
+    help text where it differs from the one here.
+
+    Raises (on construction):
+        UsageError: ``push_to_hub`` is not ``owner/name`` (:func:`pawn.hub.push.check_repo_id`).
+        pydantic.ValidationError: ``hub_exit_wait_s`` < 0 or not a number.
+    """
+
+    cli_fields_last: ClassVar[bool] = True
+    field_help: ClassVar[dict[str, str]] = {}
+
+    # logging hooks (curves.png is drawn whenever matplotlib is installed)
+    tensorboard: bool = Field(False, description="Also write TensorBoard event files under RUN/tensorboard/ (needs pawn[tensorboard], i.e. tensorboardX).")
+    wandb: bool = Field(False, description="Also log to Weights & Biases (needs pawn[wandb]); run name and group = the run directory name.")
+    wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.")
+    wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode: offline writes RUN/wandb/ without a network (upload later with wandb sync).")
+    # Hugging Face Hub push (pawn.hub; spec training-and-adapters.md §1.11)
+    push_to_hub: Optional[str] = Field(None, description="Push every checkpoint to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
+    hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.")
+    hub_private: bool = Field(False, description="Create the --push-to-hub repo private (an existing repo keeps its visibility).")
+    hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes; the rest are reported as not pushed.")
+
+    @model_validator(mode="after")
+    def _push_repo_id(self):
+        """``push_to_hub`` is ``owner/name`` (see :func:`pawn.hub.push.check_repo_id`; its one-line
+        error names the flag)."""
+        if self.push_to_hub is not None:
+            from pawn.hub.push import check_repo_id
+
+            check_repo_id(self.push_to_hub)
+        return self
+
+
+class PretrainConfig(RunOutputSettings):
     """Configuration of ``pawn pretrain``. Defaults follow the published v1.0.0 run (spec
     training §1.1): lr 3e-4 peak, AdamW (β 0.9/0.95, ε 1e-8) with decoupled weight decay 0.01 on
     all parameters, global-norm clip 1.0, batch 256, 512-ply sequences, cosine schedule floored at
@@ -178,16 +219,7 @@ class PretrainConfig(_Settings):
     pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).")
     distributed_timeout_s: int = Field(300, description="Multi-process runs: seconds jax.distributed.initialize waits for every process to reach the coordinator.")
     log_every_s: float = Field(30.0, description="When the output is not a terminal (nohup, Slurm, tee): seconds between plain progress lines.")
-    # logging hooks (curves.png is drawn whenever matplotlib is installed)
-    tensorboard: bool = Field(False, description="Also write TensorBoard event files under RUN/tensorboard/ (needs pawn[tensorboard], i.e. tensorboardX).")
-    wandb: bool = Field(False, description="Also log to Weights & Biases (needs pawn[wandb]); run name and group = the run directory name.")
-    wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.")
-    wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode: offline writes RUN/wandb/ without a network (upload later with wandb sync).")
-    # Hugging Face Hub push (pawn.hub; spec training-and-adapters.md §1.11)
-    push_to_hub: Optional[str] = Field(None, description="Push every checkpoint to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
-    hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.")
-    hub_private: bool = Field(False, description="Create the --push-to-hub repo private (an existing repo keeps its visibility).")
-    hub_exit_wait_s: float = Field(300.0, description="At exit, wait at most this many seconds for pending pushes; the rest are reported as not pushed.")
+
 
     @field_validator("dtype", mode="before")
     @classmethod
@@ -229,12 +261,6 @@ class PretrainConfig(_Settings):
     def _cross_field(self) -> "PretrainConfig":
         if self.supernet is not None and self.variant is not None:
             raise ValueError("give either supernet or variant, not both")
-        if self.push_to_hub is not None:
-            from pawn.hub.push import check_repo_id
-
-            check_repo_id(self.push_to_hub)
-        if not self.hub_exit_wait_s >= 0:
-            raise ValueError(f"hub_exit_wait_s must be ≥ 0, got {self.hub_exit_wait_s}")
         if not self.log_every_s >= 0:
             raise ValueError(f"log_every_s must be ≥ 0, got {self.log_every_s}")
         if self.total_steps is None:

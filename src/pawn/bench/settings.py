@@ -10,10 +10,11 @@ the pretraining one, read from :class:`~pawn.settings.PretrainConfig`'s defaults
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from pawn.config import NAMED_CONFIGS, SUPERNETS, ModelConfig
 from pawn.settings import LAPTOP_PRESET, PretrainConfig, _Settings
@@ -83,6 +84,11 @@ class BenchSettings(_Settings):
     adapt_strategies: tuple[str, ...] = Field(("lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze"), description="Adapter strategies the adapt section times against full fine-tuning (repeatable).")
     quick: bool = Field(False, description="Every section at tiny sizes (a smoke run).")
     seed: int = Field(0, description="Game stream seed of the train-step and data sections.")
+    only: Annotated[Optional[tuple[str, ...]], NoDecode] = Field(
+        None, description="Run only these sections (repeatable or comma list): memory, engine, step, mfu, data, concurrency, "
+                          "eval, decode, adapt. Default: all.", json_schema_extra={"flag": "--only", "repeatable": True})
+    json_out: Optional[Path] = Field(None, description="Write every figure and the exact settings to this JSON file.",
+                                     json_schema_extra={"flag": "--json"})
 
     @model_validator(mode="before")
     @classmethod
@@ -111,6 +117,21 @@ class BenchSettings(_Settings):
         if isinstance(v, str):
             v = [v]
         return resolve_pgn_files([Path(p) for p in v]) if v else ()
+
+    @field_validator("only", mode="before")
+    @classmethod
+    def _sections(cls, v: Any) -> Any:
+        """``--only`` values (repeated flags, comma lists, a config-file list or a comma string)
+        → the section names in run order (see :func:`pawn.bench.runner.parse_only`); None = all."""
+        from pawn.bench.runner import parse_only
+        from pawn.errors import UsageError
+
+        if v is None or v == "":
+            return None
+        try:
+            return tuple(parse_only([v] if isinstance(v, str) else [str(x) for x in v]))
+        except UsageError as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("dtype", mode="before")
     @classmethod

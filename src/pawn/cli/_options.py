@@ -87,23 +87,34 @@ def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> 
     """One keyword parameter per model field, default ``None`` (= not given on the command line,
     so environment, config file and defaults apply in that order). Each help text ends with the
     field's default (and the laptop preset's, where it differs) and its environment variable.
-    Fields named in ``exclude`` get no flag (the command sets them from its own options)."""
+    Fields named in ``exclude`` get no flag (the command sets them from its own options).
+
+    Shared field groups (a base class with ``cli_fields_last = True``, e.g.
+    :class:`pawn.settings.RunOutputSettings`) come after the command's own fields, and a
+    model's ``field_help`` dict replaces the description of such an inherited field."""
     env_prefix = model.model_config.get("env_prefix", "PAWN_")
     preset = LAPTOP_PRESET if model is PretrainConfig else {}
+    field_help = getattr(model, "field_help", {})
+    shared = {n for base in model.__mro__[1:] if vars(base).get("cli_fields_last") for n in base.model_fields}
+    fields = sorted(model.model_fields.items(), key=lambda kv: kv[0] in shared)  # stable: declaration order within each part
     params = []
-    for name, f in model.model_fields.items():
+    for name, f in fields:
         if name in exclude:
             continue
-        # A comma-list field (``Annotated[list[...], NoDecode]`` with a splitting validator) takes one string.
-        typ = str if any(m is NoDecode or isinstance(m, NoDecode) for m in f.metadata) else _cli_type(f.annotation)
+        cli = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        # A comma-list field (``Annotated[list[...], NoDecode]`` with a splitting validator) takes one string,
+        # or with ``json_schema_extra={"repeatable": True}`` a repeatable flag (each value may be a comma list).
+        if any(m is NoDecode or isinstance(m, NoDecode) for m in f.metadata):
+            typ = list[str] if cli.get("repeatable") else str
+        else:
+            typ = _cli_type(f.annotation)
         choices = _literal_choices(f.annotation)
         extra = f" One of: {', '.join(map(str, choices))}." if choices else ""
         default = "" if f.is_required() or f.default is None else f" [default: {f.default}]"
         if name in preset:
             default += f" (tiny supernet and toy model: {preset[name]})"
         # Escaped: Typer renders help as rich markup, which silently drops ``[default: …]``.
-        help_text = rich_escape(f"{f.description or ''}{extra}{default} Env: {env_prefix}{name.upper()}.")
-        cli = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        help_text = rich_escape(f"{field_help.get(name, f.description) or ''}{extra}{default} Env: {env_prefix}{name.upper()}.")
         flag = cli.get("flag") or ("--" + name.replace("_", "-") + (f"/--no-{name.replace('_', '-')}" if typ is bool else ""))
         callback = _CALLBACKS[cli["callback"]] if "callback" in cli else None
         opt = typer.Option(None, flag, help=help_text.strip(), show_default=False, callback=callback, **_range(f.metadata, typ))

@@ -4,12 +4,10 @@ command's) → :func:`pawn.bench.run_bench` → :func:`pawn.bench.print_report` 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Optional
 
 from pawn.bench.settings import BenchSettings
 from pawn.cli._errors import fail
-from pawn.cli._options import flag, settings_command
+from pawn.cli._options import settings_command
 from pawn.cli._output import check_outputs, heartbeat, write_json
 
 DOC = """Measure where time goes: compiled train-step memory (XLA memory analysis, per remat mode, and
@@ -27,11 +25,12 @@ Every setting can also come from a PAWN_BENCH_<NAME> environment variable or a -
 precedence: command line > environment > config file > --quick > defaults."""
 
 
-def bench_cmd(s: BenchSettings, only: Optional[list[str]], json_out: Optional[Path]) -> None:
+def bench_cmd(s: BenchSettings) -> None:
     from pawn import bench
     from pawn.progress import format_duration, output_console
 
-    sections = bench.parse_only(only)
+    sections = bench.parse_only(s.only)
+    json_out = s.json_out
     if "concurrency" in sections:  # child processes share an accelerator: don't grab 75 % of its memory
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     console, err = output_console(), output_console(stderr=True)
@@ -61,12 +60,8 @@ def bench_cmd(s: BenchSettings, only: Optional[list[str]], json_out: Optional[Pa
     write_json(json_out, report.to_dict())
 
 
-def _command(s: BenchSettings, only=None, json_out=None) -> None:
-    bench_cmd(s, only, json_out)
+def _command(s: BenchSettings) -> None:
+    bench_cmd(s)
 
 
-bench_command = settings_command(
-    BenchSettings, _command, doc=DOC, 
-    after=[flag("only", Optional[list[str]], None, "--only", help="Run only these sections (repeatable or comma list): memory, engine, "
-                "step, mfu, data, concurrency, eval, decode. Default: all."),
-           flag("json_out", Optional[Path], None, "--json", help="Write every figure and the exact settings to this JSON file.")])
+bench_command = settings_command(BenchSettings, _command, doc=DOC)

@@ -379,7 +379,8 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         log: one-line status messages (parameter count, data, resume, early stop).
         progress: show a progress bar / plain progress lines.
         install_signal_handlers: SIGTERM/SIGINT finish the chunk, checkpoint and stop
-            (``reason = "sigterm"``; exit 0 from the CLI).
+            (``reason = "sigterm"``; exit 0 from the CLI); installed on entry, so a signal during
+            the setup stops after the first chunk the same way.
         overwrite: ``--out`` may hold another run, which is moved aside.
         hooks: extra :class:`~pawn.train.run.Hook` objects, run after the built-in ones (which
             have set ``ctx.val``, saved the best checkpoint and applied patience) and before the
@@ -399,6 +400,21 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         pawn.errors.DataError / UsageError: the data (no games left, bad steps_per_epoch).
         AdapterConfigError: strategy settings that do not fit the backbone.
     """
+    # The handlers go in before the slow setup (backbone load, data cache build, step-0
+    # validation, compile): a signal there stops after the first chunk with a checkpoint, as a
+    # later one does, instead of killing the process (exit 143).
+    stop = StopFlag(install_signal_handlers)
+    try:
+        return _run_adapt(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks,
+                          build_model=build_model, resolve_backbone=resolve_backbone)
+    finally:
+        stop.restore()
+
+
+def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
+               hooks: Sequence[Hook], build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]],
+               resolve_backbone: Optional[Callable[[str], str]]) -> AdaptResult:
+    """:func:`run_adapt` with its :class:`~pawn.train.lifecycle.StopFlag` already installed."""
     from pawn.adapters import build_adapted, count_params, get_strategy
     from pawn.adapters import rosa
     from pawn.adapters.io import save_adapter
@@ -525,6 +541,7 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         log(f"resuming from {resume_la.path} at step {start} (epoch {start // spe}, batch {start % spe})")
     if start % K:
         raise TrainingError(f"resume step {start} is not a multiple of steps_per_chunk ({K})")
+    fresh = resume_la is None  # only a fresh run validates at step 0: a resume keeps the step-0 record it has
     del resume_la
 
     # ---- run directory
@@ -557,7 +574,7 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
                              steps_per_chunk=K, n_train_games=len(corpus.train), n_val_games=len(corpus.val),
                              val_from=corpus.val_from, data_seed=data_seed, backend=jax.default_backend(),
                              jax_version=jax.__version__)
-        if start == 0 and rosa_resume is None and run.logger:  # baseline validation before the first step (spec §5)
+        if fresh and run.logger:  # baseline validation before the first step (spec §5)
             t = time.perf_counter()
             baseline = {**validator(eqx.combine(state.model, frozen), val_batches), "epoch": -1,
                         **{f"weights/{k}": v for k, v in model.weight_report().items()}}
@@ -597,7 +614,6 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
 
     checkpointer = Checkpointer(run.checkpoints, write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
                                 best=best_path if best_path.is_dir() else None)
-    stop = StopFlag(install_signal_handlers)
     if rosa.is_phased(model) and model.adapter.phase == rosa.PHASE_WARMUP:
         # RoSA phases 1-2 (spec §4.6) on the same Trainer, with their own step counter; then the main phase from step 0.
         warm_src = GameBatches(corpus.train, cfg.layout, cfg.seq_len, cfg.batch_size, warmup_data_seed(data_seed),

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Optional
+from typing import Annotated, Any, Callable, ClassVar, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from pawn.data.layout import Layout
 from pawn.schedules import Schedule, build_schedule
-from pawn.settings import CommandSettings
+from pawn.settings import RunOutputSettings
 from pawn.vocab import MAX_SEQ_LEN
 
 DEFAULT_DATA = "thomas-schweich/pawn-lichess-full"
@@ -46,7 +46,7 @@ def _names(v: Any) -> Any:
     return tuple(v)
 
 
-class AdaptSettings(CommandSettings):
+class AdaptSettings(RunOutputSettings):
     """Configuration of ``pawn adapt`` (spec §3 AdapterConfig, v1 names canonical; §5 training).
 
     Defaults decided here: AdamW with v1's library betas (0.9, 0.999), weight decay 0 and clip 1.0
@@ -55,7 +55,19 @@ class AdaptSettings(CommandSettings):
     128 and 512-ply sequences: pass them); ``val_games 50,000`` (spec); K (``steps_per_chunk``)
     = the largest divisor ≤ 32 of gcd(steps_per_epoch, eval_interval, checkpoint_interval).
     ``steps_per_epoch`` unset = ``"all"`` (``n_train // batch_size``).
+
+    The logging sinks and the Hub push (``tensorboard``, ``wandb*``, ``push_to_hub``, ``hub_*``)
+    are :class:`pawn.settings.RunOutputSettings`'s, as for ``pawn pretrain``.
     """
+
+    field_help: ClassVar[dict[str, str]] = {
+        "tensorboard": "Also write TensorBoard event files (pawn[tensorboard]).",
+        "wandb": "Also log to Weights & Biases (pawn[wandb]).",
+        "wandb_mode": "W&B mode.",
+        "push_to_hub": "Push every checkpoint (adapter weights, model card) to this Hugging Face model repo (owner/name; created "
+                       "if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused "
+                       "at start with HF_HUB_OFFLINE=1.",
+    }
 
     # ------------------------------------------------------------------ backbone and strategy
     backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).")
@@ -131,25 +143,6 @@ class AdaptSettings(CommandSettings):
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
     pause_after_steps: Optional[int] = Field(None, ge=1, description="Checkpoint and stop once this many steps are done (resume later).")
     log_every_s: float = Field(30.0, ge=0, description="When the output is not a terminal: seconds between plain progress lines.")
-    tensorboard: bool = Field(False, description="Also write TensorBoard event files (pawn[tensorboard]).")
-    wandb: bool = Field(False, description="Also log to Weights & Biases (pawn[wandb]).")
-    wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.")
-    wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode.")
-    # Hugging Face Hub push (pawn.hub; spec training-and-adapters.md §1.11), as for pawn pretrain
-    push_to_hub: Optional[str] = Field(None, description="Push every checkpoint (adapter weights, model card) to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
-    hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.")
-    hub_private: bool = Field(False, description="Create the --push-to-hub repo private (an existing repo keeps its visibility).")
-    hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes; the rest are reported as not pushed.")
-
-    @field_validator("push_to_hub")
-    @classmethod
-    def _repo_id(cls, v: Optional[str]) -> Optional[str]:
-        """``owner/name`` (see :func:`pawn.hub.push.check_repo_id`)."""
-        if v is not None:
-            from pawn.hub.push import check_repo_id
-
-            check_repo_id(v)
-        return v
 
     _split_layers = field_validator("adapter_layers", "film_layers", "unfreeze_layers", "bottleneck_layers", mode="before")(classmethod(lambda cls, v: _layers(v)))
     _split_names = field_validator("lora_targets", "sparse_targets", mode="before")(classmethod(lambda cls, v: _names(v)))
