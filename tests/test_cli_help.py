@@ -33,3 +33,10 @@ def test_command_descriptions_are_reflowed():
     line = next(ln for ln in out.splitlines() if "probe" in ln and "linear probes" in ln)
     assert "best layer per probe" in line, out
     assert re.search(r"argmax over all 1,980 tokens", _help("eval"))
+
+
+def test_command_descriptions_keep_square_brackets():
+    """Typer renders help as rich markup: ``pawn[tensorboard]`` in pretrain's description once
+    printed as ``pawn`` (the bracket read as a style tag)."""
+    text = " ".join(_help("pretrain").split())
+    assert "(extras pawn[tensorboard], pawn[wandb])" in text

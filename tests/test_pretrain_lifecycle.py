@@ -472,3 +472,33 @@ def test_prepend_outcome_pretrains_end_to_end_and_runs_the_five_outcome_diagnost
     for task in ("impossible_task", "improbable_task"):
         for scenario, m in res[task].items():
             assert "_skipped" not in m and m["n_games"] >= 1, (task, scenario)
+
+
+def test_sigterm_during_setup_checkpoints_after_the_first_chunk(tmp_path):
+    """A SIGTERM that arrives during the setup (here: with the first log line, before the run's
+    summary and the compiled chunk) stops like a later one: the first chunk finishes, a
+    checkpoint is written and the run ends with reason "sigterm" (once the default handler
+    killed the process: exit 143 / -15)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    script = f"""
+import os, signal
+from pawn.settings import PretrainConfig
+from pawn.train.pretrain import run_pretrain
+sent = []
+def log(m):
+    if not sent:
+        sent.append(m)
+        os.kill(os.getpid(), signal.SIGTERM)
+cfg = PretrainConfig.load(variant="toy", total_steps=6, steps_per_chunk=2, batch_size=4, seq_len=32, val_games=0,
+                          checkpoint_every=6, out={str(out)!r})
+r = run_pretrain(cfg, log=log, progress=False)
+print("RESULT", r.reason, r.step)
+"""
+    p = subprocess.run([sys.executable, "-c", script], env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"},
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert "RESULT sigterm 2" in p.stdout and "SIGTERM: stopping after this chunk" in p.stderr
+    assert json.loads((out / "checkpoints" / "step_00000002" / "training_state.json").read_text())["step"] == 2

@@ -147,7 +147,7 @@ def settings_command(model: type, body: Callable[..., None], *, doc: str, before
                                   "precedence: command line > environment > file > defaults."),
     )
     command.__signature__ = inspect.Signature([*before, config_param, *after, *settings_parameters(model, exclude)])  # type: ignore[attr-defined]
-    command.__doc__ = doc
+    command.__doc__ = rich_escape(doc)  # literal text: Typer renders help as rich markup, where pawn[wandb] would vanish
     command.__name__ = getattr(body, "__name__", "command")
     return command
 

@@ -275,7 +275,8 @@ def run_pretrain(
         progress: show progress (step, loss, tokens/s, ETA): a rich bar in a terminal, else a
             plain line every ``cfg.log_every_s`` seconds (:class:`pawn.progress.ProgressReporter`).
         install_signal_handlers: SIGTERM/SIGINT finish the chunk, checkpoint and stop (a second
-            SIGINT stops at once, see :class:`pawn.train.lifecycle.StopFlag`).
+            SIGINT stops at once, see :class:`pawn.train.lifecycle.StopFlag`); installed on entry,
+            so a signal during the setup stops after the first chunk the same way.
         overwrite: ``--out`` may hold another run, which is moved aside (never deleted) before
             this one writes (:mod:`pawn.train.rundir`).
         hooks: extra :class:`~pawn.train.run.Hook` objects, called after each chunk once the
@@ -311,6 +312,19 @@ def run_pretrain(
             or a NaN/Inf loss (no checkpoint is written from non-finite weights). Every message
             is one line.
     """
+    # The handlers go in before the slow setup (memory check compile, corpus build, validation
+    # games): a signal there stops after the first chunk with a checkpoint, as a later one does,
+    # instead of killing the process (exit 143).
+    stop = StopFlag(install_signal_handlers)
+    try:
+        return _run_pretrain(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks)
+    finally:
+        stop.restore()
+
+
+def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
+                  hooks: Sequence[Hook]) -> PretrainResult:
+    """:func:`run_pretrain`'s body, with ``stop`` (the signal flag) already installed."""
     given_resume = cfg.resume
     maybe_initialize_distributed(cfg.distributed_timeout_s)
     cfg, resume_ck = _resolve_resume(cfg, log)
@@ -385,7 +399,6 @@ def run_pretrain(
         raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
 
     state = program.place_state(state)
-    stop = StopFlag(install_signal_handlers)
     if es.exhausted:  # resuming a run that early stopping already ended
         log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience}); "
             "raise --patience to continue it")
