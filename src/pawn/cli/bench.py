@@ -14,8 +14,9 @@ from pawn.cli._output import check_outputs, heartbeat, write_json
 
 DOC = """Measure where time goes: compiled train-step memory (XLA memory analysis, per remat mode, and
 whether it fits 80 GB and 141 GB devices), engine games/s, train step (eager, jit, lax.scan
-chunk), MFU, the data path, concurrent training processes, teacher-forced evaluation and
-KV-cache decoding.
+chunk), MFU, the data path, concurrent training processes, teacher-forced evaluation,
+KV-cache decoding, adapter training and trials/hour of vmapped populations against sequential
+trials.
 
 Sections that run the train step first check its compiled memory against this device and
 refuse in one line, with the flags that would fit, instead of running out of memory.
@@ -68,5 +69,5 @@ def _command(s: BenchSettings, only=None, json_out=None) -> None:
 bench_command = settings_command(
     BenchSettings, _command, doc=DOC, 
     after=[flag("only", Optional[list[str]], None, "--only", help="Run only these sections (repeatable or comma list): memory, engine, "
-                "step, mfu, data, concurrency, eval, decode. Default: all."),
+                "step, mfu, data, concurrency, eval, decode, adapt, population. Default: all."),
            flag("json_out", Optional[Path], None, "--json", help="Write every figure and the exact settings to this JSON file.")])
