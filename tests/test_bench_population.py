@@ -47,11 +47,13 @@ def test_population_settings_flags_env_quick_and_section_selection(monkeypatch):
     assert r.exit_code == 2 and "population_steps" in r.output and "Traceback" not in r.output
 
 
-def test_population_section_runs_both_run_types_and_writes_its_json(tmp_path, shared_data, monkeypatch):
+@pytest.mark.parametrize("end_to_end", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_population_section_runs_both_run_types_and_writes_its_json(tmp_path, shared_data, monkeypatch, end_to_end):
     monkeypatch.setenv("PAWN_SHARED_DIR", str(shared_data.parent))
     out = tmp_path / "bench.json"
+    e2e = "--population-end-to-end" if end_to_end else "--no-population-end-to-end"
     r = CliRunner().invoke(app, ["bench", "--only", "population", "--quick", "--repeats", "1", "--steps-per-chunk", "1",
-                                 "--population-steps", "2", "--population-val-games", "4", "--json", str(out)])
+                                 "--population-steps", "2", "--population-val-games", "4", e2e, "--json", str(out)])
     assert r.exit_code == 0, r.output
     assert "population of 2 (one vmapped program)" in r.output and "adapter (lora)" in r.output  # the table
     rep = json.loads(out.read_text())
@@ -59,8 +61,8 @@ def test_population_section_runs_both_run_types_and_writes_its_json(tmp_path, sh
     p = rep["population"]
     assert (p["population_size"], p["steps_per_trial"], p["strategy"]) == (2, 2, "lora")
     assert p["train_games"] > 1000  # the shared Lichess games, not the engine fallback
-    assert [(x["run_type"], x["row"]) for x in p["rows"]] == [("pretrain", "step"), ("pretrain", "end_to_end"),
-                                                              ("adapt", "step"), ("adapt", "end_to_end")]
+    rows = [("pretrain", "step"), ("pretrain", "end_to_end"), ("adapt", "step"), ("adapt", "end_to_end")]
+    assert [(x["run_type"], x["row"]) for x in p["rows"]] == [x for x in rows if end_to_end or x[1] == "step"]
     for x in p["rows"]:
         P, steps = 2, 2
         assert x["trial_steps"] == (P * 1 if x["row"] == "step" else P * steps)
