@@ -1,5 +1,5 @@
 """``pawn bench``: where the time goes — compiled memory, engine, train step, MFU, data path,
-concurrency, eval, decode, adapter training (spec ``eval-probe-generate-sweep-bench.md`` §7).
+concurrency, eval, decode, adapter training, vmapped populations against sequential trials (spec ``eval-probe-generate-sweep-bench.md`` §7).
 
 One module per section (:mod:`~pawn.bench.memory`, :mod:`~pawn.bench.engine` with its child
 process :mod:`~pawn.bench.engine_child`, :mod:`~pawn.bench.step`, :mod:`~pawn.bench.mfu`,
@@ -23,6 +23,7 @@ from pawn.bench.decode import bench_decode, decode_step_timing
 from pawn.bench.engine import bench_engine, resolve_pgn_files
 from pawn.bench.evaluation import bench_eval
 from pawn.bench.memory import bench_memory
+from pawn.bench.population import bench_population
 from pawn.bench.mfu import (FLOPS_FORMULA, GPU_PEAKS, PEAK_SOURCE, bench_mfu, lookup_gpu_peak, measure_matmul_peak,
                             step_flops_per_token)
 from pawn.bench.records import Measurement, to_json
@@ -37,7 +38,7 @@ from pawn.config import flops_per_token
 __all__ = [
     "BenchReport", "BenchSettings", "FLOPS_FORMULA", "GPU_PEAKS", "METRICS", "Measurement", "PEAK_SOURCE", "QUICK_PRESET",
     "REFERENCE_MACHINE", "REFERENCE_SECTION_S", "SECTIONS", "StepSetup", "bench_adapt", "bench_concurrency", "bench_data", "bench_decode",
-    "bench_engine", "bench_eval", "bench_memory", "bench_mfu", "bench_step", "common_window_rate", "decode_step_timing",
+    "bench_engine", "bench_eval", "bench_memory", "bench_mfu", "bench_population", "bench_step", "common_window_rate", "decode_step_timing",
     "estimate_line", "estimate_seconds", "flops_per_token", "fresh_state", "header", "lookup_gpu_peak", "make_setup",
     "measure_matmul_peak", "parse_only", "per_repetition_rates", "pretrain_optimizer", "print_report", "rates",
     "resolve_pgn_files", "run_bench", "step_flops_per_token", "time_call", "timing_stats", "to_json",

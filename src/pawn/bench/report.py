@@ -195,9 +195,15 @@ def _adapt(r) -> TableView:
     return adapt_view(r)
 
 
+def _population(r) -> TableView:
+    from pawn.bench.population import population_view  # the section module lays out its own record
+
+    return population_view(r)
+
+
 VIEWS: dict[str, Callable[[Any], TableView]] = {
     "memory": _memory, "engine": _engine, "step": _step, "mfu": _mfu, "data": _data, "concurrency": _concurrency,
-    "eval": _eval, "decode": _decode, "adapt": _adapt}
+    "eval": _eval, "decode": _decode, "adapt": _adapt, "population": _population}
 """Section name → the function that lays out its record as a :class:`TableView`."""
 
 

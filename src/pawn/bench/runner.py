@@ -17,7 +17,7 @@ from pawn.bench.records import to_json
 from pawn.bench.settings import BenchSettings
 from pawn.config import flops_per_token
 
-SECTIONS: tuple[str, ...] = ("memory", "engine", "step", "mfu", "data", "concurrency", "eval", "decode", "adapt")
+SECTIONS: tuple[str, ...] = ("memory", "engine", "step", "mfu", "data", "concurrency", "eval", "decode", "adapt", "population")
 """Section names accepted by ``--only``, in run order. Section ``x`` runs ``pawn.bench.bench_x``."""
 
 SHARED_SETUP = ("step", "mfu", "data")
@@ -177,6 +177,7 @@ def run_bench(
 REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
     "memory": (30.0, 60.0), "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
     "concurrency": (9.0, 46.0), "eval": (3.0, 10.0), "decode": (5.0, 60.0), "adapt": (40.0, 240.0),
+    "population": (60.0, 600.0),  # measured on the shared 2-core CPU at load ~5: quick ~100 s, default ~20 min
 }
 REFERENCE_MACHINE = "a 2-core CPU"
 """Where :data:`REFERENCE_SECTION_S` was measured."""
@@ -200,6 +201,10 @@ def _work(s: BenchSettings, name: str) -> float:
         return step * s.data_chunks
     if name == "adapt":  # one chunk per strategy (+ full fine-tuning) per repeat, plus the data-wait chunks
         return step * ((len(s.adapt_strategies) + 1) * (s.repeats + s.warmup) + s.data_chunks)
+    if name == "population":  # per run type: P sequential + 1 vmapped chunk per round (+ the first calls), and
+        # with end to end 2·P trials of population_steps steps
+        e2e = 2 * s.population_size * s.population_steps if s.population_end_to_end else 0
+        return 2 * step / s.steps_per_chunk * (2 * s.population_size * s.steps_per_chunk * (s.repeats + 1) + e2e)
     return step * s.repeats
 
 

@@ -24,7 +24,7 @@ QUICK_PRESET: dict[str, Any] = dict(
     variant="toy", supernet=None, batch_size=4, seq_len=32, steps_per_chunk=2, repeats=2, engine_games=200,
     engine_max_ply=128, mask_games=8, chess_games=2, data_chunks=2, concurrency=2, concurrency_chunks=1, decode_games=2,
     decode_len=16, decode_long_games=4, decode_long_len=24, eval_games=8, matmul_n=256,
-    adapt_strategies=("lora", "bottleneck"))
+    adapt_strategies=("lora", "bottleneck"), population_size=2, population_steps=4, population_val_games=8)
 """``--quick``: tiny sizes, every section in well under a minute on two CPU cores. Fields given
 on the command line, in the environment or in the config file win over these."""
 
@@ -82,11 +82,16 @@ class BenchSettings(_Settings):
                                        "Lichess exports; default: the random games written as PGN.", json_schema_extra={"flag": "--pgn"})
     adapt_data: Optional[str] = Field(None, description="Lichess games (PGN/parquet file or folder, Hub dataset id) of the adapt section; default the shared Lichess PGN folder.")
     adapt_strategies: tuple[str, ...] = Field(("lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze"), description="Adapter strategies the adapt section times against full fine-tuning (repeatable).")
+    population_size: int = Field(4, ge=1, description="P, trials of the population section trained as one vmapped program (and one after another).")
+    population_strategy: str = Field("lora", description="Adapter strategy of the population section's adapter trials (not the RoSA family).")
+    population_steps: int = Field(20, ge=2, description="Steps per trial of the population section (even: validation halfway and at the end); trials/hour are per this many steps.")
+    population_val_games: int = Field(32, ge=1, description="Validation games of the population section's end-to-end trials.")
+    population_end_to_end: bool = Field(True, description="The population section also times whole trials (population run vs sequential runs).")
     quick: bool = Field(False, description="Every section at tiny sizes (a smoke run).")
     seed: int = Field(0, description="Game stream seed of the train-step and data sections.")
     only: Annotated[Optional[tuple[str, ...]], NoDecode] = Field(
         None, description="Run only these sections (repeatable or comma list): memory, engine, step, mfu, data, concurrency, "
-                          "eval, decode, adapt. Default: all.", json_schema_extra={"flag": "--only", "repeatable": True})
+                          "eval, decode, adapt, population. Default: all.", json_schema_extra={"flag": "--only", "repeatable": True})
     json_out: Optional[Path] = Field(None, description="Write every figure and the exact settings to this JSON file.",
                                      json_schema_extra={"flag": "--json"})
 
@@ -147,6 +152,8 @@ class BenchSettings(_Settings):
             raise ValueError("give either --variant or --supernet, not both")
         if self.batch_size % self.accumulation_steps:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of accumulation_steps {self.accumulation_steps}")
+        if self.population_steps % 2:
+            raise ValueError(f"population_steps must be even (validation halfway and at the end), got {self.population_steps}")
         return self
 
     @classmethod

@@ -12,8 +12,9 @@ from pawn.cli._output import check_outputs, heartbeat, write_json
 
 DOC = """Measure where time goes: compiled train-step memory (XLA memory analysis, per remat mode, and
 whether it fits 80 GB and 141 GB devices), engine games/s, train step (eager, jit, lax.scan
-chunk), MFU, the data path, concurrent training processes, teacher-forced evaluation and
-KV-cache decoding.
+chunk), MFU, the data path, concurrent training processes, teacher-forced evaluation,
+KV-cache decoding, adapter training and trials/hour of vmapped populations against sequential
+trials.
 
 Sections that run the train step first check its compiled memory against this device and
 refuse in one line, with the flags that would fit, instead of running out of memory.
