@@ -4,7 +4,9 @@ directory per trial, the objective its ``val_loss`` (spec §6.1: best val loss).
 The §6.1 search spaces use v1's sweep names; :func:`adapt_fields` maps them to ``pawn adapt``'s
 settings (``rank`` → ``lora_rank``, ``targets = "qv"`` → ``lora_targets = ["q", "v"]``, ``dim`` →
 ``bottleneck_dim``, ...). The Lichess games come from the memory-mapped cache that the first trial
-builds (later trials parse nothing); the backbone checkpoint is read from disk by each trial.
+builds (later trials parse nothing); the backbone is loaded once per worker process and the
+train chunk and validation are compiled once for all trials that differ only in array-valued
+hyperparameters (:class:`pawn.train.adapt.AdaptReuse`, issue 15).
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ class AdaptTrialRunner:
             ``checkpoint``/``data``/``strategy`` and the sampled parameters.
         strategy: the §6.1 space name (``lora``, ``bottleneck``, …, ``tiny``).
         checkpoint: the backbone (directory or Hub id). data: the Lichess source.
+
+    Attributes:
+        reuse: the :class:`~pawn.train.adapt.AdaptReuse` every trial of this runner shares
+            (the loaded backbone, the compiled train chunk and validation).
     """
 
     command = "adapt"
@@ -55,6 +61,9 @@ class AdaptTrialRunner:
                  log: Callable[[str], None] = print):
         self.base, self.space_name, self.log = dict(base), strategy, log
         self.fixed = {"backbone": checkpoint, "data": data, "strategy": STRATEGY_OF_SPACE.get(strategy, strategy)}
+        from pawn.train.adapt import AdaptReuse
+
+        self.reuse = AdaptReuse()
 
     def check(self) -> None:
         """Before any trial is created: a local backbone checkpoint must load (a run directory,
@@ -66,7 +75,6 @@ class AdaptTrialRunner:
         """
         from pawn.checkpoint import is_hub_id
         from pawn.sweep.study import SweepError
-        from pawn.train.adapt import load_backbone_for
         from pawn.train.adapt_config import AdaptSettings
         from pawn.train.run import TrainingError
 
@@ -74,7 +82,7 @@ class AdaptTrialRunner:
         if is_hub_id(src) and not Path(src).exists():
             return
         try:
-            load_backbone_for(AdaptSettings.model_construct(backbone=src, variant=self.base.get("variant")))
+            self.reuse.backbone(AdaptSettings.model_construct(backbone=src, variant=self.base.get("variant")))
         except TrainingError as e:
             raise SweepError(f"--checkpoint: {e}") from None
 
@@ -95,7 +103,8 @@ class AdaptTrialRunner:
         reported = (lambda: dict(pruner.reported)) if pruner else dict
         best = (lambda: pruner.best) if pruner else (lambda: float("nan"))
         try:
-            res = run_adapt(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks)
+            res = run_adapt(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks,
+                            reuse=self.reuse)
         except PawnError as e:
             return TrialOutcome(best(), "exception", 0, Path(cfg.out), config, reported(), _one_line(e))
         err = "validation loss was not finite" if res.reason == "nonfinite_val" else None

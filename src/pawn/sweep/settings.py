@@ -43,6 +43,7 @@ class SweepSettings(CommandSettings):
     heartbeat_s: int = Field(60, ge=1, description="Seconds between a running trial's heartbeats (RDB storages).")
     grace_s: int = Field(900, ge=1, description="A trial with no heartbeat for this long (a killed worker) is marked failed and retried once; keep above the first compile time.")
     fail_running: bool = Field(False, description="At start, mark every RUNNING trial FAILED (journal storages have no heartbeat; use only when no other worker runs).")
+    compilation_cache: Optional[str] = Field(None, description="JAX persistent compilation cache directory shared by the workers and re-runs of this sweep (trials that differ only in lr, weight decay or warm-up reuse one compiled program); default OUT/jax-cache; 'none' disables it.")
     out: Path = Field(..., description="Sweep directory: the default SQLite storage, one run directory per trial, best_config.json.")
     json_out: Optional[Path] = Field(None, description="Write every trial (state, value, params, reason) to this JSON file.", json_schema_extra={"flag": "--json"})
 
@@ -53,6 +54,16 @@ class SweepSettings(CommandSettings):
         if self.grace_s <= self.heartbeat_s:
             raise ValueError(f"grace_s ({self.grace_s}) must exceed heartbeat_s ({self.heartbeat_s})")
         return self
+
+    @property
+    def compilation_cache_dir(self) -> Optional[Path]:
+        """The JAX persistent compilation cache directory: ``compilation_cache``, default
+        ``out/jax-cache``; None when it is ``none`` (disabled)."""
+        if self.compilation_cache is None:
+            return self.out / "jax-cache"
+        if self.compilation_cache.strip().lower() == "none":
+            return None
+        return Path(self.compilation_cache)
 
     @property
     def space_name(self) -> str:

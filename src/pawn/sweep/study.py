@@ -9,6 +9,7 @@ stop — works toward the same total.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -101,6 +102,45 @@ def open_study(s: SweepSettings) -> tuple[optuna.Study, str]:
     return study, url
 
 
+_CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+                  "jax_persistent_cache_min_entry_size_bytes")
+
+
+@contextlib.contextmanager
+def compilation_cache(path: Optional[Path]):
+    """Within the block, JAX's persistent compilation cache is on in ``path`` for this process:
+    every executable is written, however small or fast to compile
+    (``jax_persistent_cache_min_compile_time_secs = 0``, no minimum entry size), and read back
+    by later compilations of the same program — so sweep workers and re-runs of a sweep load
+    what an earlier trial compiled instead of compiling it again (issue 15). The previous
+    settings are restored on exit. ``None``: nothing changes.
+
+    Raises:
+        SweepError: the directory cannot be created (one line).
+    """
+    if path is None:
+        yield
+        return
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SweepError(f"--compilation-cache {path}: cannot create it ({e.strerror or e})") from None
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    before = {k: getattr(jax.config, k) for k in _CACHE_OPTIONS}
+    cc.reset_cache()  # a cache already opened (another directory, or none) is not kept
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            jax.config.update(k, v)
+        cc.reset_cache()
+
+
 def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
     """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config``.
 
@@ -179,11 +219,18 @@ def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: 
     """One worker: run trials until the study holds ``s.trials`` finished ones (or
     ``s.timeout``), each in this process. At most ``trials − finished`` attempts per call, so a
     run of failures ends (re-run to continue). KeyboardInterrupt propagates after Optuna has
-    marked the running trial FAILED.
+    marked the running trial FAILED. JAX's persistent compilation cache is on in
+    ``s.compilation_cache_dir`` meanwhile (:func:`compilation_cache`).
 
     Raises:
         SweepError, pawn.sweep.space.SpaceError, pawn.sweep.storage.StorageError: before any trial.
     """
+    with compilation_cache(s.compilation_cache_dir):
+        return _run_worker(s, log=log, runner=runner)
+
+
+def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: Optional[TrialRunner]) -> optuna.Study:
+    """:func:`run_worker` inside its compilation cache."""
     runner = runner or make_runner(s, log)
     runner_check = getattr(runner, "check", None)
     if runner_check is not None:  # a backbone every trial would fail on: one error, no trials created

@@ -9,6 +9,7 @@ between chunks.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -80,23 +81,55 @@ def scale_by_step_schedule(schedule: Schedule) -> optax.GradientTransformationEx
     count at 2^31 − 1, so a schedule driven by it would stop (or, before optax 0.2.4, go
     negative) on long runs. Stateless.
 
+    ``update(..., learning_rate=lr)`` (a float32 scalar, possibly traced) uses ``lr`` instead of
+    ``schedule(step)``: the learning rate as data of the compiled program (see
+    :attr:`TrainProgram.weight_decay`), so programs that differ only in their schedule share one
+    executable (issue 15).
+
     Raises:
-        TypeError: ``update`` called without ``step=``.
+        TypeError: ``update`` called with neither ``step=`` nor ``learning_rate=``.
     """
 
     def init_fn(params):
         del params
         return optax.EmptyState()
 
-    def update_fn(updates, state, params=None, *, step=None, **extra):
+    def update_fn(updates, state, params=None, *, step=None, learning_rate=None, **extra):
         del params, extra
-        if step is None:
+        if learning_rate is not None:
+            lr = jnp.asarray(learning_rate, jnp.float32)
+        elif step is None:
             raise TypeError("this optimizer's update needs step= (the optimizer step count) for its LR schedule")
-        s = counter_as_float(step) if getattr(step, "shape", ()) == (2,) else jnp.asarray(step, jnp.float32)
-        lr = schedule(s).astype(jnp.float32)
+        else:
+            s = counter_as_float(step) if getattr(step, "shape", ()) == (2,) else jnp.asarray(step, jnp.float32)
+            lr = schedule(s).astype(jnp.float32)
         return jax.tree_util.tree_map(lambda u: u * (-lr).astype(u.dtype), updates), state
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def add_decayed_weights(weight_decay: float) -> optax.GradientTransformationExtraArgs:
+    """``optax.add_decayed_weights(weight_decay)`` (``g + wd · p``, nothing at all for a zero
+    constant, the same empty state) whose ``update`` also takes ``weight_decay=`` (a float32
+    scalar, possibly traced) in place of the constant: the weight decay as data of the compiled
+    program (:attr:`TrainProgram.weight_decay`, issue 15).
+
+    Raises:
+        ValueError: ``update`` without ``params``.
+    """
+    base = optax.add_decayed_weights(weight_decay)
+
+    def update_fn(updates, state, params=None, *, weight_decay=None, **extra):
+        del extra
+        if weight_decay is None:
+            return base.update(updates, state, params)
+        if params is None:
+            raise ValueError("weight decay needs the parameters (update(..., params))")
+        wd = jnp.asarray(weight_decay, jnp.float32)
+        return jax.tree_util.tree_map(lambda g, p: None if g is None else g + wd * p, updates, params,
+                                      is_leaf=lambda x: x is None), state
+
+    return optax.GradientTransformationExtraArgs(base.init, update_fn)
 
 
 def make_optimizer(schedule: Schedule, *, b1: float, b2: float, weight_decay: float, max_grad_norm: float) -> optax.GradientTransformationExtraArgs:
@@ -106,13 +139,16 @@ def make_optimizer(schedule: Schedule, *, b1: float, b2: float, weight_decay: fl
     The AdamW chain is optax's own (``scale_by_adam``, ``add_decayed_weights``) with the learning
     rate applied by :func:`scale_by_step_schedule`, so ``update`` must be given ``step=`` (the
     :class:`TrainState` counter). The state has the same structure (and ``optimizer.safetensors``
-    names) as ``optax.adamw`` except that it has no schedule count.
+    names) as ``optax.adamw`` except that it has no schedule count. ``update`` may also be given
+    ``learning_rate=`` and ``weight_decay=`` (scalars, possibly traced) in place of the schedule's
+    value and the constant: :class:`TrainProgram` does so when its :attr:`~TrainProgram.weight_decay`
+    is set, which keeps both out of the compiled program (issue 15).
     """
     return optax.chain(
         optax.clip_by_global_norm(max_grad_norm),
         optax.chain(
             optax.scale_by_adam(b1=b1, b2=b2, eps=1e-8),
-            optax.add_decayed_weights(weight_decay),
+            add_decayed_weights(weight_decay),
             scale_by_step_schedule(schedule),
         ),
     )
@@ -189,6 +225,21 @@ class TrainProgram:
             with none skips its update (§1.4), and under accumulation it weights each
             micro-batch's loss and metrics by its share. None: ``batch["loss_mask"].sum()`` when
             the batch has a ``loss_mask``, else no skipping and equal micro-batch shares.
+        weight_decay: None (the default): the optimizer's constants and :attr:`schedule` are
+            compiled into the chunk, as any optax optimizer's are. A float (the weight decay the
+            optimizer was built with; the optimizer must be :func:`make_optimizer`'s):
+            hyperparameters as data (issue 15) — the compiled chunk takes each step's learning
+            rate (float32 [K], :attr:`schedule` evaluated on the host side by a small jitted
+            function, bit-identical to the in-graph value) and the weight decay (float32 scalar)
+            as arguments, so programs that differ only in peak lr, warm-up, schedule shape or
+            weight decay run the same executable (:meth:`with_hyperparams` shares it in a
+            process; JAX's persistent compilation cache across processes). The learning rates
+            are bit-identical to the in-graph schedule's; updates equal the default program's
+            up to float rounding (XLA fuses compiled-in constants differently: last-bit
+            differences were measured with a warm-up and weight decay), so ``pawn pretrain`` and
+            ``pawn adapt`` keep the default and sweeps opt in. A zero weight decay is compiled
+            out as in the default (``g + 0·p`` could flip the sign of a zero), so zero and
+            non-zero decays are two programs.
 
     The trainable/frozen split (adapters, §5) is carried by the arguments, not the program:
     :class:`TrainState` holds only the trainable half (:func:`init_partitioned_state`), and the
@@ -209,20 +260,78 @@ class TrainProgram:
     accumulation_steps: int = 1
     loss_fn: Optional[Callable[[Any, dict[str, jax.Array]], tuple[jax.Array, dict[str, jax.Array]]]] = None
     count_fn: Optional[Callable[[dict[str, jax.Array]], jax.Array]] = None
+    weight_decay: Optional[float] = None
 
     def __post_init__(self):
         self.variants = tuple(self.variants)
         self.remat = remat_mode(self.remat)
         if self.accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be ≥ 1, got {self.accumulation_steps}")
+        if self.weight_decay is not None:
+            self.weight_decay = float(self.weight_decay)
         self._jit = self._make_jit()
         self._compiled: dict = {}
+        self._lr_fn = None
+
+    @property
+    def hyperparams_as_data(self) -> bool:
+        """Whether the learning rate and weight decay are arguments of the compiled chunk
+        (:attr:`weight_decay` set) rather than constants in it."""
+        return self.weight_decay is not None
 
     def _make_jit(self):
-        def chunk_fn(state, chunk, frozen):  # a fresh function: its own trace cache
-            return self._chunk_impl(state, chunk, frozen)
+        if self.hyperparams_as_data:
+            def chunk_fn(state, chunk, frozen, hparams):  # a fresh function: its own trace cache
+                return self._chunk_impl(state, chunk, frozen, hparams)
+        else:
+            def chunk_fn(state, chunk, frozen):  # a fresh function: its own trace cache
+                return self._chunk_impl(state, chunk, frozen)
 
         return jax.jit(chunk_fn, donate_argnums=(0, 1))
+
+    def with_hyperparams(self, schedule: Schedule, weight_decay: float) -> "TrainProgram":
+        """This program with another learning-rate schedule and weight decay, sharing its jitted
+        chunk (hence its trace and executable cache: no new compilation for the same shapes).
+
+        Only for a program with :attr:`hyperparams_as_data`; the returned program's optimizer
+        is this one's, whose own schedule and decay constant the chunk no longer reads.
+
+        Raises:
+            ValueError: this program compiles its hyperparameters in (``weight_decay`` None), or
+                ``weight_decay`` is zero where this program's is not, or the reverse (a zero
+                decay is compiled out: build a new program).
+        """
+        if not self.hyperparams_as_data:
+            raise ValueError("with_hyperparams needs a program with hyperparameters as data (weight_decay set)")
+        if (float(weight_decay) == 0.0) != (self.weight_decay == 0.0):
+            raise ValueError(f"weight decay {weight_decay} and {self.weight_decay}: a zero decay is compiled out, "
+                             "so one of zero and one non-zero need two programs")
+        other = copy.copy(self)
+        other.schedule, other.weight_decay = schedule, float(weight_decay)
+        other._compiled = dict(self._compiled)
+        other._lr_fn = None
+        return other
+
+    def hyperparams(self, step: int, k: int) -> dict[str, jax.Array]:
+        """The data-hyperparameters of the K-step chunk starting at optimizer step ``step``:
+        ``learning_rate`` float32 [K] (:attr:`schedule` at steps ``step … step+K−1``, evaluated
+        on the same float32 step as the in-graph schedule) and, for a non-zero decay,
+        ``weight_decay`` float32 []; replicated over the mesh.
+
+        Raises:
+            ValueError: a program without :attr:`hyperparams_as_data`.
+        """
+        if not self.hyperparams_as_data:
+            raise ValueError("this program compiles its hyperparameters in (weight_decay is None)")
+        if self._lr_fn is None:
+            sched = self.schedule
+            self._lr_fn = jax.jit(jax.vmap(lambda c: sched(counter_as_float(c)).astype(jnp.float32)))
+        steps = np.arange(int(step), int(step) + k, dtype=np.int64)
+        counters = np.stack([steps // STEP_BLOCK, steps % STEP_BLOCK], axis=1).astype(np.int32)
+        out = {"learning_rate": self._lr_fn(counters)}
+        if self.weight_decay != 0.0:
+            out["weight_decay"] = jnp.float32(self.weight_decay)
+        return jax.device_put(out, self.replicated)
 
     def set_remat(self, remat: bool | str) -> None:
         """Switch the rematerialisation mode (drops compiled executables)."""
@@ -323,11 +432,13 @@ class TrainProgram:
         (grads, loss, metrics), _ = jax.lax.scan(body, (zeros, jnp.float32(0.0), met0), micro)
         return loss, metrics, count, grads
 
-    def _step(self, frozen, state: TrainState, batch: dict[str, jax.Array]):
+    def _step(self, frozen, state: TrainState, batch: dict[str, jax.Array], hp: Optional[dict[str, jax.Array]] = None):
+        """One optimizer step; ``hp``: this step's data-hyperparameters (``learning_rate`` and
+        maybe ``weight_decay`` scalars) or None (the optimizer's compiled-in schedule)."""
         loss, loss_metrics, count, grads = self._loss_metrics_grads(state.model, frozen, batch)
         grad_norm = optax.tree.norm(grads)
         params = eqx.filter(state.model, eqx.is_array)
-        updates, new_opt = self.optimizer.update(grads, state.opt_state, params, step=state.step)
+        updates, new_opt = self.optimizer.update(grads, state.opt_state, params, step=state.step, **(hp or {}))
         new_model = eqx.apply_updates(state.model, updates)
         if count is None:
             model, opt_state = eqx.filter(new_model, eqx.is_array), new_opt
@@ -342,13 +453,22 @@ class TrainProgram:
             "loss": loss,
             "grad_norm": grad_norm,
             "n_supervised": count,
-            "lr": self.schedule(counter_as_float(state.step)).astype(jnp.float32),
+            "lr": (self.schedule(counter_as_float(state.step)).astype(jnp.float32) if hp is None
+                   else hp["learning_rate"]),
             **loss_metrics,
         }
         return TrainState(model, opt_state, _counter_increment(state.step)), metrics
 
-    def _chunk_impl(self, state: TrainState, chunk: dict[str, jax.Array], frozen=None):
-        return jax.lax.scan(lambda s, b: self._step(frozen, s, b), state, chunk)
+    def _chunk_impl(self, state: TrainState, chunk: dict[str, jax.Array], frozen=None, hparams=None):
+        if hparams is None:
+            return jax.lax.scan(lambda s, b: self._step(frozen, s, b), state, chunk)
+        wd = {"weight_decay": hparams["weight_decay"]} if "weight_decay" in hparams else {}
+
+        def body(s, xs):
+            b, lr = xs
+            return self._step(frozen, s, b, {"learning_rate": lr, **wd})
+
+        return jax.lax.scan(body, state, (chunk, hparams["learning_rate"]))
 
     def abstract_chunk(self, k: int, batch_size: int, seq_len: int) -> dict[str, jax.ShapeDtypeStruct]:
         """Shapes, dtypes and shardings of a chunk [K, B, T] as :meth:`place_chunk` makes it
@@ -370,10 +490,17 @@ class TrainProgram:
         st = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), state)
         fr = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), frozen)
         ch = {n: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self._sharding_for(len(a.shape))) for n, a in chunk.items()}
+        args = (st, ch, fr)
+        if self.hyperparams_as_data:
+            k = next(iter(ch.values())).shape[0]
+            hp = {"learning_rate": jax.ShapeDtypeStruct((k,), jnp.float32, sharding=self.replicated)}
+            if self.weight_decay != 0.0:
+                hp["weight_decay"] = jax.ShapeDtypeStruct((), jnp.float32, sharding=self.replicated)
+            args = (*args, hp)
         with warnings.catch_warnings():
             # The chunk's int/bool inputs are donated but have no same-shaped output to reuse.
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            compiled = self._jit.lower(st, ch, fr).compile()
+            compiled = self._jit.lower(*args).compile()
         self._compiled[self._signature(ch)] = compiled
         return compiled
 
@@ -382,13 +509,18 @@ class TrainProgram:
         do not use them afterwards; ``frozen`` (the frozen half of a partitioned model, placed
         with :meth:`place_frozen`; None when everything is trained) is not donated and is reused
         across chunks. Returns the new state and metrics stacked [K] (``n_supervised`` is −1 when
-        the program has no count, see ``count_fn``)."""
+        the program has no count, see ``count_fn``). With :attr:`hyperparams_as_data` the
+        chunk's learning rates are computed from the state's step counter (read to the host)."""
+        args = (state, chunk, frozen)
+        if self.hyperparams_as_data:
+            step = state.step.addressable_data(0) if hasattr(state.step, "addressable_data") else state.step
+            args = (*args, self.hyperparams(counter_value(step), next(iter(chunk.values())).shape[0]))
         compiled = self._compiled.get(self._signature(chunk))
         if compiled is not None:
-            return compiled(state, chunk, frozen)
+            return compiled(*args)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            return self._jit(state, chunk, frozen)
+            return self._jit(*args)
 
 
 def make_mesh(devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
