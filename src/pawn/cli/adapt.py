@@ -25,22 +25,28 @@ DOC = (
 
 
 
-def strategy_report() -> TableReport:
-    """The strategy table (``--list-strategies``)."""
+def strategy_report(cfg: Optional[AdaptSettings] = None) -> TableReport:
+    """The strategy table (``--list-strategies``): what trains, the parameter formula, and the
+    adapter settings ``pawn adapt`` would use for each strategy — its defaults (e.g. bottleneck
+    ``bottleneck_dim=32``, the v2 CLI default, not the library's v1 8) overridden by the flags,
+    environment and config file of ``cfg``."""
     from pawn.adapters import strategy_table
+    from pawn.train.adapt_config import STRATEGY_SETTINGS
 
+    cfg = cfg if cfg is not None else AdaptSettings.model_construct()
     rep = TableReport("adapter strategies", [Column("strategy", justify="left"), Column("trains", justify="left"),
                                              Column("parameters", justify="left"), Column("mergeable", justify="left"),
-                                             Column("defaults", justify="left")])
+                                             Column("settings pawn adapt uses", justify="left")])
     for row in strategy_table():
+        used = STRATEGY_SETTINGS[row["name"]](cfg.model_copy(update={"strategy": row["name"]}))
         rep.add(row["name"], row["trains"], row["formula"], "yes" if row["mergeable"] else "no",
-                ", ".join(f"{k}={v}" for k, v in row["defaults"].items()))
+                ", ".join(f"{k}={v}" for k, v in used.items()))
     return rep
 
 
 def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False) -> None:
     if list_strategies:
-        Output().report(strategy_report())
+        Output().report(strategy_report(cfg))
         return
     if backbone_arg is not None:  # the positional wins over PAWN_BACKBONE and the config file
         fields = cfg.model_dump(include=cfg.user_set_fields)
