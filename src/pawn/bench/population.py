@@ -23,7 +23,10 @@ Rows:
   :func:`~pawn.sweep.population.run_pretrain_population` /
   :func:`~pawn.sweep.population.run_adapt_population` against P calls of
   :func:`~pawn.train.pretrain.run_pretrain` / :func:`~pawn.train.adapt.run_adapt` with the same
-  configs (each compiles, streams its batches, validates and checkpoints): ``--population-steps``
+  configs, as a sequential sweep runs them (each streams its batches, validates and checkpoints;
+  pretraining trials each compile, adapter trials share one
+  :class:`~pawn.train.adapt.AdaptReuse`: backbone read once, chunk and validation compiled
+  once): ``--population-steps``
   steps per trial, validation halfway and at the end; wall seconds, trials/hour = 3600·P / wall.
 
 ``ratio`` = population trials/hour over sequential trials/hour = sequential seconds over
@@ -288,7 +291,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
     from pawn.data.lichess_batches import GameBatches
     from pawn.model import PAWNModel
     from pawn.sweep.population import run_adapt_population
-    from pawn.train.adapt import BATCH_KEYS, load_backbone_for, make_adapter_loss, run_adapt
+    from pawn.train.adapt import BATCH_KEYS, AdaptReuse, load_backbone_for, make_adapter_loss, run_adapt
     from pawn.train.adapt_config import AdaptSettings
     from pawn.train.loop import TrainProgram, make_mesh, make_optimizer
 
@@ -334,9 +337,10 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
     if s.population_end_to_end:
         dumps = [c.model_dump(mode="json") for c in cfgs]
 
-        def seq():
+        def seq():  # as a sequential sweep runs its trials: one AdaptReuse (backbone read once, programs shared)
+            reuse = AdaptReuse()
             for c in cfgs:
-                run_adapt(c, log=lambda m: None, progress=False, install_signal_handlers=False)
+                run_adapt(c, log=lambda m: None, progress=False, install_signal_handlers=False, reuse=reuse)
 
         out.rows.append(_e2e_row("adapt", lambda: run_adapt_population(dumps, _reporters(P, "val_loss"), log=lambda m: None),
                                  seq, P, steps))
