@@ -203,3 +203,54 @@ def test_cli_convert_merge_writes_a_standalone_checkpoint_with_the_backbone_layo
     save_adapter(tmp_path / "film", build_adapted("film", {}, bb, jax.random.PRNGKey(0)), ref)
     r = CliRunner().invoke(app, ["convert", str(tmp_path / "film"), "--merge"])
     assert r.exit_code == 1 and r.output.count("\n") == 1 and "FiLM" in r.output and "Traceback" not in r.output
+
+
+def test_cli_convert_merge_never_replaces_what_is_not_its_own_result(tmp_path, backbone_dir):
+    """``pawn convert ADAPTER --merge -o X``: a user's directory, a file, a file on the way, a run
+    directory, a run's ``best`` symlink and another checkpoint are refused with one line and left
+    as they were; an earlier merge of the same adapter is replaced; a backbone given as the
+    adapter, and a checkpoint's config.json given as a checkpoint, are named for what they are."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    bb, ref, _ = load_backbone(backbone_dir)
+    run = tmp_path / "runs" / "a-lora"
+    save_adapter(run / "checkpoints" / "best", build_adapted("lora", {"rank": 2}, bb, jax.random.PRNGKey(0)), ref)
+    (run / "config.json").write_text("{}")
+    os.symlink(os.path.join("checkpoints", "best"), run / "best")
+    user = tmp_path / "userdir"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep me")
+    (tmp_path / "afile").write_text("mine")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    def merge(out):
+        return CliRunner().invoke(app, ["convert", str(run / "best"), "--merge", "-o", str(out)])
+
+    for out, msg in ((user, "userdir: exists and is not a PAWN checkpoint"),
+                     (tmp_path / "afile", "afile: the output exists and is not a directory"),
+                     (tmp_path / "afile" / "x", "afile is a file, not a directory"),
+                     (run, "a-lora: a run directory"),
+                     (run / "best", "best: the output is a symbolic link"),
+                     (run / "checkpoints" / "best", "holds an adapter checkpoint that is not a merge of"),
+                     (backbone_dir, "holds a checkpoint that is not a merge of")):
+        r = merge(out)
+        assert r.exit_code == 1 and msg in r.output and r.output.count("\n") == 1 and "Traceback" not in r.output, (out, r.output)
+    after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert after == before and (run / "best").is_symlink()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith((".bak", ".tmp"))]
+    first = merge(tmp_path / "merged")
+    assert first.exit_code == 0, first.output
+    stamp = (tmp_path / "merged").stat().st_ino  # the old directory lives until the new one is in place
+    again = merge(tmp_path / "merged")  # its own earlier result: replaced
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "merged").stat().st_ino != stamp
+    assert ck.load_checkpoint(tmp_path / "merged").run_config["merged_from"] == str((run / "best").resolve())
+    r = CliRunner().invoke(app, ["convert", str(backbone_dir), "--merge", "-o", str(tmp_path / "m2")])
+    assert r.exit_code == 1 and "a backbone (model) checkpoint, not an adapter checkpoint" in r.output
+    assert not (tmp_path / "m2").exists()
+    with pytest.raises(FileNotFoundError, match="config.json: is a file, not a checkpoint directory; the checkpoint is its directory"):
+        ck.load_checkpoint(backbone_dir / ck.CONFIG_FILE)

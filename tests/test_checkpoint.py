@@ -12,8 +12,11 @@ import pytest
 from pawn.checkpoint import (
     CheckpointError,
     CheckpointIntegrityError,
+    CheckpointTargetError,
     IncompleteCheckpointError,
     UnsupportedCheckpointVersionError,
+    atomic_replace_dir,
+    check_output_target,
     load_checkpoint,
     load_model,
     save_checkpoint,
@@ -143,3 +146,81 @@ def test_a_run_directory_points_to_its_checkpoints(ckpt):
     (run / "checkpoints").mkdir()
     with pytest.raises(IncompleteCheckpointError, match="run directory"):
         load_checkpoint(run)
+
+
+def _staging(tmp_path):
+    st = tmp_path / "new.tmp"
+    st.mkdir()
+    (st / "payload").write_text("new")
+    return st
+
+
+def test_atomic_replace_dir_refuses_a_file_target_before_touching_anything(tmp_path):
+    st, target = _staging(tmp_path), tmp_path / "afile"
+    target.write_text("user data")
+    with pytest.raises(CheckpointTargetError, match=r"afile: the target exists and is not a directory"):
+        atomic_replace_dir(st, target)
+    assert target.read_text() == "user data" and not (tmp_path / "afile.bak").exists()
+    assert (st / "payload").read_text() == "new"
+
+
+def test_atomic_replace_dir_refuses_a_symlink_target_or_backup(tmp_path):
+    real = tmp_path / "checkpoints" / "best"
+    real.mkdir(parents=True)
+    (real / "weights").write_text("keep")
+    link = tmp_path / "best"
+    link.symlink_to("checkpoints/best")
+    st = _staging(tmp_path)
+    with pytest.raises(CheckpointTargetError, match="best: the target is a symbolic link"):
+        atomic_replace_dir(st, link)
+    assert link.is_symlink() and (link / "weights").read_text() == "keep" and not (tmp_path / "best.bak").exists()
+    # a symlinked <name>.bak would be "restored" or rmtree'd: refused too
+    target = tmp_path / "out"
+    (tmp_path / "out.bak").symlink_to("checkpoints/best")
+    with pytest.raises(CheckpointTargetError, match="out.bak: its backup sibling is a symbolic link"):
+        atomic_replace_dir(st, target)
+    assert not target.exists() and (real / "weights").read_text() == "keep"
+    # a real directory target is still replaced (rename-aside)
+    target = tmp_path / "real"
+    target.mkdir()
+    (target / "old").write_text("old")
+    atomic_replace_dir(st, target)
+    assert (target / "payload").read_text() == "new" and not (target / "old").exists() and not st.exists()
+
+
+def test_save_checkpoint_under_a_file_or_over_a_symlink_changes_nothing(tmp_path):
+    model = PAWNModel(TOY, jax.random.key(0))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(CheckpointTargetError, match=r"afile is a file, not a directory"):
+        save_checkpoint(tmp_path / "afile" / "ck", model.params(), TOY)
+    assert (tmp_path / "afile").read_text() == "x"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to("elsewhere")
+    with pytest.raises(CheckpointTargetError, match="symbolic link"):
+        save_checkpoint(tmp_path / "link", model.params(), TOY)
+    assert (tmp_path / "link").is_symlink() and not any((tmp_path / "elsewhere").iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "elsewhere", "link"]  # no .tmp / .bak left
+
+
+def test_check_output_target_is_one_rule(ckpt, tmp_path):
+    _, path = ckpt  # run_config {"lr": 3e-4}: not made by pawn convert
+    assert check_output_target(tmp_path / "missing", {"converted_from": "x"}, "a conversion of x") is None
+    (tmp_path / "empty").mkdir()
+    assert check_output_target(tmp_path / "empty", {"converted_from": "x"}, "a conversion of x") is None
+    user = tmp_path / "userdir"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep")
+    with pytest.raises(CheckpointTargetError, match="userdir: exists and is not a PAWN checkpoint"):
+        check_output_target(user, {}, "a merge")
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    with pytest.raises(CheckpointTargetError, match=r"run: a run directory \(it has checkpoints\), never a valid output"):
+        check_output_target(run, {}, "a merge")
+    with pytest.raises(CheckpointTargetError, match="holds a checkpoint that is not a conversion of x .not made by pawn convert"):
+        check_output_target(path, {"converted_from": "x"}, "a conversion of x")
+    assert check_output_target(path, {"lr": 3e-4, "variant": None}, "the same") == {"lr": 3e-4}
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(CheckpointTargetError, match="afile: the output exists and is not a directory"):
+        check_output_target(tmp_path / "afile", {}, "a merge")
+    assert (user / "notes.txt").read_text() == "keep" and (tmp_path / "afile").read_text() == "x"

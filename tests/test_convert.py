@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from pawn.checkpoint import IncompatibleCheckpointError, load_checkpoint, load_model
+from pawn.checkpoint import CheckpointTargetError, IncompatibleCheckpointError, load_checkpoint, load_model
 from pawn.cli import app
 from pawn.convert import (
     PARITY_MAX_TOL,
@@ -118,7 +118,7 @@ def test_existing_foreign_output_directory_is_not_overwritten(tmp_path):
     out = tmp_path / "precious"
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
-    with pytest.raises(ConversionError, match="refusing to overwrite"):
+    with pytest.raises(CheckpointTargetError, match="refusing to overwrite"):
         convert(str(src), out)
     assert (out / "notes.txt").read_text() == "keep me"
 
@@ -168,7 +168,7 @@ def test_output_holding_another_checkpoint_is_neither_reused_nor_replaced(tmp_pa
     other = save_checkpoint(tmp_path / "trained", PAWNModel(TOY, jax.random.key(0)).params(), TOY, run_config={"lr": 1})
     src = write_v1_checkpoint(tmp_path / "v1", v1_model_config(64, 2, 1, 256))
     for force in (False, True):
-        with pytest.raises(ConversionError, match="not a conversion of"):
+        with pytest.raises(CheckpointTargetError, match="not a conversion of"):
             convert(str(src), other, force=force)
     assert load_checkpoint(other).run_config == {"lr": 1}
 
@@ -191,3 +191,17 @@ def test_cli_mistyped_local_path_names_both_readings(tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["convert", "runs/tinyy"], env={"COLUMNS": "400"})
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert "error: runs/tinyy: no such local directory (runs/ exists; did you mean runs/tiny?), and as a Hugging Face Hub id:" in r.output
+
+
+def test_cli_convert_output_file_or_symlink_is_one_line_and_untouched(tmp_path):
+    src = write_v1_checkpoint(tmp_path / "s", v1_model_config(64, 2, 1, 256))
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "notes.txt").write_text("keep")
+    (tmp_path / "link").symlink_to("real")
+    for out, msg in (("afile", "afile: the output exists and is not a directory"), ("link", "link: the output is a symbolic link")):
+        r = CliRunner().invoke(app, ["convert", str(src), "--output", str(tmp_path / out)])
+        assert r.exit_code == 1 and msg in r.output and "Traceback" not in r.output, r.output
+    assert (tmp_path / "afile").read_text() == "mine" and (tmp_path / "link").is_symlink()
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "link", "real", "s"]

@@ -57,6 +57,12 @@ class IncompatibleCheckpointError(CheckpointError):
     """The checkpoint's model cannot be used by PAWN (e.g. legacy vocabulary; spec §4.6)."""
 
 
+class CheckpointTargetError(CheckpointError):
+    """A path a checkpoint would be written to (or its ``.bak``/``.tmp`` sibling, or a parent)
+    is something this write must not replace: a file, a symbolic link, a run directory, a
+    directory that is not a PAWN checkpoint, or another checkpoint. Nothing was changed."""
+
+
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     """Hex SHA-256 of a file, streamed in 1 MiB chunks."""
     h = hashlib.sha256()
@@ -99,6 +105,15 @@ def write_manifest(directory: Path) -> dict[str, str]:
     }
     write_json(directory / MANIFEST, {"format_version": FORMAT_VERSION, "files": files})
     return files
+
+
+def not_a_checkpoint_dir(path: Path, what: str = "checkpoint") -> str:
+    """The one-line message for a ``path`` given as a checkpoint directory that is not one: a file
+    (naming the directory that holds it when that is a checkpoint) or nothing at all."""
+    if path.is_file():
+        hint = f"; the checkpoint is its directory {path.parent}" if (path.parent / MANIFEST).is_file() else ""
+        return f"{path}: is a file, not a {what} directory{hint}"
+    return f"{path}: no such {what} directory"
 
 
 def verify_manifest(directory: Path) -> dict[str, str]:
@@ -155,11 +170,105 @@ def _read_json(path: Path) -> Any:
         raise CheckpointIntegrityError(f"{path}: not valid JSON ({' '.join(str(e).split())})") from None
 
 
+def _check_replaceable(path: Path, role: str) -> None:
+    """Refuse a ``path`` that a checkpoint write would rename or delete but that is not a plain
+    directory: a symbolic link (renaming or ``rmtree`` would act on the link, not on what it
+    names) or a non-directory (a user's file). Missing is fine.
+
+    Raises:
+        CheckpointTargetError: one line naming ``path`` and its ``role`` (target, .bak, .tmp).
+    """
+    if path.is_symlink():
+        raise CheckpointTargetError(f"{path}: {role} is a symbolic link; refusing to replace it (nothing was changed)")
+    if path.exists() and not path.is_dir():
+        raise CheckpointTargetError(f"{path}: {role} exists and is not a directory; refusing to replace it (nothing was changed)")
+
+
+def _check_parent(target: Path) -> None:
+    """Refuse a ``target`` whose nearest existing ancestor is not a directory (``afile/x``).
+
+    Raises:
+        CheckpointTargetError: one line naming that ancestor.
+    """
+    for parent in target.parents:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise CheckpointTargetError(f"{target}: {parent} is a file, not a directory")
+            return
+
+
+def check_output_target(out: str | os.PathLike, made_from: dict[str, Any], what: str) -> Optional[dict]:
+    """The one rule for a command that writes a checkpoint to a path the user names
+    (``pawn convert``, ``--slice``, ``--merge``): only a free path or that command's own earlier
+    result is ever replaced; anything else is refused before any work, and nothing is changed.
+
+    Args:
+        out: the destination directory.
+        made_from: ``{run_config key: value}`` that an earlier result of the same command from
+            the same source carries (e.g. ``{"converted_from": ..., "variant": None}``); a key
+            absent from the stored run config counts as None.
+        what: how to name that result in the error (``"a conversion of SRC"``).
+
+    Returns:
+        None when ``out`` is free (missing, or an empty directory); the stored ``run_config``
+        (a dict) when ``out`` holds a complete checkpoint that matches ``made_from`` — the caller
+        reuses or replaces it as its command documents.
+
+    Raises:
+        CheckpointTargetError: one line naming ``out`` when it is a symbolic link, a file, a run
+            directory, a non-empty directory that is not a PAWN checkpoint, a checkpoint whose
+            ``config.json`` cannot be read, or a checkpoint that is not ``what``; or when a parent
+            of ``out`` is a file.
+    """
+    out = Path(out)
+    _check_parent(out)
+    _check_replaceable(out, "the output")
+    if not out.exists():
+        return None
+    from pawn.train.rundir import RUN_MARKERS
+
+    run = [m for m in RUN_MARKERS if m != CONFIG_FILE and (out / m).exists()]
+    if run:
+        raise CheckpointTargetError(f"{out}: a run directory (it has {', '.join(run)}), never a valid output; choose another --output")
+    if not (out / MANIFEST).is_file():
+        if not any(out.iterdir()):
+            return None
+        raise CheckpointTargetError(f"{out}: exists and is not a PAWN checkpoint; refusing to overwrite it (choose another --output)")
+    try:
+        cfg = _read_json(out / CONFIG_FILE)
+    except CheckpointIntegrityError:
+        cfg = None
+    if not isinstance(cfg, dict):
+        raise CheckpointTargetError(f"{out}: holds a checkpoint whose {CONFIG_FILE} cannot be read; refusing to replace it (choose another --output)")
+    rc = cfg.get("run_config") if isinstance(cfg.get("run_config"), dict) else {}
+    if any(rc.get(k) != v for k, v in made_from.items()):
+        origin = rc.get("merged_from") or rc.get("converted_from") or rc.get("supernet_checkpoint")
+        kind = "an adapter checkpoint" if isinstance(cfg.get("adapter"), dict) else "a checkpoint"
+        raise CheckpointTargetError(
+            f"{out}: holds {kind} that is not {what}"
+            f" ({'made from ' + str(origin) if origin else 'not made by pawn convert'}); refusing to replace it"
+        )
+    return rc
+
+
 def atomic_replace_dir(staging: Path, target: Path) -> None:
     """Move a finished ``staging`` directory to ``target`` with rename-aside (spec §5.5): a
     previous ``target`` is renamed to ``<target>.bak`` first and removed only after the new
-    directory is in place, so ``target`` never goes missing without a loadable copy."""
+    directory is in place, so ``target`` never goes missing without a loadable copy.
+
+    ``target`` and ``<target>.bak`` must each be missing or a real directory; anything else is
+    refused before anything is renamed or deleted.
+
+    Raises:
+        CheckpointTargetError: ``target`` or ``<target>.bak`` is a symbolic link or not a
+            directory, or ``staging`` is not a directory.
+    """
+    staging, target = Path(staging), Path(target)
     bak = target.with_name(target.name + ".bak")
+    if staging.is_symlink() or not staging.is_dir():
+        raise CheckpointTargetError(f"{staging}: staging directory is missing or not a directory")
+    _check_replaceable(target, "the target")
+    _check_replaceable(bak, "its backup sibling")
     if bak.exists() and not target.exists():
         bak.rename(target)  # an earlier swap crashed between the two renames
     if bak.exists():
@@ -240,10 +349,21 @@ def write_checkpoint_dir(path: str | os.PathLike, fill: Callable[[Path], None]) 
 
     Returns:
         The final checkpoint path.
+
+    Raises:
+        CheckpointTargetError: ``path``, ``<name>.bak`` or ``<name>.tmp`` is a symbolic link or a
+            non-directory, or a parent of ``path`` is a file; checked before anything is written.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(target.name + ".tmp")
+    _check_parent(target)
+    for p, role in ((target, "the target"), (target.with_name(target.name + ".bak"), "its backup sibling"),
+                    (staging, "its staging sibling")):
+        _check_replaceable(p, role)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointTargetError(f"{target}: cannot create {target.parent} ({e.strerror or e})") from None
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir()
@@ -326,7 +446,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
 
     d = Path(path)
     if not d.is_dir():
-        raise FileNotFoundError(f"{d}: no such checkpoint directory")
+        raise FileNotFoundError(not_a_checkpoint_dir(d))
     files = verify_manifest(d)
     for required in (MODEL_FILE, CONFIG_FILE):
         if required not in files:

@@ -41,6 +41,7 @@ import numpy as np
 from pawn.checkpoint import (
     CheckpointError,
     IncompatibleCheckpointError,
+    check_output_target,
     is_hub_id,
     load_checkpoint,
     save_checkpoint,
@@ -380,27 +381,17 @@ def convert_directory(src: Path, output: Path, source_id: Optional[str] = None) 
     return config, dmax, dmean
 
 
-def _reusable(out: Path, made_from: tuple, what: str, force: bool):
+def _reusable(out: Path, made_from: dict, what: str, force: bool):
     """The checkpoint already at ``out`` if it was made from ``made_from`` (and not ``force``);
-    None to (re)write it. Refuses to replace a directory that is not such a result."""
-    if not out.exists():
+    None to (re)write it. Everything else at ``out`` (a file, a symbolic link, a run directory,
+    a foreign directory or checkpoint) is refused by :func:`pawn.checkpoint.check_output_target`
+    before any work; a damaged earlier result of the same conversion is written again."""
+    if check_output_target(out, made_from, what) is None:
         return None
-    if not out.is_dir():
-        raise ConversionError(f"{out}: exists and is not a directory; choose another --output")
-    if not ((out / ".complete").exists() or not any(out.iterdir())):
-        raise ConversionError(f"{out}: exists and is not a PAWN checkpoint; refusing to overwrite it")
     try:
         ckpt = load_checkpoint(out)
     except (CheckpointError, FileNotFoundError):
         return None  # a damaged earlier result: write it again
-    rc = ckpt.run_config or {}
-    have = tuple(rc.get(k) for k in ("converted_from", "supernet_checkpoint", "variant"))
-    if have != made_from:
-        origin = rc.get("converted_from") or rc.get("supernet_checkpoint")
-        raise ConversionError(
-            f"{out}: holds a checkpoint that is not {what}"
-            f" ({'made from ' + origin if origin else 'not made by pawn convert'}); refusing to replace it"
-        )
     return None if force else ckpt
 
 
@@ -435,7 +426,8 @@ def convert(source: str, output: Optional[str | os.PathLike] = None, *, force: b
     else:
         src, source_id = Path(source), str(Path(source).resolve())
     out = Path(output) if output is not None else default_cache_dir() / cache_key(source, commit, ref)
-    ckpt = _reusable(out, (source_id, None, None), f"a conversion of {source}", force)
+    ckpt = _reusable(out, {"converted_from": source_id, "supernet_checkpoint": None, "variant": None, "merged_from": None},
+                     f"a conversion of {source}", force)
     if ckpt is not None:
         return ConversionResult(out, True, None, time.perf_counter() - t0, ckpt.config, commit=commit)
     config, dmax, dmean = convert_directory(src, out, source_id)
@@ -542,7 +534,8 @@ def slice_checkpoint(source: str, variant: str, output: Optional[str | os.PathLi
         raise ConversionError(f"{source}: --slice {variant!r} is not one of supernet {sup!r}'s variants {sorted(variants)}")
     source_id = snap.pinned if snap is not None else str(Path(source).resolve())
     out = Path(output) if output is not None else default_cache_dir() / f"{cache_key(source, commit, snap.ref if snap else None)}--{variant}"
-    have = _reusable(out, (None, source_id, variant), f"variant {variant} of {source}", force)
+    have = _reusable(out, {"supernet_checkpoint": source_id, "variant": variant, "merged_from": None},
+                     f"variant {variant} of {source}", force)
     if have is not None:
         return ConversionResult(out, True, None, time.perf_counter() - t0, have.config, commit=commit, variant=variant)
     vcfg = variants[variant]

@@ -27,6 +27,11 @@ def check_output_file(path: str | os.PathLike, what: str = "output") -> Path:
     p = Path(path)
     if p.is_dir():
         raise OutputPathError(f"{what} {p}: is a directory, not a file")
+    for parent in p.parents:  # mkdir would say "File exists" for a file on the way
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputPathError(f"{what} {p}: {parent} is a file, not a directory")
+            break
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         probe = _staging_name(p)

@@ -32,6 +32,7 @@ from pawn.checkpoint import (
     CheckpointIntegrityError,
     _read_json,
     _read_tensors,
+    not_a_checkpoint_dir,
     read_model_config,
     verify_manifest,
 )
@@ -221,7 +222,7 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> PAWNTor
     """
     d = Path(path)
     if not d.is_dir():
-        raise FileNotFoundError(f"{d}: no such checkpoint directory")
+        raise FileNotFoundError(not_a_checkpoint_dir(d))
     if (d / MANIFEST).exists():
         verify_manifest(d)
     cfg_json = _read_json(d / CONFIG_FILE)

@@ -221,8 +221,10 @@ def load_adapter(
     """
     d = Path(path)
     if not d.is_dir():
-        raise FileNotFoundError(f"{d}: no such adapter checkpoint directory")
+        raise FileNotFoundError(ck.not_a_checkpoint_dir(d, "adapter checkpoint"))
     files = ck.verify_manifest(d)
+    if ADAPTER_FILE not in files and ck.MODEL_FILE in files:
+        raise AdapterError(f"{d}: a backbone (model) checkpoint, not an adapter checkpoint (it has {ck.MODEL_FILE}, no {ADAPTER_FILE})")
     for required in (ADAPTER_FILE, ck.CONFIG_FILE):
         if required not in files:
             raise ck.CheckpointIntegrityError(f"{d}: {required} is missing")
@@ -306,17 +308,22 @@ def merge_adapter_checkpoint(path: str | os.PathLike, output: Optional[str | os.
 
     Args:
         path: the adapter checkpoint directory (e.g. ``RUN/best``).
-        output: destination; default the sibling ``<path name>-merged``.
+        output: destination; default the sibling ``<path name>-merged``. It must be missing, an
+            empty directory, or an earlier merge of the same adapter (its run config's
+            ``merged_from``), which is replaced; anything else is refused, nothing changed.
         resolve: maps a Hub-id backbone to a local checkpoint directory (see :func:`load_adapter`).
 
     Returns:
         The merged checkpoint directory.
 
     Raises:
+        CheckpointTargetError: ``output`` is not a valid target (see
+            :func:`pawn.checkpoint.check_output_target`); checked before loading anything.
         AdapterError: a strategy that cannot be merged (film, bottleneck, hybrid, ...); plus the
             errors of :func:`load_adapter`.
     """
     src = Path(path).resolve()
-    la = load_adapter(src, resolve=resolve)
     out = Path(output) if output is not None else src.with_name(src.name + "-merged")
-    return save_merged(out, la.model, run_config=dict(la.backbone_run_config or {}), backbone=la.backbone)
+    ck.check_output_target(out, {"merged_from": str(src)}, f"a merge of {src}")  # before any work
+    la = load_adapter(src, resolve=resolve)
+    return save_merged(out, la.model, run_config={**(la.backbone_run_config or {}), "merged_from": str(src)}, backbone=la.backbone)
