@@ -130,8 +130,14 @@ class PretrainTrialRunner:
         from pawn.settings import PretrainConfig
 
         self.base, self.log = dict(base), log
+        self.settings_fields = frozenset(PretrainConfig.model_fields)
         probe = PretrainConfig.load(**{"total_steps": 1, **self.base, "resume": None, "out": None})
         self.objective_key = f"val/loss_{probe.model_configs()[0].name}"
+
+    def setting_names(self, name: str) -> tuple[str, ...]:
+        """The settings fields a space parameter sets: itself (the pretraining space uses
+        :class:`~pawn.settings.PretrainConfig`'s names)."""
+        return (name,)
 
     def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
         from pawn.settings import PretrainConfig
