@@ -52,6 +52,10 @@ class TrialRunner(Protocol):
     ``run(config, hooks)`` → :class:`TrialOutcome`, running in process with ``hooks`` (the
     :class:`PrunerHook`) added to the trainer's.
     ``command`` names the CLI command the config file feeds (``"pretrain"``, ``"adapt"``).
+    Optional, used by :func:`pawn.sweep.study.prepare_space` before any trial: ``base`` (the
+    ``--base-config`` dict), ``settings_fields`` (the trial command's field names),
+    ``setting_names(name)`` (the fields a space parameter sets) and ``check()`` (raises
+    :class:`~pawn.errors.PawnError` for inputs every trial would fail on).
     """
 
     command: str
