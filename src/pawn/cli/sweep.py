@@ -16,9 +16,13 @@ DOC = (
     "in this process on data loaded once, pruned on the val loss reported at each validation (global step).\n\n"
     "The study lives in --storage (default OUT/study.db, SQLite; any SQLAlchemy URL or an Optuna journal file): "
     "re-running the same command continues it to --trials finished trials; --workers W runs W processes on it "
-    "(or start the command W times by hand). Search spaces follow spec §6.1 per strategy; --space FILE overrides "
-    "fields. --population P trains P trials differing only in lr / weight decay / warm-up as one vmapped program. "
-    "Prints completed/pruned/failed trials and writes OUT/best_config.json, a ready --config file for the trial "
+    "(or start the command W times by hand); --trials counts finished (completed or pruned) trials, and each run of "
+    "the command makes at most that many attempts, so a run of failed trials also ends it (re-run to continue). "
+    "Search spaces follow spec §6.1 per strategy; --space FILE overrides fields; a field set in --base-config is "
+    "fixed (not searched) unless --space names it. The base config, the space (at each range's ends and each "
+    "choice), --checkpoint and a local --data path are checked before any trial. --population P trains P trials "
+    "differing only in lr / weight decay / warm-up (and init_scale for adapters) as one vmapped program. "
+    "Prints completed/pruned/failed trials (exit 1 when none completed) and writes OUT/best_config.json, a ready --config file for the trial "
     "command; --json writes every trial."
 )
 
@@ -54,6 +58,8 @@ def sweep(s: SweepSettings) -> None:
     write_json(s.json_out, {"study": res.study.study_name, "storage": res.storage, "settings": json.loads(s.model_dump_json()),
                             "best": res.best, "best_config": str(res.best_config) if res.best_config else None,
                             "trials": res.trials})
+    if counts["COMPLETE"] == 0:
+        raise fail("no trial completed; see the table")
 
 
 sweep_cmd = settings_command(SweepSettings, sweep, doc=DOC)

@@ -18,8 +18,9 @@ from pawn.errors import PawnError
 from pawn.sweep.trials import TrialOutcome, _one_line
 from pawn.train.run import Hook
 
-STRATEGY_OF_SPACE = {"tiny": "specialized_clm"}
-"""§6.1 space names whose ``pawn adapt`` strategy has another name."""
+STRATEGY_OF_SPACE = {"tiny": "specialized_clm", "rosa-ratio": "retro-bottleneck"}
+"""§6.1 space names whose ``pawn adapt`` strategy has another name (rosa-ratio sets a RoSA bottleneck
+size and density: retro-bottleneck)."""
 
 _RENAMES = {
     "rank": "lora_rank", "dim": "bottleneck_dim", "n_hidden": "bottleneck_n_hidden",
@@ -38,6 +39,30 @@ def adapt_fields(space_name: str, params: dict[str, Any]) -> dict[str, Any]:
         else:
             out[_RENAMES.get(k, k)] = v
     return out
+
+
+def setting_names(space_name: str, name: str) -> tuple[str, ...]:
+    """The ``pawn adapt`` settings fields that the §6.1 parameter ``name`` of space
+    ``space_name`` sets (:func:`adapt_fields`; rosa-ratio's ``total_budget`` and
+    ``bottleneck_ratio`` together set ``bottleneck_dim`` and ``density``, :func:`pawn.sweep.space.derive`)."""
+    if space_name == "rosa-ratio" and name in ("total_budget", "bottleneck_ratio"):
+        return ("bottleneck_dim", "density")
+    if name == "targets":
+        return ("sparse_targets" if space_name == "sparse" else "lora_targets",)
+    return (_RENAMES.get(name, name),)
+
+
+def _resolved(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """``config`` with the ``data_seed`` the run resolved (a random one when none was set),
+    read from the run directory's ``config.json``, so that ``best_config.json`` repeats the
+    trial's shuffles. Unchanged when the file is unreadable (a run that wrote nothing)."""
+    import json
+
+    try:
+        seed = json.loads((Path(run_dir) / "config.json").read_text()).get("data_seed")
+    except (OSError, ValueError, AttributeError):
+        return config
+    return {**config, "data_seed": seed} if isinstance(seed, int) else config
 
 
 class AdaptTrialRunner:
@@ -62,22 +87,31 @@ class AdaptTrialRunner:
         self.base, self.space_name, self.log = dict(base), strategy, log
         self.fixed = {"backbone": checkpoint, "data": data, "strategy": STRATEGY_OF_SPACE.get(strategy, strategy)}
         from pawn.train.adapt import AdaptReuse
+        from pawn.train.adapt_config import AdaptSettings
 
         self.reuse = AdaptReuse()
+        self.settings_fields = frozenset(AdaptSettings.model_fields)
+
+    def setting_names(self, name: str) -> tuple[str, ...]:
+        """The settings fields a space parameter sets (:func:`setting_names`)."""
+        return setting_names(self.space_name, name)
 
     def check(self) -> None:
         """Before any trial is created: a local backbone checkpoint must load (a run directory,
-        a damaged or missing checkpoint would fail every trial the same way). Hub ids are
-        resolved by the first trial.
+        a damaged or missing checkpoint would fail every trial the same way) and a local
+        ``--data`` path must exist. Hub ids (backbone or data) are resolved by the first trial.
 
         Raises:
-            pawn.sweep.study.SweepError: the backbone cannot be used (one line, naming it).
+            pawn.sweep.study.SweepError: the backbone or data cannot be used (one line, naming it).
         """
         from pawn.checkpoint import is_hub_id
         from pawn.sweep.study import SweepError
         from pawn.train.adapt_config import AdaptSettings
         from pawn.train.run import TrainingError
 
+        data = str(self.fixed["data"])
+        if not Path(data).exists() and not is_hub_id(data):
+            raise SweepError(f"--data {data}: no such file or directory (nor a Hub dataset id)")
         src = self.fixed["backbone"]
         if is_hub_id(src) and not Path(src).exists():
             return
@@ -108,4 +142,4 @@ class AdaptTrialRunner:
         except PawnError as e:
             return TrialOutcome(best(), "exception", 0, Path(cfg.out), config, reported(), _one_line(e))
         err = "validation loss was not finite" if res.reason == "nonfinite_val" else None
-        return TrialOutcome(best(), res.reason, res.step, res.run_dir, config, reported(), err)
+        return TrialOutcome(best(), res.reason, res.step, res.run_dir, _resolved(config, res.run_dir), reported(), err)

@@ -421,7 +421,7 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
     import optuna
 
     from pawn.sweep.space import derive, suggest
-    from pawn.sweep.study import SweepError, finish_trial, make_objective, n_finished
+    from pawn.sweep.study import INTERRUPTED, SweepError, finish_trial, make_objective, n_finished
 
     trainers = {"pretrain": run_pretrain_population, "adapt": run_adapt_population}
     if getattr(runner, "command", None) not in trainers:
@@ -470,8 +470,10 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
                 with _Heartbeats(study, alive, s.heartbeat_s):
                     outcomes = train_population(configs, reporters, log=log)
             except BaseException as e:  # Ctrl-C or an error: no member stays RUNNING
+                why = (INTERRUPTED if isinstance(e, KeyboardInterrupt)
+                       else f"population stopped: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
                 for t in alive:
-                    t.set_user_attr("fail_reason", f"population stopped: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+                    t.set_user_attr("fail_reason", why)
                     study.tell(t, state=optuna.trial.TrialState.FAIL)
                 raise
             for t, o in zip(alive, outcomes):

@@ -28,12 +28,16 @@ from pawn.errors import PawnError
 from pawn.fileio import write_json
 from pawn.settings import format_validation_error, read_config_file
 from pawn.sweep.settings import SweepSettings
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
 from pawn.sweep.space import Space, derive, load_space, suggest
 from pawn.sweep.storage import creation_lock, fail_running_trials, open_storage, storage_url
 from pawn.sweep.trials import PrunerHook, PretrainTrialRunner, TrialOutcome, TrialRunner
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 BEST_CONFIG = "best_config.json"
+INTERRUPTED = "interrupted (Ctrl-C)"
+"""``fail_reason`` of the trial(s) a Ctrl-C stopped."""
 
 
 class SweepError(PawnError):
@@ -164,6 +168,100 @@ def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
     return AdaptTrialRunner(base, strategy=s.strategy, checkpoint=s.checkpoint, data=s.data, log=log)
 
 
+def _probes(d: Any) -> list[Any]:
+    """The values :func:`prepare_space` validates a space entry at: a float/int distribution's
+    low and high ends, every categorical choice, or the fixed value."""
+    if isinstance(d, (FloatDistribution, IntDistribution)):
+        return [d.low, d.high] if d.high != d.low else [d.low]
+    if isinstance(d, CategoricalDistribution):
+        return list(d.choices)
+    return [d]
+
+
+def _show(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else json.dumps(v, default=str)
+
+
+def prepare_space(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None] = print) -> Space:
+    """The search space of ``s`` (:func:`pawn.sweep.space.load_space`), checked against the
+    trial command's settings before any trial is created, so that settings every trial would
+    fail on are one error instead of a table of failed trials:
+
+    - every ``--base-config`` key and every space key (after the §6.1 renames,
+      ``runner.setting_names``) must be a setting of the trial command;
+    - a field that ``--base-config`` sets is FIXED to that value: its §6.1 entry is removed from
+      the space (one log line says so) unless the ``--space`` file names it, which searches it;
+    - the trial settings must validate with the base config alone, with every space entry at
+      its first probe value, and with each entry in turn at each probe value (a distribution's
+      low and high ends, each categorical choice; :func:`_probes`), the others at their first.
+
+    Also runs the runner's own ``check()`` (a local backbone that must load, a local ``--data``
+    path that must exist).
+
+    Raises:
+        SweepError: one line naming the file (``--base-config`` / ``--space``), the field and,
+            for a space entry, the value refused.
+        pawn.sweep.space.SpaceError, pawn.settings.ConfigFileError: a malformed ``--space`` file.
+    """
+    space = load_space(s.space_name, s.space)
+    named = set(read_config_file(s.space)) if s.space is not None else set()
+    base = dict(getattr(runner, "base", {}))
+    fields = getattr(runner, "settings_fields", None)
+    names_of = getattr(runner, "setting_names", lambda k: (k,))
+    where_base = f"--base-config {s.base_config}" if s.base_config is not None else "base settings"
+
+    def where_space(k: str) -> str:
+        return f"--space {s.space}" if k in named else f"search space {s.space_name!r} (spec §6.1)"
+
+    if fields is not None:
+        unknown = [k for k in base if k not in fields]
+        if unknown:
+            raise SweepError(f"{where_base}: {', '.join(unknown)}: not a setting of pawn {runner.command}")
+        for k in space:
+            bad = [n for n in names_of(k) if n not in fields]
+            if bad:
+                raise SweepError(f"{where_space(k)}: {k}: not a setting of pawn {runner.command}"
+                                 + (f" (sets {', '.join(bad)})" if bad != [k] else ""))
+    for k in list(space):
+        fixed_by = [n for n in names_of(k) if n in base]
+        if fixed_by and k not in named:
+            del space[k]
+            log(f"{where_base} sets {', '.join(f'{n} = {_show(base[n])}' for n in fixed_by)}: {k} is fixed, "
+                f"not searched (name it in --space to search it)")
+    runner_check = getattr(runner, "check", None)
+    if runner_check is not None:
+        runner_check()
+    scratch = s.out / "_check"
+
+    def refused(params: dict[str, Any]) -> Optional[str]:
+        try:
+            runner.config(derive(s.space_name, params), scratch)
+        except ValidationError as e:
+            return format_validation_error(e)
+        except PawnError as e:
+            return " ".join(str(e).split())
+        return None
+
+    probes = {k: _probes(d) for k, d in space.items()}
+    ref = {k: v[0] for k, v in probes.items()}
+    err = refused(ref)
+    if err is not None:
+        base_err = refused({})
+        if base_err is not None:
+            raise SweepError(f"{where_base}: {base_err}")
+        for k in ref:  # the entry whose removal makes the settings valid is the one to name
+            if refused({kk: vv for kk, vv in ref.items() if kk != k}) is None:
+                raise SweepError(f"{where_space(k)}: {k} = {_show(ref[k])}: {err}")
+        shown = ", ".join(f"{k} = {_show(v)}" for k, v in ref.items())
+        raise SweepError(f"search space: the trial settings are refused at {shown}: {err}")
+    for k, values in probes.items():
+        for v in values[1:]:
+            err = refused({**ref, k: v})
+            if err is not None:
+                raise SweepError(f"{where_space(k)}: {k} = {_show(v)}: {err}")
+    return space
+
+
 def _fail(trial: optuna.Trial, reason: str, log: Callable[[str], None]) -> float:
     """Record ``reason`` on ``trial`` and return NaN, which Optuna records as FAILED (without a
     traceback) before the study goes on."""
@@ -190,7 +288,11 @@ def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Cal
         trial.set_user_attr("config", config)
         hook = PrunerHook(trial, lambda m: m[runner.objective_key])
         log(f"trial {trial.number}: {json.dumps(params, default=str)}")
-        outcome = runner.run(config, [hook])
+        try:
+            outcome = runner.run(config, [hook])
+        except KeyboardInterrupt:  # Optuna records the trial FAILED and re-raises
+            trial.set_user_attr("fail_reason", INTERRUPTED)
+            raise
         return finish_trial(trial, outcome, log)
 
     return objective
@@ -198,7 +300,10 @@ def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Cal
 
 def finish_trial(trial: optuna.Trial, outcome: TrialOutcome, log: Callable[[str], None]) -> float:
     """Turn a :class:`TrialOutcome` into Optuna's verdict: the best val loss, ``TrialPruned``,
-    or NaN + ``fail_reason``."""
+    or NaN + ``fail_reason``. ``outcome.config`` replaces the trial's stored config: it holds
+    what the run resolved (the ``data_seed`` of an adapter run), so :func:`best_config` repeats it."""
+    if outcome.config:
+        trial.set_user_attr("config", outcome.config)
     trial.set_user_attr("reason", outcome.reason)
     trial.set_user_attr("steps", outcome.step)
     if outcome.error is not None:
@@ -215,32 +320,33 @@ def n_finished(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
-def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None) -> optuna.Study:
+def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None,
+               space: Optional[Space] = None) -> optuna.Study:
     """One worker: run trials until the study holds ``s.trials`` finished ones (or
     ``s.timeout``), each in this process. At most ``trials − finished`` attempts per call, so a
     run of failures ends (re-run to continue). KeyboardInterrupt propagates after Optuna has
-    marked the running trial FAILED. JAX's persistent compilation cache is on in
-    ``s.compilation_cache_dir`` meanwhile (:func:`compilation_cache`).
+    marked the running trial FAILED (``fail_reason`` "interrupted (Ctrl-C)"). JAX's persistent
+    compilation cache is on in ``s.compilation_cache_dir`` meanwhile (:func:`compilation_cache`).
+    ``space``: the space already checked by :func:`prepare_space` with ``runner`` (else both are
+    made and checked here).
 
     Raises:
         SweepError, pawn.sweep.space.SpaceError, pawn.sweep.storage.StorageError: before any trial.
     """
+    if space is None:  # settings every trial would fail on: one error, before the study exists
+        runner = runner or make_runner(s, log)
+        space = prepare_space(s, runner, log)
     with compilation_cache(s.compilation_cache_dir):
-        return _run_worker(s, log=log, runner=runner)
+        return _run_worker(s, log=log, runner=runner, space=space)
 
 
-def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: Optional[TrialRunner]) -> optuna.Study:
+def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRunner, space: Space) -> optuna.Study:
     """:func:`run_worker` inside its compilation cache."""
-    runner = runner or make_runner(s, log)
-    runner_check = getattr(runner, "check", None)
-    if runner_check is not None:  # a backbone every trial would fail on: one error, no trials created
-        runner_check()
     study, _ = open_study(s)
     if s.fail_running:
         failed = fail_running_trials(study, "marked failed by --fail-running")
         if failed:
             log(f"marked RUNNING trials {failed} as failed (--fail-running)")
-    space = load_space(s.space_name, s.space)
     remaining = s.trials - n_finished(study)
     if remaining <= 0:
         log(f"study {study.study_name} already holds {s.trials} finished trials")
@@ -336,17 +442,16 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
     Raises:
         SweepError, SpaceError, StorageError, pawn.settings.ConfigFileError: one line each.
     """
-    if s.workers > 1:  # check once here, not in each spawned worker's first lines
-        runner = runner or make_runner(s, log)
-        if getattr(runner, "check", None) is not None:
-            runner.check()
+    # settings every trial would fail on: one error before the sweep directory or study exists
+    runner = runner or make_runner(s, log)
+    space = prepare_space(s, runner, log)
     s.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if s.workers > 1:
         spawn_workers(s, log=log)
         study, url = open_study(s)
     else:
-        study = run_worker(s, log=log, runner=runner)
+        study = run_worker(s, log=log, runner=runner, space=space)
         url = storage_url(s.storage, s.out)
     log(f"sweep took {time.perf_counter() - t0:.1f} s")
     return summarize(s, study, url)

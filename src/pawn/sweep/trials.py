@@ -52,6 +52,10 @@ class TrialRunner(Protocol):
     ``run(config, hooks)`` → :class:`TrialOutcome`, running in process with ``hooks`` (the
     :class:`PrunerHook`) added to the trainer's.
     ``command`` names the CLI command the config file feeds (``"pretrain"``, ``"adapt"``).
+    Optional, used by :func:`pawn.sweep.study.prepare_space` before any trial: ``base`` (the
+    ``--base-config`` dict), ``settings_fields`` (the trial command's field names),
+    ``setting_names(name)`` (the fields a space parameter sets) and ``check()`` (raises
+    :class:`~pawn.errors.PawnError` for inputs every trial would fail on).
     """
 
     command: str
@@ -130,8 +134,14 @@ class PretrainTrialRunner:
         from pawn.settings import PretrainConfig
 
         self.base, self.log = dict(base), log
+        self.settings_fields = frozenset(PretrainConfig.model_fields)
         probe = PretrainConfig.load(**{"total_steps": 1, **self.base, "resume": None, "out": None})
         self.objective_key = f"val/loss_{probe.model_configs()[0].name}"
+
+    def setting_names(self, name: str) -> tuple[str, ...]:
+        """The settings fields a space parameter sets: itself (the pretraining space uses
+        :class:`~pawn.settings.PretrainConfig`'s names)."""
+        return (name,)
 
     def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
         from pawn.settings import PretrainConfig
