@@ -257,7 +257,7 @@ def test_bench_cli_reads_env_and_reports_bad_values_in_one_line(monkeypatch):
     monkeypatch.setenv("PAWN_BENCH_BATCH_SIZE", "0")
     r = CliRunner().invoke(app, ["bench", "--only", "engine"])
     errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
-    assert r.exit_code == 2 and len(errors) == 1 and "batch_size" in errors[0] and "greater than or equal to 1" in errors[0], r.output
+    assert r.exit_code == 2 and len(errors) == 1 and "PAWN_BENCH_BATCH_SIZE: " in errors[0] and "greater than or equal to 1" in errors[0], r.output
 
 
 def test_bench_optimizer_is_read_from_the_pretrain_defaults(monkeypatch):

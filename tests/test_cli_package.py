@@ -91,7 +91,7 @@ def test_a_bad_setting_is_one_line_exit_2_naming_the_field():
 
     res = CliRunner().invoke(app, ["generate", "--random", "--temperature", "0"])
     assert res.exit_code == 2
-    assert [ln for ln in res.output.splitlines() if ln.strip()] == ["error: temperature: Input should be greater than 0"]
+    assert [ln for ln in res.output.splitlines() if ln.strip()] == ["error: --temperature: Input should be greater than 0"]
 
 
 def _report() -> TableReport:

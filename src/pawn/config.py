@@ -29,7 +29,7 @@ class ModelConfig(BaseModel):
             or an odd head_dim.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     d_model: int
     n_layers: int

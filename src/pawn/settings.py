@@ -17,10 +17,11 @@ from __future__ import annotations
 from pawn.errors import UsageError
 import json
 import math
+import os
 import sys
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Iterable, Literal, Optional
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -88,7 +89,9 @@ class _Settings(BaseSettings):
     A field's ``json_schema_extra={"flag": "--json"}`` names its flag when it differs from
     ``--field-name`` (``"--on/--off"`` for a boolean pair)."""
 
-    model_config = SettingsConfigDict(env_prefix="PAWN_", extra="forbid", validate_default=True)
+    # allow_inf_nan=False: no setting means anything at inf or nan (and such a value cannot be
+    # written to a JSON config snapshot); "lr: Input should be a finite number" at parse time.
+    model_config = SettingsConfigDict(env_prefix="PAWN_", extra="forbid", validate_default=True, allow_inf_nan=False)
     _preset_fields: set = PrivateAttr(default_factory=set)
 
     @classmethod
@@ -113,6 +116,37 @@ class _Settings(BaseSettings):
         finally:
             _config_file.reset(token)
             _preset_filled.reset(filled)
+
+    @classmethod
+    def field_sources(cls, config_file: Optional[Path] = None, given: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
+        """Where each field set by the user came from, in the order of precedence of :meth:`load`:
+        its flag (``--lora-rank``; ``given`` = the fields given on the command line), its
+        environment variable (``PAWN_LORA_RANK``, matched case-insensitively like
+        pydantic-settings does) or the config file's path (also for keys that are no field, so an
+        unknown key is reported against its file). Fields left at their defaults are absent.
+        Returns ``{field: (kind, name)}``, kind one of ``"flag"``, ``"env"``, ``"file"``. Used by
+        :func:`format_validation_error` to name the source of a bad value."""
+        out: dict[str, tuple[str, str]] = {}
+        if config_file is not None:
+            try:
+                out.update({k: ("file", str(config_file)) for k in read_config_file(Path(config_file))})
+            except ConfigFileError:
+                pass  # load() reports the unreadable file itself
+        prefix = cls.model_config.get("env_prefix", "") or ""
+        env = {k.upper(): k for k in os.environ}
+        for name in cls.model_fields:
+            if (prefix + name).upper() in env:
+                out[name] = ("env", env[(prefix + name).upper()])
+        for name in given:
+            f = cls.model_fields.get(name)
+            extra = f.json_schema_extra if f is not None and isinstance(f.json_schema_extra, dict) else {}
+            out[name] = ("flag", (extra.get("flag") or "--" + name.replace("_", "-")).split("/")[0])
+        return out
+
+
+class SettingsError(UsageError):
+    """Settings that do not validate, in one line naming each field and where its value came
+    from (flag, environment variable or config file); see :func:`format_validation_error`."""
 
 
 CommandSettings = _Settings
@@ -349,12 +383,19 @@ class PretrainConfig(RunOutputSettings):
         return self.layout.max_ply(self.seq_len)
 
 
-def format_validation_error(e: ValidationError) -> str:
-    """One line per problem, naming the field (or the model for cross-field rules)."""
+def format_validation_error(e: ValidationError, sources: Optional[dict[str, tuple[str, str]]] = None) -> str:
+    """One line per problem, naming the field (or the model for cross-field rules).
+
+    ``sources`` (:meth:`CommandSettings.field_sources`) maps a field to where its value came
+    from; such a field is named by that source: ``--lr: Input should be a finite number``,
+    ``PAWN_LORA_RANK: Input should be a valid integer ...``, ``c1.toml: lora_rnak: unknown field``.
+    """
+    sources = sources or {}
     lines = []
     for err in e.errors():
         loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
+        kind, name = sources.get(str(err["loc"][0]), (None, None)) if err["loc"] else (None, None)
         if not loc:  # a cross-field rule: its message names the fields
             lines.append(msg)
             continue
@@ -362,5 +403,9 @@ def format_validation_error(e: ValidationError) -> str:
             msg = "required (set --" + loc.replace("_", "-") + ", PAWN_" + loc.upper() + " or the config file)"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field"
+        if kind in ("flag", "env"):  # the flag or variable names the field: --lr, PAWN_LR[.1]
+            loc = name + loc[len(str(err["loc"][0])):]
+        elif kind == "file":
+            loc = f"{name}: {loc}"
         lines.append(f"{loc}: {msg}")
     return "; ".join(lines)

@@ -27,7 +27,7 @@ class AdapterConfigError(UsageError):
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # inf/nan: "Input should be a finite number"
 
 
 class _Targets(_Settings):

@@ -16,10 +16,10 @@ from typing import Annotated, Any, Callable, Optional, Sequence
 import annotated_types
 from pydantic_settings import NoDecode
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.markup import escape as rich_escape
 
-from pawn.settings import LAPTOP_PRESET, PretrainConfig
+from pawn.settings import LAPTOP_PRESET, PretrainConfig, SettingsError, format_validation_error
 
 
 def dtype_option(value: Optional[str]) -> Optional[str]:
@@ -129,15 +129,20 @@ def settings_command(model: type, body: Callable[..., None], *, doc: str, before
     (:meth:`load`: flags the user gave > environment > file > defaults) and calls
     ``body(settings, **before_and_after_values)``. Fields in ``exclude`` get no flag.
 
-    Raises (inside the command): pawn.settings.ConfigFileError, pydantic.ValidationError (mapped
-    to one line and exit 2 by :mod:`pawn.cli._errors`).
+    Raises (inside the command): pawn.settings.ConfigFileError, pawn.settings.SettingsError (the
+    settings do not validate; the line names each field by its flag, environment variable or
+    config file), both mapped to one line and exit 2 by :mod:`pawn.cli._errors`.
     """
     own = {p.name for p in (*before, *after)}
 
     def command(**kwargs: Any) -> None:
         config = kwargs.pop("config")
         extra = {k: kwargs.pop(k) for k in own}
-        settings = model.load(config, **{k: v for k, v in kwargs.items() if v not in (None, [], ())})
+        given = {k: v for k, v in kwargs.items() if v not in (None, [], ())}
+        try:
+            settings = model.load(config, **given)
+        except ValidationError as e:  # one line naming each field's source: --flag, PAWN_VAR or the config file
+            raise SettingsError(format_validation_error(e, model.field_sources(config, given))) from None
         body(settings, **extra)
 
     config_param = inspect.Parameter(

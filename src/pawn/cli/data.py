@@ -54,6 +54,8 @@ def info_cmd(src: Annotated[str, typer.Argument(help="PGN/parquet file or folder
         table.add_row(f"{info.split} split: games read / kept", f"{s.read:,} / {s.kept:,}")
         for reason, n in sorted(s.dropped.items(), key=lambda kv: -kv[1]):
             table.add_row(f"  dropped: {reason}", f"{n:,} ({DROP_REASONS.get(reason, reason)})")
+        for i, line in enumerate(s.skipped_lines()):
+            table.add_row("  skipped games" if i == 0 else "", line)
         table.add_row("  Elo range (kept)", "-" if s.elo_range is None else f"{s.elo_range[0]}–{s.elo_range[1]}")
         table.add_row("  plies (kept)", "-" if s.ply_range is None else f"{s.ply_range[0]}–{s.ply_range[1]}")
         table.add_row("  cache", f"{info.state}: {info.path}")

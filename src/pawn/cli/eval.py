@@ -57,6 +57,15 @@ def lichess_table(r: runs.ModelEval, pgn) -> TableReport:
     return t
 
 
+def lichess_skipped_lines(li: dict) -> list[str]:
+    """The games of ``--pgn`` the parser skipped (file, game number, ply, reason; the first few,
+    then how many more), from :func:`pawn.evaluate.accuracy.evaluate_pgn`'s record."""
+    from pawn.data.lichess import skipped_lines
+
+    return skipped_lines([(d["file"], d["game"], d["ply"], d["reason"]) for d in li.get("skipped", [])],
+                         int(li.get("n_skipped", 0)))
+
+
 def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
     runs.check_eval(s)
     check_outputs(json=s.json_out)
@@ -71,6 +80,9 @@ def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
             out.report(accuracy_table(r))
             if r.lichess is not None:
                 out.report(lichess_table(r, s.pgn))
+                if not done:  # the same games for every model: name the skipped ones once
+                    for line in lichess_skipped_lines(r.lichess):
+                        out.line(f"skipped {line}" if not line.startswith("…") else line)
             done.append(r.name)
     except KeyboardInterrupt:
         raise interrupted(done, [lm.name for lm in models], s.json_out, record)

@@ -55,6 +55,24 @@ DROP_REASONS: dict[str, str] = {
 }
 """Why games are dropped, by the reason names used in :attr:`ScanStats.dropped`."""
 
+PARSER_REASONS: tuple[str, ...] = ("illegal_move", "unreadable_move", "malformed", "variant", "fen_start", "no_outcome")
+"""Drop reasons of the PGN parser (a game it skips), as opposed to the filters' ``elo`` and ``too_short``."""
+
+SKIPPED_SHOWN = 5
+"""Skipped games named (file, game number, ply, reason) in reports; the rest are counted."""
+
+
+def skipped_lines(skipped: list[tuple[str, int, int, str]], total: int) -> list[str]:
+    """One line per skipped game, ``FILE: game 3, ply 2: illegal_move`` (reasons: :data:`DROP_REASONS`; game
+    numbers 1-based in the file, plies counted from 0, as the parser reports them), for the first
+    :data:`SKIPPED_SHOWN` of ``skipped`` (file, game, ply, reason), then ``… and N more`` when
+    ``total`` games were skipped in all. Empty when none was."""
+    shown = list(skipped)[:SKIPPED_SHOWN]
+    lines = [f"{f}: game {g}, ply {p}: {r}" for f, g, p, r in shown]
+    if total > len(shown):
+        lines.append(f"… and {total - len(shown):,} more")
+    return lines
+
 
 class ShardFetcher(Protocol):
     """Access to a Hub dataset's files (injectable, so tests need no network)."""
@@ -164,10 +182,26 @@ class ScanStats:
     dropped: dict[str, int] = field(default_factory=dict)
     elo_range: Optional[tuple[int, int]] = None
     ply_range: Optional[tuple[int, int]] = None
+    skipped: list[tuple[str, int, int, str]] = field(default_factory=list)
+    """The first :data:`SKIPPED_SHOWN` games the PGN parser skipped: (file, 1-based game number in
+    the file, ply of the bad move counted from 0, reason)."""
+    n_skipped: int = 0
+    """All games the PGN parser skipped (the filters' drops, ``elo`` and ``too_short``, excluded)."""
 
     def drop(self, reason: str, n: int) -> None:
         if n:
             self.dropped[reason] = self.dropped.get(reason, 0) + int(n)
+
+    def see_skipped(self, file: str, first_game: int, skipped: list[tuple[int, int, str]]) -> None:
+        """Record the parser's ``skipped`` list of one piece of ``file`` whose first game is game
+        ``first_game + 1`` of the file (pieces of a large file are parsed separately)."""
+        self.n_skipped += len(skipped)
+        for game, ply, reason in skipped[: max(0, SKIPPED_SHOWN - len(self.skipped))]:
+            self.skipped.append((str(file), first_game + int(game), int(ply), str(reason)))
+
+    def skipped_lines(self) -> list[str]:
+        """The skipped games named, see :func:`skipped_lines`."""
+        return skipped_lines(self.skipped, self.n_skipped)
 
     def see_kept(self, white_elo: Optional[np.ndarray], black_elo: Optional[np.ndarray], lengths: np.ndarray) -> None:
         if lengths.size == 0:
@@ -186,13 +220,15 @@ class ScanStats:
     def to_json(self) -> dict:
         return {"read": self.read, "kept": self.kept, "dropped": dict(self.dropped),
                 "elo_range": list(self.elo_range) if self.elo_range else None,
-                "ply_range": list(self.ply_range) if self.ply_range else None}
+                "ply_range": list(self.ply_range) if self.ply_range else None,
+                "skipped": [list(t) for t in self.skipped], "n_skipped": self.n_skipped}
 
     @classmethod
     def from_json(cls, d: dict) -> "ScanStats":
         return cls(d.get("read", 0), d.get("kept", 0), dict(d.get("dropped", {})),
                    tuple(d["elo_range"]) if d.get("elo_range") else None,
-                   tuple(d["ply_range"]) if d.get("ply_range") else None)
+                   tuple(d["ply_range"]) if d.get("ply_range") else None,
+                   [tuple(t) for t in d.get("skipped", [])], int(d.get("n_skipped", 0)))
 
     def explain(self) -> str:
         """One line: games read and each drop reason with its count."""
@@ -335,7 +371,10 @@ def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats) 
     """Kept games of PGN ``files`` (name order), filtered; ``stats`` is updated as it goes."""
     left = filters.max_games
     for f in files:
+        first_game = 0  # games of this file before the piece
         for g in _pgn_pieces(Path(f)):
+            stats.see_skipped(f, first_game, g.skipped)
+            first_game += int(g.counts["read"])
             stats.read += int(g.counts["read"])
             for reason, n in g.counts.items():
                 if reason not in ("read", "kept"):
@@ -490,6 +529,9 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
             games = open_cache(d)
             if games.meta.get("source_files") != fingerprint:
                 raise CacheCorrupt(f"cache {d}: the source files changed since it was built")
+            old = games.meta.get("stats", {})
+            if source.kind == "pgn" and "n_skipped" not in old and any(old.get("dropped", {}).get(r) for r in PARSER_REASONS):
+                raise CacheCorrupt(f"cache {d}: built before skipped games were named")
             return games, CacheInfo(key, split, d, "hit", ScanStats.from_json(games.meta.get("stats", {})))
         except CacheCorrupt as e:
             warn(f"{e}; rebuilding it")

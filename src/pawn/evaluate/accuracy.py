@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from pawn.data.layout import Layout
+from pawn.data.lichess import SKIPPED_SHOWN, skipped_lines
 from pawn.engine import parse_pgn
 from pawn.metrics_core import (PERPLEXITY_LOSS_CAP, PHASES, AccuracyReport, evaluate_games, grid_legal,
                                lower_median)
@@ -63,8 +64,9 @@ def evaluate_pgn(
     ``legal_rate`` (argmax legal by the grid bit), all position-weighted.
 
     Returns:
-        dict with ``file``, ``parser`` (counts: read, kept, one per skip reason),
-        ``n_out_of_band`` and ``bands`` {``elo_<lo>_<hi>``: {elo_range, n_games, n_positions,
+        dict with ``file``, ``parser`` (counts: read, kept, one per skip reason), ``skipped``
+        (the first :data:`pawn.data.lichess.SKIPPED_SHOWN` skipped games: {file, game (1-based),
+        ply (from 0), reason}), ``n_skipped`` (all of them), ``n_out_of_band`` and ``bands`` {``elo_<lo>_<hi>``: {elo_range, n_games, n_positions,
         loss, perplexity, top1, top5, legal_rate, top1_legal_masked}} (bands without games are reported with
         ``n_games`` 0 and NaN metrics).
 
@@ -81,12 +83,18 @@ def evaluate_pgn(
             raise FileNotFoundError(f"{pgn}: no .pgn file in this folder")
         source = b"\n\n".join(f.read_bytes() for f in files)
     games = parse_pgn(source, max_ply=Layout.of(prepend_outcome).max_ply(seq_len), min_ply=min_ply)
+    # a folder is one stream: its game numbers count through the files in name order
+    label = str(pgn) if source is pgn else f"{pgn} (its .pgn files in name order)"
+    skipped = [{"file": label, "game": int(g), "ply": int(p), "reason": str(r)} for g, p, r in games.skipped[:SKIPPED_SHOWN]]
     if len(games) == 0:
-        skipped = ", ".join(f"{k} {v}" for k, v in games.counts.items() if k not in ("read", "kept") and v)
-        raise ValueError(f"{pgn}: no usable game among {games.counts.get('read', 0)} read" + (f" (skipped: {skipped})" if skipped else ""))
+        counts = ", ".join(f"{k} {v}" for k, v in games.counts.items() if k not in ("read", "kept") and v)
+        first = skipped_lines([(d["file"], d["game"], d["ply"], d["reason"]) for d in skipped[:1]], 1)
+        raise ValueError(f"{pgn}: no usable game among {games.counts.get('read', 0)} read" + (f" (skipped: {counts})" if counts else "")
+                         + (f"; first skipped: {first[0].removeprefix(label + ': ')}" if first else ""))
     band = elo_bands(games.white_elo, games.black_elo, edges)
     out: dict[str, Any] = {
-        "file": str(pgn), "parser": dict(games.counts), "n_out_of_band": int((band < 0).sum()), "bands": {},
+        "file": str(pgn), "parser": dict(games.counts), "skipped": skipped, "n_skipped": len(games.skipped),
+        "n_out_of_band": int((band < 0).sum()), "bands": {},
     }
     for k in range(len(edges) - 1):
         lo, hi = edges[k], edges[k + 1]

@@ -544,6 +544,9 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
             raise TrainingError(f"{name} ({v}) must be a multiple of steps_per_chunk ({K})")
     log(f"data: {len(corpus.train):,} training games, {len(corpus.val):,} validation games ({corpus.val_from}); "
         f"{spe} steps per epoch × {cfg.epochs} epochs = {total} steps of {cfg.batch_size} games; data seed {data_seed}")
+    for info in corpus.caches:  # the games the PGN parser skipped, named (file, game number, ply, reason)
+        for line in info.stats.skipped_lines():
+            log(f"data: skipped {line}" if not line.startswith("…") else f"data: {line}")
     try:
         schedule = cfg.schedule(total)
     except ValueError as e:

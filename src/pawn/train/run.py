@@ -641,7 +641,9 @@ class Run:
         """Create the directory (moving an old run aside when planned; setting aside damaged
         checkpoints newer than ``resumed_from``), open the record sinks (``open_sinks()``), write
         ``config.json`` atomically, trim ``metrics.jsonl`` to ``start_step`` on resume and open
-        the metrics logger. Only the main process writes; the others keep ``logger = None``.
+        the metrics logger. Only the main process writes; the others keep ``logger = None``. When
+        this fails before ``config.json`` is written, the directories this call created are
+        removed again (when empty), so the re-run is not refused as "--out holds another run".
 
         Raises:
             TrainingError: a rename, mkdir or write fails, or a sink cannot be opened (one line).
@@ -658,18 +660,30 @@ class Run:
             self.log(f"moved the old run in {self.run_dir} aside to {moved}")
         if resumed_from is not None and resumed_from.parent.resolve() == self.checkpoints.resolve():
             set_aside_newer(self.checkpoints, start_step, self.log)
+        created = [d for d in (self.run_dir, self.checkpoints) if not d.exists()]
+        tmp = self.run_dir / "config.json.tmp"
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.hooks = open_sinks()
             self.checkpoints.mkdir(parents=True, exist_ok=True)
-            tmp = self.run_dir / "config.json.tmp"
             write_json(tmp, snapshot)
             tmp.replace(self.run_dir / "config.json")
-        except (OSError, HookError) as e:
+        except BaseException as e:
+            # Nothing of this run is on disk yet: remove what this call created (the temporary
+            # config and the directories, when still empty) so the re-run is not refused as
+            # "--out holds another run". Pre-existing files and directories are never touched.
             if self.hooks is not None:
                 self.hooks.close()
-            raise TrainingError(str(e) if isinstance(e, HookError) else
-                                f"--out {self.run_dir}: cannot write the run directory ({e.strerror or e})") from None
+            tmp.unlink(missing_ok=True)
+            for d in reversed(created):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass  # not empty (a sink wrote there) or already gone: left as it is
+            if isinstance(e, (OSError, HookError)):
+                raise TrainingError(str(e) if isinstance(e, HookError) else
+                                    f"--out {self.run_dir}: cannot write the run directory ({e.strerror or e})") from None
+            raise
         try:
             if resumed_from is not None:
                 truncate_metrics(self.metrics_path, start_step)
