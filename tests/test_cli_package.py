@@ -170,10 +170,14 @@ def test_ctrl_c_while_the_commands_import_is_one_line_exit_130():
     """Ctrl-C in the first seconds of any command (JAX and the command modules importing) printed
     a KeyboardInterrupt traceback and died of SIGINT; now one line and exit code 130."""
     import os
+    import signal
     import subprocess
     import sys
 
+    # preexec: a CI harness may start us with SIGINT ignored (a background job of a shell without
+    # job control); Python then keeps ignoring it and installs no KeyboardInterrupt handler
     r = subprocess.run([sys.executable, "-c", _CTRL_C_DURING_IMPORT], capture_output=True, text=True, timeout=300,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                        env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert r.returncode == 130, (r.returncode, r.stderr[-2000:])
     assert r.stderr.strip() == "error: interrupted (Ctrl-C) while starting; nothing was done" and r.stdout == ""

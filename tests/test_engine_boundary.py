@@ -273,7 +273,9 @@ def test_ctrl_c_stops_random_games_between_blocks():
 
     code = ("from pawn.engine import games\ngames.INTERRUPT_BLOCK = 256\nprint('start', flush=True)\n"
             "games.random_games(10**6, 512)\nprint('finished')")  # about a minute of play if not stopped
+    # preexec: the child's SIGINT at its default even when a CI harness started us with it ignored
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                          env=os.environ)
     try:
         assert p.stdout.readline() == "start\n"
