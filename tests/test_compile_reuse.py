@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import numpy as np
 import pytest
