@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
+import numpy as np
+
 import pytest
 
 from pawn.fileio import OutputPathError, check_output_file
@@ -18,3 +23,40 @@ def test_check_output_file_names_a_file_on_the_way_not_file_exists(tmp_path):
         check_output_file(tmp_path / "d", "--json")
     assert check_output_file(tmp_path / "new" / "x.json", "--json") == tmp_path / "new" / "x.json"
     assert (tmp_path / "new").is_dir() and not list((tmp_path / "new").iterdir())
+
+
+def test_safetensors_files_get_the_umask_mode_not_0600(tmp_path):
+    """safetensors' save_file leaves 0600; checkpoints, adapter weights and the game-cache index
+    were unreadable to the other users of a shared machine."""
+    import numpy as np
+
+    from pawn.fileio import save_safetensors
+
+    old = os.umask(0o022)
+    try:
+        p = save_safetensors({"a": np.zeros(3, np.float32)}, tmp_path / "x.safetensors")
+        assert stat.S_IMODE(p.stat().st_mode) == 0o644
+        os.umask(0o027)
+        q = save_safetensors({"a": np.zeros(3, np.float32)}, tmp_path / "y.safetensors")
+        assert stat.S_IMODE(q.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+
+
+def test_a_saved_checkpoint_is_readable_by_others(tmp_path):
+    import jax
+
+    from pawn.checkpoint import save_checkpoint
+    from pawn.config import ModelConfig
+    from pawn.model import PAWNModel
+
+    old = os.umask(0o022)
+    try:
+        cfg = ModelConfig(d_model=32, n_layers=1, n_heads=1, d_ff=64)
+        m = PAWNModel(cfg, jax.random.PRNGKey(0))
+        d = save_checkpoint(tmp_path / "ck", {k: np.asarray(v) for k, v in m.params().items()}, cfg,
+                            optimizer_state={"x": np.zeros(2, np.float32)})
+    finally:
+        os.umask(old)
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        assert stat.S_IMODE((d / name).stat().st_mode) == 0o644, name

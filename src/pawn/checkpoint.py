@@ -24,11 +24,16 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 from pawn.config import ModelConfig
+from pawn.fileio import save_safetensors
 
 FORMAT_VERSION = 1
+
+RUN_MARKERS: tuple[str, ...] = ("config.json", "metrics.jsonl", "schedule_health.json", "checkpoints", "variants")
+"""Entries whose presence means a directory holds a run (what a run writes at its top level);
+:mod:`pawn.train.rundir` and the output checks here share it."""
 MANIFEST = ".complete"
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -225,8 +230,6 @@ def check_output_target(out: str | os.PathLike, made_from: dict[str, Any], what:
     _check_replaceable(out, "the output")
     if not out.exists():
         return None
-    from pawn.train.rundir import RUN_MARKERS
-
     run = [m for m in RUN_MARKERS if m != CONFIG_FILE and (out / m).exists()]
     if run:
         raise CheckpointTargetError(f"{out}: a run directory (it has {', '.join(run)}), never a valid output; choose another --output")
@@ -318,7 +321,7 @@ def save_checkpoint(
 
     def fill(staging: Path) -> None:
         tensors = {k: np.ascontiguousarray(np.asarray(v, dtype=np.float32)) for k, v in params.items()}
-        save_file(tensors, str(staging / MODEL_FILE))
+        save_safetensors(tensors, staging / MODEL_FILE)
         cfg: dict[str, Any] = {"format_version": FORMAT_VERSION, "model_config": config.to_json_dict()}
         if run_config is not None:
             cfg["run_config"] = run_config
@@ -336,7 +339,7 @@ def write_training_files(staging: Path, optimizer_state: Optional[dict[str, Any]
     """Write ``optimizer.safetensors`` / ``training_state.json`` into a staging directory (each
     only when given)."""
     if optimizer_state is not None:
-        save_file({k: np.ascontiguousarray(np.asarray(v)) for k, v in optimizer_state.items()}, str(staging / OPTIMIZER_FILE))
+        save_safetensors({k: np.ascontiguousarray(np.asarray(v)) for k, v in optimizer_state.items()}, staging / OPTIMIZER_FILE)
     if training_state is not None:
         write_json(staging / TRAINING_STATE_FILE, training_state)
 

@@ -108,3 +108,37 @@ def write_json(path: str | os.PathLike, data, what: str = "output") -> Path:
     except OSError as e:
         raise OutputPathError(f"{what} {p}: cannot write ({e.strerror or e})") from None
     return p
+
+
+def _umask() -> int:
+    """The process umask (read without changing it where /proc tells it; else set and restored)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def save_safetensors(tensors: dict, path: str | os.PathLike) -> Path:
+    """``safetensors.numpy.save_file(tensors, path)`` with the file's mode set as for any file
+    this process creates (``0o666 & ~umask``, usually 0644). ``save_file`` itself leaves mode
+    0600 (it writes through a private temporary file), so checkpoints and caches were unreadable
+    to other users of a shared machine.
+
+    Args:
+        tensors: name -> C-contiguous numpy array.
+        path: the file to write.
+
+    Raises:
+        OSError: the write or the chmod failed.
+    """
+    from safetensors.numpy import save_file
+
+    save_file(tensors, str(path))
+    os.chmod(path, 0o666 & ~_umask())
+    return Path(path)

@@ -29,7 +29,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from safetensors.numpy import save_file
+from pawn.fileio import save_safetensors
 
 from pawn import checkpoint as ck
 from pawn.adapters.adapted import AdaptedModel, build_adapted
@@ -171,7 +171,7 @@ def save_adapter(
         cfg["run_config"] = run_config
 
     def fill(staging: Path) -> None:
-        save_file(tensors, str(staging / ADAPTER_FILE))
+        save_safetensors(tensors, staging / ADAPTER_FILE)
         ck.write_json(staging / ck.CONFIG_FILE, cfg)
         ck.write_training_files(staging, optimizer_state, training_state)
 

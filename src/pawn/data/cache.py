@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 from pawn.errors import DataError
+from pawn.fileio import save_safetensors
 
 FORMAT_VERSION = 1
 TOKENS_FILE = "tokens_flat.bin"
@@ -187,7 +188,7 @@ class CacheWriter:
         self._tokens.close()
         offsets = np.concatenate(self._offsets)
         outcome = np.concatenate(self._outcome) if self._outcome else np.zeros(0, np.int16)
-        save_file({"offsets": offsets, "outcome_tokens": outcome}, str(self.tmp / INDEX_FILE))
+        save_safetensors({"offsets": offsets, "outcome_tokens": outcome}, self.tmp / INDEX_FILE)
         meta = {"format_version": FORMAT_VERSION, **meta, "n_games": int(outcome.shape[0]),
                 "total_tokens": int(self._total), "created_at_unix": time.time()}
         (self.tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))

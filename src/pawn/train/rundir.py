@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-RUN_MARKERS: tuple[str, ...] = ("config.json", "metrics.jsonl", "schedule_health.json", "checkpoints", "variants")
-"""Entries whose presence means a directory holds a run (what a run writes at its top level)."""
+from pawn.checkpoint import RUN_MARKERS  # the checkpoint layer (below this one) also refuses run dirs as outputs
 
 DEFAULT_IGNORED_FIELDS = frozenset({"resume", "out", "pause_after_steps", "log_every_s"})
 """Config fields that do not make two runs different, unless the caller names its own set."""
