@@ -272,3 +272,29 @@ def test_eval_pgn_reads_a_folder_as_its_files_in_name_order(shared_data, lichess
     read = sum(parse_pgn(str(p), max_ply=16, min_ply=10).counts["read"] for p in lichess_pgns)
     assert r["parser"]["read"] == read > 7000
     assert r["bands"]["elo_0_4000"]["n_games"] == 2
+
+
+def test_unused_strategy_flags_and_a_longer_seq_len_than_the_backbone_warn(backbone, shared_data, cache_dir, tmp_path):
+    """`--strategy film --lora-rank 8` once ran silently (the rank unused), as did a --seq-len
+    past the backbone's trained context (the tiny backbone's run config says 128 plies)."""
+    lines = []
+    cfg = AdaptSettings.load(backbone=str(backbone), strategy="film", lora_rank=8, bottleneck_dim=16,
+                             data=str(shared_data / "lichess"), elo_min=1200, elo_max=2200, epochs=1, steps_per_epoch=2,
+                             steps_per_chunk=2, batch_size=4, seq_len=160, val_games=16, data_seed=7,
+                             cache_dir=str(cache_dir), out=str(tmp_path / "run"))
+    res = run_adapt(cfg, log=lines.append, progress=False, install_signal_handlers=False)
+    assert res.step == 2
+    assert "WARNING: strategy film does not use --bottleneck-dim, --lora-rank (ignored)" in lines, lines
+    assert any(m.startswith("WARNING: --seq-len 160 is longer than the 128 plies the backbone was trained on")
+               for m in lines), lines
+
+
+@pytest.mark.parametrize("fields,unused", [
+    (dict(strategy="film", lora_rank=8, adapter_layers="0"), ["lora_rank"]),
+    (dict(strategy="unfreeze", unfreeze_layers="0", n_unfreeze=3), ["n_unfreeze"]),
+    (dict(strategy="bottleneck", bottleneck_dim=16, density=0.1), ["density"]),
+    (dict(strategy="retro-bottleneck", bottleneck_dim=16, density=0.1, lora_rank=2, seed=3), []),
+    (dict(strategy="lora", lora_rank=2, init_scale=0.5, seed=3), []),
+])
+def test_unused_strategy_fields(fields, unused):
+    assert AdaptSettings.load(backbone="x", **fields).unused_strategy_fields() == unused

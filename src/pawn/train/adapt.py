@@ -517,6 +517,13 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     log(f"strategy {st.name}: {n_trainable:,} trainable parameters" +
         (f" ({100.0 * n_trainable / max(n_backbone, 1):.2f}% of the {n_backbone:,}-parameter backbone {model.config.name})"
          if st.uses_backbone else f" (a {model.config.name} model trained from scratch)"))
+    unused = cfg.unused_strategy_fields()
+    if unused:
+        log(f"WARNING: strategy {st.name} does not use {', '.join('--' + f.replace('_', '-') for f in unused)} (ignored)")
+    trained_len = (bb_run or {}).get("seq_len") if st.uses_backbone else None
+    if isinstance(trained_len, int) and cfg.seq_len > trained_len:
+        log(f"WARNING: --seq-len {cfg.seq_len} is longer than the {trained_len} plies the backbone was trained on; "
+            f"positions past {trained_len} are outside its training (use --seq-len {trained_len} or less)")
 
     # ---- data
     data_seed = cfg.data_seed

@@ -204,6 +204,14 @@ class AdaptSettings(RunOutputSettings):
         """The strategy's settings dict (:mod:`pawn.adapters.configs`) from the flat fields."""
         return STRATEGY_SETTINGS[self.strategy](self)
 
+    def unused_strategy_fields(self) -> list[str]:
+        """Strategy settings given by flag, environment or config file that this run's strategy
+        does not read (``--lora-rank`` with ``--strategy film``), sorted; empty without a
+        strategy. Which fields a strategy reads is taken from :data:`STRATEGY_SETTINGS` itself."""
+        if self.strategy is None:
+            return []
+        return sorted((self.user_set_fields & strategy_specific_fields()) - strategy_fields(self.strategy, self))
+
     def chunk_steps(self, steps_per_epoch: int) -> int:
         """K: ``steps_per_chunk``, else the largest divisor ≤ 32 of gcd(steps_per_epoch,
         eval_interval, checkpoint_interval, pause_after_steps) (those set)."""
@@ -268,3 +276,32 @@ STRATEGY_SETTINGS: dict[str, Callable[[AdaptSettings], dict]] = {
 }
 """Strategy name → ``AdaptSettings -> settings dict`` of :mod:`pawn.adapters.configs`. A new
 strategy (e.g. ``rosa``) registers its mapping here."""
+
+
+class _ReadFields:
+    """Stands in for an :class:`AdaptSettings` and records the fields read from it."""
+
+    def __init__(self, cfg: AdaptSettings):
+        self._cfg, self.read = cfg, set()
+
+    def __getattr__(self, name: str) -> Any:
+        self.read.add(name)
+        return getattr(self._cfg, name)
+
+
+def strategy_fields(strategy: str, cfg: Optional[AdaptSettings] = None) -> frozenset[str]:
+    """The :class:`AdaptSettings` fields that ``strategy``'s :data:`STRATEGY_SETTINGS` mapping
+    reads from ``cfg`` (default: the defaults), found by running it on a recording stand-in (so
+    ``n_unfreeze`` is not read when ``unfreeze_layers`` is given).
+
+    Raises:
+        KeyError: an unknown strategy.
+    """
+    rec = _ReadFields(cfg if cfg is not None else AdaptSettings.model_construct())
+    STRATEGY_SETTINGS[strategy](rec)  # type: ignore[arg-type]
+    return frozenset(rec.read)
+
+
+def strategy_specific_fields() -> frozenset[str]:
+    """Fields some strategy reads, less ``seed`` (every strategy's adapter init seed)."""
+    return frozenset().union(*(strategy_fields(s) for s in STRATEGY_SETTINGS)) - {"seed"}
