@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 from pawn.sweep.population import PopulationError, run_adapt_population
 from pawn.sweep.trials import PrunerHook
@@ -60,6 +62,12 @@ def test_adapter_population_reproduces_sequential_run_adapt(tiny_backbone, share
         for s, v in train.items():
             assert outs[i].train_losses[s] == pytest.approx(v, rel=2e-5, abs=2e-5), (i, s)
         assert outs[i].best_val_loss == pytest.approx(min(seq.reported.values()), rel=2e-5)
+        # the member keeps its best adapter as the sequential run does (same weights to float tolerance)
+        assert outs[i].run_dir == Path(c["out"])
+        mine, theirs = (load_file(d / "best" / "adapter.safetensors") for d in (outs[i].run_dir, res.run_dir))
+        assert set(mine) == set(theirs)
+        for k in mine:
+            np.testing.assert_allclose(mine[k], theirs[k], rtol=1e-3, atol=1e-5, err_msg=f"member {i} {k}")
     finals = sorted(o.val_losses[4] for o in outs)
     assert min(b - a for a, b in zip(finals, finals[1:])) > 1e-4  # the members really differ
 

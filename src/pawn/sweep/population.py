@@ -16,6 +16,7 @@ the sequential run with its settings, up to float rounding.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 import threading
 from typing import Any, Callable, Optional, Sequence
 
@@ -223,15 +224,18 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
 def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Callable, table, frozen, total: int,
                       configs: Sequence[dict], reporters: Sequence[PrunerHook], *, val_due: Callable[[int], bool],
                       validate: Callable[[Any], dict], patience: Optional[int] = None,
-                      completed_reason: str = "completed") -> list[TrialOutcome]:
+                      completed_reason: str = "completed",
+                      on_best: Optional[Callable[[int, Any, int, dict], Optional[Path]]] = None) -> list[TrialOutcome]:
     """The population loop shared by pretraining and adapter populations: run every chunk
     ``(s0, {name: [K, ...]})`` of ``chunks`` for all members, fail a member whose train loss
     becomes non-finite, and at each step where ``val_due(step)`` validate every live member
     (``validate(member trainable half) -> fields``), report the fields to its reporter
     (:class:`PrunerHook`, ``ValidationEvent(step, fields)``) and apply its pruning verdict and,
     with ``patience`` set, its early stopping on ``val_loss`` (reason ``"patience"``, as
-    :class:`~pawn.train.run.EarlyStoppingHook`). Ends when every member has ended or the
-    chunks run out; returns one :class:`TrialOutcome` per member."""
+    :class:`~pawn.train.run.EarlyStoppingHook`). ``on_best(p, member trainable half, step,
+    fields)`` is called when member p's val loss is its lowest so far (it saves the weights and
+    returns the member's run directory, which becomes the outcome's ``run_dir``). Ends when
+    every member has ended or the chunks run out; returns one :class:`TrialOutcome` per member."""
     from pawn.train.lifecycle import EarlyStopping
 
     P = len(configs)
@@ -240,6 +244,8 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
     ended_at = [total] * P
     train_losses: list[dict[int, float]] = [dict() for _ in range(P)]
     stops = [EarlyStopping(patience) for _ in range(P)]
+    best = [math.inf] * P
+    run_dirs: list[Optional[Path]] = [None] * P
     step = 0
     for s0, host_chunk in chunks:
         state, m = pop.run_chunk(state, place(host_chunk), table, frozen)
@@ -259,7 +265,12 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
             for p in range(P):
                 if status[p] is not None:
                     continue
-                fields = validate(member(state, p))
+                weights = member(state, p)
+                fields = validate(weights)
+                v = fields.get("val_loss")
+                if on_best is not None and v is not None and math.isfinite(v) and v < best[p]:
+                    best[p] = v
+                    run_dirs[p] = on_best(p, weights, step, fields)
                 if patience is not None:
                     stops[p].update(step, {"loss": fields.get("val_loss")})
                 reporters[p].on_event(ValidationEvent(step, fields))
@@ -274,7 +285,7 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
     out = []
     for p in range(P):
         reason = status[p] or (completed_reason if step >= total else "paused")
-        out.append(TrialOutcome(reporters[p].best, reason, ended_at[p] if status[p] else step, None, dict(configs[p]),
+        out.append(TrialOutcome(reporters[p].best, reason, ended_at[p] if status[p] else step, run_dirs[p], dict(configs[p]),
                                 dict(reporters[p].reported), errors[p], train_losses[p]))
     return out
 
@@ -292,8 +303,9 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     :func:`pawn.train.adapt.make_validator` at the steps ``run_adapt`` validates (``eval_interval``
     or every ``val_every`` epochs, and the last step), so member p follows ``run_adapt`` with its
     config up to float rounding. Pruning and patience act per member as in
-    :func:`_train_population`. Members write no run directory or checkpoints (re-run the best
-    with ``pawn adapt --config``).
+    :func:`_train_population`. Each member with an ``out`` keeps its adapter at its lowest val
+    loss in ``out/best`` (an adapter checkpoint: ``pawn eval OUT/best``); there are no step
+    checkpoints or metrics files (re-run the best with ``pawn adapt --config`` for those).
 
     Returns:
         One :class:`TrialOutcome` per member (reason ``"step_limit"`` when it ran to the end, as
@@ -320,7 +332,7 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     if base.resume is not None or base.pause_after_steps is not None:
         raise PopulationError("an adapter population trains fresh runs to the end (no --resume, no pause_after_steps)")
     st = get_strategy(base.strategy)
-    bb, _ref, bb_run = load_backbone_for(base)
+    bb, ref, bb_run = load_backbone_for(base)
     if bb_run and bb_run.get("prepend_outcome"):
         raise TrainingError(f"backbone {base.backbone} was trained with the outcome prefix; adapters train on pure moves")
     models = [build_adapted(st.name, c.adapter_settings(), bb, jax.random.key(base.seed)) for c in cfgs]
@@ -363,11 +375,26 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
         val_due = lambda s: s % spe == 0 and ((s // spe) % base.val_every == 0 or s == total)  # noqa: E731
     log(f"adapter population of {P} ({st.name}): {spe} steps per epoch x {base.epochs} epochs = {total} steps; "
         f"data seed {data_seed}")
+
+    def save_best(p: int, weights, step: int, fields: dict) -> Optional[Path]:
+        """Member p's adapter at its lowest val loss so far → ``OUT/best`` (an adapter checkpoint
+        as ``pawn adapt`` writes, run config = the member's config): eval, play and generate
+        load it; a sequential trial's run directory has the same ``best``."""
+        from pawn.adapters.io import save_adapter
+
+        if configs[p].get("out") is None:
+            return None
+        own = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(halves[p][0]), jax.tree_util.tree_leaves(weights))
+        run_dir = Path(configs[p]["out"])
+        save_adapter(run_dir / "best", eqx.combine(own, halves[p][1]), ref, run_config=configs[p])
+        return run_dir
+
     chunks = BatchChunks(train, start=0, end=total, k=K, keys=(*BATCH_KEYS, "legal") if need_legal else BATCH_KEYS)
     try:
         return _train_population(pop, state, chunks, program.place_chunk, lr_table(schedules, total), frozen, total,
                                  configs, reporters, val_due=val_due, patience=base.patience, completed_reason="step_limit",
-                                 validate=lambda m: validator(eqx.combine(jax.device_put(m), frozen), val_batches))
+                                 validate=lambda m: validator(eqx.combine(jax.device_put(m), frozen), val_batches),
+                                 on_best=save_best)
     finally:
         chunks.close()
 

@@ -304,6 +304,8 @@ def finish_trial(trial: optuna.Trial, outcome: TrialOutcome, log: Callable[[str]
     what the run resolved (the ``data_seed`` of an adapter run), so :func:`best_config` repeats it."""
     if outcome.config:
         trial.set_user_attr("config", outcome.config)
+    if outcome.run_dir is not None:
+        trial.set_user_attr("run_dir", str(outcome.run_dir))
     trial.set_user_attr("reason", outcome.reason)
     trial.set_user_attr("steps", outcome.step)
     if outcome.error is not None:
