@@ -67,7 +67,8 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
                        Column("val top-5", ".4f")])
     if res.baseline_val:
         b = res.baseline_val
-        rep.add("step 0 (backbone)", b["val_loss"], b["val_top1"], b["val_top5"])
+        when = "step 0 (untrained model)" if res.strategy == "specialized_clm" else "step 0 (backbone)"
+        rep.add(when, b["val_loss"], b["val_top1"], b["val_top5"])
     if res.last_val:
         v = res.last_val
         rep.add(f"step {v['step']}", v["val_loss"], v["val_top1"], v["val_top5"])
