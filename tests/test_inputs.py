@@ -24,7 +24,7 @@ from pawn.train.hooks import RunHooks
 from pawn.train.run import Run
 from pawn.train.rundir import check_run_dir
 
-from tests.test_cli_errors import one_line_error
+from test_cli_errors import one_line_error
 
 _ADAPT = {"backbone": "bb", "data": "games.pgn", "strategy": "lora"}
 
