@@ -298,18 +298,18 @@ def test_cli_resume_with_every_checkpoint_damaged_is_one_line(tmp_path, paused_r
 def test_disk_full_during_a_save_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     import pawn.checkpoint as ckmod
 
-    real = ckmod.save_file
+    real = ckmod.save_safetensors
     calls = {"model": 0}
 
     def filling_disk(tensors, path, *a, **k):
-        if path.endswith("model.safetensors"):
+        if str(path).endswith("model.safetensors"):
             calls["model"] += 1
             if calls["model"] == 2:
                 Path(path).write_bytes(b"\x00" * 10)  # a partial write, then the disk is full
                 raise OSError(errno.ENOSPC, "No space left on device", path)
         return real(tensors, path, *a, **k)
 
-    monkeypatch.setattr(ckmod, "save_file", filling_disk)
+    monkeypatch.setattr(ckmod, "save_safetensors", filling_disk)
     out = tmp_path / "run"
     r = CliRunner().invoke(app, ["pretrain", "--variant", "toy", "--total-steps", "8", "--batch-size", "4", "--seq-len", "32",
                                  "--val-games", "0", "--steps-per-chunk", "2", "--val-every", "2", "--checkpoint-every", "2",
