@@ -179,6 +179,7 @@ def test_sigterm_checkpoints_and_stops(backbone, shared_data, cache_dir, tmp_pat
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_sigterm_before_the_first_step_checkpoints_and_exits_zero(backbone, shared_data, cache_dir, tmp_path):
     # SIGTERM right after the backbone is loaded (before the data, the step-0 validation and the
     # compile): the same clean stop as a later one, not the default handler's exit 143.

@@ -325,6 +325,7 @@ def test_one_printer_writes_every_cell_through_the_metric_table():
     assert "2,000.00 (1,000.00–4,000.00)" in text and "500" in text and "250–1,000" in text and "1.50" in text
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_step_section_runs_all_three_forms_of_the_current_train_step():
     """Not slow: the step section (eager, jitted step, scan chunk) on a toy model at tiny sizes.
     It broke unnoticed (TypeError traceback) when TrainProgram._step gained its ``frozen`` argument,

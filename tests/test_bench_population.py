@@ -47,7 +47,8 @@ def test_population_settings_flags_env_quick_and_section_selection(monkeypatch):
     assert r.exit_code == 2 and "population_steps" in r.output and "Traceback" not in r.output
 
 
-@pytest.mark.parametrize("end_to_end", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("end_to_end", [False, True])
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_population_section_runs_both_run_types_and_writes_its_json(tmp_path, shared_data, monkeypatch, end_to_end):
     monkeypatch.setenv("PAWN_SHARED_DIR", str(shared_data.parent))
     out = tmp_path / "bench.json"

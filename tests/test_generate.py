@@ -164,6 +164,7 @@ def test_random_games_command_writes_parquet_and_pgn(tmp_path):
     assert [m.uci() for m in games[0].mainline_moves()] == t["uci"][0]
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_generate_command_with_diagnostics_skips_outcome_tests_for_pure_moves_model(tmp_path):
     ck = save_checkpoint(tmp_path / "toy", PAWNModel(TOY, jax.random.PRNGKey(4)).params(), TOY)
     js = tmp_path / "gen.json"

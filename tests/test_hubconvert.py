@@ -141,6 +141,7 @@ def test_hub_ref_parsing(tmp_path):
     assert parse_hub_ref("not a repo") is None and parse_hub_ref(str(tmp_path)) is None
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_v1_hub_repo_converts_on_the_fly_and_a_republished_repo_is_noticed_without_force(tmp_path, hub):
     cfg = v1_model_config(*SMALL_V1)
     first = hub.publish("me/pawn-v1", _files(write_v1_checkpoint(tmp_path / "a", cfg, seed=1)))
@@ -192,6 +193,7 @@ def test_v2_hub_repo_is_verified_and_keeps_its_run_config_and_layout(tmp_path, h
     assert r.exit_code == 1 and "already a v2 checkpoint" in r.output
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_interrupted_hub_download_is_refused_in_one_line(tmp_path, hub):
     _v2_repo(tmp_path, hub)
     hub.truncate["model.safetensors"] = 100

@@ -58,7 +58,7 @@ def test_blockwise_attention_equals_materialised_softmax_in_value_and_gradient()
         np.testing.assert_allclose(np.asarray(g_new), np.asarray(g_ref), atol=5e-6)
 
 
-@pytest.mark.parametrize("mode", ["attention", "full"])
+@pytest.mark.parametrize("mode", [pytest.param("attention", marks=pytest.mark.slow), "full"])
 def test_remat_modes_change_memory_not_numbers(mode):
     model = PAWNModel(TOY, jax.random.key(1))
     b = _batch()
@@ -80,6 +80,7 @@ def test_unknown_remat_mode_is_refused():
     assert REMAT_MODES == ("none", "attention", "full")
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_accumulation_over_micro_batches_gives_the_full_batch_loss_and_gradient():
     model = PAWNModel(TOY, jax.random.key(2))
     b = _batch()

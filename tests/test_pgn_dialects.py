@@ -343,6 +343,7 @@ def _lichess_dir() -> Path:
     return shared / "data" / "lichess"
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_every_shared_lichess_file_matches_python_chess():
     d = _lichess_dir()
     files = sorted(d.glob("*.pgn"))

@@ -84,6 +84,7 @@ def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path):
     assert again.reason == "resume_no_op"
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_resume_without_total_steps_reads_it_from_the_checkpoint(tmp_path):
     """The README's ``pawn pretrain --resume auto --out DIR`` and the stop message's
     ``--resume DIR`` give no --total-steps: the stored run supplies it."""
@@ -102,6 +103,7 @@ def test_resume_refuses_changed_settings(tmp_path):
                      progress=False, install_signal_handlers=False)
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_resume_without_optimizer_state_warns_loudly(tmp_path):
     paused = run_pretrain(cfg(tmp_path, pause_after_steps=4), progress=False, install_signal_handlers=False)
     ck = paused.checkpoint
@@ -192,6 +194,7 @@ def test_validation_records_carry_per_variant_v1_metrics(tmp_path):
     assert 6.0 < val[0]["val/loss_d64_L2_F256"] < 9.0  # near ln(1980) = 7.59 for a barely trained toy
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_on_disk_corpus_trains_exactly_like_fresh_games(tmp_path):
     fresh = run_pretrain(cfg(tmp_path / "fresh", total_steps=4, val_every=4, checkpoint_every=4), progress=False, install_signal_handlers=False)
     corpus = tmp_path / "corpus"

@@ -72,6 +72,7 @@ def scripted_validation(monkeypatch, script, sleep_s: float = 0.0):
 # ------------------------------------------------------------------------------ timing
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_chunk_time_excludes_validation_and_checkpoint_time_reported_on_their_own(tmp_path, monkeypatch):
     scripted_validation(monkeypatch, [(5.0, 0.5, 0.5, 10.0)] * 4, sleep_s=1.2)
     real_save = pretrain_mod.save_checkpoint
@@ -117,6 +118,7 @@ def test_early_stopping_compound_rule_each_metric_tracks_its_own_best():
     assert not EarlyStopping(None, counter=99).exhausted
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_best_checkpoint_survives_rotation_and_patience_stops_the_run(tmp_path, monkeypatch):
     scripted_validation(monkeypatch, [
         (5.0, 0.5, 0.5, 10.0),  # step 2: first evaluation, best
@@ -437,6 +439,7 @@ def test_distributed_timeout_is_a_setting_passed_to_jax(monkeypatch, tmp_path):
 # ------------------------------------------------------------------------------ outcome prefix end to end
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_prepend_outcome_pretrains_end_to_end_and_runs_the_five_outcome_diagnostics(tmp_path):
     from pawn.evaluate.diagnostics import TESTS, run_outcome_tests
     from pawn.evaluate.loading import load_models
@@ -474,6 +477,7 @@ def test_prepend_outcome_pretrains_end_to_end_and_runs_the_five_outcome_diagnost
             assert "_skipped" not in m and m["n_games"] >= 1, (task, scenario)
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_sigterm_during_setup_checkpoints_after_the_first_chunk(tmp_path):
     """A SIGTERM that arrives during the setup (here: with the first log line, before the run's
     summary and the compiled chunk) stops like a later one: the first chunk finishes, a

@@ -261,6 +261,7 @@ def _reference_loss(kind, logits, y, w):
     return (l * w[None]).sum(-1) / jnp.maximum(w.sum(), 1.0)
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_fused_probe_steps_equal_one_adamw_per_probe_with_autodiff():
     """A segment of fused steps (one matmul for all probes, closed-form gradients, class-major
     piece_type, a trailing inactive step) equals per-probe params trained with autodiff of the

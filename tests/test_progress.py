@@ -84,6 +84,7 @@ def _pretrain_cmd(out: Path, steps: int, *extra: str) -> list[str]:
             "--checkpoint-every", str(steps), "--out", str(out), *extra]
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_pretrain_into_a_pipe_prints_plain_progress_lines_not_a_bar(tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PAWN_LOG_EVERY_S": "0"}
     r = subprocess.run(_pretrain_cmd(tmp_path / "run", 6), env=env, capture_output=True, text=True, timeout=300)
@@ -121,6 +122,7 @@ def test_ctrl_c_is_acknowledged_then_the_chunk_finishes_with_a_checkpoint(tmp_pa
     assert 0 < step < 4000 and (out / "checkpoints" / f"step_{step:08d}" / ".complete").exists()
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_second_ctrl_c_stops_at_once_without_a_checkpoint(tmp_path):
     out = tmp_path / "run"
     # long chunks (20,000 toy steps: many seconds even on a fast machine), so both signals land

@@ -90,6 +90,7 @@ def test_strategy_runs_end_to_end_and_lifts_val_top1(backbone, shared_data, cach
     assert masks and all(int(m[j].sum()) == int(0.05 * m[j].size) for m in masks.values() for j in range(m.shape[0]))
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_rosa_resume_inside_warmup_and_inside_main_phase_is_exact(backbone, shared_data, cache_dir, tmp_path):
     full = _run(_cfg(backbone, shared_data, cache_dir, tmp_path / "full", strategy="rosa", steps_per_chunk=2))
     want = _final_tensors(full.run_dir)
@@ -122,6 +123,7 @@ def test_rosa_resume_inside_warmup_and_inside_main_phase_is_exact(backbone, shar
     assert got_losses[-1] == losses[-1]
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_resume_from_the_main_phase_step_0_checkpoint_writes_the_step_0_val_once(backbone, shared_data, cache_dir, tmp_path):
     # A RoSA run whose newest checkpoint is main-phase step 0 (phase 3 just entered: masks made,
     # no main step yet) resumed from there: metrics.jsonl keeps the one step-0 baseline record.

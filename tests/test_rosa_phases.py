@@ -50,7 +50,7 @@ def _run(model, tmp_path, saves, **kw):
                                 key=jax.random.PRNGKey(9), log=lambda m: None, **kw)
 
 
-@pytest.mark.parametrize("mode", ["rosa", "retro-sparse"])
+@pytest.mark.parametrize("mode", ["rosa", pytest.param("retro-sparse", marks=pytest.mark.slow)])
 def test_warmup_resumes_exactly_and_masks_follow(tmp_path, mode):
     bb = PAWNModel(CFG, jax.random.PRNGKey(0))
     m0 = build_adapted(mode, SETTINGS, bb, jax.random.PRNGKey(1))
