@@ -177,3 +177,40 @@ def test_sweep_compilation_cache_setting(tmp_path):
     assert SweepSettings.load(**kw).compilation_cache_dir == tmp_path / "sw" / "jax-cache"
     assert SweepSettings.load(**kw, compilation_cache="none").compilation_cache_dir is None
     assert SweepSettings.load(**kw, compilation_cache=str(tmp_path / "c")).compilation_cache_dir == tmp_path / "c"
+
+
+# ------------------------------------------------------------------------------ pretraining trials
+def _val_losses(run_dir: Path) -> list[tuple[int, float]]:
+    recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["val/loss_d64_L2_F256"]) for r in recs if r.get("type") == "val"]  # the toy variant
+
+
+def test_second_pretraining_trial_compiles_no_chunk_and_trains_its_own_schedule(tmp_path):
+    from pawn.settings import PretrainConfig
+    from pawn.sweep.trials import PretrainTrialRunner
+    from pawn.train.pretrain import PretrainReuse, run_pretrain
+
+    base = dict(variant="toy", batch_size=4, seq_len=32, val_games=8, total_steps=6, steps_per_chunk=2, val_every=2,
+                checkpoint_every=6)
+    runner = PretrainTrialRunner(base, log=lambda m: None)
+    trials = [dict(lr=3e-3, weight_decay=0.01, warmup_frac=0.0), dict(lr=2e-2, weight_decay=0.08, warmup_frac=0.5)]
+    counts = []
+    for i, params in enumerate(trials):
+        with CompileCounter() as cc:
+            out = runner.run(runner.config(params, tmp_path / f"t{i}"), [])
+        assert out.error is None and out.reason == "completed", out
+        counts.append(cc.count("chunk_fn"))
+    assert counts[0] >= 1 and counts[1] == 0, counts
+    t0, t1 = _val_losses(tmp_path / "t0"), _val_losses(tmp_path / "t1")
+    assert [s for s, _ in t1] == [2, 4, 6] and t0 != t1
+    # trial 1 ran its own lr, warm-up and decay: what a run compiled for it alone gives, up to float rounding
+    alone = run_pretrain(PretrainConfig.load(**base, **trials[1], out=str(tmp_path / "alone")), log=lambda m: None,
+                         progress=False, install_signal_handlers=False)
+    np.testing.assert_allclose([v for _, v in _val_losses(alone.run_dir)], [v for _, v in t1], rtol=1e-5)
+    # and exactly what a fresh shared program gives (the reuse itself adds nothing)
+    fresh = run_pretrain(PretrainConfig.load(**base, **trials[1], out=str(tmp_path / "fresh")), log=lambda m: None,
+                         progress=False, install_signal_handlers=False, reuse=PretrainReuse())
+    assert _val_losses(fresh.run_dir) == t1
+    # the run summary of the reusing trial still reports the compiled memory figures
+    cfg1 = [json.loads(x) for x in (tmp_path / "t1" / "metrics.jsonl").read_text().splitlines()][0]
+    assert cfg1["summary"]["compiled_memory"]["peak_bytes"] > 0

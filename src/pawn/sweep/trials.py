@@ -122,6 +122,10 @@ class PretrainTrialRunner:
     """Pretraining trials: :func:`pawn.train.pretrain.run_pretrain` in process, one run
     directory per trial. The objective is the stored model's ``val/loss_<config name>``.
 
+    Trials share compiled programs (:class:`~pawn.train.pretrain.PretrainReuse`): a trial whose
+    model, batch shape and optimizer structure match an earlier one's takes its learning rates
+    and weight decay as data of the same compiled chunk.
+
     Args:
         base: fixed :class:`~pawn.settings.PretrainConfig` fields (e.g. from ``--base-config``);
             validation must be on (``val_games > 0``).
@@ -132,8 +136,10 @@ class PretrainTrialRunner:
 
     def __init__(self, base: dict[str, Any], log: Callable[[str], None] = print):
         from pawn.settings import PretrainConfig
+        from pawn.train.pretrain import PretrainReuse
 
         self.base, self.log = dict(base), log
+        self.reuse = PretrainReuse()
         self.settings_fields = frozenset(PretrainConfig.model_fields)
         probe = PretrainConfig.load(**{"total_steps": 1, **self.base, "resume": None, "out": None})
         self.objective_key = f"val/loss_{probe.model_configs()[0].name}"
@@ -158,7 +164,8 @@ class PretrainTrialRunner:
         cfg = PretrainConfig.load(**config)
         pruner = next((h for h in hooks if isinstance(h, PrunerHook)), None)
         try:
-            res = run_pretrain(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks)
+            res = run_pretrain(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks,
+                               reuse=self.reuse)
         except PawnError as e:
             return TrialOutcome(pruner.best if pruner else float("nan"), "exception", 0, Path(cfg.out), config,
                                 dict(pruner.reported) if pruner else {}, _one_line(e))
