@@ -145,6 +145,31 @@ def test_second_adapter_trial_compiles_neither_chunk_nor_validation(tiny_backbon
     assert _summary(tmp_path / "t0") != t1
 
 
+
+def test_second_rosa_trial_compiles_neither_warmup_nor_mask_scores(tiny_backbone, shared_data, tmp_path):
+    from pawn.sweep.adapt import AdaptTrialRunner
+    from pawn.train.adapt_config import AdaptSettings
+
+    runner = AdaptTrialRunner({}, strategy="rosa", checkpoint=str(tiny_backbone), data=str(shared_data / "lichess"),
+                              log=lambda m: None)
+    rosa = dict(strategy="rosa", lora_rank=2, density=0.05, rosa_warmup_steps=2, mask_samples=2)
+    configs = [{**_trial_cfg(tiny_backbone, shared_data, tmp_path, lr=3e-3, weight_decay=0.01, out=str(tmp_path / "r0")),
+                **rosa},
+               {**_trial_cfg(tiny_backbone, shared_data, tmp_path, lr=1e-2, weight_decay=0.05, out=str(tmp_path / "r1")),
+                **rosa}]
+    counts, warm = [], []
+    for c in configs:
+        with CompileCounter() as cc:
+            out = runner.run(AdaptSettings.load(**c).model_dump(mode="json"), [])
+        assert out.error is None and out.reason == "step_limit", out
+        counts.append((cc.count("chunk_fn"), cc.count("_mask_score")))
+        recs = [json.loads(x) for x in (Path(c["out"]) / "metrics.jsonl").read_text().splitlines()]
+        warm.append([r["rosa/warmup_loss"] for r in recs if "rosa/warmup_loss" in r])
+    # trial 0 compiles the warm-up chunk, the main chunk and the mask score; trial 1 none of them
+    assert counts[0][0] >= 2 and counts[0][1] >= 1 and counts[1] == (0, 0), counts
+    assert len(warm[0]) == len(warm[1]) >= 1 and warm[0][0] != warm[1][0]  # each warm-up ran its own lr
+
+
 # ------------------------------------------------------------------------------ persistent cache
 _PROBE = """
 import sys, jax, jax.numpy as jnp

@@ -350,6 +350,14 @@ def _loss_scalar(out):
     return out[0] if isinstance(out, tuple) else out
 
 
+@eqx.filter_jit
+def _mask_score(diff, static, batch, loss_fn, grad_alpha):
+    # module level: runs with the same loss_fn object (sweep trials sharing their programs,
+    # pawn.train.adapt.AdaptReuse) and shapes share one compilation
+    g = jax.grad(lambda d: _loss_scalar(loss_fn(eqx.combine(d, static), batch)).astype(jnp.float32))(diff)
+    return {n: (jnp.abs(x) if grad_alpha == 1 else jnp.square(x)) for n, x in g.adapter.sparse.delta.items()}
+
+
 def mask_scores(model, loss_fn: Callable[[Any, Any], Any], batches: Iterable[Any], grad_alpha: int) -> dict[str, np.ndarray]:
     """Phase-2 scores: ``Σ_batches |∂L/∂Δ|^α`` per targeted matrix, with masks all True and ``Δ = 0``.
 
@@ -369,15 +377,9 @@ def mask_scores(model, loss_fn: Callable[[Any, Any], Any], batches: Iterable[Any
         raise ValueError(f"grad_alpha must be 1 or 2, got {grad_alpha}")
     m = enter_mask_phase(model)
     diff, static = eqx.partition(m, m.trainable_filter())
-
-    @eqx.filter_jit
-    def score(diff, static, batch):
-        g = jax.grad(lambda d: _loss_scalar(loss_fn(eqx.combine(d, static), batch)).astype(jnp.float32))(diff)
-        return {n: (jnp.abs(x) if grad_alpha == 1 else jnp.square(x)) for n, x in g.adapter.sparse.delta.items()}
-
     total, n = None, 0
     for batch in batches:
-        s = score(diff, static, batch)
+        s = _mask_score(diff, static, batch, loss_fn, grad_alpha)
         total = s if total is None else {k: total[k] + s[k] for k in total}
         n += 1
     if total is None:

@@ -708,7 +708,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
             weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, steps_per_chunk=K, save=save_warm,
             checkpoint_root=run.checkpoints, key=jax.random.fold_in(jax.random.key(cfg.seed), 3), resume=rosa_resume,
             hooks=[FlagStopHook(stop), *hooks], log_metrics=log_warm, log=log, checkpoint_every=cfg.checkpoint_interval,
-            is_main=is_main)
+            is_main=is_main, programs=None if reuse is None else reuse.programs, program_key=("rosa-warmup", *graph_key))
         if wo.reason != "completed":
             stop.restore()
             if hub is not None:

@@ -121,6 +121,8 @@ def run_warmup_and_masks(
     log: Callable[[str], None] = print,
     checkpoint_every: Optional[int] = None,
     is_main: bool = True,
+    programs: Optional[dict] = None,
+    program_key: Any = None,
 ) -> WarmupOutcome:
     """Run phase 1 (LoRA warm-up) from ``resume`` (or 0) and, if it completes, phase 2 (gradient
     masks) and the switch to phase 3 (:func:`pawn.adapters.rosa.enter_main_phase`).
@@ -140,6 +142,10 @@ def run_warmup_and_masks(
         log_metrics: receives one record per warm-up chunk: ``rosa/phase``, ``rosa/warmup_step``,
             ``rosa/warmup_loss`` (last step), ``rosa/warmup_loss_mean``, ``grad_norm``.
         checkpoint_every: warm-up steps between checkpoints (None: only at the end or a stop).
+        programs, program_key: the compiled programs shared by the runs of this process
+            (:attr:`pawn.train.adapt.AdaptReuse.programs`) and the warm-up's graph key in it: an
+            earlier run's warm-up program with that key is reused with this run's lr and weight
+            decay as data (issue 15); None: a program of this run alone, constants compiled in.
 
     Returns:
         :class:`WarmupOutcome`.
@@ -159,7 +165,14 @@ def run_warmup_and_masks(
     if start < W:
         schedule = build_schedule("constant", lr, W, 0)
         optimizer = make_optimizer(schedule, b1=b1, b2=b2, weight_decay=weight_decay, max_grad_norm=max_grad_norm)
-        program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], None, "none", make_mesh(), 1, loss_fn=loss_fn)
+        shared = None if programs is None else programs.get(program_key)
+        if shared is not None:
+            program = shared.with_hyperparams(schedule, weight_decay)
+        else:
+            program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], None, "none", make_mesh(), 1, loss_fn=loss_fn,
+                                   weight_decay=weight_decay if programs is not None else None)
+            if programs is not None:
+                programs[program_key] = program
         if resume is None or start == 0:
             state, frozen = init_partitioned_state(model, optimizer, trainable=model.trainable_filter(), step=start)
         else:
