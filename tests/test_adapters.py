@@ -138,6 +138,7 @@ def test_sparse_mask_follows_the_v1_generator_and_only_masked_entries_get_gradie
         assert np.all(gd[~mk] == 0) and np.count_nonzero(gd[mk]) > 0.9 * mk.sum()
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_unfreeze_partition_keeps_frozen_slices_out_of_the_update(bb, tokens):
     m = build_adapted("unfreeze", {"layers": [1]}, bb, jax.random.PRNGKey(0))
     tr, fr = eqx.partition(m, m.trainable_filter())
@@ -156,6 +157,7 @@ def test_unfreeze_partition_keeps_frozen_slices_out_of_the_update(bb, tokens):
     np.testing.assert_array_equal(np.asarray(view.lm_head), np.asarray(bb.lm_head))
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_decode_with_adapters_equals_the_full_forward(bb):
     m = _perturb(build_adapted("hybrid", {"use_output_film": True, "layers": [0, 1]}, bb, jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
     bn = _perturb(build_adapted("bottleneck", {"n_hidden": 1}, bb, jax.random.PRNGKey(0)), jax.random.PRNGKey(2))

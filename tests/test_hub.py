@@ -138,6 +138,7 @@ def test_a_403_stops_pushing_with_one_message_and_training_ends_normally(hub, tm
     assert all("pushing stopped" in r["error"] for r in recs[1:])
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_sigterm_waits_for_the_in_flight_upload(hub, tmp_path):
     hub.commit_delays = {0: 3.0}  # the first checkpoint's commit is in flight for 3 s
     run = tmp_path / "run"

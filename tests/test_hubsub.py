@@ -96,6 +96,7 @@ def test_hub_id_grammar_follows_hf_paths_and_a_local_path_wins(tmp_path, monkeyp
 
 
 # ------------------------------------------------------------------------------ a pushed run
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_a_pushed_runs_checkpoint_folders_load_like_the_local_checkpoints(hub, tmp_path, monkeypatch):
     run = tmp_path / "run"
     cfg = PretrainConfig.load(variant="toy", batch_size=4, seq_len=32, val_games=0, steps_per_chunk=2, lr=1e-3, warmup_steps=1,

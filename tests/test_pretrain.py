@@ -231,6 +231,7 @@ def test_out_pointing_at_a_file_is_a_one_line_error(tmp_path):
     assert blocker.read_text() == "keep me"
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_resume_ignores_laptop_preset_values_the_user_never_typed(tmp_path):
     run_pretrain(PretrainConfig.load(variant="toy", total_steps=4, batch_size=4, seq_len=32, val_games=0,
                                      steps_per_chunk=2, val_every=2, checkpoint_every=2, pause_after_steps=2,

@@ -148,6 +148,7 @@ def test_resume_auto_over_a_run_without_checkpoint_moves_the_leftovers_aside(tmp
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("run.old-")]) == 1
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_a_resumed_runs_config_json_refed_does_not_rewind_it(tmp_path):
     out = tmp_path / "run"
     quiet(PretrainConfig.load(**SMALL, total_steps=8, val_every=2, checkpoint_every=2, pause_after_steps=2, out=out))

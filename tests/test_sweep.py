@@ -161,6 +161,7 @@ def _population_vs_sequential(tmp_path, members, **over):
     return outs
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_population_of_2_reproduces_sequential_runs(tmp_path):
     outs = _population_vs_sequential(tmp_path, [dict(lr=3e-4, weight_decay=0.0), dict(lr=2e-3, weight_decay=0.1, warmup_steps=0)],
                                      total_steps=4)
@@ -255,6 +256,7 @@ def test_two_workers_started_at_once_on_a_fresh_sqlite_file(tmp_path):
     assert sum(t.state == TrialState.COMPLETE for t in trials) >= 2 and not any(t.state == TrialState.RUNNING for t in trials)
 
 
+@pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
 def test_population_sweep_tells_each_member_to_the_study(tmp_path):
     from pawn.sweep.study import run_sweep
 
@@ -284,8 +286,8 @@ def test_a_killed_worker_leaves_no_trial_running(tmp_path):
     while time.time() < deadline:
         time.sleep(0.5)
         try:
-            if any(t.state == TrialState.RUNNING for t in _study(out).trials):
-                break
+            if any(t.state == TrialState.RUNNING and t.params for t in _study(out).trials):
+                break  # mid-trial: sampled and running (a kill before the first heartbeat: the test below)
         except Exception:  # no study yet
             pass
     p.kill()  # SIGKILL mid-trial: no chance to record anything
@@ -298,6 +300,43 @@ def test_a_killed_worker_leaves_no_trial_running(tmp_path):
     assert trials[0].state == TrialState.FAIL
     assert trials[1].state == TrialState.COMPLETE and trials[1].system_attrs.get("failed_trial") == trials[0].number
     assert trials[1].params == trials[0].params  # retried with the same parameters
+
+
+@pytest.mark.slow
+def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_path):
+    # A worker killed between Optuna creating its trial and the first heartbeat left a trial that
+    # Optuna's stale check skips (it compares heartbeats only): it stayed RUNNING for ever (seen in CI).
+    from pawn.sweep.storage import open_storage
+
+    out = tmp_path / "sw"
+    out.mkdir()
+    storage = open_storage(f"sqlite:///{out / 'study.db'}", heartbeat_s=1, grace_s=2)
+    orphan = optuna.create_study(study_name="pretrain", storage=storage).ask()  # no heartbeat, no params
+    time.sleep(2.5)  # past the grace period
+    r = subprocess.run(_sweep_cmd(out, 1, "--heartbeat-s", "1", "--grace-s", "2"), env=_env(), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "RUNNING trials [0] never recorded a heartbeat" in r.stdout + r.stderr
+    trials = _study(out).trials
+    assert trials[0].number == orphan.number and trials[0].state == TrialState.FAIL
+    assert trials[1].state == TrialState.COMPLETE and trials[1].system_attrs.get("failed_trial") == 0
+    assert not any(t.state == TrialState.RUNNING for t in trials)
+
+
+def test_a_live_trial_without_a_heartbeat_yet_is_left_running(tmp_path):
+    from pawn.sweep.storage import expire_trials_without_heartbeat, open_storage
+
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_s=1, grace_s=1)
+    study = optuna.create_study(study_name="s", storage=storage)
+    study.ask()
+    assert expire_trials_without_heartbeat(study, 1) == []  # started just now: within the grace period
+    optuna.storages.fail_stale_trials(study)
+    assert [t.state for t in study.trials] == [TrialState.RUNNING]
+    time.sleep(1.5)
+    assert expire_trials_without_heartbeat(study, 1) == [0]
+    assert expire_trials_without_heartbeat(study, 1) == []  # it has a heartbeat now
+    optuna.storages.fail_stale_trials(study)
+    assert study.trials[0].state == TrialState.FAIL
 
 
 def test_journal_storage_study_is_created_once_and_checked(tmp_path):

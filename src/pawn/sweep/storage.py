@@ -13,6 +13,8 @@ heartbeat is older than ``grace_s`` (a worker that was killed) is marked FAILED 
 trial any worker starts, and re-queued once with the same parameters
 (``RetryHeartbeatStaleTrialCallback(max_retry=1)``). ``grace_s`` must exceed the first chunk's compile
 time, during which no heartbeat is missed (it runs in a thread) but a slow machine might stall.
+A trial killed before its first heartbeat, which Optuna's check never sees, is given a stale one
+when a worker starts (:func:`expire_trials_without_heartbeat`) and then failed and retried too.
 
 An Optuna journal file (``--storage study.log`` or ``journal:PATH``) uses
 ``JournalFileBackend`` with its own file lock; it has no heartbeat in Optuna, so a killed
@@ -106,6 +108,54 @@ def open_storage(url: str, *, heartbeat_s: int = 60, grace_s: int = 900) -> Base
         raise StorageError(f"--storage {url}: cannot open ({' '.join(str(e).split())[:200]})") from None
     except Exception as e:  # sqlalchemy's errors (bad URL, unreachable server): one line
         raise StorageError(f"--storage {url}: cannot open ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+
+
+def expire_trials_without_heartbeat(study: optuna.Study, grace_s: float) -> list[int]:
+    """Make Optuna's stale-trial check see the RUNNING trials that never recorded a heartbeat.
+
+    A worker killed between Optuna creating its trial (``study.ask``) and the first heartbeat
+    (a window of milliseconds for one trial; a population samples P trials first) leaves a
+    trial that ``RDBStorage``'s stale check skips: it only compares existing heartbeats
+    (``RDBStorage._get_stale_trial_ids``), so the trial stayed RUNNING for ever. Each such trial
+    that started more than ``grace_s`` seconds ago (``datetime_start`` against this host's clock,
+    which Optuna wrote it with) gets a heartbeat dated ``grace_s + 1`` seconds back on the
+    database's clock; the next stale check (:func:`optuna.storages.fail_stale_trials`, run by
+    every worker before each trial) then fails it and re-queues it once, as any killed worker's
+    trial. A live worker records its heartbeat long before ``grace_s`` (which must exceed a
+    compile; default 900 s). No-op for storages without heartbeats (journal files).
+
+    Returns:
+        the numbers of the trials given a heartbeat.
+    """
+    import datetime as _dt
+
+    storage = getattr(study._storage, "_backend", study._storage)  # Optuna wraps an RDBStorage in _CachedStorage
+    if not isinstance(storage, RDBStorage) or storage.heartbeat_interval is None:
+        return []
+    import sqlalchemy
+    from optuna.storages._rdb import models
+
+    now = _dt.datetime.now()
+    late = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+            if t.datetime_start is not None and (now - t.datetime_start).total_seconds() > grace_s]
+    done = []
+    if not late:
+        return done
+    session = storage.scoped_session()
+    try:
+        db_now = session.execute(sqlalchemy.func.now()).scalar().replace(tzinfo=None)
+        for t in late:
+            if models.TrialHeartbeatModel.where_trial_id(t._trial_id, session) is None:
+                session.add(models.TrialHeartbeatModel(trial_id=t._trial_id,
+                                                       heartbeat=db_now - _dt.timedelta(seconds=grace_s + 1)))
+                done.append(t.number)
+        session.commit()
+    except Exception:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+    return done
 
 
 def fail_running_trials(study: optuna.Study, reason: str) -> list[int]:

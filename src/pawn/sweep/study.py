@@ -31,7 +31,8 @@ from pawn.sweep.settings import SweepSettings
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from pawn.sweep.space import Space, derive, load_space, suggest
-from pawn.sweep.storage import creation_lock, fail_running_trials, open_storage, storage_url
+from pawn.sweep.storage import (creation_lock, expire_trials_without_heartbeat, fail_running_trials, open_storage,
+                                storage_url)
 from pawn.sweep.trials import PrunerHook, PretrainTrialRunner, TrialOutcome, TrialRunner
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -345,6 +346,11 @@ def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: 
 def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRunner, space: Space) -> optuna.Study:
     """:func:`run_worker` inside its compilation cache."""
     study, _ = open_study(s)
+    expired = expire_trials_without_heartbeat(study, s.grace_s)  # failed and re-queued by the next stale check
+    if expired:
+        log(f"RUNNING trials {expired} never recorded a heartbeat and started over {s.grace_s} s ago "
+            "(a worker killed as they began): they are marked failed and retried")
+        optuna.storages.fail_stale_trials(study)
     if s.fail_running:
         failed = fail_running_trials(study, "marked failed by --fail-running")
         if failed:
