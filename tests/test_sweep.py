@@ -339,6 +339,65 @@ def test_a_live_trial_without_a_heartbeat_yet_is_left_running(tmp_path):
     assert study.trials[0].state == TrialState.FAIL
 
 
+class _FakeRunner:
+    """A run type whose trials take ``seconds`` and score 1.0; ``during(n)`` runs inside trial n."""
+
+    command, objective_key = "pretrain", "val_loss"
+
+    def __init__(self, during=lambda n: None, seconds=0.0):
+        self.during, self.seconds, self.calls = during, seconds, 0
+
+    def config(self, params, trial_dir):
+        return {**params, "out": str(trial_dir)}
+
+    def run(self, config, hooks):
+        from pawn.sweep.trials import TrialOutcome
+
+        self.during(self.calls)
+        self.calls += 1
+        time.sleep(self.seconds)
+        return TrialOutcome(best_val_loss=1.0, reason="completed", step=1, run_dir=None, config=config,
+                            val_losses={1: 1.0})
+
+
+def _worker_settings(tmp_path, trials, **kw):
+    return SweepSettings.load(run_type="pretrain", trials=trials, pruner="none", out=tmp_path / "sw", **kw)
+
+
+def test_other_workers_running_trials_count_toward_trials(tmp_path):
+    # W workers used to finish up to W - 1 trials past --trials (each counted finished trials only).
+    from pawn.sweep.study import open_study, run_worker
+
+    s = _worker_settings(tmp_path, 3)
+    other, _ = open_study(s)  # another worker on the same storage
+    runner = _FakeRunner(during=lambda n: other.ask() if n == 0 else None)
+    study = run_worker(s, log=lambda m: None, runner=runner, space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    assert runner.calls == 2  # its own 2 finished + the other worker's 1 running = 3
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.RUNNING, TrialState.COMPLETE]
+    logs = []
+    assert run_worker(s, log=logs.append, runner=runner, space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    assert runner.calls == 2 and "RUNNING trials [1], 3 in all: nothing left" in logs[-1]
+
+
+def test_a_killed_workers_stale_trial_stops_counting_and_is_retried(tmp_path):
+    from pawn.sweep.study import open_study, run_worker
+
+    s = _worker_settings(tmp_path, 2, heartbeat_s=1, grace_s=2)
+    other, _ = open_study(s)
+
+    def killed_worker(n):
+        if n == 0:  # a worker that sampled its trial, beat once, then died
+            t = other.ask({"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+            other._storage.record_heartbeat(t._trial_id)
+
+    runner = _FakeRunner(during=killed_worker, seconds=2.5)  # the heartbeat is stale when trial 0 ends
+    study = run_worker(s, log=lambda m: None, runner=runner, space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    states = [t.state for t in study.trials]
+    assert states == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE], states
+    assert study.trials[2].system_attrs.get("failed_trial") == 1  # the dead worker's trial, retried
+    assert study.trials[2].params == study.trials[1].params
+
+
 def test_journal_storage_study_is_created_once_and_checked(tmp_path):
     from pawn.sweep.storage import fail_running_trials
     from pawn.sweep.study import SweepError, open_study

@@ -436,8 +436,9 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
     leader's values of every searched field outside :data:`ARRAY_FIELDS`, so the sampler only
     varies the array-valued ones), train them as one population and tell Optuna each member's
     verdict. A member that another worker's enqueued values reached with different fixed fields
-    runs on its own (sequentially). Stops when the study holds ``s.trials`` finished trials,
-    after ``remaining`` attempts, or after ``s.timeout`` seconds.
+    runs on its own (sequentially). Stops when the study holds ``s.trials`` finished or running trials
+    (:func:`pawn.sweep.study.n_counted`; a population is cut to what is left), after ``remaining``
+    attempts, or after ``s.timeout`` seconds.
 
     Raises:
         pawn.sweep.study.SweepError: the run type has no population trainer.
@@ -448,7 +449,7 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
     import optuna
 
     from pawn.sweep.space import derive, suggest
-    from pawn.sweep.study import INTERRUPTED, SweepError, finish_trial, make_objective, n_finished
+    from pawn.sweep.study import INTERRUPTED, SweepError, fail_stale, finish_trial, make_objective, n_counted
 
     trainers = {"pretrain": run_pretrain_population, "adapt": run_adapt_population}
     if getattr(runner, "command", None) not in trainers:
@@ -457,12 +458,13 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
     train_population = trainers[runner.command]
     t0, attempts = time.monotonic(), 0
     objective = make_objective(s, runner, space, log)
-    while attempts < remaining and n_finished(study) < s.trials:
+    while attempts < remaining:
         if s.timeout is not None and time.monotonic() - t0 > s.timeout:
             break
-        if getattr(study._storage, "is_heartbeat_enabled", lambda: False)():
-            optuna.storages.fail_stale_trials(study)
-        P = min(s.population, remaining - attempts, s.trials - n_finished(study))
+        fail_stale(study)
+        P = min(s.population, remaining - attempts, s.trials - n_counted(study))  # other workers' running trials count
+        if P <= 0:
+            break
         with warnings.catch_warnings():  # heartbeats are recorded by _Heartbeats below, not study.optimize
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
             leader = study.ask()

@@ -2,9 +2,10 @@
 processes on the same storage), and report.
 
 One worker's loop is Optuna's ``study.optimize`` (which runs the trial heartbeat and fails stale
-trials of killed workers before each new trial) with ``MaxTrialsCallback`` counting COMPLETE and
-PRUNED trials of the whole study, so every worker — and a re-run of the same command after a
-stop — works toward the same total.
+trials of killed workers before each new trial) with a stop callback counting the COMPLETE, PRUNED
+and live RUNNING trials of the whole study (:func:`n_counted`), so every worker — and a re-run of
+the same command after a stop — works toward the same total, and W workers stop at it instead of
+finishing up to W − 1 trials past it (Optuna's ``MaxTrialsCallback`` counts finished trials only).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from pawn.sweep.storage import (creation_lock, expire_trials_without_heartbeat, 
 from pawn.sweep.trials import PrunerHook, PretrainTrialRunner, TrialOutcome, TrialRunner
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+COUNTED = FINISHED + (TrialState.RUNNING,)
+"""The states that count toward ``--trials`` (:func:`n_counted`)."""
 BEST_CONFIG = "best_config.json"
 INTERRUPTED = "interrupted (Ctrl-C)"
 """``fail_reason`` of the trial(s) a Ctrl-C stopped."""
@@ -323,10 +326,42 @@ def n_finished(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
+def fail_stale(study: optuna.Study) -> None:
+    """Optuna's ``fail_stale_trials`` (a killed worker's RUNNING trial whose heartbeat is older than
+    the grace period becomes FAIL and is re-queued by the retry callback), without its
+    experimental-API warning. No-op for storages without heartbeats."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+def n_counted(study: optuna.Study) -> int:
+    """COMPLETE + PRUNED + RUNNING trials: what counts toward ``--trials``. The RUNNING trials of
+    other workers count, so that W workers on one study stop at the total together. Call
+    :func:`fail_stale` first: a killed worker's trial stops counting once its heartbeat is stale
+    (it is failed and its retry, WAITING, is run by whichever worker asks next)."""
+    return len(study.get_trials(deepcopy=False, states=COUNTED))
+
+
+class StopAtTrialCount:
+    """Optuna callback: after each trial, stop this worker's ``study.optimize`` once the study holds
+    ``n`` counted trials (:func:`n_counted`, after :func:`fail_stale`)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        fail_stale(study)
+        if n_counted(study) >= self.n:
+            study.stop()
+
+
 def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None,
                space: Optional[Space] = None) -> optuna.Study:
-    """One worker: run trials until the study holds ``s.trials`` finished ones (or
-    ``s.timeout``), each in this process. At most ``trials − finished`` attempts per call, so a
+    """One worker: run trials until the study holds ``s.trials`` finished ones, counting the trials
+    other workers are running (:func:`n_counted`), or until ``s.timeout``; each in this process. At most ``trials − finished`` attempts per call, so a
     run of failures ends (re-run to continue). KeyboardInterrupt propagates after Optuna has
     marked the running trial FAILED (``fail_reason`` "interrupted (Ctrl-C)"). JAX's persistent
     compilation cache is on in ``s.compilation_cache_dir`` meanwhile (:func:`compilation_cache`).
@@ -355,9 +390,16 @@ def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRu
         failed = fail_running_trials(study, "marked failed by --fail-running")
         if failed:
             log(f"marked RUNNING trials {failed} as failed (--fail-running)")
+    fail_stale(study)
     remaining = s.trials - n_finished(study)
     if remaining <= 0:
         log(f"study {study.study_name} already holds {s.trials} finished trials")
+        return study
+    running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    if n_counted(study) >= s.trials:
+        log(f"study {study.study_name} holds {n_finished(study)} finished trials and RUNNING trials {running}, "
+            f"{s.trials} in all: nothing left for this worker. A killed worker's trial is failed and retried once "
+            f"its heartbeat is older than --grace-s ({s.grace_s} s); --fail-running fails them now")
         return study
     # ERROR: a failed trial is already one "trial N failed: reason" line of ours; Optuna's own
     # warning would repeat it as "The value nan is not acceptable"
@@ -368,7 +410,7 @@ def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRu
         run_population_worker(s, study, runner, space, remaining, log)
         return study
     study.optimize(make_objective(s, runner, space, log), n_trials=remaining, timeout=s.timeout,
-                   callbacks=[optuna.study.MaxTrialsCallback(s.trials, states=FINISHED)], gc_after_trial=True)
+                   callbacks=[StopAtTrialCount(s.trials)], gc_after_trial=True)
     return study
 
 
