@@ -379,6 +379,27 @@ def test_other_workers_running_trials_count_toward_trials(tmp_path):
     assert runner.calls == 2 and "RUNNING trials [1], 3 in all: nothing left" in logs[-1]
 
 
+def test_a_population_is_cut_to_what_other_workers_leave(tmp_path, monkeypatch):
+    import pawn.sweep.population as pop
+    from pawn.sweep.study import open_study, run_worker
+    from pawn.sweep.trials import TrialOutcome
+
+    sizes = []
+
+    def fake_population(configs, reporters, log):
+        sizes.append(len(configs))
+        return [TrialOutcome(best_val_loss=1.0, reason="completed", step=1, run_dir=None, config=c, val_losses={1: 1.0})
+                for c in configs]
+
+    monkeypatch.setattr(pop, "run_pretrain_population", fake_population)
+    s = _worker_settings(tmp_path, 4, population=2)
+    other, _ = open_study(s)
+    other.ask()  # another worker's running trial
+    study = run_worker(s, log=lambda m: None, runner=_FakeRunner(), space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    assert sizes == [2, 1]  # 1 running elsewhere + 2 + 1 = 4 (was [2, 2]: 5 trials)
+    assert sum(t.state == TrialState.COMPLETE for t in study.trials) == 3
+
+
 def test_a_killed_workers_stale_trial_stops_counting_and_is_retried(tmp_path):
     from pawn.sweep.study import open_study, run_worker
 
