@@ -361,8 +361,8 @@ class StopAtTrialCount:
 def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None,
                space: Optional[Space] = None) -> optuna.Study:
     """One worker: run trials until the study holds ``s.trials`` finished ones, counting the trials
-    other workers are running (:func:`n_counted`), or until ``s.timeout``; each in this process. At most ``trials − finished`` attempts per call, so a
-    run of failures ends (re-run to continue). KeyboardInterrupt propagates after Optuna has
+    other workers are running (:func:`n_counted`), or until ``s.timeout``; each in this process. At
+    most ``trials − finished`` attempts per call, so a run of failures ends (re-run to continue). KeyboardInterrupt propagates after Optuna has
     marked the running trial FAILED (``fail_reason`` "interrupted (Ctrl-C)"). JAX's persistent
     compilation cache is on in ``s.compilation_cache_dir`` meanwhile (:func:`compilation_cache`).
     ``space``: the space already checked by :func:`prepare_space` with ``runner`` (else both are
@@ -385,18 +385,17 @@ def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRu
     if expired:
         log(f"RUNNING trials {expired} never recorded a heartbeat and started over {s.grace_s} s ago "
             "(a worker killed as they began): they are marked failed and retried")
-        optuna.storages.fail_stale_trials(study)
     if s.fail_running:
         failed = fail_running_trials(study, "marked failed by --fail-running")
         if failed:
             log(f"marked RUNNING trials {failed} as failed (--fail-running)")
-    fail_stale(study)
+    fail_stale(study)  # also fails the trials given a stale heartbeat above
     remaining = s.trials - n_finished(study)
     if remaining <= 0:
         log(f"study {study.study_name} already holds {s.trials} finished trials")
         return study
-    running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
     if n_counted(study) >= s.trials:
+        running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
         log(f"study {study.study_name} holds {n_finished(study)} finished trials and RUNNING trials {running}, "
             f"{s.trials} in all: nothing left for this worker. A killed worker's trial is failed and retried once "
             f"its heartbeat is older than --grace-s ({s.grace_s} s); --fail-running fails them now")
