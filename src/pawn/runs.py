@@ -1,0 +1,635 @@
+"""The run record: one typed reader of every run directory PAWN writes (pretraining and adapters).
+
+A run directory holds ``config.json`` (the resolved, re-feedable config), ``metrics.jsonl`` (one
+JSON record per line), ``schedule_health.json`` (spec ``training-and-adapters.md`` §1.10),
+``checkpoints/step_NNNNNNNN`` and ``checkpoints/best``, and the ``eval*.json`` reports of
+``pawn eval --json`` kept beside it. Every consumer (the model card, ``curves.png``, TensorBoard and
+W&B, the sweep objective, ``pawn report``, ``pawn dashboard``, ``pawn lab``) reads runs through
+:func:`open_run`, never by parsing ``metrics.jsonl`` itself.
+
+**One schema** (:data:`SCHEMA_VERSION` = 2) for every record, the same for pretraining and
+adapters: ``type`` (``config``, ``train``, ``val``, ``eval``, ``hub``, ``end``), ``schema``,
+``step``, the metrics under their :mod:`pawn.metrics` keys at the top level (the run's model: a
+supernet's monitored variant, the joint loss for a supernet's ``train`` ``loss``), per-variant
+values under ``variants`` (``{"small": {"loss": ...}, ...}``), host/device memory under ``mem``
+(GiB), an adapter's weight norms under ``weights``, then ``timestamp`` and ``elapsed`` (s).
+
+**Older runs** (schema 1: no ``schema`` key) are migrated on read: pretraining's
+``val/accuracy_d64_L2_F256``, ``loss_d64_L2_F256``, ``train/accuracy`` and adapters' ``val_top1``,
+``train_top1``, ``mem/rss_gb``, ``weights/layer0.wq.A`` become the same typed :class:`Record`.
+
+This module imports neither JAX nor the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional, Sequence
+
+from pawn.errors import PawnError
+from pawn.metrics import METRICS, V1_NAMES
+
+SCHEMA_VERSION = 2
+"""The version of the records written by this PAWN (the ``schema`` field of each record)."""
+
+METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.json"
+HEALTH_FILE = "schedule_health.json"
+CHECKPOINTS_DIR = "checkpoints"
+LAB_FILE = "lab.json"
+STEP_DIR = re.compile(r"^step_(\d{8,})$")
+BEST_DIR = "best"
+RECORD_TYPES = ("config", "train", "val", "eval", "hub", "end")
+
+COMPLETE_REASONS = frozenset({"completed", "step_limit"})
+"""Stop reasons (spec §1.10) of a run that reached its planned length."""
+FAILED_REASONS = frozenset({"exception", "error", "nonfinite", "non_finite_loss"})
+"""Stop reasons of a run that ended in an error."""
+
+_CFG_SUFFIX = re.compile(r"^(?P<name>.+)_(?P<cfg>d\d+_L\d+_F\d+)$")
+
+
+class RunError(PawnError):
+    """A path that is not a readable run directory (one line naming it)."""
+
+
+# ============================================================================ records
+@dataclass(frozen=True)
+class Record:
+    """One line of ``metrics.jsonl``, typed and in the current schema.
+
+    Attributes:
+        type: ``config``, ``train``, ``val``, ``eval``, ``hub``, ``end`` (others are kept as is).
+        step: the optimizer step (None on ``config`` records).
+        values: canonical metric keys (:data:`pawn.metrics.METRICS`) → value (None for NaN/Inf
+            as written) of the run's model.
+        variants: variant name (``small``, ``base``, ``large``) → its metric values, for a
+            supernet; ``{}`` otherwise.
+        fields: everything else as written (``timestamp``, ``elapsed`` in s, ``mem`` in GiB,
+            ``weights``, ``includes_compile``, ``step_start``, ``epoch``, hub push fields, the
+            ``end`` reason, the ``config`` record's ``run_config``/``summary``...).
+        offset, end: the byte range of the line in ``metrics.jsonl`` (``end`` is the next cursor).
+        schema: the schema the line was written in (1 for files written before this record).
+    """
+
+    type: str
+    step: Optional[int]
+    values: dict[str, Optional[float]]
+    variants: dict[str, dict[str, Optional[float]]]
+    fields: dict[str, Any]
+    offset: int = 0
+    end: int = 0
+    schema: int = SCHEMA_VERSION
+
+    def get(self, key: str, variant: Optional[str] = None) -> Optional[float]:
+        """The value of metric ``key`` (of ``variant`` when given), None when absent."""
+        if variant is not None:
+            return (self.variants.get(variant) or {}).get(key)
+        return self.values.get(key)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record in the current on-disk schema (what :func:`record_line` writes)."""
+        out: dict[str, Any] = {"type": self.type, "schema": SCHEMA_VERSION}
+        if self.step is not None:
+            out["step"] = self.step
+        out.update(self.values)
+        if self.variants:
+            out["variants"] = self.variants
+        out.update(self.fields)
+        return out
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+class _Migration:
+    """What reading schema-1 records needs from earlier lines: the variant names of the
+    supernet's metric keys (``d64_L2_F256`` → ``small``) and its monitored model."""
+
+    def __init__(self) -> None:
+        self.cfg_names: dict[str, str] = {}
+        self.main_cfg: Optional[str] = None
+
+    def learn(self, raw: dict) -> None:
+        summary = raw.get("summary") if isinstance(raw.get("summary"), dict) else {}
+        variants = summary.get("variants") if isinstance(summary.get("variants"), dict) else {}
+        for name, v in variants.items():
+            if isinstance(v, dict) and isinstance(v.get("config"), str):
+                self.cfg_names[v["config"]] = name
+        mc = raw.get("model_config")
+        if isinstance(mc, dict) and all(k in mc for k in ("d_model", "n_layers", "d_ff")):
+            self.main_cfg = f"d{mc['d_model']}_L{mc['n_layers']}_F{mc['d_ff']}"
+
+    def variant(self, cfg: str) -> str:
+        return self.cfg_names.get(cfg, cfg)
+
+
+def _split_v1(raw: dict, mig: _Migration) -> tuple[dict, dict, dict]:
+    """values, variants, fields of a schema-1 record (see the module docstring)."""
+    kind = raw.get("type")
+    values: dict[str, Any] = {}
+    variants: dict[str, dict[str, Any]] = {}
+    fields: dict[str, Any] = {}
+    for k, v in raw.items():
+        if k in ("type", "step"):
+            continue
+        if k.startswith("mem/"):
+            fields.setdefault("mem", {})[k[4:]] = v
+            continue
+        if k.startswith("weights/"):
+            fields.setdefault("weights", {})[k[8:]] = v
+            continue
+        if kind in ("train", "val"):
+            name = k[4:] if (kind == "val" and k.startswith("val/")) else k
+            m = _CFG_SUFFIX.match(name)
+            if m and m.group("name") in V1_NAMES:
+                variants.setdefault(mig.variant(m.group("cfg")), {})[V1_NAMES[m.group("name")]] = _num(v)
+                continue
+            if m:  # a per-variant field the registry does not know: kept under its old name
+                variants.setdefault(mig.variant(m.group("cfg")), {})[m.group("name")] = _num(v)
+                continue
+            if name in V1_NAMES and not isinstance(v, bool) and (v is None or isinstance(v, (int, float))):
+                values[V1_NAMES[name]] = _num(v)
+                continue
+        fields[k] = v
+    if kind == "val" and variants:
+        main = mig.variant(mig.main_cfg) if mig.main_cfg else None
+        if main not in variants:
+            main = list(variants)[-1]
+        for k, v in variants[main].items():
+            values.setdefault(k, v)
+    if len(variants) == 1 and not mig.cfg_names:  # a single model: its values are the run's
+        (only,) = variants.values()
+        for k, v in only.items():
+            values.setdefault(k, v)
+        variants = {}
+    return values, variants, fields
+
+
+def _split_v2(raw: dict) -> tuple[dict, dict, dict]:
+    values: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
+    for k, v in raw.items():
+        if k in ("type", "step", "schema", "variants"):
+            continue
+        if k in METRICS and (v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))):
+            values[k] = _num(v)
+        else:
+            fields[k] = v
+    variants = raw.get("variants") if isinstance(raw.get("variants"), dict) else {}
+    return values, {str(n): dict(v) for n, v in variants.items() if isinstance(v, dict)}, fields
+
+
+def parse_record(raw: dict, *, offset: int = 0, end: int = 0, migration: Optional[_Migration] = None) -> Record:
+    """One decoded ``metrics.jsonl`` object as a :class:`Record` (schema 1 migrated).
+
+    Args:
+        raw: the JSON object of the line. offset, end: its byte range in the file.
+        migration: what earlier lines of the same file taught (variant names); a fresh one
+            when None (schema-1 per-variant keys then keep their config names).
+    """
+    mig = migration or _Migration()
+    schema = raw.get("schema", 1)
+    if raw.get("type") == "config":
+        mig.learn(raw)
+    if isinstance(schema, int) and schema >= 2:
+        values, variants, fields = _split_v2(raw)
+    else:
+        values, variants, fields = _split_v1(raw, mig)
+        schema = 1
+    step = raw.get("step")
+    return Record(str(raw.get("type", "")), int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None,
+                  values, variants, fields, offset, end, int(schema))
+
+
+def read_records(path: str | os.PathLike, since: int = 0) -> tuple[list[Record], int]:
+    """Every complete record of a ``metrics.jsonl`` whose line starts at byte ``since`` or later,
+    and the cursor to pass next time.
+
+    A last line without its newline (a writer in the middle of a write, or a crash) is not
+    returned and the cursor stays at its start, so polling with the returned cursor never
+    repeats nor drops a record. A complete line that is not JSON (damage) is skipped.
+    Schema-1 per-variant names are resolved from the file's ``config`` records even when
+    ``since`` is past them.
+
+    Raises:
+        RunError: the file cannot be read (one line naming it).
+    """
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return [], since
+    except OSError as e:
+        raise RunError(f"{p}: cannot read the metrics ({e.strerror or e})") from None
+    mig = _Migration()
+    out: list[Record] = []
+    pos = 0
+    cursor = since
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break  # torn last line: not returned, the cursor stays before it
+        line = data[pos:nl]
+        start, pos = pos, nl + 1
+        if start >= since:
+            cursor = pos
+        if not line.strip():
+            continue
+        if start < since and b'"config"' not in line[:40]:
+            continue
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(raw, dict):
+            continue
+        rec = parse_record(raw, offset=start, end=pos, migration=mig)
+        if start >= since:
+            out.append(rec)
+    return out, max(cursor, since)
+
+
+def record_line(record_type: str, step: Optional[int] = None, *, values: Optional[dict] = None,
+                variants: Optional[dict] = None, **fields: Any) -> dict[str, Any]:
+    """The JSON object of one record in the current schema (what the metrics logger writes):
+    ``type``, ``schema``, ``step``, the metric ``values`` (keys of :data:`pawn.metrics.METRICS`),
+    ``variants`` and the other fields, in that order.
+
+    Raises:
+        ValueError: a key of ``values`` (or of a variant) that is not a registered metric.
+    """
+    for k in (values or {}):
+        if k not in METRICS:
+            raise ValueError(f"record {record_type}: {k!r} is not a metric of pawn.metrics.METRICS")
+    for name, vals in (variants or {}).items():
+        for k in vals:
+            if k not in METRICS:
+                raise ValueError(f"record {record_type}, variant {name}: {k!r} is not a metric of pawn.metrics.METRICS")
+    out: dict[str, Any] = {"type": record_type, "schema": SCHEMA_VERSION}
+    if step is not None:
+        out["step"] = int(step)
+    out.update(values or {})
+    if variants:
+        out["variants"] = variants
+    out.update(fields)
+    return out
+
+
+def last_per_step(records: Iterable[Record]) -> list[Record]:
+    """The records sorted by step with the last one written for each step kept (a resumed run
+    re-does the steps after its checkpoint)."""
+    by_step: dict[int, Record] = {}
+    for r in records:
+        if r.step is not None:
+            by_step[r.step] = r
+    return [by_step[s] for s in sorted(by_step)]
+
+
+# ============================================================================ runs
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One ``checkpoints/step_NNNNNNNN`` of a run.
+
+    Attributes:
+        step: its optimizer step. path: the directory.
+        verified: its ``.complete`` manifest (SHA-256 of every file) verifies; adapter
+            checkpoints without a manifest count as verified when their files are present.
+        is_best: ``checkpoints/best`` holds the same step.
+        pushed: True/False when a ``hub`` record reports this step's push, None if never pushed.
+    """
+
+    step: int
+    path: Path
+    verified: bool
+    is_best: bool
+    pushed: Optional[bool]
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Where a run stands.
+
+    Attributes:
+        state: ``running`` (records still coming), ``complete`` (reached its planned steps),
+            ``stopped`` (early stop, signal, pause), ``failed`` (an error), ``unknown`` (no end
+            record and no recent write: the process is gone, or an older PAWN wrote it).
+        reason: the stop reason (spec §1.10: ``completed``, ``step_limit``, ``early_stop``,
+            ``sigterm``, ``paused``, ``exception``...) or why the state is unknown.
+        step: the last step with a record. total_steps: the planned length.
+        last_write_age_s: seconds since ``metrics.jsonl`` was last written.
+    """
+
+    state: str
+    reason: Optional[str]
+    step: Optional[int]
+    total_steps: Optional[int]
+    last_write_age_s: Optional[float] = None
+
+
+def _read_json(path: Path) -> Optional[Any]:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _is_run_dir(path: Path) -> bool:
+    return (path / METRICS_FILE).is_file() and (path / CONFIG_FILE).is_file()
+
+
+@dataclass
+class Run:
+    """One run directory, read through the run record. Build with :func:`open_run`.
+
+    Attributes:
+        path: the directory. name: its name. kind: ``pretrain`` or ``adapt``.
+        config: the resolved run config (``config.json``; an adapter run's ``run_config``).
+    """
+
+    path: Path
+    config: dict
+    kind: str
+    _records: Optional[list[Record]] = field(default=None, repr=False)
+    _cursor: int = field(default=0, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS_FILE
+
+    # ------------------------------------------------------------------ records
+    def records(self, since: int = 0, types: Optional[Iterable[str]] = None) -> tuple[list[Record], int]:
+        """The records whose line starts at byte ``since`` or later (of the given ``types``),
+        and the next cursor (see :func:`read_records`: no record twice, none skipped)."""
+        recs, cursor = read_records(self.metrics_path, since)
+        if types is not None:
+            want = set(types)
+            recs = [r for r in recs if r.type in want]
+        return recs, cursor
+
+    def all_records(self) -> list[Record]:
+        """Every record (read once and then extended from the cursor on each call)."""
+        if self._records is None:
+            self._records, self._cursor = read_records(self.metrics_path)
+        else:
+            new, self._cursor = read_records(self.metrics_path, self._cursor)
+            self._records.extend(new)
+        return self._records
+
+    def _of(self, kind: str) -> list[Record]:
+        return [r for r in self.all_records() if r.type == kind]
+
+    @property
+    def config_record(self) -> Optional[Record]:
+        """The last ``config`` record (a resumed run writes one per segment)."""
+        recs = self._of("config")
+        return recs[-1] if recs else None
+
+    @property
+    def train(self) -> list[Record]:
+        """``train`` records, last per step."""
+        return last_per_step(self._of("train"))
+
+    @property
+    def val(self) -> list[Record]:
+        """``val`` records, last per step."""
+        return last_per_step(self._of("val"))
+
+    @property
+    def hub(self) -> list[Record]:
+        """``hub`` records (push outcomes), in file order."""
+        return self._of("hub")
+
+    @property
+    def end(self) -> Optional[Record]:
+        """The last ``end`` record when no ``train`` record follows it (a resumed run goes on)."""
+        recs = self.all_records()
+        for r in reversed(recs):
+            if r.type == "end":
+                return r
+            if r.type == "train":
+                return None
+        return None
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def strategy(self) -> Optional[str]:
+        """The adapter strategy (None for pretraining)."""
+        c = self.config_record
+        s = (c.fields.get("strategy") if c else None) or self.config.get("strategy")
+        return str(s) if s else None
+
+    @property
+    def variants(self) -> list[str]:
+        """The supernet variant names in size order (``[]`` for one model or an adapter)."""
+        c = self.config_record
+        summary = (c.fields.get("summary") if c else None) or {}
+        v = summary.get("variants") if isinstance(summary, dict) else None
+        return list(v) if isinstance(v, dict) and len(v) > 1 else []
+
+    @property
+    def total_steps(self) -> Optional[int]:
+        c = self.config_record
+        for src in ((c.fields if c else {}), (c.fields.get("summary") or {}) if c else {}, self.config):
+            t = src.get("total_steps") if isinstance(src, dict) else None
+            if isinstance(t, int) and not isinstance(t, bool):
+                return t
+        return None
+
+    @property
+    def trainable_params(self) -> Optional[int]:
+        """Trainable parameters: an adapter's, or the model's for pretraining."""
+        c = self.config_record
+        if c is None:
+            return None
+        for k in ("trainable_params", "param_count"):
+            v = c.fields.get(k)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        return None
+
+    @property
+    def health(self) -> Optional[dict]:
+        """``schedule_health.json`` (spec §1.10), or None."""
+        h = _read_json(self.path / HEALTH_FILE)
+        return h if isinstance(h, dict) else None
+
+    @property
+    def lab(self) -> Optional[dict]:
+        """``lab.json`` (written by ``pawn lab`` for the runs it starts), or None."""
+        h = _read_json(self.path / LAB_FILE)
+        return h if isinstance(h, dict) else None
+
+    @property
+    def best_val_loss(self) -> Optional[float]:
+        """The lowest validation loss of the run's model over its ``val`` records."""
+        losses = [r.values.get("loss") for r in self.val]
+        losses = [x for x in losses if isinstance(x, (int, float)) and math.isfinite(x)]
+        return min(losses) if losses else None
+
+    @property
+    def last_step(self) -> Optional[int]:
+        steps = [r.step for r in self.all_records() if r.type in ("train", "val") and r.step is not None]
+        return max(steps) if steps else None
+
+    def median_chunk_s(self) -> Optional[float]:
+        """The median wall time of a train chunk, compile chunks left out (s)."""
+        times = [r.values.get("chunk_wall_s") for r in self.train if not r.fields.get("includes_compile")]
+        times = [t for t in times if isinstance(t, (int, float))]
+        return statistics.median(times) if times else None
+
+    @property
+    def status(self) -> RunStatus:
+        """Where the run stands (:class:`RunStatus`): from the ``end`` record, else from
+        ``schedule_health.json`` for runs written before ``end`` records, else from how
+        recently ``metrics.jsonl`` was written (running while within max(120 s, 5 median
+        chunk times))."""
+        total = self.total_steps
+        step = self.last_step
+        try:
+            age = max(0.0, time.time() - self.metrics_path.stat().st_mtime)
+        except OSError:
+            age = None
+        end = self.end
+        reason = None
+        if end is not None:
+            reason = end.fields.get("reason")
+        elif not any(r.schema >= 2 for r in self._of("config")):
+            h = self.health
+            if h is not None and h.get("actual_total_steps") == step:
+                reason = h.get("reason_for_stop")
+        if reason is not None:
+            state = ("complete" if reason in COMPLETE_REASONS else "failed" if reason in FAILED_REASONS else "stopped")
+            return RunStatus(state, str(reason), step, total, age)
+        median = self.median_chunk_s() or 0.0
+        if age is not None and age <= max(120.0, 5 * median):
+            return RunStatus("running", None, step, total, age)
+        return RunStatus("unknown", "no end record and no recent write (the process is gone?)", step, total, age)
+
+    # ------------------------------------------------------------------ files
+    def checkpoints(self) -> list[CheckpointInfo]:
+        """Every ``checkpoints/step_NNNNNNNN``, oldest first, with its manifest verified."""
+        from pawn.checkpoint import MANIFEST, CheckpointError, verify_manifest
+
+        d = self.path / CHECKPOINTS_DIR
+        if not d.is_dir():
+            return []
+        best_step = self._best_step()
+        pushed: dict[int, bool] = {}
+        for r in self.hub:
+            if r.step is not None:
+                ok = r.fields.get("ok")
+                if ok is None:
+                    ok = r.fields.get("status") in ("pushed", "ok", "success")
+                pushed[r.step] = bool(ok) or pushed.get(r.step, False)
+        out = []
+        for p in sorted(d.iterdir()):
+            m = STEP_DIR.match(p.name)
+            if not m or not p.is_dir():
+                continue
+            if (p / MANIFEST).is_file():
+                try:
+                    verify_manifest(p)
+                    ok = True
+                except CheckpointError:
+                    ok = False
+            else:
+                ok = (p / "training_state.json").is_file()
+            s = int(m.group(1))
+            out.append(CheckpointInfo(s, p, ok, s == best_step, pushed.get(s)))
+        return out
+
+    def _best_step(self) -> Optional[int]:
+        st = _read_json(self.path / CHECKPOINTS_DIR / BEST_DIR / "training_state.json")
+        return st.get("step") if isinstance(st, dict) and isinstance(st.get("step"), int) else None
+
+    @property
+    def best(self) -> Optional[Path]:
+        """``checkpoints/best`` (lowest val loss) when it exists."""
+        p = self.path / CHECKPOINTS_DIR / BEST_DIR
+        return p if p.is_dir() else None
+
+    def eval_reports(self) -> list[tuple[Path, dict]]:
+        """The ``eval*.json`` reports kept in the run directory (``pawn eval --json``), oldest
+        first; unreadable files are left out."""
+        out = []
+        for p in sorted(self.path.glob("eval*.json"), key=lambda q: q.stat().st_mtime):
+            d = _read_json(p)
+            if isinstance(d, dict):
+                out.append((p, d))
+        return out
+
+
+def open_run(path: str | os.PathLike) -> Run:
+    """Open a run directory (``config.json`` + ``metrics.jsonl``).
+
+    Raises:
+        RunError: ``path`` is missing, not a directory, or not a PAWN run directory.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise RunError(f"{p}: no such run directory")
+    if not p.is_dir():
+        raise RunError(f"{p}: not a run directory (a file)")
+    if not (p / METRICS_FILE).is_file():
+        raise RunError(f"{p}: not a PAWN run directory (no {METRICS_FILE})")
+    config = _read_json(p / CONFIG_FILE)
+    if not isinstance(config, dict):
+        config = {}
+    run_config = config.get("run_config") if isinstance(config.get("run_config"), dict) else config
+    run = Run(p, dict(run_config), "pretrain")
+    c = run.config_record
+    if (c is not None and c.fields.get("strategy")) or run_config.get("strategy") or config.get("strategy"):
+        run.kind = "adapt"
+    return run
+
+
+def discover_runs(root: str | os.PathLike) -> list[Run]:
+    """Every run directory at or under ``root`` (recursive; checkpoint folders are not
+    entered), sorted by path.
+
+    Raises:
+        RunError: ``root`` does not exist.
+    """
+    r = Path(root)
+    if not r.exists():
+        raise RunError(f"{r}: no such directory")
+    found: list[Run] = []
+
+    def walk(d: Path) -> Iterator[Path]:
+        if _is_run_dir(d):
+            yield d
+        try:
+            children = sorted(c for c in d.iterdir() if c.is_dir() and not c.is_symlink())
+        except OSError:
+            return
+        for c in children:
+            if c.name in (CHECKPOINTS_DIR, "variants", "tensorboard", "jax-cache") or c.name.startswith("."):
+                continue
+            yield from walk(c)
+
+    for d in walk(r):
+        try:
+            found.append(open_run(d))
+        except RunError:
+            continue
+    return found
+
+
+__all__ = ["SCHEMA_VERSION", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs",
+           "read_records", "parse_record", "record_line", "last_per_step"]
