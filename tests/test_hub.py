@@ -223,12 +223,12 @@ def test_model_card_has_hub_metadata_parameter_count_recipe_and_eval(tmp_path):
     cfg = ModelConfig(d_model=64, n_layers=2, n_heads=4, d_ff=256)
     report = {"settings": {"games": 128, "seed": 7}, "models": [{"name": "toy", "random_games": {"top1": 0.0731, "legal_rate": 0.9412}}]}
     text = model_card(cfg, run_config={"variant": "toy", "total_steps": 100, "lr": 3e-4, "batch_size": 4}, step=50,
-                      last_val={"step": 50, "val/loss_d64": 3.25}, eval_report=report, datasets=["me/games"])
+                      last_val={"type": "val", "schema": 2, "step": 50, "loss": 3.25, "top1": 0.125}, eval_report=report, datasets=["me/games"])
     card = ModelCard(text)
     assert card.data.library_name == "pawn" and card.data.license == "gpl-3.0" and card.data.datasets == ["me/games"]
     assert {"pawn", "chess"} <= set(card.data.tags)
     assert f"{param_count(cfg):,}" in text and param_count(cfg) == 267_392
-    assert "| `lr` | 0.0003 |" in text and "| `val/loss_d64` | 3.25 |" in text
+    assert "| `lr` | 0.0003 |" in text and "| `Loss (nats)` | 3.2500 |" in text and "| `Top-1` | 12.50% |" in text
     assert "| toy | 0.0731 |" in text and "0.9412" in text and "128 random games, seed 7" in text
 
 

@@ -47,10 +47,10 @@ MEMBERS = [dict(lr=3e-3, weight_decay=0.0, warmup_frac=0.25), dict(lr=2e-2, weig
 @pytest.mark.parametrize("P", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_adapter_population_reproduces_sequential_run_adapt(tiny_backbone, shared_data, tmp_path, P):
     configs = _configs(tiny_backbone, shared_data, tmp_path, MEMBERS[:P])
-    reps = [PrunerHook(_Recorder(), lambda m: m["val_loss"]) for _ in configs]
+    reps = [PrunerHook(_Recorder(), lambda m: m["loss"]) for _ in configs]
     outs = run_adapt_population(configs, reps, log=lambda m: None)
     for i, c in enumerate(configs):
-        seq = PrunerHook(_Recorder(), lambda m: m["val_loss"])
+        seq = PrunerHook(_Recorder(), lambda m: m["loss"])
         res = run_adapt(AdaptSettings.load(**c), log=lambda m: None, progress=False, install_signal_handlers=False,
                         hooks=[seq])
         assert outs[i].reason == res.reason == "step_limit" and outs[i].step == res.step == 4
@@ -105,7 +105,7 @@ def test_population_members_start_from_their_own_init_scale(tiny_backbone, share
 def test_adapter_population_refuses_a_resume(tiny_backbone, shared_data, tmp_path):
     configs = _configs(tiny_backbone, shared_data, tmp_path, [dict(lr=1e-3), dict(lr=2e-3)], pause_after_steps=2)
     with pytest.raises(PopulationError, match="pause_after_steps"):
-        run_adapt_population(configs, [PrunerHook(_Recorder(), lambda m: m["val_loss"]) for _ in configs])
+        run_adapt_population(configs, [PrunerHook(_Recorder(), lambda m: m["loss"]) for _ in configs])
 
 
 def test_adapter_population_sweep_tells_each_member_to_the_study(tiny_backbone, shared_data, tmp_path):

@@ -581,14 +581,11 @@ def run_card(run_dir: Path, repo_id: str, branch: str) -> Callable[[Path, int, b
     latest ``val`` record of the pushed ``metrics.jsonl`` and the newest ``eval*.json`` of the run
     directory (``pawn eval --json`` reports), if any."""
     from pawn.hub.card import card_for_checkpoint, latest_eval_json, read_eval_report
+    from pawn.runs import parse_bytes
 
     def card(checkpoint: Path, step: int, metrics: bytes) -> str:
-        last_val = None
-        for line in metrics.splitlines():
-            with contextlib.suppress(ValueError):
-                rec = json.loads(line)
-                if isinstance(rec, dict) and rec.get("type") == "val":
-                    last_val = rec
+        vals = [r for r in parse_bytes(metrics if metrics.endswith(b"\n") else metrics + b"\n")[0] if r.type == "val"]
+        last_val = vals[-1].to_json() if vals else None
         report, source = None, "eval.json"
         ev = latest_eval_json(run_dir)
         if ev is not None:
