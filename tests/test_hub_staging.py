@@ -54,8 +54,8 @@ def test_an_unconfirmed_push_leaves_no_staging_copy_after_exit(hub, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "outcome unconfirmed" in r.stdout, r.stdout
     assert "staged at exit: ['000000-step_00000002']" in r.stdout  # kept while the upload reads it
-    assert "removed the staging copy of checkpoints/step_00000002 (the process exited before its upload was confirmed)" in r.stdout, r.stdout
     assert not (run / "checkpoints" / ".hub-staging").exists(), list((run / "checkpoints" / ".hub-staging").rglob("*"))
+    assert "removed the staging copy of checkpoints/step_00000002 (the process exited before its upload was confirmed)" in r.stdout, r.stdout
     assert (run / "checkpoints" / "step_00000002" / "model.safetensors").is_file()  # the checkpoint itself stays
 
 
