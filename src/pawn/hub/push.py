@@ -96,16 +96,42 @@ def check_repo_id(repo_id: str, flag: str = "--push-to-hub") -> str:
     return repo_id
 
 
-def check_can_push(repo_id: str, flag: str = "--push-to-hub") -> None:
-    """Before any work: the repo id is valid and huggingface_hub is not in offline mode.
+_REACHED: set[str] = set()
+
+
+def check_can_push(repo_id: str, flag: str = "--push-to-hub", *, network: bool = True) -> None:
+    """Before any work: the repo id is valid, huggingface_hub is not in offline mode, and (with
+    ``network``) a Hugging Face token is configured (``HF_TOKEN`` or ``hf auth login``;
+    ``huggingface_hub.get_token``) and the Hub endpoint answers one request (10 s, no retries;
+    any HTTP answer counts, once per endpoint and process). Without these checks a run without
+    network retried the DNS failure for about a minute and never said that no token was set.
 
     Raises:
-        UsageError: invalid repo id. HubPushError: ``HF_HUB_OFFLINE`` is set.
+        UsageError: invalid repo id. HubPushError (one line): ``HF_HUB_OFFLINE`` is set, no token,
+            or the Hub cannot be reached.
     """
     check_repo_id(repo_id, flag)
     if is_offline():
         raise HubPushError(f"{flag} {repo_id}: HF_HUB_OFFLINE=1 is set, and pushing needs the network; "
                            "unset it, or drop the flag and upload later with `hf upload`")
+    if not network:
+        return
+    from huggingface_hub import constants, get_token
+
+    if not get_token():
+        raise HubPushError(f"{flag} {repo_id}: no Hugging Face token is configured; log in with `hf auth login` "
+                           "or set HF_TOKEN to a token with write access")
+    endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    if endpoint in _REACHED:
+        return
+    from huggingface_hub.utils import get_session
+
+    try:
+        get_session().get(f"{endpoint}/api/models/{repo_id}", timeout=10)
+    except Exception as e:
+        raise HubPushError(f"{flag} {repo_id}: the Hub at {endpoint} cannot be reached ({_one_line(e, 160)}); "
+                           "check the network, or drop the flag and upload later with `hf upload`") from None
+    _REACHED.add(endpoint)
 
 
 def default_branch(run_dir: Path) -> str:
@@ -280,7 +306,7 @@ class CheckpointUploader:
                  card: Optional[Callable[[Path, int, bytes], str]] = None, token: Optional[str] = None,
                  endpoint: Optional[str] = None, max_attempts: int = 6, backoff_s: float = 2.0, max_backoff_s: float = 60.0,
                  log: Callable[[str], None] = print, api: Any = None):
-        check_can_push(repo_id)
+        check_can_push(repo_id, network=False)  # token and reachability: checked before the run (check_can_push)
         if api is None:
             from huggingface_hub import HfApi
 
