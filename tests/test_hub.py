@@ -288,6 +288,24 @@ def test_adapt_pushes_its_checkpoints_with_the_adapter_weights(hub, tmp_path, sh
     assert commits and all("adapter.safetensors" in " ".join(c.files) for c in commits), [c.files for c in commits]
     recs = [r for r in read_metrics(tmp_path / "adapt" / "metrics.jsonl") if r["type"] == "hub"]
     assert recs and {r["status"] for r in recs} == {"pushed"} and len(recs) == len(commits)
+    # the pushed bytes are the trained adapter: they load to the local checkpoint's tensors, which moved off the identity
+    from safetensors.numpy import load as load_bytes
+    from safetensors.numpy import load_file
+
+    last = commits[-1]
+    (name,) = [n for n in last.files if n.endswith("/adapter.safetensors")]
+    local = tmp_path / "adapt" / name
+    pushed, want = load_bytes(last.files[name]), load_file(str(local))
+    assert want and set(pushed) == set(want)
+    for k in want:
+        np.testing.assert_array_equal(pushed[k], want[k], err_msg=k)
+    # the identity FiLM has every gamma 1 and every beta 0
+    assert any(not np.allclose(v, 1.0 if "gamma" in k else 0.0) for k, v in want.items()), "the adapter never trained"
+    d = _materialise(last.files, name.rpartition("/")[0], tmp_path / "pulled")
+    from pawn.adapters.io import load_adapter
+
+    la = load_adapter(d, backbone_dir=bb)  # manifest hashes verified; the recorded backbone matches
+    assert la.model.strategy == "film"
 
 
 def test_adapt_refuses_offline_push_before_any_work(hub, tmp_path, monkeypatch):

@@ -99,6 +99,12 @@ def test_population_members_start_from_their_own_init_scale(tiny_backbone, share
         other = build_adapted("lora", {"rank": 4}, bb, jax.random.key(0))
         PopulationProgram(prog, b1=0.9, b2=0.999, max_grad_norm=1.0).init(
             [halves[0], partition_model(other, other.trainable_filter())[0]], [0.0, 0.0])
+    # member i starts from exactly the weights a standalone run with its settings builds (not member 0's, not redrawn)
+    assert A.shape[0] == 2
+    for i, m in enumerate(models):
+        np.testing.assert_array_equal(np.asarray(A[i]), np.asarray(m.adapter.A["wq"]))
+        for name in m.adapter.A:
+            np.testing.assert_array_equal(np.asarray(state.model.adapter.A[name][i]), np.asarray(m.adapter.A[name]), err_msg=name)
     assert eqx.is_array(A)
 
 
