@@ -71,7 +71,6 @@ def _small_checkpoint(path: Path, seed: int = 0) -> Path:
 def test_pretrain_pushes_every_checkpoint_in_order_as_whole_commits_while_training_continues(hub, tmp_path):
     hub.commit_delay_s = 1.0  # each commit is in flight for a second
     run = tmp_path / "run"
-    t0 = time.time()
     res = run_pretrain(_cfg(run, keep_checkpoints=1), **RUN)  # rotation deletes step_2 while it is still uploading
     assert res.reason == "completed" and res.step == 8
     branch = "run/run"
@@ -100,7 +99,6 @@ def test_pretrain_pushes_every_checkpoint_in_order_as_whole_commits_while_traini
     assert [(r["step"], r["status"], r["commit"]) for r in recs] == [(s, "pushed", c.oid) for s, c in zip((2, 4, 6, 8), commits)]
     assert all(r["repo"] == REPO and r["branch"] == branch for r in recs)
     assert not (run / "checkpoints" / ".hub-staging").exists()
-    assert time.time() - t0 < 60
 
 
 def test_dropped_connections_are_retried_and_reported(hub, tmp_path):
@@ -221,7 +219,7 @@ def test_model_card_has_hub_metadata_parameter_count_recipe_and_eval(tmp_path):
     from huggingface_hub import ModelCard
 
     cfg = ModelConfig(d_model=64, n_layers=2, n_heads=4, d_ff=256)
-    report = {"settings": {"games": 128, "seed": 7}, "models": [{"name": "toy", "random_games": {"top1": 0.0731, "legal_rate": 0.9412}}]}
+    report = {"settings": {"games": 128, "seed": 7}, "models": [{"name": "toy", "random_games": {"published/top1": 0.0731, "published/legal_rate": 0.9412}}]}  # as pawn eval writes
     text = model_card(cfg, run_config={"variant": "toy", "total_steps": 100, "lr": 3e-4, "batch_size": 4}, step=50,
                       last_val={"type": "val", "schema": 2, "step": 50, "loss": 3.25, "top1": 0.125}, eval_report=report, datasets=["me/games"])
     card = ModelCard(text)
@@ -229,7 +227,7 @@ def test_model_card_has_hub_metadata_parameter_count_recipe_and_eval(tmp_path):
     assert {"pawn", "chess"} <= set(card.data.tags)
     assert f"{param_count(cfg):,}" in text and param_count(cfg) == 267_392
     assert "| `lr` | 0.0003 |" in text and "| `Loss (nats)` | 3.2500 |" in text and "| `Top-1` | 12.50% |" in text
-    assert "| toy | 0.0731 |" in text and "0.9412" in text and "128 random games, seed 7" in text
+    assert "| toy | 7.31% |" in text and "94.12%" in text and "128 random games, seed 7" in text
 
 
 def test_convert_writes_a_card_and_pushes_the_converted_checkpoint_as_one_commit(hub, tmp_path):
