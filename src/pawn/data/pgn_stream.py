@@ -220,3 +220,20 @@ def pgn_pieces(path: os.PathLike | str, chunk_bytes: int, start: int = 0, prefet
                 q.get_nowait()
             except queue.Empty:
                 t.join(0.05)
+
+
+def read_pgn_bytes(path: os.PathLike | str) -> bytes:
+    """The whole decoded text of one PGN file (plain or compressed) as bytes: for callers that
+    parse a file in one piece (``pawn eval --pgn``); the data path streams with :func:`pgn_pieces`.
+
+    Raises:
+        DataError: the file cannot be decoded with its suffix's codec (naming the file).
+    """
+    f = _Opened(Path(path))
+    try:
+        parts = []
+        while chunk := f.read(64 << 20):
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        f.close()
