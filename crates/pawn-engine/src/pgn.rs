@@ -598,6 +598,7 @@ pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
 /// piece's (castling as the king's two-square move). `None` if no move or more than one
 /// matches.
 pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
+    let calm = !matches!(*san, San::Castle(_)) && pos.checkers().is_empty();
     match *san {
         San::Castle(side) => pos.castling_moves(side).first().copied(),
         San::Normal { role: Role::Pawn, file: Some(f), rank: Some(r), to, promotion, .. } => {
@@ -611,10 +612,18 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
             };
             pos.legal_moves().into_iter().find(|m| m.from() == Some(from) && dest(m) == to && m.promotion() == promotion)
         }
+        // A pawn push or capture when not in check, without generating the move list (en
+        // passant and anything unusual take the general path below).
+        San::Normal { role: Role::Pawn, file, rank, to, promotion, .. } if calm => {
+            if let Some(m) = pawn_move(pos, file, rank, to, promotion) {
+                return m;
+            }
+            general_san_to_move(pos, san)
+        }
         // The common case, without generating the move list: a piece move (not king or pawn)
         // when not in check is legal unless it uncovers a slider's attack on the own king.
         San::Normal { role, file, rank, to, promotion: None, .. }
-            if !matches!(role, Role::Pawn | Role::King) && pos.checkers().is_empty() =>
+            if calm && !matches!(role, Role::Pawn | Role::King) =>
         {
             let board = pos.board();
             if pos.us().contains(to) {
@@ -627,18 +636,12 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
                 Role::Rook => attacks::rook_attacks(to, occ),
                 _ => attacks::queen_attacks(to, occ),
             };
-            let king = board.king_of(pos.turn())?;
-            let diag = (board.bishops() | board.queens()) & pos.them();
-            let line = (board.rooks() | board.queens()) & pos.them();
             let mut found = None;
             for from in reach & pos.our(role) {
                 if file.is_some_and(|f| f != from.file()) || rank.is_some_and(|r| r != from.rank()) {
                     continue;
                 }
-                let after = occ.without(from).with(to);
-                let exposed = ((attacks::bishop_attacks(king, after) & diag) | (attacks::rook_attacks(king, after) & line))
-                    .without(to);
-                if exposed.any() {
+                if uncovers_king(pos, from, to) {
                     continue;
                 }
                 if found.is_some() {
@@ -648,6 +651,75 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
             }
             found
         }
+        San::Normal { .. } => general_san_to_move(pos, san),
+        San::Put { .. } | San::Null => None,
+    }
+}
+
+/// Whether moving a piece `from` → `to` (capturing what stands on `to`) leaves the own king
+/// attacked by a slider; only valid when the side to move is not in check and the piece is not
+/// the king (then only a discovered slider attack can arise).
+fn uncovers_king(pos: &Chess, from: Square, to: Square) -> bool {
+    let board = pos.board();
+    let Some(king) = board.king_of(pos.turn()) else { return true };
+    let after = board.occupied().without(from).with(to);
+    let diag = (board.bishops() | board.queens()) & pos.them();
+    let line = (board.rooks() | board.queens()) & pos.them();
+    ((attacks::bishop_attacks(king, after) & diag) | (attacks::rook_attacks(king, after) & line)).without(to).any()
+}
+
+/// The pawn move a SAN names when not in check: `Some(Some(m))` legal, `Some(None)` no legal
+/// move, `None` let the general path decide (en passant, a capture onto an empty square).
+fn pawn_move(pos: &Chess, file: Option<File>, rank: Option<shakmaty::Rank>, to: Square, promotion: Option<Role>) -> Option<Option<Move>> {
+    let white = pos.turn() == Color::White;
+    let last = if white { shakmaty::Rank::Eighth } else { shakmaty::Rank::First };
+    match promotion {
+        None if to.rank() == last => return Some(None),
+        Some(Role::Pawn | Role::King) => return Some(None),
+        Some(_) if to.rank() != last => return Some(None),
+        _ => {}
+    }
+    let back = |sq: Square| sq.offset(if white { -8 } else { 8 });
+    let ours = pos.our(Role::Pawn);
+    let occ = pos.board().occupied();
+    let from = if file.is_none_or(|f| f == to.file()) {
+        if occ.contains(to) {
+            return Some(None);
+        }
+        let one = back(to)?;
+        if ours.contains(one) {
+            one
+        } else {
+            let double = if white { shakmaty::Rank::Fourth } else { shakmaty::Rank::Fifth };
+            let two = back(one)?;
+            if to.rank() != double || occ.contains(one) || !ours.contains(two) {
+                return Some(None);
+            }
+            two
+        }
+    } else {
+        let f = file?;
+        if (f as i32 - to.file() as i32).abs() != 1 || !pos.them().contains(to) {
+            return None; // en passant or illegal: the general path
+        }
+        let from = Square::from_coords(f, back(to)?.rank());
+        if !ours.contains(from) {
+            return Some(None);
+        }
+        from
+    };
+    if rank.is_some_and(|r| r != from.rank()) {
+        return Some(None);
+    }
+    if uncovers_king(pos, from, to) {
+        return Some(None);
+    }
+    Some(Some(Move::Normal { role: Role::Pawn, from, capture: pos.board().role_at(to), to, promotion }))
+}
+
+/// [`san_to_move`] by shakmaty's candidate list (any position).
+fn general_san_to_move(pos: &Chess, san: &San) -> Option<Move> {
+    match *san {
         San::Normal { role, file, rank, to, promotion, .. } => {
             let mut found = None;
             for m in pos.san_candidates(role, to) {
@@ -669,7 +741,7 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
             }
             found
         }
-        San::Put { .. } | San::Null => None,
+        _ => None,
     }
 }
 
