@@ -77,9 +77,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--copies", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--order", default="small,big,big.zst,small.zst,big,big.zst", help="runs, comma-separated")
     a = ap.parse_args()
     paths = make(a.out, a.copies)
-    for name in ("small", "big", "big.zst", "small.zst", "big", "big.zst"):
+    for name in a.order.split(","):
         p = paths[name]
         d = run(p.parent, a.out / "cache", a.threads)
         print(f"{name:10s} {p.stat().st_size / 2**30:7.3f} GiB  {d['read']:>10,} games  {d['seconds']:8.1f} s  "

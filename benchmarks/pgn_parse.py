@@ -1,10 +1,10 @@
 """PGN parser A/B: games/s of two engine builds, interleaved (A, B, A, B …) in fresh processes,
 and a fingerprint of everything the parser returns on the shared Lichess files.
 
-    python benchmarks/pgn_parse.py bench A.so B.so [--rounds 5] [--threads 1] [--files DIR]
+    python benchmarks/pgn_parse.py bench A.so B.so [--rounds 5] [--threads 1[,2]] [--files DIR]
     python benchmarks/pgn_parse.py hash  ENGINE.so [--files DIR]
 
-``bench`` runs each build in its own process (``RAYON_NUM_THREADS`` = ``--threads``), parsing every
+``bench`` runs each build in its own process (``RAYON_NUM_THREADS`` = each of ``--threads``), parsing every
 ``*.pgn`` under ``--files`` (default ``/work/shared/data/lichess``) with ``parse_pgn_path(path, 512, 0)``
 (the call the Lichess data path makes) and prints games/s per round and the B/A ratio of the
 medians. ``hash`` prints one SHA-256 per file over the tokens, lengths, outcomes, Elo, clocks,
@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("mode", choices=["bench", "hash", "_round"])
     ap.add_argument("engines", nargs="+")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", default="1", help="thread counts, comma-separated (each is a variant)")
     ap.add_argument("--files", default=DEFAULT_FILES)
     a = ap.parse_args()
     if a.mode == "_round":
@@ -85,20 +85,22 @@ def main() -> None:
             rec = eng.parse_pgn_path(f, 512, 0)
             print(f"{fingerprint(rec)}  {int(rec.counts['read']):5d} read  {len(rec):5d} kept  {Path(f).name}")
         return
-    env = {**os.environ, "RAYON_NUM_THREADS": str(a.threads)}
-    rates: dict[str, list[float]] = {so: [] for so in a.engines}
+    variants = [(so, int(t)) for so in a.engines for t in a.threads.split(",")]
+    rates: dict[tuple[str, int], list[float]] = {v: [] for v in variants}
     for r in range(a.rounds):
-        for so in a.engines:
+        for so, t in variants:
+            env = {**os.environ, "RAYON_NUM_THREADS": str(t)}
             out = subprocess.run([sys.executable, __file__, "_round", so, "--files", a.files], env=env,
                                  capture_output=True, text=True, check=True).stdout
             d = json.loads(out.strip().splitlines()[-1])
-            rates[so].append(d["games"] / d["seconds"])
-            print(f"round {r + 1} {Path(so).name:32s} {d['games']} games  {d['games'] / d['seconds']:10,.0f} games/s",
-                  flush=True)
-    med = {so: statistics.median(v) for so, v in rates.items()}
-    base = a.engines[0]
-    for so in a.engines:
-        print(f"median {Path(so).name:32s} {med[so]:10,.0f} games/s  ×{med[so] / med[base]:.2f} vs {Path(base).name}")
+            rates[(so, t)].append(d["games"] / d["seconds"])
+            print(f"round {r + 1} {Path(so).name:24s} {t} thr {d['games']} games  "
+                  f"{d['games'] / d['seconds']:10,.0f} games/s", flush=True)
+    med = {v: statistics.median(x) for v, x in rates.items()}
+    base = variants[0]
+    for v in variants:
+        print(f"median {Path(v[0]).name:24s} {v[1]} thr {med[v]:10,.0f} games/s  ×{med[v] / med[base]:.2f} vs "
+              f"{Path(base[0]).name} {base[1]} thr")
 
 
 if __name__ == "__main__":
