@@ -198,3 +198,15 @@ def test_data_info_cache_dir(shared_data: Path, tmp_path: Path):
     r = CliRunner().invoke(app, ["data", "info", str(src), "--cache-dir", str(tmp_path / "mine"), "--min-ply", "1"])
     assert r.exit_code == 0, r.output
     assert [p.name for p in (tmp_path / "mine").iterdir()][0].startswith("pgn.gz_train_")
+
+
+def test_reason_lists_come_from_the_engine():
+    """Every skip reason of the Rust enum has its report text, and the parser's reasons are the
+    engine's list (it was a hand-typed copy of 6 of the 7)."""
+    from pawn import _engine
+    from pawn.engine.pgn import PARSE_SKIP_REASONS, SKIP_REASON_TEXT, SKIP_REASONS
+
+    assert SKIP_REASONS == tuple(_engine.SKIP_REASONS) and len(SKIP_REASONS) == 7
+    assert set(SKIP_REASONS) <= set(lichess.DROP_REASONS) and set(SKIP_REASON_TEXT) == set(SKIP_REASONS)
+    assert lichess.PARSER_REASONS == PARSE_SKIP_REASONS == tuple(r for r in SKIP_REASONS if r != "too_short")
+    assert lichess.DROP_REASONS["no_outcome"] == SKIP_REASON_TEXT["no_outcome"]
