@@ -210,3 +210,30 @@ def test_reason_lists_come_from_the_engine():
     assert set(SKIP_REASONS) <= set(lichess.DROP_REASONS) and set(SKIP_REASON_TEXT) == set(SKIP_REASONS)
     assert lichess.PARSER_REASONS == PARSE_SKIP_REASONS == tuple(r for r in SKIP_REASONS if r != "too_short")
     assert lichess.DROP_REASONS["no_outcome"] == SKIP_REASON_TEXT["no_outcome"]
+
+
+def test_eval_pgn_reads_compressed_files_and_folders_and_refuses_non_pgn(shared_data: Path, tmp_path: Path):
+    """``pawn eval --pgn``'s reader: a .pgn.zst file and a folder of .gz/.bz2 files give the figures
+    of the plain files; a JSON file named .pgn is "not a PGN file"."""
+    import jax
+
+    from pawn.config import TOY
+    from pawn.evaluate.accuracy import evaluate_pgn
+    from pawn.model import PAWNModel
+
+    m = PAWNModel(TOY, jax.random.PRNGKey(1))
+    kw = dict(seq_len=64, elo_edges=(0, 1500, 3000), batch_size=16)
+    plain = evaluate_pgn(m, str(shared_data / "lichess" / FIRST32), **kw)
+    packed = _folder(shared_data, tmp_path, (FIRST32,), ".zst") / (FIRST32 + ".zst")
+    got = evaluate_pgn(m, str(packed), **kw)
+    assert got["parser"] == plain["parser"] and got["bands"] == plain["bands"]
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for name, suffix in ((FIRST32, ".gz"), (API, ".bz2")):
+        (folder / (name + suffix)).write_bytes(COMPRESS[suffix]((shared_data / "lichess" / name).read_bytes()))
+    both = evaluate_pgn(m, str(folder), **kw)
+    assert both["parser"]["read"] == 132
+    bad = tmp_path / "report.pgn"
+    bad.write_text('{"top1": 0.5}\n')
+    with pytest.raises(NotPgnFileError, match=f"{bad}: not a PGN file"):
+        evaluate_pgn(m, str(bad), **kw)
