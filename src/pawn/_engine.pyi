@@ -215,7 +215,9 @@ class PgnGames:
     @property
     def headers(self) -> dict[str, list[str]]:
         """str columns [N]: event, site, date, utc_date, utc_time, white, black, result,
-        termination, time_control, eco, opening ('' when missing)."""
+        termination, time_control, eco, opening ('' when missing); built on first access."""
+    def header(self, name: str) -> list[str]:
+        """One column of ``headers`` (str [N]) without building the others; KeyError for another name."""
     @property
     def skipped(self) -> list[tuple[int, int, str]]:
         """(game number, ply, reason) per skipped game; reasons in SKIP_REASONS."""

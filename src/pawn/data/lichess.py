@@ -440,7 +440,7 @@ def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats, 
                 if reason not in ("read", "kept"):
                     stats.drop(reason, n)
             lengths = g.lengths.astype(np.int64)
-            fresh = np.nonzero(seen.first_seen(lichess_ids(g.headers["site"])))[0]
+            fresh = np.nonzero(seen.first_seen(lichess_ids(g.header("site"))))[0]
             stats.drop("duplicate", lengths.size - fresh.size)
             keep = filters.keep(g.white_elo[fresh], g.black_elo[fresh], lengths[fresh], stats)
             rows = fresh[keep]

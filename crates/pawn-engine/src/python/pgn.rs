@@ -148,6 +148,23 @@ fn token_matrix<'a>(rows: impl ExactSizeIterator<Item = &'a [u16]>, max_ply: usi
     tokens
 }
 
+type HeaderGetter = fn(&pgn::Headers) -> &str;
+/// The header columns of `PgnGames.headers`, in order.
+const HEADER_COLUMNS: [(&str, HeaderGetter); 12] = [
+    ("event", |h| &h.event),
+    ("site", |h| &h.site),
+    ("date", |h| &h.date),
+    ("utc_date", |h| &h.utc_date),
+    ("utc_time", |h| &h.utc_time),
+    ("white", |h| &h.white),
+    ("black", |h| &h.black),
+    ("result", |h| &h.result),
+    ("termination", |h| &h.termination),
+    ("time_control", |h| &h.time_control),
+    ("eco", |h| &h.eco),
+    ("opening", |h| &h.opening),
+];
+
 const PGN_FIELDS: [&str; 15] = [
     "tokens", "lengths", "outcome", "white_elo", "black_elo", "clocks", "evals", "game_index", "full_length",
     "headers", "skipped", "counts", "path", "san", "uci",
@@ -184,10 +201,9 @@ pub struct PgnGames {
     /// int64 [N] plies of the whole game before truncation.
     #[pyo3(get)]
     full_length: Py<PyArray1<i64>>,
-    /// dict of str columns [N]: event, site, date, utc_date, utc_time, white, black, result,
-    /// termination, time_control, eco, opening.
-    #[pyo3(get)]
-    headers: Py<PyDict>,
+    /// The header values of each kept game; the `headers` dict is built on first access.
+    game_headers: Vec<pgn::Headers>,
+    headers: PyOnceLock<Py<PyDict>>,
     /// (game number, ply, reason) per skipped game; reasons in `SKIP_REASONS`.
     #[pyo3(get)]
     skipped: Py<PyList>,
@@ -224,6 +240,28 @@ impl PgnGames {
     #[getter]
     fn uci<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         moves_once(py, &self.uci, &self.game_tokens, uci_strings)
+    }
+
+    /// dict of str columns [N]: event, site, date, utc_date, utc_time, white, black, result,
+    /// termination, time_control, eco, opening ('' when missing); built on first access.
+    #[getter]
+    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = self.headers.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+            let d = PyDict::new(py);
+            for (name, get) in HEADER_COLUMNS {
+                d.set_item(name, self.game_headers.iter().map(get).collect::<Vec<_>>())?;
+            }
+            Ok(d.unbind())
+        })?;
+        Ok(d.bind(py).clone())
+    }
+
+    /// One header column (a key of `headers`) as a list of str [N], without building the others.
+    /// Raises KeyError for another name.
+    fn header(&self, name: &str) -> PyResult<Vec<String>> {
+        let get = HEADER_COLUMNS.iter().find(|(n, _)| *n == name).map(|(_, g)| *g);
+        let get = get.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(name.to_owned()))?;
+        Ok(self.game_headers.iter().map(|h| get(h).to_owned()).collect())
     }
 
     fn __len__(&self) -> usize {
@@ -274,25 +312,6 @@ impl PgnGames {
         });
         let col = |f: &dyn Fn(&pgn::Game) -> i64| -> Vec<i64> { b.games.iter().map(f).collect() };
         let arr1 = |v: Vec<i64>| Array1::from(v).into_pyarray(py).unbind();
-        let headers = PyDict::new(py);
-        type Getter = fn(&pgn::Headers) -> &str;
-        let fields: [(&str, Getter); 12] = [
-            ("event", |h| &h.event),
-            ("site", |h| &h.site),
-            ("date", |h| &h.date),
-            ("utc_date", |h| &h.utc_date),
-            ("utc_time", |h| &h.utc_time),
-            ("white", |h| &h.white),
-            ("black", |h| &h.black),
-            ("result", |h| &h.result),
-            ("termination", |h| &h.termination),
-            ("time_control", |h| &h.time_control),
-            ("eco", |h| &h.eco),
-            ("opening", |h| &h.opening),
-        ];
-        for (name, get) in fields {
-            headers.set_item(name, b.games.iter().map(|g| get(&g.headers)).collect::<Vec<_>>())?;
-        }
         Ok(PgnGames {
             tokens: tokens.into_pyarray(py).unbind(),
             lengths: b.games.iter().map(|g| g.tokens.len() as i16).collect::<Array1<i16>>().into_pyarray(py).unbind(),
@@ -303,7 +322,8 @@ impl PgnGames {
             evals: evals.into_pyarray(py).unbind(),
             game_index: arr1(col(&|g| g.index as i64)),
             full_length: arr1(col(&|g| g.full_length as i64)),
-            headers: headers.unbind(),
+            game_headers: b.games.iter_mut().map(|g| std::mem::take(&mut g.headers)).collect(),
+            headers: PyOnceLock::new(),
             skipped: skipped_list(py, &b.skipped)?,
             counts: counts_dict(py, b.n_read, n, &b.skipped)?,
             looks_like_pgn: b.pgn_like,
