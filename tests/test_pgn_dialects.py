@@ -354,3 +354,50 @@ def test_every_shared_lichess_file_matches_python_chess():
         counts = assert_same_as_python_chess(data, data.decode("utf-8-sig", errors="replace"), path.name)
         total += counts["kept"]
     assert total > 7000  # the seven files hold 7,321 games, almost all kept
+
+
+# --- issue 25: phantom games and draw spellings ----------------------------------------------------
+def _python_chess_reading(text: str) -> list[tuple[str, list[str]]]:
+    """(Event, main-line UCIs) of every game python-chess returns, phantom ones included."""
+    f, out = io.StringIO(text), []
+    while (g := chess.pgn.read_game(f)) is not None:
+        out.append((g.headers.get("Event", "?"), [m.uci() for m in g.mainline_moves()]))
+    return out
+
+
+GOOD = game("1. e4 e5 2. Nf3 Nc6 1-0").replace("Rated Blitz game", "good")
+BAD = game("1. e4 e5 2. Ke3 1-0").replace("Rated Blitz game", "bad")
+
+
+@pytest.mark.parametrize("between", ["{ exported by a tool }\n\n", "\ufeff", "\n\ufeff", "\ufeff\n"])
+def test_comment_only_span_and_mid_file_bom_are_not_games(between: str):
+    """Two exports concatenated (a BOM between them) or a comment-only block: python-chess returns
+    an extra empty game (or none) there; PAWN counts only the games in the file, so the bad game
+    is reported as game 2 (it was game 3 when the phantom game was counted)."""
+    text = GOOD + between + BAD
+    pc = [g for g in _python_chess_reading(text) if g[1]]  # python-chess's games with moves
+    p = parse_pgn(text.encode("utf-8"), max_ply=MAX_PLY, min_ply=0)
+    assert p.counts["read"] == 2 and p.skipped == [(2, 2, "illegal_move")]
+    assert p.uci == [pc[0][1]] and p.headers["event"] == ["good"]
+    if between.startswith("{"):
+        assert len(_python_chess_reading(text)) == 3  # python-chess: a phantom game with the comment
+
+
+@pytest.mark.parametrize("tag, movetext", [("½-½", "½-½"), ("1/2", "1/2"), ("0.5-0.5", "0.5-0.5"),
+                                           ("1/2-1/2", "0.5-0.5")])
+def test_older_draw_spellings_are_draws(tag: str, movetext: str):
+    text = game(f"1. e4 e5 2. Nf3 Nc6 {movetext}", result=tag)
+    g = chess.pgn.read_game(io.StringIO(text))
+    assert [m.uci() for m in g.mainline_moves()] == ["e2e4", "e7e5", "g1f3", "b8c6"]
+    p = parse_pgn(text)
+    assert p.uci == [["e2e4", "e7e5", "g1f3", "b8c6"]]
+    assert int(p.outcome[0]) == vocab.DRAW_BY_AGREEMENT  # spec §6.3
+    t = parse_pgn(game(f"1. e4 e5 {movetext}", result=tag, term="Time forfeit"))
+    assert int(t.outcome[0]) == vocab.DRAW_BY_TIME
+
+
+def test_pgngames_repr_is_python_style(tmp_path: Path):
+    f = tmp_path / "games.pgn"
+    f.write_text(GOOD)
+    assert repr(parse_pgn(f)) == f"PgnGames(n=1, path={str(f)!r})"
+    assert repr(parse_pgn(GOOD)) == "PgnGames(n=1, path=None)"

@@ -166,6 +166,13 @@ def perft(fen: str, depth: int) -> int: ...
 SKIP_REASONS: list[str]
 """Reasons a game is skipped, in ``counts`` order: illegal_move, unreadable_move, malformed,
 variant, fen_start, no_outcome, too_short."""
+PARSE_SKIP_REASONS: list[str]
+"""The SKIP_REASONS that are faults of the PGN text (all but too_short, a length filter)."""
+SKIP_REASON_TEXT: dict[str, str]
+"""One-line description of each skip reason, for reports."""
+PARSER_VERSION: int
+"""Version of the PGN parser's output; bumped whenever the same bytes can give different games,
+moves, outcomes or skip reasons (the game cache stores it and rebuilds on a mismatch)."""
 CLOCK_MISSING: int
 """Clock of a move without ``[%clk]`` inside a game, 32768 (spec §6.4)."""
 EVAL_MISSING: int
@@ -208,7 +215,9 @@ class PgnGames:
     @property
     def headers(self) -> dict[str, list[str]]:
         """str columns [N]: event, site, date, utc_date, utc_time, white, black, result,
-        termination, time_control, eco, opening ('' when missing)."""
+        termination, time_control, eco, opening ('' when missing); built on first access."""
+    def header(self, name: str) -> list[str]:
+        """One column of ``headers`` (str [N]) without building the others; KeyError for another name."""
     @property
     def skipped(self) -> list[tuple[int, int, str]]:
         """(game number, ply, reason) per skipped game; reasons in SKIP_REASONS."""
@@ -218,6 +227,10 @@ class PgnGames:
     @property
     def path(self) -> Path | None:
         """The file read, or None for text input."""
+    @property
+    def looks_like_pgn(self) -> bool:
+        """Whether the input reads as PGN: no NUL byte in its first 64 KiB, and it is blank or
+        some game has a tag pair or a readable move (False for a JSON or binary file)."""
     @property
     def san(self) -> list[list[str]]:
         """SAN of each kept move, normalised (``0-0`` → ``O-O``, ``bxa8Q`` → ``bxa8=Q``, glyphs

@@ -24,7 +24,7 @@ use std::ops::ControlFlow;
 use pgn_reader::{KnownOutcome, Outcome, RawTag, Reader, SanPlus, Visitor};
 use rayon::prelude::*;
 use shakmaty::san::{San, Suffix};
-use shakmaty::{Chess, Color, File, Move, Position, Role, Square};
+use shakmaty::{attacks, Chess, Color, File, Move, Position, Role, Square};
 
 use crate::vocab::{self, outcome};
 
@@ -32,6 +32,12 @@ use crate::vocab::{self, outcome};
 pub const CLOCK_MISSING: u16 = 0x8000;
 /// Eval sentinel of a move inside a game that carries no `[%eval]` annotation (§6.4).
 pub const EVAL_MISSING: i16 = i16::MIN;
+
+/// Version of the parser's output: bumped whenever the same bytes can give different games,
+/// moves, outcomes or skip reasons, so that caches built by an older parser are rebuilt.
+/// 1: the parser up to PAWN 0.1; 2: a comment-only span and a UTF-8 BOM between games are not
+/// games, and `½-½`, `1/2`, `0.5-0.5` are draws.
+pub const PARSER_VERSION: u32 = 2;
 
 /// Why a game was left out of the parsed batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,6 +81,25 @@ impl SkipReason {
             SkipReason::NoOutcome => "no_outcome",
             SkipReason::TooShort => "too_short",
         }
+    }
+
+    /// One-line description for reports (`"an illegal move"`, ...).
+    pub fn describe(self) -> &'static str {
+        match self {
+            SkipReason::IllegalMove => "an illegal move",
+            SkipReason::UnreadableMove => "an unreadable move",
+            SkipReason::Malformed => "malformed PGN",
+            SkipReason::Variant => "a non-standard variant",
+            SkipReason::FenStart => "a set-up (FEN) start position",
+            SkipReason::NoOutcome => "unsupported termination (Abandoned, Rules infraction, Unterminated) or no result",
+            SkipReason::TooShort => "shorter than min_ply",
+        }
+    }
+
+    /// Whether the reason is a fault of the PGN text itself (every reason but `too_short`,
+    /// which is a length filter the caller chooses).
+    pub fn is_parse_fault(self) -> bool {
+        self != SkipReason::TooShort
     }
 }
 
@@ -138,6 +163,9 @@ pub struct PgnBatch {
     pub skipped: Vec<Skipped>,
     /// Games found in the input (kept + skipped).
     pub n_read: usize,
+    /// Whether the input reads as PGN at all: no NUL byte in its first 64 KiB, and it is blank,
+    /// or some game has a tag pair or a readable move. A JSON or binary file is not.
+    pub pgn_like: bool,
 }
 
 impl PgnBatch {
@@ -166,7 +194,7 @@ static TAIL_PADDING: [u8; 320] = {
 const BOM: &[u8] = b"\xef\xbb\xbf";
 
 fn find_from(data: &[u8], from: usize, needle: u8) -> Option<usize> {
-    data.get(from..)?.iter().position(|&b| b == needle).map(|p| p + from)
+    memchr::memchr(needle, data.get(from..)?).map(|p| p + from)
 }
 
 /// Skip whitespace, `%` escape lines and `;` comment lines (at line starts) between games and
@@ -180,6 +208,9 @@ fn skip_whitespace(data: &[u8], mut i: usize, mut new_line: bool) -> usize {
                 i += 1;
             }
             b'%' | b';' if new_line => i = find_from(data, i, b'\n').map_or(data.len(), |p| p + 1),
+            // A UTF-8 BOM between games: two exports concatenated (python-chess reads past it
+            // only at the very start of a line that holds a tag).
+            0xef if data[i..].starts_with(BOM) => i += BOM.len(),
             _ => break,
         }
     }
@@ -190,7 +221,10 @@ fn skip_whitespace(data: &[u8], mut i: usize, mut new_line: bool) -> usize {
 /// (blank lines between them and the movetext do not split a game); the movetext ends at a
 /// newline followed by `[` or by an empty line, except inside a `{…}` comment. A tag pair
 /// (`[Name "`) inside the movetext, outside comments, also starts a new game: two games glued
-/// on one line (`… 1-0[Event "b"] …`). A UTF-8 BOM before a game is skipped.
+/// on one line (`… 1-0[Event "b"] …`). A UTF-8 BOM before a game (at the start, or between two
+/// concatenated exports) is skipped. A span with no tag pair and nothing but comments is not a
+/// game (python-chess returns an empty game for it; PAWN does not count it, so the game
+/// numbers after it stay those of the games in the file).
 pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
     let mut spans = Vec::new();
     let mut i = 0;
@@ -209,14 +243,25 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
             i = skip_whitespace(data, i, true);
         }
         let movetext = i;
-        while let Some(&c) = data.get(i) {
-            match c {
+        loop {
+            // The next byte that can end the movetext or open a comment: `{`, `[` or a newline;
+            // a `;` before it opens a line comment that runs to the end of the line.
+            let Some(p) = data.get(i..).and_then(|d| memchr::memchr3(b'{', b'\n', b'[', d)) else {
+                i = data.len();
+                break;
+            };
+            if let Some(q) = memchr::memchr(b';', &data[i..i + p]) {
+                i = find_from(data, i + q, b'\n').unwrap_or(data.len());
+                continue;
+            }
+            i += p;
+            match data[i] {
                 b'{' => i = find_from(data, i + 1, b'}').map_or(data.len(), |p| p + 1),
-                b';' => i = find_from(data, i, b'\n').unwrap_or(data.len()),
                 // A tag pair inside the movetext starts the next game: two games glued on one
                 // line (`… 1-0[Event "b"]`).
                 b'[' if is_tag_start(data, i) => break,
-                b'\n' => {
+                b'[' => i += 1,
+                _ => {
                     i += 1;
                     match data.get(i) {
                         Some(b'%') => i = find_from(data, i, b'\n').unwrap_or(data.len()),
@@ -230,14 +275,30 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
                         _ => {}
                     }
                 }
-                _ => i += 1,
             }
         }
         let end = i.min(data.len());
-        spans.push(GameSpan { start, movetext, end });
+        if movetext > start || !only_comments(&data[movetext..end]) {
+            spans.push(GameSpan { start, movetext, end });
+        }
         i = end;
     }
     spans
+}
+
+/// Whether a movetext holds nothing but whitespace, `{…}`, `;` and `%` comments (and BOMs).
+fn only_comments(d: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(&c) = d.get(i) {
+        match c {
+            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+            b'{' => i = find_from(d, i + 1, b'}').map_or(d.len(), |p| p + 1),
+            b';' | b'%' => i = find_from(d, i, b'\n').unwrap_or(d.len()),
+            0x80.. if unicode_space_len(&d[i..]) > 0 => i += unicode_space_len(&d[i..]),
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Bytes that end a movetext token: the same set as `pgn-reader`'s `is_token_end`. Move
@@ -280,6 +341,20 @@ fn is_tag_start(data: &[u8], i: usize) -> bool {
 /// `rest` after a result dash: `-`, or the en/em dash that `pgn-reader` also accepts.
 fn strip_dash(s: &[u8]) -> Option<&[u8]> {
     s.strip_prefix(b"-").or_else(|| s.strip_prefix("\u{2013}".as_bytes())).or_else(|| s.strip_prefix("\u{2014}".as_bytes()))
+}
+
+/// A result header in the spelling §6.3 matches (`1-0`, `0-1`, `1/2-1/2`, `*`): the draw
+/// spellings of older Lichess and other exports (`½-½`, `1/2`, `0.5-0.5`) and the en/em dash
+/// are rewritten; anything else is returned trimmed.
+pub fn normalise_result(result: &str) -> &str {
+    let r = result.trim();
+    if r == "1/2" || r == "0.5-0.5" || r == "\u{bd}" {
+        return "1/2-1/2";
+    }
+    match result_prefix(r.as_bytes()) {
+        Some(o) if r.len() <= 9 => outcome_str(o),
+        _ => r,
+    }
 }
 
 /// The game result a token starts with: `1-0`, `0-1`, `1/2-1/2`, `½-½` (any of the dashes).
@@ -361,6 +436,9 @@ fn classify(tok: &[u8]) -> Token {
     }
     if let Some(o) = result_prefix(tok) {
         return Token::Result(o);
+    }
+    if tok == b"1/2" {
+        return Token::Result(Outcome::Known(KnownOutcome::Draw));
     }
     let mut buf = [0u8; 32];
     let t = normalise(tok, &mut buf);
@@ -483,6 +561,11 @@ pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
                 return Ok(out);
             }
             _ if is_separator(c) => i += 1,
+            // `0.5-0.5`: a draw in some exports (the `.` would split it into tokens).
+            b'0' if depth == 0 && d[i..].starts_with(b"0.5-0.5") => {
+                out.result = Some(Outcome::Known(KnownOutcome::Draw));
+                return Ok(out);
+            }
             _ => {
                 let len = token_len(&d[i..]);
                 let tok = &d[i..i + len];
@@ -515,6 +598,7 @@ pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
 /// piece's (castling as the king's two-square move). `None` if no move or more than one
 /// matches.
 pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
+    let calm = !matches!(*san, San::Castle(_)) && pos.checkers().is_empty();
     match *san {
         San::Castle(side) => pos.castling_moves(side).first().copied(),
         San::Normal { role: Role::Pawn, file: Some(f), rank: Some(r), to, promotion, .. } => {
@@ -528,6 +612,114 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
             };
             pos.legal_moves().into_iter().find(|m| m.from() == Some(from) && dest(m) == to && m.promotion() == promotion)
         }
+        // A pawn push or capture when not in check, without generating the move list (en
+        // passant and anything unusual take the general path below).
+        San::Normal { role: Role::Pawn, file, rank, to, promotion, .. } if calm => {
+            if let Some(m) = pawn_move(pos, file, rank, to, promotion) {
+                return m;
+            }
+            general_san_to_move(pos, san)
+        }
+        // The common case, without generating the move list: a piece move (not king or pawn)
+        // when not in check is legal unless it uncovers a slider's attack on the own king.
+        San::Normal { role, file, rank, to, promotion: None, .. }
+            if calm && !matches!(role, Role::Pawn | Role::King) =>
+        {
+            let board = pos.board();
+            if pos.us().contains(to) {
+                return None;
+            }
+            let occ = board.occupied();
+            let reach = match role {
+                Role::Knight => attacks::knight_attacks(to),
+                Role::Bishop => attacks::bishop_attacks(to, occ),
+                Role::Rook => attacks::rook_attacks(to, occ),
+                _ => attacks::queen_attacks(to, occ),
+            };
+            let mut found = None;
+            for from in reach & pos.our(role) {
+                if file.is_some_and(|f| f != from.file()) || rank.is_some_and(|r| r != from.rank()) {
+                    continue;
+                }
+                if uncovers_king(pos, from, to) {
+                    continue;
+                }
+                if found.is_some() {
+                    return None; // ambiguous
+                }
+                found = Some(Move::Normal { role, from, capture: board.role_at(to), to, promotion: None });
+            }
+            found
+        }
+        San::Normal { .. } => general_san_to_move(pos, san),
+        San::Put { .. } | San::Null => None,
+    }
+}
+
+/// Whether moving a piece `from` → `to` (capturing what stands on `to`) leaves the own king
+/// attacked by a slider; only valid when the side to move is not in check and the piece is not
+/// the king (then only a discovered slider attack can arise).
+fn uncovers_king(pos: &Chess, from: Square, to: Square) -> bool {
+    let board = pos.board();
+    let Some(king) = board.king_of(pos.turn()) else { return true };
+    let after = board.occupied().without(from).with(to);
+    let diag = (board.bishops() | board.queens()) & pos.them();
+    let line = (board.rooks() | board.queens()) & pos.them();
+    ((attacks::bishop_attacks(king, after) & diag) | (attacks::rook_attacks(king, after) & line)).without(to).any()
+}
+
+/// The pawn move a SAN names when not in check: `Some(Some(m))` legal, `Some(None)` no legal
+/// move, `None` let the general path decide (en passant, a capture onto an empty square).
+fn pawn_move(pos: &Chess, file: Option<File>, rank: Option<shakmaty::Rank>, to: Square, promotion: Option<Role>) -> Option<Option<Move>> {
+    let white = pos.turn() == Color::White;
+    let last = if white { shakmaty::Rank::Eighth } else { shakmaty::Rank::First };
+    match promotion {
+        None if to.rank() == last => return Some(None),
+        Some(Role::Pawn | Role::King) => return Some(None),
+        Some(_) if to.rank() != last => return Some(None),
+        _ => {}
+    }
+    let back = |sq: Square| sq.offset(if white { -8 } else { 8 });
+    let ours = pos.our(Role::Pawn);
+    let occ = pos.board().occupied();
+    let from = if file.is_none_or(|f| f == to.file()) {
+        if occ.contains(to) {
+            return Some(None);
+        }
+        let one = back(to)?;
+        if ours.contains(one) {
+            one
+        } else {
+            let double = if white { shakmaty::Rank::Fourth } else { shakmaty::Rank::Fifth };
+            let two = back(one)?;
+            if to.rank() != double || occ.contains(one) || !ours.contains(two) {
+                return Some(None);
+            }
+            two
+        }
+    } else {
+        let f = file?;
+        if (f as i32 - to.file() as i32).abs() != 1 || !pos.them().contains(to) {
+            return None; // en passant or illegal: the general path
+        }
+        let from = Square::from_coords(f, back(to)?.rank());
+        if !ours.contains(from) {
+            return Some(None);
+        }
+        from
+    };
+    if rank.is_some_and(|r| r != from.rank()) {
+        return Some(None);
+    }
+    if uncovers_king(pos, from, to) {
+        return Some(None);
+    }
+    Some(Some(Move::Normal { role: Role::Pawn, from, capture: pos.board().role_at(to), to, promotion }))
+}
+
+/// [`san_to_move`] by shakmaty's candidate list (any position).
+fn general_san_to_move(pos: &Chess, san: &San) -> Option<Move> {
+    match *san {
         San::Normal { role, file, rank, to, promotion, .. } => {
             let mut found = None;
             for m in pos.san_candidates(role, to) {
@@ -549,7 +741,7 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
             }
             found
         }
-        San::Put { .. } | San::Null => None,
+        _ => None,
     }
 }
 
@@ -629,7 +821,7 @@ pub fn parse_eval(comment: &[u8]) -> Option<i16> {
 
 /// The argument of a `[%cmd arg]` command inside a comment, trimmed.
 fn command_arg<'a>(comment: &'a [u8], cmd: &[u8]) -> Option<&'a [u8]> {
-    let at = comment.windows(cmd.len()).position(|w| w == cmd)?;
+    let at = memchr::memchr_iter(b'%', comment).find(|&k| comment[k..].starts_with(cmd))?;
     let rest = &comment[at + cmd.len()..];
     if !rest.first().is_some_and(|b| b.is_ascii_whitespace()) {
         return None;
@@ -657,28 +849,7 @@ impl Visitor for Tags {
     }
 
     fn tag(&mut self, h: &mut Headers, name: &[u8], value: RawTag<'_>) -> ControlFlow<()> {
-        let v = || decode_text(&value.decode());
-        let elo = || std::str::from_utf8(value.as_bytes()).ok().and_then(|s| s.trim().parse::<u16>().ok()).unwrap_or(0);
-        match name {
-            b"Event" => h.event = v(),
-            b"Site" => h.site = v(),
-            b"Date" => h.date = v(),
-            b"UTCDate" => h.utc_date = v(),
-            b"UTCTime" => h.utc_time = v(),
-            b"White" => h.white = v(),
-            b"Black" => h.black = v(),
-            b"Result" => h.result = v(),
-            b"Termination" => h.termination = v(),
-            b"TimeControl" => h.time_control = v(),
-            b"ECO" => h.eco = v(),
-            b"Opening" => h.opening = v(),
-            b"Variant" => h.variant = v(),
-            b"FEN" => h.fen = v(),
-            b"SetUp" => h.setup = v(),
-            b"WhiteElo" => h.white_elo = elo(),
-            b"BlackElo" => h.black_elo = elo(),
-            _ => {}
-        }
+        set_tag(h, name, &value.decode());
         ControlFlow::Continue(())
     }
 
@@ -690,6 +861,58 @@ impl Visitor for Tags {
     fn end_game(&mut self, movetext: Self::Movetext) {
         match movetext {}
     }
+}
+
+/// Store one tag pair's (unescaped) value in `h` if it is a tag PAWN reads.
+fn set_tag(h: &mut Headers, name: &[u8], value: &[u8]) {
+    let v = || decode_text(value);
+    let elo = || std::str::from_utf8(value).ok().and_then(|s| s.trim().parse::<u16>().ok()).unwrap_or(0);
+    match name {
+        b"Event" => h.event = v(),
+        b"Site" => h.site = v(),
+        b"Date" => h.date = v(),
+        b"UTCDate" => h.utc_date = v(),
+        b"UTCTime" => h.utc_time = v(),
+        b"White" => h.white = v(),
+        b"Black" => h.black = v(),
+        b"Result" => h.result = v(),
+        b"Termination" => h.termination = v(),
+        b"TimeControl" => h.time_control = v(),
+        b"ECO" => h.eco = v(),
+        b"Opening" => h.opening = v(),
+        b"Variant" => h.variant = v(),
+        b"FEN" => h.fen = v(),
+        b"SetUp" => h.setup = v(),
+        b"WhiteElo" => h.white_elo = elo(),
+        b"BlackElo" => h.black_elo = elo(),
+        _ => {}
+    }
+}
+
+/// The common case of a header block, read without `pgn-reader`: every non-blank line is
+/// exactly `[Name "value"]` (one space, a name of ASCII letters, digits and `_`, a value with no
+/// `"` or `\`). Returns `None` for anything else, which `pgn-reader` then reads (same values:
+/// with no escapes its unescaped value is the raw one).
+fn simple_tags(hdr: &[u8]) -> Option<Headers> {
+    let mut h = Headers::default();
+    for line in hdr.split(|&b| b == b'\n') {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        let inner = line.strip_prefix(b"[")?.strip_suffix(b"]")?;
+        let sp = memchr::memchr(b' ', inner)?;
+        let (name, rest) = (&inner[..sp], &inner[sp + 1..]);
+        if name.is_empty() || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+            return None;
+        }
+        let value = rest.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+        if memchr::memchr2(b'"', b'\\', value).is_some() {
+            return None;
+        }
+        set_tag(&mut h, name, value);
+    }
+    Some(h)
 }
 
 /// Outcome token of a Lichess game per §6.3, or `None` when the game is dropped.
@@ -730,16 +953,21 @@ pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min
     let skip = |ply: usize, reason: SkipReason| Skipped { game: index, ply, reason };
     // Tag pairs are read by pgn-reader. The padding keeps its look-ahead (`ensure_bytes`)
     // satisfied up to the last header byte; without it every tag near the end shifts the buffer.
-    let mut reader = Reader::new(std::io::Read::chain(&data[span.start..span.movetext], &TAIL_PADDING[..]));
-    let mut tags = Tags::default();
-    loop {
-        match reader.read_game(&mut tags) {
-            Ok(Some(())) => {}
-            Ok(None) => break,
-            Err(_) => return Err(skip(0, SkipReason::Malformed)),
+    let headers = match simple_tags(&data[span.start..span.movetext]) {
+        Some(h) => h,
+        None => {
+            let mut reader = Reader::new(std::io::Read::chain(&data[span.start..span.movetext], &TAIL_PADDING[..]));
+            let mut tags = Tags::default();
+            loop {
+                match reader.read_game(&mut tags) {
+                    Ok(Some(())) => {}
+                    Ok(None) => break,
+                    Err(_) => return Err(skip(0, SkipReason::Malformed)),
+                }
+            }
+            tags.headers
         }
-    }
-    let headers = tags.headers;
+    };
     let h = &headers;
     let variant = h.variant.trim();
     let standard = variant.is_empty() || variant.eq_ignore_ascii_case("standard") || variant.eq_ignore_ascii_case("chess");
@@ -760,7 +988,7 @@ pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min
         pos.play_unchecked(m);
     }
     let full_length = line.sans.len();
-    let result = if h.result.is_empty() { line.result.map(outcome_str).unwrap_or("") } else { h.result.trim() };
+    let result = if h.result.is_empty() { line.result.map(outcome_str).unwrap_or("") } else { normalise_result(&h.result) };
     let outcome = lichess_outcome(h.termination.trim(), result, &pos, full_length > max_ply)
         .ok_or_else(|| skip(full_length, SkipReason::NoOutcome))?;
     if full_length < min_ply {
@@ -803,12 +1031,19 @@ pub fn parse_pgn(data: &[u8], max_ply: usize, min_ply: usize) -> PgnBatch {
         .map(|(i, &span)| parse_game(data, span, i + 1, max_ply, min_ply))
         .collect();
     let mut batch = PgnBatch { n_read: spans.len(), ..PgnBatch::default() };
+    batch.games.reserve(results.len());
     for r in results {
         match r {
             Ok(g) => batch.games.push(g),
             Err(s) => batch.skipped.push(s),
         }
     }
+    let head = &data[..data.len().min(64 << 10)];
+    batch.pgn_like = memchr::memchr(0, head).is_none()
+        && (data.iter().all(|b| b.is_ascii_whitespace())
+            || !batch.games.is_empty()
+            || batch.skipped.iter().any(|s| s.ply > 0)
+            || spans.iter().any(|s| s.movetext > s.start && is_tag_start(data, s.start)));
     batch
 }
 
@@ -1055,6 +1290,73 @@ mod tests {
             for g in &b.games {
                 prop_assert!(g.tokens.len() <= 8);
                 prop_assert_eq!(g.tokens.len(), g.clocks.len());
+            }
+        }
+    }
+
+    #[test]
+    fn comment_only_span_and_bom_between_exports_are_not_games() {
+        let a = "[Event \"a\"]\n[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 e5 1-0\n\n";
+        let bad = "[Event \"b\"]\n[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 e5 2. Ke3 1-0\n\n";
+        for pgn in [
+            format!("{a}{{ exported by a tool }}\n\n{bad}"),
+            format!("{{ a file comment }}\n\n{a}{bad}"),
+            format!("{a}\u{feff}{bad}"),
+            format!("{a}\n\u{feff}{bad}"),
+            format!("\u{feff}{a}\u{feff}\n{bad}"),
+        ] {
+            let b = parse_pgn(pgn.as_bytes(), 512, 1);
+            assert_eq!((b.n_read, b.games.len()), (2, 1), "{pgn:?}");
+            assert_eq!(b.skipped, [Skipped { game: 2, ply: 2, reason: SkipReason::IllegalMove }], "{pgn:?}");
+            assert_eq!(b.games[0].headers.event, "a");
+            assert!(b.pgn_like);
+        }
+        // A tagless game with moves is still a game.
+        assert_eq!(parse_pgn(b"1. e4 e5 *\n", 512, 1).n_read, 1);
+    }
+
+    #[test]
+    fn draw_spellings_are_draws() {
+        for (tag, movetext) in [("\u{bd}-\u{bd}", "1/2-1/2"), ("1/2", "1/2"), ("0.5-0.5", "0.5-0.5"), ("1/2-1/2", "\u{bd}-\u{bd}"),
+            ("1/2\u{2013}1/2", "0.5-0.5")]
+        {
+            let g = one(&format!("[Result \"{tag}\"]\n[Termination \"Normal\"]\n\n1. e4 e5 {movetext} 2. Nf3\n")).unwrap();
+            assert_eq!((g.outcome, g.tokens.len()), (outcome::DRAW_BY_AGREEMENT, 2), "{tag} {movetext}");
+            // Without a Result tag the movetext's result decides.
+            let g = one(&format!("[Termination \"Time forfeit\"]\n\n1. e4 e5 {movetext}\n")).unwrap();
+            assert_eq!(g.outcome, outcome::DRAW_BY_TIME, "{movetext}");
+        }
+        assert_eq!(normalise_result(" 1\u{2014}0 "), "1-0");
+        assert_eq!(normalise_result("*"), "*");
+    }
+
+    #[test]
+    fn json_and_binary_inputs_are_not_pgn_like() {
+        for data in [&b"{\"games\": [1, 2, 3]}\n"[..], b"[\n  {\"a\": 1}\n]\n", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR e4 e5", b"{x}"] {
+            assert!(!parse_pgn(data, 512, 1).pgn_like, "{data:?}");
+        }
+        for data in [&b""[..], b" \n\n", b"1. e4 *", b"[Event \"x\"]\n\n*\n"] {
+            assert!(parse_pgn(data, 512, 1).pgn_like, "{data:?}");
+        }
+    }
+
+    #[test]
+    fn simple_tags_agree_with_pgn_reader() {
+        let hdrs: [&[u8]; 6] = [
+            b"[Event \"Rated Blitz game\"]\n[Site \"https://lichess.org/abc\"]\n[WhiteElo \"1500\"]\n\n",
+            b"[Event \"a]b\"]\r\n[White \"caf\xe9\"]\r\n",
+            b"[Event \"esc \\\"q\\\" \\\\\"]\n",
+            b"[Event  \"two spaces\"]\n",
+            b"[Event \"x\"] [Site \"y\"]\n",
+            b"[Event \"x\"]\n; c\n[Site \"y\"]\n",
+        ];
+        for (k, hdr) in hdrs.iter().enumerate() {
+            let mut reader = Reader::new(std::io::Read::chain(*hdr, &TAIL_PADDING[..]));
+            let mut tags = Tags::default();
+            while let Ok(Some(())) = reader.read_game(&mut tags) {}
+            match simple_tags(hdr) {
+                Some(h) => assert_eq!(h, tags.headers, "{k}"),
+                None => assert!(k >= 2, "{k} should take the fast path"),
             }
         }
     }

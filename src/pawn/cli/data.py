@@ -35,17 +35,21 @@ def export_cmd(src: Annotated[str, typer.Argument(help="PGN file or folder of .p
 
 @data_app.command("info", help="Games read, kept and dropped by reason, Elo and ply ranges, the train/val split "
                   "and the cache (built when absent, so a later run with the same filters parses nothing).")
-def info_cmd(src: Annotated[str, typer.Argument(help="PGN/parquet file or folder, or a Hub dataset id.")],
+def info_cmd(src: Annotated[str, typer.Argument(help="PGN (.pgn, .pgn.zst, .pgn.gz, .pgn.bz2) or parquet file or folder, or a Hub dataset id.")],
              split: Annotated[str, typer.Option("--split", help="Training split (Hub and split parquet folders).")] = "train",
              val_games: Annotated[int, typer.Option("--val-games", min=0, help="Validation games bound.")] = 50_000,
-             elo_min: EloMin = None, elo_max: EloMax = None, min_ply: MinPly = 10, max_games: MaxGames = None) -> None:
+             elo_min: EloMin = None, elo_max: EloMax = None, min_ply: MinPly = 10, max_games: MaxGames = None,
+             cache_dir: Annotated[Optional[Path], typer.Option(
+                 "--cache-dir", help="Game cache folder (default: $PAWN_DATA_CACHE, else "
+                 "$HF_HOME/pawn-lichess-cache, else ~/.cache/huggingface/pawn-lichess-cache).")] = None) -> None:
     """Print what a source holds after the filters (see the command help)."""
     from rich.console import Console
     from rich.table import Table
 
     from pawn.data.lichess import DROP_REASONS, load_corpus
 
-    corpus = load_corpus(src, _filters(elo_min, elo_max, min_ply, max_games), split=split, val_games=val_games)
+    corpus = load_corpus(src, _filters(elo_min, elo_max, min_ply, max_games), split=split, val_games=val_games,
+                         cache_dir=cache_dir)
     table = Table(title=f"{corpus.source.kind} source {corpus.source.repo_or_path}")
     table.add_column("field")
     table.add_column("value", overflow="fold")

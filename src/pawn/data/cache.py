@@ -11,8 +11,16 @@ A cache directory holds one filtered game set:
   cap the cache was read with), ``source_files`` (name, size and mtime of local source files, so
   an edited source invalidates the cache) and ``stats`` (games read and dropped per reason, Elo
   and ply ranges).
-- ``.complete``: JSON ``{file name: SHA-256 hex}`` of the three files above, written last inside a
-  ``.tmp`` directory that is then renamed into place.
+  ``parser_version`` (:data:`pawn.engine.pgn.PARSER_VERSION` of the parser that read a PGN source;
+  a cache from another version is rebuilt, so a dialect fix reaches every existing cache).
+- ``.complete``: JSON ``{file name: SHA-256 hex}`` of the three files above, written last inside the
+  ``{key}.partial`` directory that is then renamed into place.
+
+A build is resumable: games are appended to ``{key}.partial`` and, after each piece of the source,
+a journal (``journal.json``, written atomically) records how much of each file is valid and where
+the scan stands. A build that was killed leaves the partial directory; the next build with the
+same key, source and parser truncates the files to the journal and continues from there. One
+build at a time holds the partial directory's lock (``flock``); another waits for it.
 
 Every :func:`open_cache` verifies the hashes and that the array lengths agree with ``meta.json``;
 :func:`cache_key` is the spec's key.
@@ -20,6 +28,7 @@ Every :func:`open_cache` verifies the hashes and that the array lengths agree wi
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -40,6 +49,11 @@ TOKENS_FILE = "tokens_flat.bin"
 INDEX_FILE = "index.safetensors"
 META_FILE = "meta.json"
 COMPLETE_FILE = ".complete"
+JOURNAL_FILE = "journal.json"
+LENGTHS_PART = "lengths.part"
+OUTCOME_PART = "outcome.part"
+SEEN_PART = "seen.part"
+PARTIAL_SUFFIX = ".partial"
 CACHE_DIR_NAME = "pawn-lichess-cache"
 
 
@@ -134,32 +148,87 @@ class CsrGames:
 
 
 class CacheWriter:
-    """Writes one cache into ``{root}/{key}.tmp-{pid}``; :meth:`finish` writes the index, meta and
-    the ``.complete`` manifest (last), then renames the directory to ``{root}/{key}``. Use as a
-    context manager: on an exception the temporary directory is removed."""
+    """Writes one cache into ``{root}/{key}.partial`` (resumable, see the module docstring);
+    :meth:`finish` writes the index, meta and the ``.complete`` manifest (last), then renames the
+    directory to ``{root}/{key}``.
 
-    def __init__(self, root: Path, key: str):
+    Args:
+        root, key: where the cache goes.
+        identity: what the partial data depends on (source files, filters, parser version); a
+            journal with another identity is discarded and the build starts over.
+
+    After construction, ``done`` is True when another process finished the cache while this one
+    waited for the lock (nothing to write), and ``resumed`` is the scan state the last
+    :meth:`checkpoint` recorded (None for a fresh build). Use as a context manager: on an error
+    the partial directory is removed; on ``KeyboardInterrupt``/``SystemExit`` (Ctrl-C, SIGTERM)
+    it is kept to be continued.
+    """
+
+    def __init__(self, root: Path, key: str, identity: Optional[dict] = None):
         self.final = Path(root) / key
-        self.tmp = Path(root) / f"{key}.tmp-{os.getpid()}"
-        if self.tmp.exists():
-            shutil.rmtree(self.tmp)
-        self.tmp.mkdir(parents=True)
-        self._tokens = open(self.tmp / TOKENS_FILE, "wb")
-        self._offsets = [np.zeros(1, np.int64)]
-        self._outcome: list[np.ndarray] = []
-        self._total = 0
+        self.tmp = Path(root) / f"{key}{PARTIAL_SUFFIX}"
+        self.identity = json.loads(json.dumps(identity or {}))
+        self.done = False
+        self.resumed: Optional[dict] = None
+        self._fd = self._lock()
+        if (self.final / COMPLETE_FILE).is_file():
+            self.done = True
+            return
+        journal = self._read_journal()
+        sizes = {TOKENS_FILE: 0, LENGTHS_PART: 0, OUTCOME_PART: 0, SEEN_PART: 0}
+        if journal is not None and journal.get("identity") == self.identity:
+            sizes = {name: int(journal["sizes"][name]) for name in sizes}
+            self.resumed = journal.get("state")
+        else:
+            for child in self.tmp.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        self._files = {}
+        for name, size in sizes.items():
+            f = open(self.tmp / name, "ab")
+            f.truncate(size)
+            f.seek(size)
+            self._files[name] = f
+        self._n = sizes[OUTCOME_PART] // 2
+        self._total = sizes[TOKENS_FILE] // 2
+
+    def _lock(self) -> int:
+        """Create (or reuse) the partial directory and hold its lock; waits while another build holds it."""
+        while True:
+            self.tmp.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.tmp, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.tmp).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same or (self.final / COMPLETE_FILE).is_file():
+                return fd
+            os.close(fd)  # the holder renamed or removed it: lock the new one
+
+    def _read_journal(self) -> Optional[dict]:
+        try:
+            return json.loads((self.tmp / JOURNAL_FILE).read_text())
+        except (OSError, ValueError):
+            return None
 
     def __enter__(self) -> "CacheWriter":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self._tokens.close()
+        for f in getattr(self, "_files", {}).values():
+            f.close()
+        if exc_type is not None and not issubclass(exc_type, (KeyboardInterrupt, SystemExit)) and not self.done:
             shutil.rmtree(self.tmp, ignore_errors=True)
+        self._release()
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     @property
     def n_games(self) -> int:
-        return int(sum(o.shape[0] for o in self._outcome))
+        return self._n
 
     def add(self, tokens: np.ndarray, lengths: np.ndarray, outcome: np.ndarray) -> None:
         """Append games: ``tokens`` int [k, P] (first ``lengths[i]`` entries used), ``lengths`` int
@@ -174,36 +243,62 @@ class CacheWriter:
     def add_flat(self, flat: np.ndarray, lengths: np.ndarray, outcome: np.ndarray) -> None:
         """Append games already concatenated: ``flat`` int16 [sum(lengths)]."""
         lengths = np.asarray(lengths, np.int64)
-        self._tokens.write(np.ascontiguousarray(flat, "<i2").tobytes())
-        self._offsets.append(self._total + np.cumsum(lengths))
+        self._files[TOKENS_FILE].write(np.ascontiguousarray(flat, "<i2").tobytes())
+        self._files[LENGTHS_PART].write(np.ascontiguousarray(lengths, "<i8").tobytes())
+        self._files[OUTCOME_PART].write(np.ascontiguousarray(outcome, "<i2").tobytes())
         self._total += int(lengths.sum())
-        self._outcome.append(np.asarray(outcome, np.int16))
+        self._n += int(lengths.size)
+
+    def add_seen(self, ids: np.ndarray) -> None:
+        """Append uint64 ids (the game ids a scan has seen; restored with :meth:`seen_ids`)."""
+        self._files[SEEN_PART].write(np.ascontiguousarray(ids, "<u8").tobytes())
+
+    def seen_ids(self) -> np.ndarray:
+        """uint64 [k]: every id given to :meth:`add_seen`, also by the build this one continues."""
+        self._files[SEEN_PART].flush()
+        return np.fromfile(self.tmp / SEEN_PART, dtype="<u8")
+
+    def checkpoint(self, state: dict) -> None:
+        """Make everything added so far durable and record ``state`` (JSON) as where to continue."""
+        sizes = {}
+        for name, f in self._files.items():
+            f.flush()
+            os.fsync(f.fileno())
+            sizes[name] = f.tell()
+        tmp = self.tmp / f"{JOURNAL_FILE}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"identity": self.identity, "sizes": sizes, "state": state}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.tmp / JOURNAL_FILE)
 
     def finish(self, meta: dict) -> Path:
         """Write ``index.safetensors``, ``meta.json`` (``meta`` plus the counts and format fields),
-        then ``.complete``, and rename into place. If another process finished the same key first,
-        its cache is kept and this one discarded. Returns the final directory."""
-        self._tokens.flush()
-        os.fsync(self._tokens.fileno())
-        self._tokens.close()
-        offsets = np.concatenate(self._offsets)
-        outcome = np.concatenate(self._outcome) if self._outcome else np.zeros(0, np.int16)
+        then ``.complete``, and rename into place. Returns the final directory."""
+        for f in self._files.values():
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+        lengths = np.fromfile(self.tmp / LENGTHS_PART, dtype="<i8")
+        offsets = np.zeros(lengths.size + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        outcome = np.fromfile(self.tmp / OUTCOME_PART, dtype="<i2").astype(np.int16)
         save_safetensors({"offsets": offsets, "outcome_tokens": outcome}, self.tmp / INDEX_FILE)
         meta = {"format_version": FORMAT_VERSION, **meta, "n_games": int(outcome.shape[0]),
                 "total_tokens": int(self._total), "created_at_unix": time.time()}
         (self.tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+        for name in (LENGTHS_PART, OUTCOME_PART, SEEN_PART, JOURNAL_FILE):
+            (self.tmp / name).unlink(missing_ok=True)
         manifest = {name: _sha256(self.tmp / name) for name in (TOKENS_FILE, INDEX_FILE, META_FILE)}
         with open(self.tmp / COMPLETE_FILE, "w") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
-        try:
-            os.rename(self.tmp, self.final)
-        except OSError:
-            if (self.final / COMPLETE_FILE).is_file():  # another process won the race
-                shutil.rmtree(self.tmp, ignore_errors=True)
-            else:
-                raise
+        if self.final.exists():  # a stale cache the caller did not remove
+            remove_cache(self.final)
+        os.rename(self.tmp, self.final)
+        self.done = True
+        self._release()
         return self.final
 
 

@@ -2,8 +2,11 @@
 
 Sources (:func:`open_source`):
 
-- a PGN file or a folder of ``*.pgn`` files (read in name order by the engine's parser,
-  :func:`pawn.engine.parse_pgn`; both Lichess dialects);
+- a PGN file or a folder of PGN files (``.pgn``, or compressed ``.pgn.zst`` as Lichess publishes
+  its database, ``.pgn.gz``, ``.pgn.bz2``), read in name order as a stream of pieces
+  (:mod:`pawn.data.pgn_stream`; bounded memory) by the engine's parser,
+  :func:`pawn.engine.parse_pgn` (both Lichess dialects). A game whose Lichess id (in its ``Site``
+  tag) was seen earlier in the source is dropped as ``duplicate`` (two overlapping exports);
 - a parquet file or folder in the ``pawn-lichess-full`` schema (pyarrow; columns ``tokens``,
   ``game_length``, ``outcome_token`` are required, ``white_elo``/``black_elo`` when filtering by Elo).
   A folder with ``{split}-*.parquet`` files (directly or under ``data/``) has splits;
@@ -23,6 +26,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Protocol
@@ -30,7 +34,9 @@ from typing import Callable, Iterator, Optional, Protocol
 import numpy as np
 
 from pawn.data.cache import CacheCorrupt, CacheWriter, CsrGames, cache_key, cache_root, open_cache, remove_cache
+from pawn.data.pgn_stream import is_pgn_name, pgn_files_in, pgn_pieces, pgn_stem
 from pawn.engine import PgnGames, parse_pgn
+from pawn.engine.pgn import PARSE_SKIP_REASONS, PARSER_VERSION, SKIP_REASON_TEXT, check_pgn
 from pawn.errors import DataError, UsageError
 from pawn.vocab import NUM_ACTIONS, OUTCOME_TOKEN_BASE, VOCAB_SIZE
 
@@ -43,20 +49,77 @@ DEFAULT_VAL_GAMES = 50_000
 PGN_CHUNK_BYTES = 64 << 20
 """PGN files larger than this are parsed in chunks cut at game boundaries (bounded memory)."""
 
+PROGRESS_MIN_BYTES = 256 << 20
+"""Sources at least this large (bytes on disk) show a progress bar (stderr) while the cache builds."""
+
 DROP_REASONS: dict[str, str] = {
     "elo": "an Elo outside the band (or missing)",
-    "too_short": "shorter than min_ply",
-    "no_outcome": "unsupported termination (Abandoned, Rules infraction, Unterminated) or no result",
-    "fen_start": "a set-up (FEN) start position",
-    "variant": "a non-standard variant",
-    "illegal_move": "an illegal move",
-    "unreadable_move": "an unreadable move",
-    "malformed": "malformed PGN",
+    "duplicate": "a game seen earlier in the source (the same Lichess game id in its Site tag)",
+    **SKIP_REASON_TEXT,
 }
-"""Why games are dropped, by the reason names used in :attr:`ScanStats.dropped`."""
+"""Why games are dropped, by the reason names used in :attr:`ScanStats.dropped`: the filters'
+``elo``, the scan's ``duplicate`` and the parser's skip reasons (their text comes from the engine)."""
 
-PARSER_REASONS: tuple[str, ...] = ("illegal_move", "unreadable_move", "malformed", "variant", "fen_start", "no_outcome")
-"""Drop reasons of the PGN parser (a game it skips), as opposed to the filters' ``elo`` and ``too_short``."""
+PARSER_REASONS: tuple[str, ...] = PARSE_SKIP_REASONS
+"""Drop reasons of the PGN parser (a game it skips), as opposed to the filters' ``elo`` and ``too_short``
+(the engine's list: every skip reason but ``too_short``)."""
+
+_LICHESS_ID = re.compile(r"lichess\.org/([A-Za-z0-9]{8})(?:[A-Za-z0-9]{4})?/?(?:$|[?#])")
+
+
+def lichess_ids(sites: list[str]) -> np.ndarray:
+    """uint64 [n]: the Lichess game id in each ``Site`` value (``https://lichess.org/j1dkb5dw``)
+    as its 8 ASCII bytes read as a little-endian integer (distinct ids give distinct values), or
+    0 where the site is not a Lichess game URL."""
+    out = np.zeros(len(sites), np.uint64)
+    for i, s in enumerate(sites):
+        m = _LICHESS_ID.search(s) if s else None
+        if m:
+            out[i] = int.from_bytes(m.group(1).encode("ascii"), "little")
+    return out
+
+
+class SeenIds:
+    """The game ids a scan has seen, as sorted uint64 runs merged as they grow (8 bytes per
+    distinct game; membership by binary search)."""
+
+    def __init__(self, ids: Optional[np.ndarray] = None):
+        self._runs: list[np.ndarray] = []
+        self.new: list[np.ndarray] = []
+        if ids is not None and ids.size:
+            self._runs.append(np.unique(np.asarray(ids, np.uint64)))
+
+    def first_seen(self, ids: np.ndarray) -> np.ndarray:
+        """bool [n]: True where ``ids[i]`` is 0 (no id) or seen for the first time (earlier in
+        ``ids`` counts as seen); the new ids are remembered (and kept in :attr:`new`)."""
+        ids = np.asarray(ids, np.uint64)
+        fresh = ids == 0
+        has = np.nonzero(~fresh)[0]
+        if has.size == 0:
+            return fresh
+        sub = ids[has]
+        _, first = np.unique(sub, return_index=True)
+        ok = np.zeros(sub.size, bool)
+        ok[first] = True
+        for run in self._runs:
+            pos = np.minimum(np.searchsorted(run, sub), run.size - 1)
+            ok &= run[pos] != sub
+        fresh[has[ok]] = True
+        added = np.sort(sub[ok])
+        if added.size:
+            self._runs.append(added)
+            self.new.append(added)
+            while len(self._runs) > 1 and self._runs[-2].size <= 2 * self._runs[-1].size:
+                last = self._runs.pop()
+                self._runs[-1] = np.union1d(self._runs[-1], last)
+        return fresh
+
+    def drain(self) -> np.ndarray:
+        """The ids added since the last drain (uint64), for persisting."""
+        out = np.concatenate(self.new) if self.new else np.zeros(0, np.uint64)
+        self.new = []
+        return out
+
 
 SKIPPED_SHOWN = 5
 """Skipped games named (file, game number, ply, reason) in reports; the rest are counted."""
@@ -298,7 +361,7 @@ def open_source(spec: str | os.PathLike, *, fetcher: Optional[ShardFetcher] = No
     if p.exists():
         p = p.resolve()
         if p.is_dir():
-            pgns = sorted(p.glob("*.pgn"))
+            pgns = pgn_files_in(p)
             pqs = sorted(p.glob("*.parquet")) or sorted((p / "data").glob("*.parquet"))
             if pgns and pqs:
                 raise DataError(f"{p}: holds both .pgn and .parquet files; point --data at one kind")
@@ -306,12 +369,12 @@ def open_source(spec: str | os.PathLike, *, fetcher: Optional[ShardFetcher] = No
                 return Source("pgn", str(p), p.name, {"train": tuple(str(f) for f in pgns)})
             if pqs:
                 return Source("parquet", str(p), p.name, _parquet_splits(pqs))
-            raise DataError(f"{p}: no .pgn or .parquet files in this folder")
-        if p.suffix.lower() == ".pgn":
-            return Source("pgn", str(p), p.stem, {"train": (str(p),)})
+            raise DataError(f"{p}: no .pgn or .parquet files in this folder (PGN may also be .pgn.zst, .pgn.gz, .pgn.bz2)")
+        if is_pgn_name(p.name):
+            return Source("pgn", str(p), pgn_stem(p), {"train": (str(p),)})
         if p.suffix.lower() == ".parquet":
             return Source("parquet", str(p), p.stem, {"train": (str(p),)})
-        raise DataError(f"{p}: not a .pgn or .parquet file")
+        raise DataError(f"{p}: not a .pgn or .parquet file (PGN may also be .pgn.zst, .pgn.gz, .pgn.bz2)")
     spec = str(spec)
     if not _HUB_ID.match(spec):
         raise DataError(f"{spec}: no such file or folder, and not a Hub dataset id (owner/name)")
@@ -339,40 +402,37 @@ class Chunk:
     outcome: np.ndarray
     pgn: Optional[PgnGames] = None
     rows: Optional[np.ndarray] = None
+    position: Optional[dict] = None
+    """For PGN sources: where the scan stands after this piece (file index, decompressed offset,
+    games of the file before it, games left under max_games), to continue an interrupted build."""
 
 
-def _pgn_pieces(path: Path) -> Iterator[PgnGames]:
-    """Parse a PGN file: whole when small, else in ~PGN_CHUNK_BYTES pieces cut before a tag line
-    that follows a blank line (a game start)."""
-    if path.stat().st_size <= PGN_CHUNK_BYTES:
-        yield parse_pgn(path, 512, 0)
-        return
-    boundary = re.compile(rb"\n\r?\n(?=\[)")
-    carry = b""
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(PGN_CHUNK_BYTES)
-            data = carry + block
-            if not block:
-                if data.strip():
-                    yield parse_pgn(data, 512, 0)
-                return
-            cut = None
-            for m in boundary.finditer(data):
-                cut = m.end()
-            if cut is None:
-                carry = data
-                continue
-            carry = data[cut:]
-            yield parse_pgn(data[:cut], 512, 0)
+def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats, *,
+             resume: Optional[dict] = None, seen: Optional[SeenIds] = None, every_piece: bool = False,
+             progress: Optional[Callable[[int], None]] = None) -> Iterator[Chunk]:
+    """Kept games of PGN ``files`` (name order, plain or compressed), filtered; ``stats`` is updated
+    as it goes. A game whose Lichess id ``seen`` already holds is dropped as ``duplicate``.
 
+    Args:
+        resume: a :attr:`Chunk.position` of an earlier scan: continue after that piece.
+        seen: the ids seen so far (a fresh :class:`SeenIds` when None).
+        every_piece: also yield pieces that keep no game (so each piece's position is seen).
+        progress: called with the compressed bytes read so far over all files.
 
-def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats) -> Iterator[Chunk]:
-    """Kept games of PGN ``files`` (name order), filtered; ``stats`` is updated as it goes."""
-    left = filters.max_games
-    for f in files:
-        first_game = 0  # games of this file before the piece
-        for g in _pgn_pieces(Path(f)):
+    Raises:
+        DataError: a file is not PGN (naming it) or cannot be decoded.
+    """
+    seen = seen if seen is not None else SeenIds()
+    left = filters.max_games if resume is None else resume["left"]
+    sizes = [os.stat(f).st_size for f in files]
+    first_file = 0 if resume is None else resume["file"]
+    for fi in range(first_file, len(files)):
+        f = files[fi]
+        start, first_game = (resume["offset"], resume["first_game"]) if resume is not None and fi == first_file else (0, 0)
+        for piece in pgn_pieces(f, PGN_CHUNK_BYTES, start=start):
+            g = parse_pgn(piece.data, 512, 0)
+            if piece.start == 0:
+                check_pgn(g, str(f))
             stats.see_skipped(f, first_game, g.skipped)
             first_game += int(g.counts["read"])
             stats.read += int(g.counts["read"])
@@ -380,17 +440,24 @@ def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats) 
                 if reason not in ("read", "kept"):
                     stats.drop(reason, n)
             lengths = g.lengths.astype(np.int64)
-            keep = filters.keep(g.white_elo, g.black_elo, lengths, stats)
-            rows = np.nonzero(keep)[0]
+            fresh = np.nonzero(seen.first_seen(lichess_ids(g.header("site"))))[0]
+            stats.drop("duplicate", lengths.size - fresh.size)
+            keep = filters.keep(g.white_elo[fresh], g.black_elo[fresh], lengths[fresh], stats)
+            rows = fresh[keep]
             if left is not None:
                 rows = rows[:left]
                 left -= rows.size
+            position = {"file": fi, "offset": piece.end, "first_game": first_game, "left": left}
+            if progress is not None:
+                progress(sum(sizes[:fi]) + piece.raw_pos)
             if rows.size:
                 lens = lengths[rows]
                 cols = np.arange(g.tokens.shape[1])
                 flat = g.tokens[rows][cols[None, :] < lens[:, None]]
                 stats.see_kept(g.white_elo[rows], g.black_elo[rows], lens)
-                yield Chunk(flat.astype(np.int16), lens, g.outcome[rows].astype(np.int16), g, rows)
+                yield Chunk(flat.astype(np.int16), lens, g.outcome[rows].astype(np.int16), g, rows, position)
+            elif every_piece:
+                yield Chunk(np.zeros(0, np.int16), np.zeros(0, np.int64), np.zeros(0, np.int16), g, rows, position)
             if left == 0:
                 return
 
@@ -491,8 +558,8 @@ def scan(source: Source, split: str, filters: LichessFilters, stats: ScanStats) 
 # ---------------------------------------------------------------------------------------------- cache
 @dataclass(frozen=True)
 class CacheInfo:
-    """One cache a corpus uses: ``key``, ``split``, ``path``, ``state`` (``"hit"``, ``"built"`` or
-    ``"rebuilt"``) and the scan ``stats`` recorded in its ``meta.json``."""
+    """One cache a corpus uses: ``key``, ``split``, ``path``, ``state`` (``"hit"``, ``"built"``,
+    ``"rebuilt"`` or ``"resumed"``: an interrupted build continued) and the scan ``stats`` recorded in its ``meta.json``."""
 
     key: str
     split: str
@@ -526,39 +593,84 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
     fingerprint = source.fingerprint(split)
     if d.exists():
         try:
-            games = open_cache(d)
-            if games.meta.get("source_files") != fingerprint:
-                raise CacheCorrupt(f"cache {d}: the source files changed since it was built")
-            old = games.meta.get("stats", {})
-            if source.kind == "pgn" and "n_skipped" not in old and any(old.get("dropped", {}).get(r) for r in PARSER_REASONS):
-                raise CacheCorrupt(f"cache {d}: built before skipped games were named")
-            return games, CacheInfo(key, split, d, "hit", ScanStats.from_json(games.meta.get("stats", {})))
+            return _open_hit(source, d, key, split, fingerprint)
         except CacheCorrupt as e:
             warn(f"{e}; rebuilding it")
             remove_cache(d)
             state = "rebuilt"
-    stats = ScanStats()
+    identity = {"key": key, "source_files": fingerprint, "parser_version": PARSER_VERSION}
     try:
         root.mkdir(parents=True, exist_ok=True)
-        writer = CacheWriter(root, key)
+        writer = CacheWriter(root, key, identity)
     except OSError as e:
         raise _cache_write_error(root, e) from None
     with writer as w:
-        for c in scan(source, split, filters, stats):
-            try:
-                w.add_flat(c.flat, c.lengths, c.outcome)
-            except OSError as e:
-                raise _cache_write_error(root, e) from None
+        if w.done:  # another process built it while this one waited
+            return _open_hit(source, d, key, split, fingerprint)
+        resume = w.resumed
+        stats = ScanStats.from_json(resume["stats"]) if resume else ScanStats()
+        if resume:
+            warn(f"cache {d}: continuing the interrupted build at game {stats.read:,} "
+                 f"({w.n_games:,} games kept so far)")
+            state = "resumed"
+        files = source.files(split)
+        total = sum(os.stat(f).st_size for f in files) if source.kind != "hub" else 0
+        bar = None
+        if source.kind == "pgn" and total >= PROGRESS_MIN_BYTES:
+            from pawn.progress import ProgressReporter
+
+            bar = ProgressReporter("pawn data: building the game cache", max(1, total >> 20), unit="MB",
+                                   fields={"games": "0", "games/s": "0"}, stream=sys.stderr).start()
+        t0, read0 = time.monotonic(), stats.read
+
+        def progress(done: int) -> None:
+            if bar is not None:
+                rate = (stats.read - read0) / max(1e-9, time.monotonic() - t0)
+                bar.update(done >> 20, games=f"{stats.read:,}", **{"games/s": f"{rate:,.0f}"})
+
+        try:
+            if source.kind == "pgn":
+                seen = SeenIds(w.seen_ids())
+                chunks = scan_pgn(files, filters, stats, resume=resume["position"] if resume else None, seen=seen,
+                                  every_piece=True, progress=progress)
+            else:
+                chunks = scan(source, split, filters, stats)
+            for c in chunks:
+                try:
+                    w.add_flat(c.flat, c.lengths, c.outcome)
+                    if c.position is not None:
+                        w.add_seen(seen.drain())
+                        w.checkpoint({"position": c.position, "stats": stats.to_json()})
+                except OSError as e:
+                    raise _cache_write_error(root, e) from None
+        finally:
+            if bar is not None:
+                bar.stop()
         if stats.kept == 0:
             raise DataError(f"no games left in {source.repo_or_path} ({split}) after the filters "
                             f"{describe_filters(filters)}: {stats.explain()}")
         try:
             w.finish({"repo_or_path": source.repo_or_path, "split": split, "elo_min": filters.elo_min,
                       "elo_max": filters.elo_max, "min_ply": filters.min_ply, "max_games": filters.max_games,
-                      "source_files": fingerprint, "stats": stats.to_json()})
+                      "source_files": fingerprint, "stats": stats.to_json(),
+                      "parser_version": PARSER_VERSION if source.kind == "pgn" else None})
         except OSError as e:
             raise _cache_write_error(root, e) from None
     return open_cache(d), CacheInfo(key, split, d, state, stats)
+
+
+def _open_hit(source: Source, d: Path, key: str, split: str, fingerprint: list) -> tuple[CsrGames, CacheInfo]:
+    """Open a finished cache and check it still matches its source and parser (CacheCorrupt if not)."""
+    games = open_cache(d)
+    if games.meta.get("source_files") != fingerprint:
+        raise CacheCorrupt(f"cache {d}: the source files changed since it was built")
+    old = games.meta.get("stats", {})
+    if source.kind == "pgn" and games.meta.get("parser_version") != PARSER_VERSION:
+        raise CacheCorrupt(f"cache {d}: built by PGN parser version {games.meta.get('parser_version', 1)}, "
+                           f"this is version {PARSER_VERSION}")
+    if source.kind == "pgn" and "n_skipped" not in old and any(old.get("dropped", {}).get(r) for r in PARSER_REASONS):
+        raise CacheCorrupt(f"cache {d}: built before skipped games were named")
+    return games, CacheInfo(key, split, d, "hit", ScanStats.from_json(old))
 
 
 def _cache_write_error(root: Path, e: OSError) -> DataError:

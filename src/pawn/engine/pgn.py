@@ -21,16 +21,37 @@ from pathlib import Path
 from pawn import _engine
 from pawn._engine import PgnGames
 from pawn.engine.errors import EngineUsageError
+from pawn.errors import DataError
 
 SKIP_REASONS: tuple[str, ...] = tuple(_engine.SKIP_REASONS)
 """Reasons a game is skipped, as used in ``skipped`` and ``counts`` (from the engine)."""
+PARSE_SKIP_REASONS: tuple[str, ...] = tuple(_engine.PARSE_SKIP_REASONS)
+"""The skip reasons that are faults of the PGN text: all but ``too_short`` (from the engine)."""
+SKIP_REASON_TEXT: dict[str, str] = dict(_engine.SKIP_REASON_TEXT)
+"""One-line description of each skip reason (from the engine)."""
+PARSER_VERSION: int = int(_engine.PARSER_VERSION)
+"""Version of the parser's output (from the engine); a game cache built by another version is rebuilt."""
 
 CLOCK_MISSING: int = _engine.CLOCK_MISSING
 """Clock of a move without a ``[%clk]`` annotation inside a game (spec §6.4)."""
 EVAL_MISSING: int = _engine.EVAL_MISSING
 """Eval of a move without an ``[%eval]`` annotation inside a game (spec §6.4)."""
 
-__all__ = ["CLOCK_MISSING", "EVAL_MISSING", "SKIP_REASONS", "PgnGames", "is_pgn_text", "parse_pgn"]
+__all__ = ["CLOCK_MISSING", "EVAL_MISSING", "PARSER_VERSION", "PARSE_SKIP_REASONS", "SKIP_REASONS", "SKIP_REASON_TEXT",
+           "NotPgnFileError", "PgnGames", "check_pgn", "is_pgn_text", "parse_pgn"]
+
+
+class NotPgnFileError(DataError):
+    """A file given as PGN that does not read as PGN at all (JSON, binary); the message names it."""
+
+
+def check_pgn(games: PgnGames, label: str) -> PgnGames:
+    """Return ``games``, or raise :class:`NotPgnFileError` naming ``label`` when the input they were
+    parsed from is not PGN (``games.looks_like_pgn`` is False: a NUL byte, or neither a tag pair
+    nor a readable move anywhere)."""
+    if not games.looks_like_pgn:
+        raise NotPgnFileError(f"{label}: not a PGN file (no tag pair and no move in it)")
+    return games
 
 
 def _check_plies(max_ply: int, min_ply: int) -> None:
@@ -70,6 +91,8 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
     Raises:
         FileNotFoundError: the path does not exist (the message names it).
         IsADirectoryError: the path is a directory.
+        NotPgnFileError: the file is not PGN at all (JSON, binary; see :func:`check_pgn`). Text
+            and bytes input are not checked: call :func:`check_pgn` on the result.
         ValueError: max_ply outside 1..32767, min_ply outside 0..max_ply, or an empty string.
     """
     _check_plies(max_ply, min_ply)
@@ -83,4 +106,4 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
         raise IsADirectoryError(f"PGN path is a directory, not a file: {path}")
     if not path.is_file():
         raise FileNotFoundError(f"PGN file not found: {path}")
-    return _engine.parse_pgn_path(str(path), max_ply, min_ply)
+    return check_pgn(_engine.parse_pgn_path(str(path), max_ply, min_ply), str(path))

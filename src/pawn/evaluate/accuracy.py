@@ -13,7 +13,9 @@ import numpy as np
 
 from pawn.data.layout import Layout
 from pawn.data.lichess import SKIPPED_SHOWN, skipped_lines
+from pawn.data.pgn_stream import codec_of, pgn_files_in, read_pgn_bytes
 from pawn.engine import parse_pgn
+from pawn.engine.pgn import check_pgn
 from pawn.metrics_core import (PERPLEXITY_LOSS_CAP, PHASES, AccuracyReport, evaluate_games, grid_legal,
                                lower_median)
 from pawn.vocab import PLY_LIMIT
@@ -77,14 +79,17 @@ def evaluate_pgn(
     if len(edges) < 2 or list(edges) != sorted(set(edges)):
         raise ValueError(f"elo edges must be at least two strictly increasing values, got {edges}")
     source: Any = pgn
-    if Path(pgn).is_dir():  # a folder: its .pgn files in name order, as one stream of games
-        files = sorted(Path(pgn).glob("*.pgn"))
+    if Path(pgn).is_dir():  # a folder: its PGN files (.pgn, .pgn.zst, .gz, .bz2) in name order, as one stream
+        files = pgn_files_in(pgn)
         if not files:
             raise FileNotFoundError(f"{pgn}: no .pgn file in this folder")
-        source = b"\n\n".join(f.read_bytes() for f in files)
+        source = b"\n\n".join(read_pgn_bytes(f) for f in files)
+    elif codec_of(pgn) is not None:  # .pgn.zst, .pgn.gz, .pgn.bz2
+        source = read_pgn_bytes(pgn)
     games = parse_pgn(source, max_ply=Layout.of(prepend_outcome).max_ply(seq_len), min_ply=min_ply)
+    check_pgn(games, str(pgn))
     # a folder is one stream: its game numbers count through the files in name order
-    label = str(pgn) if source is pgn else f"{pgn} (its .pgn files in name order)"
+    label = str(pgn) if not Path(pgn).is_dir() else f"{pgn} (its .pgn files in name order)"
     skipped = [{"file": label, "game": int(g), "ply": int(p), "reason": str(r)} for g, p, r in games.skipped[:SKIPPED_SHOWN]]
     if len(games) == 0:
         counts = ", ".join(f"{k} {v}" for k, v in games.counts.items() if k not in ("read", "kept") and v)

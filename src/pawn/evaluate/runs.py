@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from pawn.data.layout import Layout
+from pawn.data.pgn_stream import pgn_files_in
 from pawn.errors import PawnError, UsageError
 from pawn.evaluate.loading import LoadedModel, load_models
 from pawn.evaluate.settings import EvalSettings, GenerateSettings, ProbeSettings
@@ -93,7 +94,7 @@ def check_eval(s: EvalSettings) -> None:
             without .pgn files, --pgn-min-ply > --max-ply.
     """
     elo_edges(s)
-    if s.pgn is not None and s.pgn.is_dir() and not any(s.pgn.glob("*.pgn")):
+    if s.pgn is not None and s.pgn.is_dir() and not pgn_files_in(s.pgn):
         raise UsageError(f"--pgn {s.pgn}: no .pgn file in this folder")
     if s.pgn is not None and not (s.pgn.is_file() or s.pgn.is_dir()):
         raise EvaluationError(f"PGN file not found: {s.pgn}")

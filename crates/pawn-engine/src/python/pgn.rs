@@ -13,6 +13,7 @@ use super::error::arg_err;
 use crate::error::EngineError;
 use crate::game::IllegalToken;
 use crate::pgn::{self, PgnBatch, SkipReason, Skipped};
+use pgn_reader::SanPlus;
 use crate::uci::{self, MoveError, UciBatch};
 use crate::vocab;
 
@@ -29,6 +30,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PgnGames>()?;
     m.add_class::<UciGames>()?;
     m.add("SKIP_REASONS", SkipReason::ALL.map(|r| r.name()).to_vec())?;
+    let parse_faults: Vec<&str> = SkipReason::ALL.iter().filter(|r| r.is_parse_fault()).map(|r| r.name()).collect();
+    m.add("PARSE_SKIP_REASONS", parse_faults)?;
+    let text = PyDict::new(m.py());
+    for r in SkipReason::ALL {
+        text.set_item(r.name(), r.describe())?;
+    }
+    m.add("SKIP_REASON_TEXT", text)?;
+    m.add("PARSER_VERSION", pgn::PARSER_VERSION)?;
     m.add("CLOCK_MISSING", pgn::CLOCK_MISSING)?;
     m.add("EVAL_MISSING", pgn::EVAL_MISSING)?;
     m.add_function(wrap_pyfunction!(uci_to_tokens, m)?)?;
@@ -84,6 +93,50 @@ fn split_once<'py>(py: Python<'py>, cell: &PyOnceLock<Py<PyList>>, joined: &[Str
     Ok(list.bind(py).clone())
 }
 
+/// A list of move-string lists, one per game, built on first access (most callers read only
+/// the token arrays, so the strings are not made for them).
+fn moves_once<'py, T: Sync>(
+    py: Python<'py>,
+    cell: &PyOnceLock<Py<PyList>>,
+    games: &[T],
+    fmt: fn(&T) -> Vec<String>,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = cell.get_or_try_init(py, || -> PyResult<Py<PyList>> {
+        let rows: Vec<Vec<String>> = py.detach(|| {
+            use rayon::prelude::*;
+            games.par_iter().map(fmt).collect()
+        });
+        Ok(PyList::new(py, rows)?.unbind())
+    })?;
+    Ok(list.bind(py).clone())
+}
+
+fn san_strings(g: &Vec<SanPlus>) -> Vec<String> {
+    g.iter().map(|s| s.to_string()).collect()
+}
+
+fn uci_strings(g: &Vec<u16>) -> Vec<String> {
+    g.iter().filter_map(|&t| vocab::token_to_uci(t)).collect()
+}
+
+/// Row i of an [n, width] array filled by `fill(i, row)` in parallel (so the pages are first
+/// touched by the threads that fill them).
+fn par_rows<T: Copy + Send + Sync>(n: usize, width: usize, init: T, fill: impl Fn(usize, &mut [T]) + Sync) -> Array2<T> {
+    use rayon::prelude::*;
+    let mut v: Vec<T> = Vec::with_capacity(n * width);
+    v.spare_capacity_mut().par_chunks_mut(width.max(1)).enumerate().for_each(|(i, row)| {
+        row.iter_mut().for_each(|x| {
+            x.write(init);
+        });
+        // SAFETY: every element of `row` was initialised just above.
+        let row = unsafe { &mut *(row as *mut [std::mem::MaybeUninit<T>] as *mut [T]) };
+        fill(i, row);
+    });
+    // SAFETY: the n·width elements were all initialised by the loop above.
+    unsafe { v.set_len(n * width) };
+    Array2::from_shape_vec((n, width), v).expect("n·width elements")
+}
+
 /// A PAD-filled int16 [N, max_ply] array of token rows.
 fn token_matrix<'a>(rows: impl ExactSizeIterator<Item = &'a [u16]>, max_ply: usize) -> Array2<i16> {
     let mut tokens = Array2::<i16>::from_elem((rows.len(), max_ply), vocab::PAD_TOKEN as i16);
@@ -94,6 +147,23 @@ fn token_matrix<'a>(rows: impl ExactSizeIterator<Item = &'a [u16]>, max_ply: usi
     }
     tokens
 }
+
+type HeaderGetter = fn(&pgn::Headers) -> &str;
+/// The header columns of `PgnGames.headers`, in order.
+const HEADER_COLUMNS: [(&str, HeaderGetter); 12] = [
+    ("event", |h| &h.event),
+    ("site", |h| &h.site),
+    ("date", |h| &h.date),
+    ("utc_date", |h| &h.utc_date),
+    ("utc_time", |h| &h.utc_time),
+    ("white", |h| &h.white),
+    ("black", |h| &h.black),
+    ("result", |h| &h.result),
+    ("termination", |h| &h.termination),
+    ("time_control", |h| &h.time_control),
+    ("eco", |h| &h.eco),
+    ("opening", |h| &h.opening),
+];
 
 const PGN_FIELDS: [&str; 15] = [
     "tokens", "lengths", "outcome", "white_elo", "black_elo", "clocks", "evals", "game_index", "full_length",
@@ -131,19 +201,22 @@ pub struct PgnGames {
     /// int64 [N] plies of the whole game before truncation.
     #[pyo3(get)]
     full_length: Py<PyArray1<i64>>,
-    /// dict of str columns [N]: event, site, date, utc_date, utc_time, white, black, result,
-    /// termination, time_control, eco, opening.
-    #[pyo3(get)]
-    headers: Py<PyDict>,
+    /// The header values of each kept game; the `headers` dict is built on first access.
+    game_headers: Vec<pgn::Headers>,
+    headers: PyOnceLock<Py<PyDict>>,
     /// (game number, ply, reason) per skipped game; reasons in `SKIP_REASONS`.
     #[pyo3(get)]
     skipped: Py<PyList>,
     /// `read`, `kept` and one count per skip reason.
     #[pyo3(get)]
     counts: Py<PyDict>,
+    /// Whether the input reads as PGN: no NUL byte in its first 64 KiB, and it is blank or
+    /// some game has a tag pair or a readable move (False for a JSON or binary file).
+    #[pyo3(get)]
+    looks_like_pgn: bool,
     path: Option<String>,
-    san_joined: Vec<String>,
-    uci_joined: Vec<String>,
+    game_san: Vec<Vec<SanPlus>>,
+    game_tokens: Vec<Vec<u16>>,
     san: PyOnceLock<Py<PyList>>,
     uci: PyOnceLock<Py<PyList>>,
 }
@@ -160,17 +233,39 @@ impl PgnGames {
     /// glyphs dropped).
     #[getter]
     fn san<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        split_once(py, &self.san, &self.san_joined)
+        moves_once(py, &self.san, &self.game_san, san_strings)
     }
 
     /// UCI of each kept move (castling `e1g1`).
     #[getter]
     fn uci<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        split_once(py, &self.uci, &self.uci_joined)
+        moves_once(py, &self.uci, &self.game_tokens, uci_strings)
+    }
+
+    /// dict of str columns [N]: event, site, date, utc_date, utc_time, white, black, result,
+    /// termination, time_control, eco, opening ('' when missing); built on first access.
+    #[getter]
+    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = self.headers.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+            let d = PyDict::new(py);
+            for (name, get) in HEADER_COLUMNS {
+                d.set_item(name, self.game_headers.iter().map(get).collect::<Vec<_>>())?;
+            }
+            Ok(d.unbind())
+        })?;
+        Ok(d.bind(py).clone())
+    }
+
+    /// One header column (a key of `headers`) as a list of str [N], without building the others.
+    /// Raises KeyError for another name.
+    fn header(&self, name: &str) -> PyResult<Vec<String>> {
+        let get = HEADER_COLUMNS.iter().find(|(n, _)| *n == name).map(|(_, g)| *g);
+        let get = get.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(name.to_owned()))?;
+        Ok(self.game_headers.iter().map(|h| get(h).to_owned()).collect())
     }
 
     fn __len__(&self) -> usize {
-        self.san_joined.len()
+        self.game_tokens.len()
     }
 
     fn __getitem__(slf: &Bound<'_, Self>, key: &str) -> PyResult<Py<PyAny>> {
@@ -183,47 +278,40 @@ impl PgnGames {
     }
 
     fn __repr__(&self) -> String {
-        format!("PgnGames(n={}, path={:?})", self.san_joined.len(), self.path)
+        format!("PgnGames(n={}, path={})", self.game_tokens.len(), py_repr(&self.path))
+    }
+}
+
+/// A Python-style repr of an optional string: `'…'` or `None`.
+fn py_repr(s: &Option<String>) -> String {
+    match s {
+        Some(p) => format!("'{}'", p.replace('\\', "\\\\").replace('\'', "\\'")),
+        None => "None".to_owned(),
     }
 }
 
 impl PgnGames {
-    fn new(py: Python<'_>, b: PgnBatch, max_ply: usize, path: Option<String>) -> PyResult<Self> {
+    fn new(py: Python<'_>, mut b: PgnBatch, max_ply: usize, path: Option<String>) -> PyResult<Self> {
         let n = b.games.len();
-        let tokens = token_matrix(b.games.iter().map(|g| g.tokens.as_slice()), max_ply);
-        let mut clocks = Array2::<u16>::zeros((n, max_ply));
-        let mut evals = Array2::<i16>::zeros((n, max_ply));
-        for (i, g) in b.games.iter().enumerate() {
-            for j in 0..g.tokens.len() {
-                clocks[[i, j]] = g.clocks[j];
-                evals[[i, j]] = g.evals[j];
-            }
-        }
+        let games = &b.games;
+        let (tokens, clocks, evals) = py.detach(|| {
+            let tokens = par_rows(n, max_ply, vocab::PAD_TOKEN as i16, |i, row| {
+                for (x, &t) in row.iter_mut().zip(&games[i].tokens) {
+                    *x = t as i16;
+                }
+            });
+            let clocks = par_rows(n, max_ply, 0u16, |i, row| {
+                let g = &games[i];
+                row[..g.tokens.len()].copy_from_slice(&g.clocks[..g.tokens.len()]);
+            });
+            let evals = par_rows(n, max_ply, 0i16, |i, row| {
+                let g = &games[i];
+                row[..g.tokens.len()].copy_from_slice(&g.evals[..g.tokens.len()]);
+            });
+            (tokens, clocks, evals)
+        });
         let col = |f: &dyn Fn(&pgn::Game) -> i64| -> Vec<i64> { b.games.iter().map(f).collect() };
         let arr1 = |v: Vec<i64>| Array1::from(v).into_pyarray(py).unbind();
-        let (san_joined, uci_joined): (Vec<String>, Vec<String>) = py.detach(|| {
-            use rayon::prelude::*;
-            b.games.par_iter().map(|g| (uci::join_san(&g.san), uci::join_uci(&g.tokens))).unzip()
-        });
-        let headers = PyDict::new(py);
-        type Getter = fn(&pgn::Headers) -> &str;
-        let fields: [(&str, Getter); 12] = [
-            ("event", |h| &h.event),
-            ("site", |h| &h.site),
-            ("date", |h| &h.date),
-            ("utc_date", |h| &h.utc_date),
-            ("utc_time", |h| &h.utc_time),
-            ("white", |h| &h.white),
-            ("black", |h| &h.black),
-            ("result", |h| &h.result),
-            ("termination", |h| &h.termination),
-            ("time_control", |h| &h.time_control),
-            ("eco", |h| &h.eco),
-            ("opening", |h| &h.opening),
-        ];
-        for (name, get) in fields {
-            headers.set_item(name, b.games.iter().map(|g| get(&g.headers)).collect::<Vec<_>>())?;
-        }
         Ok(PgnGames {
             tokens: tokens.into_pyarray(py).unbind(),
             lengths: b.games.iter().map(|g| g.tokens.len() as i16).collect::<Array1<i16>>().into_pyarray(py).unbind(),
@@ -234,12 +322,14 @@ impl PgnGames {
             evals: evals.into_pyarray(py).unbind(),
             game_index: arr1(col(&|g| g.index as i64)),
             full_length: arr1(col(&|g| g.full_length as i64)),
-            headers: headers.unbind(),
+            game_headers: b.games.iter_mut().map(|g| std::mem::take(&mut g.headers)).collect(),
+            headers: PyOnceLock::new(),
             skipped: skipped_list(py, &b.skipped)?,
             counts: counts_dict(py, b.n_read, n, &b.skipped)?,
+            looks_like_pgn: b.pgn_like,
             path,
-            san_joined,
-            uci_joined,
+            game_san: b.games.iter_mut().map(|g| std::mem::take(&mut g.san)).collect(),
+            game_tokens: b.games.iter_mut().map(|g| std::mem::take(&mut g.tokens)).collect(),
             san: PyOnceLock::new(),
             uci: PyOnceLock::new(),
         })
@@ -301,7 +391,7 @@ impl UciGames {
     }
 
     fn __repr__(&self) -> String {
-        format!("UciGames(n={}, path={:?})", self.uci_joined.len(), self.path)
+        format!("UciGames(n={}, path={})", self.uci_joined.len(), py_repr(&self.path))
     }
 }
 

@@ -1,0 +1,239 @@
+"""PGN files as a stream of bytes pieces cut at game boundaries: plain ``.pgn`` and the compressed
+exports Lichess publishes (``.pgn.zst``; also ``.gz`` and ``.bz2``), decoded with well-kept
+decoders (``zstandard``, the standard library's ``gzip`` and ``bz2``) as a stream, never whole.
+
+Memory is bounded by the piece size (``chunk_bytes`` of decompressed PGN, plus the game that
+straddles a cut), whatever the file's size. A piece is read (and decompressed) in a background
+thread while the previous one is parsed, so decoding overlaps the Rust parser, which releases
+the GIL. Each piece records its decompressed start offset, so a build that stopped can continue
+at the next piece (:func:`pgn_pieces` ``start``): a plain file seeks there, a compressed one is
+decoded up to it and the bytes dropped (decoding is far faster than parsing).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import os
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator, Optional
+
+from pawn.errors import DataError
+
+COMPRESSED_SUFFIXES: dict[str, str] = {".zst": "zstd", ".zstd": "zstd", ".gz": "gzip", ".bz2": "bzip2"}
+"""Compressed-file suffix → codec."""
+PGN_SUFFIXES: tuple[str, ...] = (".pgn",) + tuple(f".pgn{s}" for s in COMPRESSED_SUFFIXES)
+"""File names PAWN reads as PGN: ``.pgn``, ``.pgn.zst``, ``.pgn.zstd``, ``.pgn.gz``, ``.pgn.bz2``."""
+
+
+def is_pgn_name(path: os.PathLike | str) -> bool:
+    """Whether the file name ends in one of :data:`PGN_SUFFIXES` (case-insensitive)."""
+    return str(path).lower().endswith(PGN_SUFFIXES)
+
+
+def pgn_files_in(folder: os.PathLike | str) -> list[Path]:
+    """The PGN files (any of :data:`PGN_SUFFIXES`) directly in ``folder``, in name order."""
+    return sorted(p for p in Path(folder).iterdir() if p.is_file() and is_pgn_name(p.name))
+
+
+def pgn_stem(path: os.PathLike | str) -> str:
+    """The file name without its PGN suffix (``lichess_db_2024-01`` for ``….pgn.zst``)."""
+    name = Path(path).name
+    for s in sorted(PGN_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(s):
+            return name[: -len(s)]
+    return Path(path).stem
+
+
+def codec_of(path: os.PathLike | str) -> Optional[str]:
+    """``"zstd"``, ``"gzip"``, ``"bzip2"`` from the file name, or None for plain text."""
+    return COMPRESSED_SUFFIXES.get(Path(path).suffix.lower())
+
+
+class _Opened:
+    """A decoded byte stream over a raw file; ``raw_pos()`` is the compressed bytes consumed."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.raw: BinaryIO = open(path, "rb")
+        codec = codec_of(path)
+        if codec is None:
+            self.stream: BinaryIO = self.raw
+        elif codec == "zstd":
+            try:
+                import zstandard
+            except ImportError:  # declared in pyproject; a broken install still gets one line
+                raise DataError(f"{path}: reading .zst needs the 'zstandard' package (pip install zstandard)") from None
+            self.stream = zstandard.ZstdDecompressor().stream_reader(self.raw, read_size=1 << 20,
+                                                                      read_across_frames=True)
+        elif codec == "gzip":
+            self.stream = gzip.GzipFile(fileobj=self.raw, mode="rb")
+        else:
+            self.stream = bz2.BZ2File(self.raw, mode="rb")
+        self.codec = codec
+
+    def raw_pos(self) -> int:
+        try:
+            return self.raw.tell()
+        except (OSError, ValueError):
+            return 0
+
+    def read(self, n: int) -> bytes:
+        try:
+            return self.stream.read(n)
+        except (OSError, EOFError, ValueError) as e:  # zstandard.ZstdError derives from Exception
+            raise DataError(f"{self.path}: cannot decode it as {self.codec} ({e})") from None
+        except Exception as e:
+            if type(e).__name__ == "ZstdError":
+                raise DataError(f"{self.path}: cannot decode it as zstd ({e})") from None
+            raise
+
+    def skip(self, n: int) -> None:
+        """Advance the decoded stream by ``n`` bytes (seek for plain files)."""
+        if self.codec is None:
+            self.raw.seek(n)
+            return
+        left = n
+        while left > 0:
+            got = self.read(min(left, 8 << 20))
+            if not got:
+                raise DataError(f"{self.path}: ends before byte {n:,} where the interrupted cache build stopped")
+            left -= len(got)
+
+    def close(self) -> None:
+        try:
+            if self.stream is not self.raw:
+                self.stream.close()
+        finally:
+            self.raw.close()
+
+
+@dataclass(frozen=True)
+class Piece:
+    """``data``: whole games of one file (bytes); ``start``/``end``: their decompressed byte range
+    in the file; ``raw_pos``: compressed bytes of the file read so far (for progress)."""
+
+    data: bytes
+    start: int
+    end: int
+    raw_pos: int
+
+
+def _last_boundary(data: bytes) -> int:
+    """Offset just after the last blank line that is followed by a tag line (a game start), or -1."""
+    a = data.rfind(b"\n\n[")
+    b = data.rfind(b"\n\r\n[")
+    if a < 0 and b < 0:
+        return -1
+    return max(a + 2 if a >= 0 else -1, b + 3 if b >= 0 else -1)
+
+
+def _pieces_sync(path: Path, chunk_bytes: int, start: int) -> Iterator[Piece]:
+    f = _Opened(path)
+    try:
+        if start:
+            f.skip(start)
+        carry, pos = b"", start
+        block = f.read(chunk_bytes)
+        while True:
+            if not block:
+                if carry.strip():
+                    yield Piece(carry, pos, pos + len(carry), f.raw_pos())
+                return
+            data = carry + block if carry else block
+            if len(block) < chunk_bytes:
+                # a short read is the end unless the decoder has more: the last piece is then
+                # parsed whole instead of being cut before its last game
+                more = f.read(chunk_bytes)
+                if not more:
+                    if data.strip():
+                        yield Piece(data, pos, pos + len(data), f.raw_pos())
+                    return
+                data += more
+            cut = _last_boundary(data)
+            if cut <= 0:
+                carry, block = data, f.read(chunk_bytes)
+                continue
+            carry = data[cut:]
+            yield Piece(data[:cut], pos, pos + cut, f.raw_pos())
+            pos += cut
+            block = f.read(chunk_bytes)
+    finally:
+        f.close()
+
+
+def pgn_pieces(path: os.PathLike | str, chunk_bytes: int, start: int = 0, prefetch: int = 1) -> Iterator[Piece]:
+    """The games of one PGN file (plain or compressed, see :data:`PGN_SUFFIXES`) in pieces of about
+    ``chunk_bytes`` decompressed bytes, each cut before a tag line that follows a blank line.
+
+    Args:
+        path: the file.
+        chunk_bytes: bytes read per piece (a piece is longer by the game straddling the cut).
+        start: decompressed offset to begin at (a piece boundary recorded by an earlier run).
+        prefetch: pieces read ahead in a background thread (0: none).
+
+    Raises:
+        DataError: the file cannot be decoded with its suffix's codec (naming the file), or ends
+            before ``start``.
+        OSError: the file cannot be opened.
+    """
+    path = Path(path)
+    if prefetch <= 0:
+        yield from _pieces_sync(path, chunk_bytes, start)
+        return
+    q: queue.Queue = queue.Queue(maxsize=prefetch)
+    stop = threading.Event()
+    done = object()
+
+    def work() -> None:
+        try:
+            for p in _pieces_sync(path, chunk_bytes, start):
+                while not stop.is_set():
+                    try:
+                        q.put(p, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as e:  # handed to the consumer, raised there
+            q.put(e)
+
+    t = threading.Thread(target=work, name="pawn-pgn-read", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.05)
+
+
+def read_pgn_bytes(path: os.PathLike | str) -> bytes:
+    """The whole decoded text of one PGN file (plain or compressed) as bytes: for callers that
+    parse a file in one piece (``pawn eval --pgn``); the data path streams with :func:`pgn_pieces`.
+
+    Raises:
+        DataError: the file cannot be decoded with its suffix's codec (naming the file).
+    """
+    f = _Opened(Path(path))
+    try:
+        parts = []
+        while chunk := f.read(64 << 20):
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        f.close()
