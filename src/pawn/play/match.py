@@ -219,7 +219,7 @@ def play_match(pawn: PawnPlayer, opponent: StockfishPool | PawnPlayer, *, games:
                 finish(g)
             group = [g for g in live.values() if not pawn_to_move(g)]
             if group and vs_engine:
-                futs = [(g, pool.submit(opponent.move, g.slot, g.board.copy(stack=False))) for g in group]
+                futs = [(g, pool.submit(opponent.move, g.slot, g.board.copy())) for g in group]
                 for g, f in futs:
                     try:
                         push(g, f.result())
