@@ -225,6 +225,71 @@ class PawnPlayer:
 
         self._logits_at = logits_at
 
+    def legal_logits(self, histories: Sequence[Sequence[int]], legal: Sequence[Sequence[int]], white: Sequence[bool],
+                     prefix_tokens: Optional[Sequence[Optional[int]]] = None) -> list[np.ndarray]:
+        """The model's logits at each game's last move, restricted to its legal moves.
+
+        Args:
+            histories: move tokens played so far per game; only the last ``context − offset``
+                are fed (a sliding window). In the pure-moves layout each needs ≥ 1 move.
+            legal: legal move tokens per game (non-empty).
+            white: whether this player has the white pieces in each game (the default outcome
+                token of the outcome-prefix layout: its own side checkmating).
+            prefix_tokens: per game, an outcome token to write at position 0 instead of that
+                default (outcome-prefix layout only; None entries keep the default).
+
+        Returns:
+            list of float64 arrays, ``[len(legal[i])]`` logits each, in ``legal[i]``'s order.
+
+        Raises:
+            ValueError: an empty history in the pure-moves layout.
+        """
+        import jax.numpy as jnp
+
+        from pawn.vocab import BLACK_CHECKMATES, PAD_TOKEN, WHITE_CHECKMATES
+
+        out: list[np.ndarray] = []
+        off = self.layout.offset
+        keep = self.context - off
+        for start in range(0, len(histories), self.batch):
+            hs = [list(h[-keep:]) if keep > 0 else [] for h in histories[start:start + self.batch]]
+            n = len(hs)
+            T = _bucket(max(len(h) for h in hs) + off, self.context)
+            tok = np.full((self.batch, T), PAD_TOKEN, np.int32)
+            last = np.zeros(self.batch, np.int32)
+            for i, h in enumerate(hs):
+                if off:
+                    pre = prefix_tokens[start + i] if prefix_tokens is not None else None
+                    tok[i, 0] = pre if pre is not None else (WHITE_CHECKMATES if white[start + i] else BLACK_CHECKMATES)
+                tok[i, off:off + len(h)] = h
+                last[i] = off + len(h) - 1
+                if last[i] < 0:
+                    raise ValueError("pure-moves play needs at least one move of history (the opening book gives move 1)")
+            mask = np.arange(T)[None, :] <= last[:, None]
+            logits = np.asarray(self._logits_at(self.loaded.model, jnp.asarray(tok), jnp.asarray(mask), jnp.asarray(last), self.dtype))
+            for i in range(n):
+                out.append(logits[i, np.asarray(legal[start + i], np.int64)].astype(np.float64))
+        return out
+
+    def buckets(self) -> list[int]:
+        """The padded sequence lengths a forward can have (powers of two ≥ 16, capped at the
+        context): one compiled program each."""
+        out, b = [], _BUCKET_MIN
+        while True:
+            out.append(min(b, self.context))
+            if b >= self.context:
+                return out
+            b *= 2
+
+    def warm(self, length: int) -> None:
+        """Compile the forward for sequences padded to ``length`` (one of :meth:`buckets`) by
+        running it once on a dummy game of that length."""
+        from pawn.vocab import uci_to_token
+
+        n = max(1, length - self.layout.offset)
+        e4 = uci_to_token("e2e4")
+        self.legal_logits([[e4] * n], [[e4]], [True])
+
     def choose(self, histories: Sequence[Sequence[int]], legal: Sequence[Sequence[int]], white: Sequence[bool],
                temperature: float, rngs: Sequence[np.random.Generator]) -> list[int]:
         """One move token per game.
@@ -239,33 +304,10 @@ class PawnPlayer:
         Returns:
             list[int]: the chosen legal token per game.
         """
-        import jax.numpy as jnp
-
-        from pawn.vocab import BLACK_CHECKMATES, PAD_TOKEN, WHITE_CHECKMATES
-
         out: list[int] = []
-        off = self.layout.offset
-        keep = self.context - off
-        for start in range(0, len(histories), self.batch):
-            hs = [list(h[-keep:]) if keep > 0 else [] for h in histories[start:start + self.batch]]
-            n = len(hs)
-            T = _bucket(max(len(h) for h in hs) + off, self.context)
-            tok = np.full((self.batch, T), PAD_TOKEN, np.int32)
-            last = np.zeros(self.batch, np.int32)
-            for i, h in enumerate(hs):
-                if off:
-                    tok[i, 0] = WHITE_CHECKMATES if white[start + i] else BLACK_CHECKMATES
-                tok[i, off:off + len(h)] = h
-                last[i] = off + len(h) - 1
-                if last[i] < 0:
-                    raise ValueError("pure-moves play needs at least one move of history (the opening book gives move 1)")
-            mask = np.arange(T)[None, :] <= last[:, None]
-            logits = np.asarray(self._logits_at(self.loaded.model, jnp.asarray(tok), jnp.asarray(mask), jnp.asarray(last), self.dtype))
-            for i in range(n):
-                lg = np.asarray(legal[start + i], np.int64)
-                x = logits[i, lg].astype(np.float64)
-                if temperature > 0:
-                    x = x / temperature + rngs[start + i].gumbel(size=x.shape)
-                out.append(int(lg[int(np.argmax(x))]))
+        for i, x in enumerate(self.legal_logits(histories, legal, white)):
+            lg = np.asarray(legal[i], np.int64)
+            if temperature > 0:
+                x = x / temperature + rngs[i].gumbel(size=x.shape)
+            out.append(int(lg[int(np.argmax(x))]))
         return out
-

@@ -40,9 +40,15 @@ class PlayReport:
                 "interrupted": self.interrupted}
 
 
-def _player(source: str, variant: Optional[str], cfg: PlayConfig, flag: str = "--variant") -> PawnPlayer:
+def load_player(source: str, variant: Optional[str], *, batch: int, dtype: Optional[str] = None,
+                flag: str = "--variant") -> PawnPlayer:
     """The model of ``source`` as a player: a supernet plays ``variant``, else its largest
-    variant; adapter checkpoints load the same way (:func:`pawn.evaluate.loading.load_models`)."""
+    variant; adapter checkpoints load the same way (:func:`pawn.evaluate.loading.load_models`).
+
+    Raises:
+        pawn.errors.UsageError: no such checkpoint, or a bad ``variant`` (named by ``flag``).
+        pawn.checkpoint.CheckpointError, pawn.convert.ConversionError: a checkpoint that cannot be loaded.
+    """
     from pawn.data.layout import Layout
     from pawn.evaluate.loading import load_models
 
@@ -55,7 +61,12 @@ def _player(source: str, variant: Optional[str], cfg: PlayConfig, flag: str = "-
             raise
         raise UsageError(str(e)) from None
     lm = models[-1]
-    return PawnPlayer(lm, Layout.resolve(None, lm.layout), batch=min(cfg.concurrency, cfg.games), dtype=cfg.dtype)
+    return PawnPlayer(lm, Layout.resolve(None, lm.layout), batch=batch, dtype=dtype)
+
+
+def _player(source: str, variant: Optional[str], cfg: PlayConfig, flag: str = "--variant") -> PawnPlayer:
+    """:func:`load_player` with the batch and dtype of ``cfg``."""
+    return load_player(source, variant, batch=min(cfg.concurrency, cfg.games), dtype=cfg.dtype, flag=flag)
 
 
 def run_play(checkpoint: str, cfg: PlayConfig, *, log: Callable[[str], None] = lambda s: None,
