@@ -57,22 +57,26 @@ def find_stockfish(path: Optional[str | os.PathLike] = None) -> str:
     raise StockfishNotFound(f"stockfish not found on PATH or in {', '.join(_EXTRA_DIRS)}; {STOCKFISH_INSTALL_HINT}")
 
 
-class StockfishPool:
-    """One Stockfish process per game slot, at one strength.
-
-    Each process gets ``UCI_LimitStrength = true``, ``UCI_Elo = elo`` (clamped to the range the
-    engine advertises; :attr:`effective_elo` is the level actually played), ``Hash = 16`` MB and
-    ``Threads = 1``, and searches ``go movetime movetime_ms`` per move (spec §4.2). A process
-    that dies or misbehaves is closed and started afresh for the slot's next game.
+class UciPool:
+    """One UCI engine process per game slot (python-chess ``SimpleEngine.popen_uci``), any UCI
+    engine: ``pawn uci CKPT``, Stockfish, another program. Each process gets those of ``options``
+    it declares (the others are named in :attr:`note`) and plays each move with ``limit``; it is sent the game's start position and every move
+    (``position startpos moves …``, as GUIs do), so it sees repetitions. A process that dies or
+    misbehaves is closed and started afresh for the slot's next game.
 
     Args:
-        path: the binary (:func:`find_stockfish`). elo: requested UCI_Elo. movetime_ms: > 0.
-        slots: number of concurrent games (processes started lazily).
+        command: the program and its arguments (list[str]). options: UCI options to set.
+        limit: a :class:`chess.engine.Limit` per move. slots: concurrent games.
+        name: the player's name in records and PGN (default: the engine's ``id name``).
+        anchor: its rating when it serves as a ladder rung, else None.
     """
 
-    def __init__(self, path: str, elo: int, movetime_ms: float, slots: int):
-        self.path, self.requested_elo, self.movetime_ms = path, int(elo), float(movetime_ms)
-        self.effective_elo: int = int(elo)
+    def __init__(self, command: Sequence[str], options: dict, limit: Any, slots: int, name: Optional[str] = None,
+                 anchor: Optional[float] = None):
+        self.command, self.options, self.limit = list(command), dict(options), limit
+        self.path = self.command[0]
+        self._name = name
+        self.effective_elo = anchor
         self.note: Optional[str] = None
         self._engines: list[Any] = [None] * slots
         self._started = [False] * slots
@@ -81,39 +85,34 @@ class StockfishPool:
 
     @property
     def name(self) -> str:
-        """``"stockfish-<elo>"`` (the level played)."""
-        return f"stockfish-{self.effective_elo}"
+        """The given name, else the engine's ``id name`` once started, else the command."""
+        return self._name or " ".join(self.command)
+
+    def _popen(self):
+        import chess.engine
+
+        try:
+            return chess.engine.SimpleEngine.popen_uci(self.command, timeout=120)
+        except FileNotFoundError:
+            raise EngineFailure(f"{self.path}: no such program") from None
+        except (OSError, chess.engine.EngineError, chess.engine.EngineTerminatedError, TimeoutError) as e:
+            raise EngineFailure(f"{' '.join(self.command)}: could not start as a UCI engine ({type(e).__name__}: {e})") from None
 
     def _start(self):
         import chess.engine
 
+        eng = self._popen()
+        if self._name is None:
+            self._name = eng.id.get("name") or " ".join(self.command)
+        have = {k: v for k, v in self.options.items() if k in eng.options}  # python-chess: case-insensitive names
+        missing = sorted(set(self.options) - set(have))
+        if missing:
+            self.note = f"{self.name} has no option {', '.join(missing)}: not set there"
         try:
-            eng = chess.engine.SimpleEngine.popen_uci(self.path, timeout=30)
-        except FileNotFoundError:
-            raise StockfishNotFound(f"{self.path}: not found; {STOCKFISH_INSTALL_HINT}") from None
-        except (OSError, chess.engine.EngineError, chess.engine.EngineTerminatedError, TimeoutError) as e:
-            raise EngineFailure(f"{self.path}: could not start as a UCI engine ({type(e).__name__}: {e})") from None
-        opts = eng.options
-        elo = self.requested_elo
-        if "UCI_Elo" in opts:
-            o = opts["UCI_Elo"]
-            lo, hi = (o.min if o.min is not None else elo), (o.max if o.max is not None else elo)
-            clamped = min(max(elo, lo), hi)
-            if clamped != elo:
-                self.note = f"{self.path} plays UCI_Elo {lo}..{hi}: level {elo} played as {clamped}"
-            self.effective_elo = clamped
-        config: dict[str, Any] = {}
-        for name, value in (("UCI_LimitStrength", True), ("UCI_Elo", self.effective_elo), ("Hash", 16), ("Threads", 1)):
-            if name in opts:
-                config[name] = value
-        if "UCI_Elo" not in opts:
-            eng.quit()
-            raise EngineFailure(f"{self.path}: this UCI engine has no UCI_Elo option (not Stockfish?)")
-        try:
-            eng.configure(config)
+            eng.configure(have)
         except chess.engine.EngineError as e:
             eng.quit()
-            raise EngineFailure(f"{self.path}: cannot set {config}: {e}") from None
+            raise EngineFailure(f"{' '.join(self.command)}: cannot set {have}: {e}") from None
         return eng
 
     def start(self) -> None:
@@ -124,7 +123,8 @@ class StockfishPool:
             self._started[0] = True
 
     def move(self, slot: int, board) -> str:
-        """Stockfish's move (UCI) in ``board`` (a :class:`chess.Board`), from slot ``slot``'s process.
+        """The engine's move (UCI) in ``board`` (a :class:`chess.Board` with its move stack: the
+        engine is sent its root and every move), from slot ``slot``'s process.
 
         Raises:
             EngineCrashed: the process died, timed out or sent no legal move; it is closed and
@@ -139,7 +139,7 @@ class StockfishPool:
             eng = self._engines[slot] = self._start()
             self._started[slot] = True
         try:
-            res = eng.play(board, chess.engine.Limit(time=self.movetime_ms / 1000.0))
+            res = eng.play(board, self.limit)
             if res.move is None or res.move not in board.legal_moves:
                 raise chess.engine.EngineError(f"no legal bestmove ({res.move})")
             return res.move.uci()
@@ -172,6 +172,68 @@ class StockfishPool:
                     except Exception:
                         pass
 
+
+class StockfishPool(UciPool):
+    """One Stockfish process per game slot, at one strength.
+
+    Each process gets ``UCI_LimitStrength = true``, ``UCI_Elo = elo`` (clamped to the range the
+    engine advertises; :attr:`effective_elo` is the level actually played), ``Hash = 16`` MB and
+    ``Threads = 1``, and searches ``go movetime movetime_ms`` per move (spec §4.2); it is sent the
+    start position and the moves (:class:`UciPool`).
+
+    Args:
+        path: the binary (:func:`find_stockfish`). elo: requested UCI_Elo. movetime_ms: > 0.
+        slots: number of concurrent games (processes started lazily).
+    """
+
+    def __init__(self, path: str, elo: int, movetime_ms: float, slots: int):
+        import chess.engine
+
+        super().__init__([path], {}, chess.engine.Limit(time=float(movetime_ms) / 1000.0), slots)
+        self.requested_elo, self.movetime_ms = int(elo), float(movetime_ms)
+        self.effective_elo: int = int(elo)
+
+    @property
+    def name(self) -> str:
+        """``"stockfish-<elo>"`` (the level played)."""
+        return f"stockfish-{self.effective_elo}"
+
+    def _popen(self):
+        import chess.engine
+
+        try:
+            return chess.engine.SimpleEngine.popen_uci(self.path, timeout=30)
+        except FileNotFoundError:
+            raise StockfishNotFound(f"{self.path}: not found; {STOCKFISH_INSTALL_HINT}") from None
+        except (OSError, chess.engine.EngineError, chess.engine.EngineTerminatedError, TimeoutError) as e:
+            raise EngineFailure(f"{self.path}: could not start as a UCI engine ({type(e).__name__}: {e})") from None
+
+    def _start(self):
+        import chess.engine
+
+        eng = self._popen()
+        opts = eng.options
+        elo = self.requested_elo
+        if "UCI_Elo" in opts:
+            o = opts["UCI_Elo"]
+            lo, hi = (o.min if o.min is not None else elo), (o.max if o.max is not None else elo)
+            clamped = min(max(elo, lo), hi)
+            if clamped != elo:
+                self.note = f"{self.path} plays UCI_Elo {lo}..{hi}: level {elo} played as {clamped}"
+            self.effective_elo = clamped
+        config: dict[str, Any] = {}
+        for name, value in (("UCI_LimitStrength", True), ("UCI_Elo", self.effective_elo), ("Hash", 16), ("Threads", 1)):
+            if name in opts:
+                config[name] = value
+        if "UCI_Elo" not in opts:
+            eng.quit()
+            raise EngineFailure(f"{self.path}: this UCI engine has no UCI_Elo option (not Stockfish?)")
+        try:
+            eng.configure(config)
+        except chess.engine.EngineError as e:
+            eng.quit()
+            raise EngineFailure(f"{self.path}: cannot set {config}: {e}") from None
+        return eng
 
 # --------------------------------------------------------------------------- PAWN
 _BUCKET_MIN = 16
