@@ -267,6 +267,9 @@ class UciEngine:
         self.rng = np.random.default_rng(self.options.seed)
         self.board = chess.Board()
         self.root_is_start = True
+        self._applied: tuple[tuple[str, ...], list[str]] = (("startpos",), [])
+        self._hist_cache: tuple[list, list[int]] = ([], [])
+        self._hist_root = None
         self.debug = False
         self.search: Optional[_Search] = None
         self._outcome_warned = False
@@ -389,7 +392,11 @@ class UciEngine:
             self.info("position: expected 'position startpos|fen <FEN> [moves …]'; position unchanged")
             return
         k = args.index("moves") if "moves" in args else len(args)
-        if args[0] == "startpos":
+        root, moves = tuple(args[:k]), args[k + 1:]
+        prev_root, prev_moves = self._applied
+        if root == prev_root and moves[:len(prev_moves)] == prev_moves:  # a GUI's next move: push only the new ones
+            board, start, done = self.board.copy(), self.root_is_start, len(prev_moves)
+        elif args[0] == "startpos":
             board, start = chess.Board(), True
         else:
             fen = " ".join(args[1:k])
@@ -399,14 +406,18 @@ class UciEngine:
                 self.info(f"position: bad FEN {fen!r} ({e}); position unchanged")
                 return
             start = board.fen() == chess.STARTING_FEN
-        for mv in args[k + 1:]:
+        if not (root == prev_root and moves[:len(prev_moves)] == prev_moves):
+            done = 0
+        applied = list(moves[:done])
+        for mv in moves[done:]:
             try:
                 move = board.parse_uci(mv)
             except ValueError:
                 self.info(f"position: move {mv!r} is not legal in {board.fen()}; the moves after it are ignored")
                 break
             board.push(move)
-        self.board, self.root_is_start = board, start
+            applied.append(mv)
+        self.board, self.root_is_start, self._applied = board, start, (root, applied)
 
     def _go(self, args: list[str]) -> None:
         import chess
@@ -473,11 +484,20 @@ class UciEngine:
     def _history(self, board) -> list[int]:
         from pawn.play.match import _to_token
 
-        replay = board.root()
-        toks = []
-        for m in board.move_stack:
-            toks.append(_to_token(self._table, replay, m.uci()))
-            replay.push(m)
+        stack = board.move_stack
+        moves, toks = self._hist_cache  # the previous history, when this one extends it
+        if not (len(moves) <= len(stack) and stack[:len(moves)] == moves and board.root() == self._hist_root):
+            moves, toks = [], []
+        toks = list(toks)
+        for i in range(len(moves), len(stack)):
+            t = self._table.get(stack[i].uci())
+            if t is None:  # a spelling outside the vocabulary: matched among that ply's legal moves
+                replay = board.root()
+                for m in stack[:i]:
+                    replay.push(m)
+                t = _to_token(self._table, replay, stack[i].uci())
+            toks.append(t)
+        self._hist_cache, self._hist_root = (list(stack), toks), board.root()
         return toks
 
     def _model_move(self, board, legal: list) -> tuple[int, Optional[np.ndarray], str]:
