@@ -80,7 +80,7 @@ def _probs(player, board: chess.Board) -> dict[str, float]:
 
 
 def _multipv(engine, board: chess.Board, k: int = 256) -> dict[str, int]:
-    infos = engine.analyse(board, chess.engine.Limit(time=5.0), multipv=k)
+    infos = engine.analyse(board, chess.engine.Limit(time=60.0), multipv=k)
     return {i["pv"][0].uci(): i["score"].relative.score() for i in infos}
 
 
@@ -193,7 +193,7 @@ def test_a_fen_start_is_parsed_and_the_model_sees_only_the_moves_after_it(engine
     assert set(got) == {m.uci() for m in board.legal_moves} and {"g2h1q", "e8g8"} <= set(got) and "e8c8" not in got
     assert all(abs(got[m] - prob_to_cp(want[m])) <= 1 for m in want)
     # no move after the FEN: nothing to condition on, a legal move is drawn and the rule is named
-    r = engine.play(chess.Board(fen), chess.engine.Limit(time=1.0), info=chess.engine.INFO_ALL)
+    r = engine.play(chess.Board(fen), chess.engine.Limit(time=30.0), info=chess.engine.INFO_ALL)
     assert r.move in chess.Board(fen).legal_moves and "uniform" in r.info.get("string", "")
 
 
@@ -223,18 +223,18 @@ def test_beyond_the_context_the_last_window_of_moves_is_fed(engine, player):
         if board.is_game_over():
             board.pop()
             board.pop()
-    r = engine.play(board, chess.engine.Limit(time=2.0), info=chess.engine.INFO_ALL)
+    r = engine.play(board, chess.engine.Limit(time=30.0), info=chess.engine.INFO_ALL)
     assert r.move in board.legal_moves and f"last {CONTEXT} of {board.ply()} moves" in r.info["string"]
     got, want = _multipv(engine, board), _probs(player, board)  # PawnPlayer windows the same way
     assert all(abs(got[m] - prob_to_cp(want[m])) <= 1 for m in want)
 
 
 def test_from_the_start_position_the_book_gives_move_one(engine):
-    r = engine.play(chess.Board(), chess.engine.Limit(time=1.0), info=chess.engine.INFO_ALL)
+    r = engine.play(chess.Board(), chess.engine.Limit(time=30.0), info=chess.engine.INFO_ALL)
     assert r.move.uci() == "e2e4" and r.info["string"] == "book: e2e4"
     engine.configure({"Book": "g1f3 c2c4"})
     try:
-        assert engine.play(chess.Board(), chess.engine.Limit(time=1.0)).move.uci() == "g1f3"
+        assert engine.play(chess.Board(), chess.engine.Limit(time=30.0)).move.uci() == "g1f3"
     finally:
         engine.configure({"Book": "e2e4 d2d4 g1f3"})
 
@@ -246,16 +246,16 @@ def test_sampling_options_temperature_topk_topp_and_seed(engine, player):
         board.push_uci(m)
     p = _probs(player, board)
     argmax = max(p, key=p.get)
-    assert engine.play(board, chess.engine.Limit(time=1.0)).move.uci() == argmax  # Temperature 0
+    assert engine.play(board, chess.engine.Limit(time=30.0)).move.uci() == argmax  # Temperature 0
     try:
         engine.configure({"Temperature": "50", "TopK": 1})
-        assert {engine.play(board, chess.engine.Limit(time=1.0)).move.uci() for _ in range(4)} == {argmax}
+        assert {engine.play(board, chess.engine.Limit(time=30.0)).move.uci() for _ in range(4)} == {argmax}
         engine.configure({"TopK": 0, "TopP": "0.000001"})
-        assert {engine.play(board, chess.engine.Limit(time=1.0)).move.uci() for _ in range(4)} == {argmax}
+        assert {engine.play(board, chess.engine.Limit(time=30.0)).move.uci() for _ in range(4)} == {argmax}
         engine.configure({"TopP": "1", "Seed": 11})
 
         def run(game) -> list[str]:
-            return [engine.play(board, chess.engine.Limit(time=1.0), game=game).move.uci() for _ in range(12)]
+            return [engine.play(board, chess.engine.Limit(time=30.0), game=game).move.uci() for _ in range(12)]
 
         a, b = run(object()), run(object())  # a new game (ucinewgame) restarts the generator
         engine.configure({"Seed": 12})

@@ -52,9 +52,12 @@ position 0: ``auto`` = the side to move checkmating (``WHITE_CHECKMATES`` when w
 or any outcome name of the vocabulary (spec ``engine.md`` §1.6). The vocabulary has no Elo-band
 tokens, so there is no Elo conditioning. A pure-moves model ignores ``Outcome`` (said once).
 
-The model loads once; the forward is compiled once per padded length (powers of two from 16 up to
-the context, :meth:`PawnPlayer.buckets`): the first at load, before ``readyok``, the others in a
-background thread afterwards (shortest first; a move does not wait for them).
+The model loads once. Within the context a game is scored with a KV cache
+(:class:`IncrementalLogits`): each move decodes only the tokens added since the last one (the
+opponent's move and the engine's own); a new game or a different history is prefilled, compiled
+once per padded length (powers of two from 16 up to the context, :meth:`PawnPlayer.buckets`).
+The shortest prefill and the decode step compile at load, before ``readyok``; the other lengths
+and the sliding-window forward in a background thread afterwards (a move does not wait for them).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -234,6 +237,77 @@ def prob_to_cp(p: float) -> int:
     return int(round(10000.0 * float(p)))
 
 
+class IncrementalLogits:
+    """KV-cached next-move logits for one game (spec ``model-and-checkpoints.md`` §2.10 cache):
+    when the model's input grows by the moves of the last turn, only those tokens are decoded
+    (:meth:`pawn.model.PAWNModel.decode`, one compiled step at a traced position); any other
+    input is prefilled afresh (one compiled prefill per padded length, the cache sized to the
+    context). Equal to the full forward within 1e-5 in float32 (the decode's contract).
+
+    Args:
+        player: a :class:`pawn.play.players.PawnPlayer` (its model needs ``prefill``/``decode``;
+            PAWN models and adapted models have them).
+    """
+
+    def __init__(self, player):
+        import equinox as eqx
+        import jax
+
+        self.player = player
+        self.seq: Optional[list[int]] = None
+        self.cache = None
+        self.last: Optional[np.ndarray] = None
+
+        @eqx.filter_jit
+        def prefill_last(model, seq, attn, last, dtype, cache_len):
+            logits, cache = model.prefill(seq, attn, dtype=dtype, cache_len=cache_len)
+            return jax.lax.dynamic_index_in_dim(logits, last, axis=1, keepdims=False), cache
+
+        self._prefill = prefill_last
+
+    def logits(self, seq: Sequence[int]) -> np.ndarray:
+        """float32 [V] logits after the last token of ``seq`` (model input incl. any outcome token;
+        1 ≤ len ≤ context), decoding only what extends the previous call's input."""
+        import jax.numpy as jnp
+
+        from pawn.evaluate.generation import _decode
+        from pawn.play.players import _bucket
+        from pawn.vocab import PAD_TOKEN
+
+        seq = list(seq)
+        model, ctx = self.player.loaded.model, self.player.context
+        n_old = len(self.seq) if self.seq is not None else 0
+        if self.seq is not None and n_old < len(seq) and seq[:n_old] == self.seq:
+            logits = None
+            for pos in range(n_old, len(seq)):
+                logits, self.cache = _decode(model, self.cache, jnp.asarray([seq[pos]], jnp.int32), jnp.int32(pos))
+            self.last = np.asarray(logits)[0]
+        elif self.seq != seq:
+            T = _bucket(len(seq), ctx)
+            tok = np.full((1, T), PAD_TOKEN, np.int32)
+            tok[0, :len(seq)] = seq
+            attn = np.arange(T)[None, :] < len(seq)
+            logits, self.cache = self._prefill(model, jnp.asarray(tok), jnp.asarray(attn), jnp.int32(len(seq) - 1),
+                                               self.player.dtype, ctx)
+            self.last = np.asarray(logits)[0]
+        self.seq = seq
+        return self.last
+
+    def warm(self) -> None:
+        """Compile every prefill length and the decode step on a dummy game (state untouched)."""
+        from pawn.vocab import uci_to_token
+
+        keep = (self.seq, self.cache, self.last)
+        self.seq = None
+        e4 = uci_to_token("e2e4")
+        for b in self.player.buckets():
+            self.seq = None
+            self.logits([e4] * b)
+        self.logits([e4] * (self.player.buckets()[0] - 1))
+        self.logits([e4] * self.player.buckets()[0])
+        self.seq, self.cache, self.last = keep
+
+
 @dataclass
 class _Search:
     stop: threading.Event = field(default_factory=threading.Event)
@@ -263,6 +337,7 @@ class UciEngine:
         self._loaded = threading.Event()
         self._load_error: Optional[str] = None
         self.player = None
+        self.incremental: Optional[IncrementalLogits] = None
         self.options = EngineOptions()
         self.rng = np.random.default_rng(self.options.seed)
         self.board = chess.Board()
@@ -297,9 +372,16 @@ class UciEngine:
 
             self._table = _token_table()
             buckets = player.buckets()
+            inc = IncrementalLogits(player) if hasattr(player.loaded.model, "decode") else None
             with self._model_lock:
-                player.warm(buckets[0])
-            self.player = player
+                if inc is not None:  # the first prefill length and the decode step
+                    e4 = [self._table["e2e4"]]
+                    inc.logits(e4 * (buckets[0] - 1))
+                    inc.logits(e4 * buckets[0])
+                    inc.seq = None
+                else:
+                    player.warm(buckets[0])
+            self.player, self.incremental = player, inc
         except Exception as e:  # noqa: BLE001  (reported to the GUI and the CLI in one line)
             self._load_error = f"{type(e).__name__}: {e}" if not str(e) else str(e)
             self.info(f"error: {self._load_error}")
@@ -308,8 +390,14 @@ class UciEngine:
                 self._on_fatal(self._load_error)
             return
         self._loaded.set()
-        for b in buckets[1:]:  # the other lengths, shortest first, beside the moves (JAX compiles thread-safely)
-            player.warm(b)
+        # the other lengths, shortest first, beside the moves (JAX compiles thread-safely; the
+        # warm-up uses its own cache, never the game's)
+        if inc is not None:
+            IncrementalLogits(player).warm()
+            player.warm(buckets[-1])  # the sliding-window forward past the context
+        else:
+            for b in buckets[1:]:
+                player.warm(b)
 
     def wait_loaded(self, timeout: Optional[float] = None) -> bool:
         """Whether the model is loaded (waits up to ``timeout`` s; None = forever)."""
@@ -525,9 +613,16 @@ class UciEngine:
             self.info("Outcome ignored: this model has no outcome prefix (pure-moves layout)")
         toks = [_to_token(self._table, board, m.uci()) for m in legal]
         t0 = time.perf_counter()
-        logits = player.legal_logits([hist], [toks], [board.turn == chess.WHITE], [prefix])[0]
-        self.last_model_ms = (time.perf_counter() - t0) * 1e3
         keep = player.context - off
+        if self.incremental is not None and len(hist) <= keep:
+            from pawn.vocab import BLACK_CHECKMATES, WHITE_CHECKMATES
+
+            head = [] if not off else [prefix if prefix is not None else
+                                       (WHITE_CHECKMATES if board.turn == chess.WHITE else BLACK_CHECKMATES)]
+            logits = self.incremental.logits(head + hist)[np.asarray(toks, np.int64)].astype(np.float64)
+        else:
+            logits = player.legal_logits([hist], [toks], [board.turn == chess.WHITE], [prefix])[0]
+        self.last_model_ms = (time.perf_counter() - t0) * 1e3
         rule = "model" if len(hist) <= keep else f"model (last {keep} of {len(hist)} moves)"
         return sample_move(logits, self.options, self.rng), logits, rule
 
