@@ -378,3 +378,23 @@ def test_a_checkpoint_that_does_not_exist_is_one_error_line():
                        env=_env(), timeout=120, input="uci\n")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == ["error: /no/such/ckpt: no such checkpoint directory (nor a Hub id owner/name)"]
+
+
+def test_kv_cached_logits_equal_the_full_forward_as_a_game_grows():
+    """The engine's KV path (inputs over KV_MIN_LEN tokens): a prefill, then two decode steps per
+    move, equals PawnPlayer's full forward of the same input (float32, 1e-4)."""
+    from pawn.data.layout import Layout
+    from pawn.evaluate.loading import LoadedModel
+    from pawn.play.players import PawnPlayer
+    from pawn.play.uci_engine import KV_MIN_LEN, IncrementalLogits
+
+    model = PAWNModel(TOY, jax.random.PRNGKey(5))
+    pl = PawnPlayer(LoadedModel("t", model, TOY, None, "t", 128), Layout.of(False), batch=1)
+    inc = IncrementalLogits(pl)
+    seq = [int(t) for t in np.random.default_rng(1).integers(1, 1960, 128)]
+    every = list(range(1968))
+    for n in (KV_MIN_LEN + 1, KV_MIN_LEN + 3, KV_MIN_LEN + 5, 128, 100):  # extend, extend, extend, jump, shorter
+        got = inc.logits(seq[:n])
+        want = pl.legal_logits([seq[:n]], [every], [True])[0]
+        np.testing.assert_allclose(got[:1968], want, atol=1e-4, rtol=1e-4)
+    assert inc.seq == seq[:100]

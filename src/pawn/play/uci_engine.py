@@ -52,9 +52,10 @@ position 0: ``auto`` = the side to move checkmating (``WHITE_CHECKMATES`` when w
 or any outcome name of the vocabulary (spec ``engine.md`` §1.6). The vocabulary has no Elo-band
 tokens, so there is no Elo conditioning. A pure-moves model ignores ``Outcome`` (said once).
 
-The model loads once. Within the context a game is scored with a KV cache
-(:class:`IncrementalLogits`): each move decodes only the tokens added since the last one (the
-opponent's move and the engine's own); a new game or a different history is prefilled, compiled
+The model loads once. Inputs of up to :data:`KV_MIN_LEN` tokens are scored by one full forward;
+longer ones within the context with a KV cache (:class:`IncrementalLogits`): each move decodes
+only the tokens added since the last one (the opponent's move and the engine's own); a new game
+or a different history is prefilled, compiled
 once per padded length (powers of two from 16 up to the context, :meth:`PawnPlayer.buckets`).
 The shortest prefill and the decode step compile at load, before ``readyok``; the other lengths
 and the sliding-window forward in a background thread afterwards (a move does not wait for them).
@@ -75,6 +76,12 @@ ENGINE_AUTHOR = "the PAWN developers"
 DEFAULT_BOOK = ("e2e4", "d2d4", "g1f3")
 MULTIPV_MAX = 256
 """More than the most legal moves any chess position has (218)."""
+KV_MIN_LEN = 64
+"""Inputs up to this many tokens are scored by one full forward, longer ones with the KV cache.
+Measured with ``benchmarks/uci.py`` on the 2-core CPU: one decode step of a batch-1 game costs
+about a full forward of 16–64 tokens (a matrix-vector product reads every weight as a 64-row
+product does), so two decode steps per move lose to a forward below ~64 tokens and win above
+(TOY shape: 148 ms prefill vs 21 ms for the next move at 250 moves; 4.8 vs 4.3 ms at 8)."""
 GO_KEYS_INT = ("wtime", "btime", "winc", "binc", "movestogo", "depth", "nodes", "mate", "movetime")
 COMMANDS = ("uci", "debug", "isready", "setoption", "register", "ucinewgame", "position", "go", "stop",
             "ponderhit", "quit")
@@ -614,7 +621,7 @@ class UciEngine:
         toks = [_to_token(self._table, board, m.uci()) for m in legal]
         t0 = time.perf_counter()
         keep = player.context - off
-        if self.incremental is not None and len(hist) <= keep:
+        if self.incremental is not None and KV_MIN_LEN < len(hist) + off <= player.context:
             from pawn.vocab import BLACK_CHECKMATES, WHITE_CHECKMATES
 
             head = [] if not off else [prefix if prefix is not None else
