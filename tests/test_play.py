@@ -115,20 +115,35 @@ def test_uci_elo_outside_the_engine_range_is_clamped_and_reported(fake_engine):
 
 
 def test_score_and_elo_interval_match_a_hand_computation():
-    # 6 wins, 2 draws, 2 losses: s = 7/10; Δ = 400·log10(0.7/0.3) = 147.19;
-    # σ² = (6·0.3² + 2·0.2² + 2·0.7²)/10 = 0.16; half-width 1.96·√(0.016) = 0.24792
-    # → s ∈ [0.45208, 0.94792] → Δ ∈ [−33.40, 504.03].
+    # 6 wins, 2 draws, 2 losses: s = 7/10; Δ = 400·log10(0.7/0.3) = 147.19; Wilson, z = 1.959964,
+    # z²/N = 0.384146: centre (0.7 + 0.192073)/1.384146 = 0.644494, half 1.416010·√(0.021 + 0.009604)
+    # = 0.247716 → s ∈ [0.396778, 0.892209] → Δ ∈ [−72.77, 367.15].
     s = Score(6, 2, 2)
     assert (s.games, s.score, s.score_rate, s.winrate_strict) == (10, 7.0, 0.7, 0.6)
     assert s.elo() == pytest.approx(147.19, abs=0.01)
     lo, hi = s.score_interval()
-    assert (lo, hi) == (pytest.approx(0.45208, abs=1e-5), pytest.approx(0.94792, abs=1e-5))
+    assert (lo, hi) == (pytest.approx(0.396778, abs=1e-6), pytest.approx(0.892209, abs=1e-6))
     elo_lo, elo_hi = s.elo_interval()
-    assert (elo_lo, elo_hi) == (pytest.approx(-33.40, abs=0.01), pytest.approx(504.03, abs=0.01))
+    assert (elo_lo, elo_hi) == (pytest.approx(-72.77, abs=0.01), pytest.approx(367.15, abs=0.01))
     d = s.to_dict(reference_elo=1500)
     assert d["elo_estimate"] == pytest.approx(1647.19, abs=0.01)
-    assert d["elo_estimate_ci95"] == [pytest.approx(1466.60, abs=0.01), pytest.approx(2004.03, abs=0.01)]
+    assert d["elo_estimate_ci95"] == [pytest.approx(1427.23, abs=0.01), pytest.approx(1867.15, abs=0.01)]
     assert Score(0, 4, 0).elo() == 0.0 and Score(3, 0, 0).elo() == math.inf and Score(0, 0, 2).elo() == -math.inf
+
+
+@pytest.mark.parametrize("n", [1, 2, 10, 100])
+def test_score_interval_keeps_its_width_at_0_100_percent_and_all_draws(n):
+    """The normal (Wald) interval collapsed to [0, 0], [1, 1] and [½, ½] there, so a 2-game match
+    looked certain (issue 25). Wilson at 0/N and N/N has the closed form z²/(N + z²) and N/(N + z²)."""
+    from pawn.play.stats import Z95
+
+    z2 = Z95 ** 2
+    assert Score(0, 0, n).score_interval() == (0.0, pytest.approx(z2 / (n + z2), rel=1e-12))
+    assert Score(n, 0, 0).score_interval() == (pytest.approx(n / (n + z2), rel=1e-12), 1.0)
+    lo, hi = Score(0, n, 0).score_interval()
+    assert lo == pytest.approx(1 - hi, abs=1e-12) and hi - lo > 0.19  # n = 100: ±0.0976
+    elo_lo, elo_hi = Score(n, 0, 0).elo_interval()
+    assert elo_hi == math.inf and math.isfinite(elo_lo) and elo_lo == pytest.approx(-400 * math.log10(z2 / n))
 
 
 def _rec(i, white, result, first=None, term="checkmate"):
@@ -290,3 +305,42 @@ def test_vs_variant_errors_name_the_vs_variant_flag(toy_model, tmp_path):
     assert f"{ck} is not a supernet checkpoint; --vs-variant base does not apply" in " ".join(r.output.split())
     r = CliRunner().invoke(app, ["play", str(ck), "--vs", str(ck), "--variant", "base", "--games", "2"])
     assert r.exit_code == 2 and "; --variant base does not apply" in r.output
+
+
+TEE = """#!{python}
+# Copies every line it reads to {log}, then to the engine; leaves when the engine does.
+import subprocess, sys
+eng = subprocess.Popen([{engine!r}], stdin=subprocess.PIPE, text=True, bufsize=1)
+with open({log!r}, "a") as log:
+    for line in sys.stdin:
+        log.write(line)
+        log.flush()
+        eng.stdin.write(line)
+        if line.split()[:1] == ["quit"]:
+            break
+eng.stdin.close()
+sys.exit(eng.wait())
+"""
+
+
+def test_stockfish_receives_the_start_position_and_every_move(toy_model, tmp_path):
+    """``pawn play`` sent only ``position fen <current>`` (issue 25), so Stockfish could not see a
+    repetition. What the real Stockfish reads on stdin is recorded by a ``tee`` in front of it: each
+    ``position`` line is ``startpos`` (``moves`` + the whole game so far after move 1)."""
+    log = tmp_path / "stdin.log"
+    exe = tmp_path / "sf-tee"
+    exe.write_text(TEE.format(python=sys.executable, log=str(log), engine=find_stockfish()))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    pool = StockfishPool(str(exe), 1500, 1.0, slots=1)
+    try:
+        res = play_match(_player(toy_model, batch=1), pool, games=2, temperature=0.0, first_moves=BOOK, max_ply=10, seed=0, slots=1)
+    finally:
+        pool.close()
+    positions = [ln.split() for ln in log.read_text().splitlines() if ln.startswith("position")]
+    assert positions and all(p[:2] == ["position", "startpos"] and p[2:3] in ([], ["moves"]) for p in positions), positions[:2]
+    sent = [p[3:] for p in positions]
+    for r in res.records:  # Stockfish moves at plies where it is to move; it saw every move before them
+        sf_plies = [k for k in range(r.plies) if (k % 2 == 0) != r.pawn_white]
+        assert [r.moves[:k] for k in sf_plies] == [s for s in sent if s in [r.moves[:k] for k in sf_plies]]
+    assert len(sent) == sum(len([k for k in range(r.plies) if (k % 2 == 0) != r.pawn_white]) for r in res.records)
+    assert max(len(s) for s in sent) >= 8

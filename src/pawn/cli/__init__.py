@@ -85,6 +85,7 @@ register("generate", "pawn.cli.generate:command")
 register("bench", "pawn.cli.bench:bench_command")
 register("adapt", "pawn.cli.adapt:command")
 register("play", "pawn.cli.play:command")
+register("uci", "pawn.cli.uci:uci_cmd")
 register("sweep", "pawn.cli.sweep:sweep_cmd")
 app.add_typer(importlib.import_module("pawn.cli.data").data_app, name="data")
 

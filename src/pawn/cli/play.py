@@ -29,7 +29,8 @@ def render(report) -> None:
 
     from pawn.progress import output_console
 
-    t = Table(title=f"{report.config['pawn']} vs {report.summaries[0]['opponent'] if report.summaries else '?'}"
+    opponents = list(dict.fromkeys(s["opponent"] for s in report.summaries)) or ["?"]
+    t = Table(title=f"{report.config['pawn']} vs {', '.join(opponents)}"
               + (" (interrupted)" if report.interrupted else ""))
     for c in ("opponent", "T", "games", "W/D/L", "score [95% CI]", "Elo Δ [95% CI]", "Elo est.", "as white", "as black",
               "errors", "plies", "wall s"):
@@ -44,12 +45,20 @@ def render(report) -> None:
                   f"{_fmt(s['elo_diff'])} [{_fmt(elo_lo)}, {_fmt(elo_hi)}]", est, wdl(s["as_white_wdl"]),
                   wdl(s["as_black_wdl"]), str(s["engine_errors"]), f"{s['mean_plies']:.0f}", f"{s['wall_seconds']:.1f}")
     output_console().print(t)
+    for f in getattr(report, "fits", []):
+        lo, hi = f["elo_ci95"]
+        output_console().print(f"Elo fit T={f['temperature']:g} over {', '.join(f['opponents'])} ({f['games']} games): "
+                               f"{_fmt(f['elo'], '.0f')} [95% CI {_fmt(lo, '.0f')}, {_fmt(hi, '.0f')}] "
+                               "(maximum likelihood, logistic model; anchors: random 0 by convention, greedy 478 measured, "
+                               "sf-N = UCI_Elo N)")
 
 
 DOC = """Play CHECKPOINT against Stockfish (--vs stockfish, UCI_LimitStrength at each --stockfish-elo) or
 another checkpoint (--vs CKPT_B): colours alternate, PAWN's first move as white comes from a rotating
 book, its moves from legal-restricted logits (greedy at T = 0). Prints W/D/L, score rate and Elo
-estimate with 95% intervals per temperature and level; --json and --pgn-out write every game (also
+estimate with 95% intervals (Wilson score interval) per temperature and level; --vs ladder plays weak
+rated rungs (random, greedy, sf-ELO) and fits one Elo over all of them; CHECKPOINT or --vs can be
+uci:COMMAND, any UCI engine (e.g. 'uci:pawn uci CKPT'); --json and --pgn-out write every game (also
 after Ctrl-C). Every option is also a PAWN_PLAY_<NAME> environment variable and a --config key."""
 
 
@@ -58,7 +67,7 @@ def play_cmd(cfg: PlayConfig, checkpoint: str) -> None:
     from pawn.play.pgn import write_pgn
 
     check_outputs(json=cfg.json_out, pgn_out=cfg.pgn_out)
-    total = cfg.games * len(cfg.temperatures) * (len(cfg.stockfish_elo) if cfg.vs_stockfish else 1)
+    total = cfg.games * len(cfg.temperatures) * cfg.n_opponents()
     done = [0]
     with Progress() as prog:
         tick = prog.task("pawn play", total)

@@ -31,7 +31,10 @@ class PlayConfig(_Settings):
 
     model_config = SettingsConfigDict(env_prefix="PAWN_PLAY_", extra="forbid", validate_default=True)
 
-    vs: str = Field("stockfish", description="Opponent: 'stockfish', or a second checkpoint (directory or Hub id).")
+    vs: str = Field("stockfish", description="Opponent: 'stockfish' (each --stockfish-elo), 'ladder' (each --ladder rung, one Elo fit over all), 'uci:COMMAND' (any UCI engine, e.g. 'uci:pawn uci CKPT'), or a second checkpoint (directory or Hub id).")
+    ladder: Annotated[list[str], NoDecode] = Field(["random", "greedy", "sf-1350"], description="Comma-separated rungs for --vs ladder: random (anchor 0, a convention), greedy (one-ply material, anchor measured against random), sf-<UCI_Elo> (anchor = UCI_Elo).")
+    uci_movetime_ms: float = Field(1000.0, description="Per-move time (go movetime) for uci:COMMAND players; PAWN via 'pawn uci' answers as soon as its model has the move.")
+    uci_options: Annotated[list[str], NoDecode] = Field([], description="Comma-separated NAME=VALUE UCI options for every uci:COMMAND player (e.g. Temperature=0.5,Seed=3).")
     variant: Optional[str] = Field(None, description="For a supernet checkpoint: the nested variant that plays (default: the largest).")
     vs_variant: Optional[str] = Field(None, description="The same for the --vs checkpoint.")
     stockfish: Optional[str] = Field(None, description="Stockfish binary (default: stockfish on PATH, else /usr/games/stockfish).")
@@ -48,7 +51,7 @@ class PlayConfig(_Settings):
                                      json_schema_extra={"flag": "--json"})
     pgn_out: Optional[Path] = Field(None, description="Write every game as PGN (players, result, termination headers).")
 
-    @field_validator("stockfish_elo", "temperatures", "first_moves", mode="before")
+    @field_validator("stockfish_elo", "temperatures", "first_moves", "ladder", "uci_options", mode="before")
     @classmethod
     def _lists(cls, v: Any) -> Any:
         return _split(v)
@@ -67,6 +70,18 @@ class PlayConfig(_Settings):
         for name in ("games", "max_ply", "concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if not self.uci_movetime_ms > 0:
+            raise ValueError(f"uci_movetime_ms must be > 0, got {self.uci_movetime_ms}")
+        bad = [o for o in self.uci_options if "=" not in o or not o.split("=", 1)[0].strip()]
+        if bad:
+            raise ValueError(f"uci_options: {bad[0]!r} is not NAME=VALUE")
+        from pawn.play.ladder import RUNG_HELP, is_rung
+
+        bad = [r for r in self.ladder if not is_rung(r)]
+        if bad or not self.ladder:
+            raise ValueError(f"ladder: {bad[0] if bad else '(empty)'!r} is not a rung ({RUNG_HELP})")
+        if self.vs.startswith("uci:") and not self.vs[4:].strip():
+            raise ValueError("vs: 'uci:' needs a command, e.g. uci:/usr/games/stockfish")
         if not self.movetime_ms > 0:
             raise ValueError(f"movetime_ms must be > 0, got {self.movetime_ms}")
         for name in ("stockfish_elo", "temperatures", "first_moves"):
@@ -85,3 +100,16 @@ class PlayConfig(_Settings):
     def vs_stockfish(self) -> bool:
         """Whether the opponent is Stockfish (else a checkpoint)."""
         return self.vs.strip().lower() == "stockfish"
+
+    @property
+    def vs_ladder(self) -> bool:
+        """Whether the opponents are the :attr:`ladder` rungs."""
+        return self.vs.strip().lower() == "ladder"
+
+    def options_dict(self) -> dict[str, str]:
+        """:attr:`uci_options` as ``{name: value}``."""
+        return {k.strip(): v.strip() for k, v in (o.split("=", 1) for o in self.uci_options)}
+
+    def n_opponents(self) -> int:
+        """Opponent cells per temperature: Stockfish levels, ladder rungs, or 1."""
+        return len(self.stockfish_elo) if self.vs_stockfish else len(self.ladder) if self.vs_ladder else 1

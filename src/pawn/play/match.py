@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from pawn.play.players import EngineCrashed, PawnPlayer, StockfishPool
+from pawn.play.players import EngineCrashed, PawnPlayer, UciPool
 from pawn.play.stats import Score
 
 ENGINE_ERROR = "engine_error"
@@ -43,7 +43,7 @@ class GameRecord:
     Attributes:
         index: game number in its match (0-based). temperature: PAWN's sampling temperature.
         pawn: PAWN player name. opponent: ``stockfish-<elo>`` or the second model's name.
-        opponent_elo: UCI_Elo played by Stockfish, else None.
+        opponent_elo: the opponent's rating anchor (UCI_Elo played by Stockfish, a ladder rung's anchor), else None.
         pawn_white: PAWN had white. first_move: move 1 (UCI). book: move 1 came from the book.
         result: ``"win"``, ``"draw"``, ``"loss"``, or None (engine error: not scored).
         term: termination (``checkmate``, ``stalemate``, ``insufficient_material``,
@@ -133,14 +133,17 @@ def _to_token(table: dict[str, int], board, uci: str) -> int:
     raise ValueError(f"move {uci} has no token in the PAWN vocabulary")
 
 
-def play_match(pawn: PawnPlayer, opponent: StockfishPool | PawnPlayer, *, games: int, temperature: float,
+def play_match(pawn: PawnPlayer | UciPool, opponent: UciPool | PawnPlayer, *, games: int, temperature: float,
                first_moves: Sequence[str], max_ply: int, seed: int, slots: int, cell: int = 0,
                on_game: Optional[Callable[[GameRecord], None]] = None) -> MatchResult:
     """Play ``games`` games of ``pawn`` against ``opponent`` (module docstring for the rules).
 
     Args:
-        pawn: player A. opponent: a :class:`StockfishPool` with ≥ ``slots`` slots, or a second
-            :class:`PawnPlayer` (it plays at the same temperature).
+        pawn: player A: a :class:`PawnPlayer` (batched forwards), or any engine with the pool
+            interface (a :class:`~pawn.play.players.UciPool` such as ``pawn uci CKPT``, a
+            :class:`~pawn.play.players.StockfishPool`, a :mod:`pawn.play.ladder` mover) with ≥
+            ``slots`` slots. opponent: the same kinds (a second :class:`PawnPlayer` plays at the
+            same temperature; an engine keeps its own settings).
         games: ≥ 1. temperature: ≥ 0 (0 = greedy). first_moves: the UCI opening book.
         max_ply: ply limit (a draw). seed, cell: game ``i`` samples from
             ``numpy.random.default_rng([seed, cell, i])``, so results do not depend on ``slots``.
@@ -155,16 +158,16 @@ def play_match(pawn: PawnPlayer, opponent: StockfishPool | PawnPlayer, *, games:
     import chess
 
     table = _token_table()
-    vs_engine = isinstance(opponent, StockfishPool)
-    opp_name = opponent.name
-    restarts0 = opponent.restarts if vs_engine else 0
+    vs_engine = not isinstance(opponent, PawnPlayer)
+    a_engine = not isinstance(pawn, PawnPlayer)
+    restarts0 = (opponent.restarts if vs_engine else 0) + (pawn.restarts if a_engine else 0)
     records: list[GameRecord] = []
     queue = deque(range(games))
     live: dict[int, _Live] = {}
     free = list(range(min(slots, games)))[::-1]
     t0 = time.perf_counter()
     interrupted = False
-    pool = ThreadPoolExecutor(max_workers=max(1, min(slots, games))) if vs_engine else None
+    pool = ThreadPoolExecutor(max_workers=max(1, min(slots, games))) if (vs_engine or a_engine) else None
 
     def push(g: _Live, uci: str) -> None:
         g.tokens.append(_to_token(table, g.board, uci))
@@ -188,7 +191,7 @@ def play_match(pawn: PawnPlayer, opponent: StockfishPool | PawnPlayer, *, games:
         else:
             result = "win" if g.winner == g.pawn_white else "loss"
         moves = [m.uci() for m in g.board.move_stack]
-        rec = GameRecord(g.index, float(temperature), pawn.name, opp_name,
+        rec = GameRecord(g.index, float(temperature), pawn.name, opponent.name,
                          opponent.effective_elo if vs_engine else None, g.pawn_white, moves[0] if moves else None,
                          g.book, result, g.term, len(moves), moves, g.error)
         records.append(rec)
@@ -200,6 +203,14 @@ def play_match(pawn: PawnPlayer, opponent: StockfishPool | PawnPlayer, *, games:
         toks = player.choose([g.tokens for g in group], [list(lm) for lm in legal], white, temperature, [g.rng for g in group])
         for g, lm, t in zip(group, legal, toks):
             push(g, lm[t])
+
+    def engine_moves(player, group: list[_Live]) -> None:  # one thread per game: engine processes in parallel
+        futs = [(g, pool.submit(player.move, g.slot, g.board.copy())) for g in group]
+        for g, f in futs:
+            try:
+                push(g, f.result())
+            except EngineCrashed as e:
+                g.term, g.error = ENGINE_ERROR, str(e)
 
     try:
         while queue or live:
@@ -213,18 +224,15 @@ def play_match(pawn: PawnPlayer, opponent: StockfishPool | PawnPlayer, *, games:
             for g in [g for g in live.values() if g.term]:
                 finish(g)
             group = [g for g in live.values() if pawn_to_move(g)]
-            if group:
+            if group and a_engine:
+                engine_moves(pawn, group)
+            elif group:
                 batch_move(pawn, group, [g.pawn_white for g in group])
             for g in [g for g in live.values() if g.term]:
                 finish(g)
             group = [g for g in live.values() if not pawn_to_move(g)]
             if group and vs_engine:
-                futs = [(g, pool.submit(opponent.move, g.slot, g.board.copy(stack=False))) for g in group]
-                for g, f in futs:
-                    try:
-                        push(g, f.result())
-                    except EngineCrashed as e:
-                        g.term, g.error = ENGINE_ERROR, str(e)
+                engine_moves(opponent, group)
             elif group:
                 batch_move(opponent, group, [not g.pawn_white for g in group])
             for g in [g for g in live.values() if g.term]:
@@ -234,7 +242,7 @@ def play_match(pawn: PawnPlayer, opponent: StockfishPool | PawnPlayer, *, games:
     finally:
         if pool is not None:
             pool.shutdown(wait=not interrupted, cancel_futures=True)
-    restarts = (opponent.restarts - restarts0) if vs_engine else 0
+    restarts = (opponent.restarts if vs_engine else 0) + (pawn.restarts if a_engine else 0) - restarts0
     records.sort(key=lambda r: r.index)
     return MatchResult(records, time.perf_counter() - t0, interrupted, restarts)
 

@@ -5,12 +5,19 @@ not scored), score rate ``s = S / N``. The Elo difference implied by ``s`` is th
 model's inverse, ``Δ = −400 · log10(1/s − 1)`` (Elo, *The Rating of Chessplayers*, 1978; the
 expected score of a player ``Δ`` points stronger is ``1 / (1 + 10^(−Δ/400))``).
 
-The 95 % interval is the one cutechess-cli prints (``Elo::errorMargin`` in its ``elo.cpp``):
-the per-game score is a trinomial variable (1, ½, 0) with sample variance
-``σ² = (W (1 − s)² + D (½ − s)² + L (0 − s)²) / N``; the score rate's standard error is
-``σ / √N`` and its 95 % interval ``s ± 1.959964 · σ/√N`` (normal approximation), clipped to
-[0, 1]. The Elo interval is the two bounds mapped through ``Δ(·)``; a bound of 0 or 1 maps to
-−∞ or +∞ (reported as ``None`` in JSON).
+The 95 % interval of the score rate is the Wilson score interval (Wilson, "Probable inference,
+the law of succession, and statistical inference", JASA 22, 1927) with the score rate as the
+success proportion over ``N`` trials:
+
+    centre = (s + z²/2N) / (1 + z²/N),  half = z / (1 + z²/N) · √(s(1 − s)/N + z²/4N²),
+
+``z = 1.959964``. Unlike the normal (Wald) interval ``s ± z·σ/√N`` that cutechess-cli prints, it
+keeps a width above zero at 0 %, 100 % and all draws (2 games of 2 wins give [0.342, 1], not
+[1, 1]), and it stays inside [0, 1]. Counting a draw as half a success with the binomial variance
+``s(1 − s)`` is conservative: a draw's variance around ``s`` is never larger than a win's or a
+loss's, so the interval is at least as wide as the trinomial one would be. The Elo interval is the
+two bounds mapped through ``Δ(·)``; a bound of 0 or 1 maps to −∞ or +∞ (reported as ``None`` in
+JSON).
 """
 
 from __future__ import annotations
@@ -37,6 +44,24 @@ def elo_diff(score_rate: float) -> float:
     if s == 1.0:
         return math.inf
     return 0.0 - 400.0 * math.log10(1.0 / s - 1.0)  # 0.0 - …: +0.0, not -0.0, at s = 0.5
+
+
+def wilson_interval(rate: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval ``(low, high)`` of a proportion ``rate`` observed over ``n`` trials
+    (module docstring for the formula); bounds clipped to [0, 1] against rounding.
+
+    Raises:
+        ValueError: ``n`` < 1 or ``rate`` outside [0, 1].
+    """
+    if n < 1:
+        raise ValueError(f"n must be ≥ 1, got {n}")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate must lie in [0, 1], got {rate}")
+    z2n = z * z / n
+    centre = (rate + z2n / 2) / (1 + z2n)
+    half = z / (1 + z2n) * math.sqrt(rate * (1 - rate) / n + z2n / (4 * n))
+    lo, hi = max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if rate == 0.0 else lo), (1.0 if rate == 1.0 else hi)  # exact ends, not 1 − 1e-16
 
 
 @dataclass(frozen=True)
@@ -72,15 +97,12 @@ class Score:
         return self.wins / self.games if self.games else math.nan
 
     def score_interval(self, z: float = Z95) -> tuple[float, float]:
-        """``(low, high)`` of the score rate's interval (module docstring), clipped to [0, 1];
+        """``(low, high)`` of the score rate's Wilson interval (module docstring), within [0, 1];
         (NaN, NaN) when N = 0."""
         n = self.games
         if n == 0:
             return math.nan, math.nan
-        s = self.score_rate
-        var = (self.wins * (1.0 - s) ** 2 + self.draws * (0.5 - s) ** 2 + self.losses * s ** 2) / n
-        half = z * math.sqrt(var / n)
-        return max(0.0, s - half), min(1.0, s + half)
+        return wilson_interval(self.score_rate, n, z)
 
     def elo(self) -> float:
         """Elo difference implied by the score rate (:func:`elo_diff`); NaN when N = 0."""
