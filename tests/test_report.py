@@ -272,3 +272,20 @@ def test_page_in_a_headless_browser(report_html, tmp_path):
         Path(keep).mkdir(parents=True, exist_ok=True)
         for f in shots.glob("*.png"):
             shutil.copy(f, Path(keep) / f.name)
+
+
+def test_runs_write_their_own_report_at_each_validation(tmp_path):
+    from pawn.report.hook import ReportHook
+    from pawn.train import hooks as H
+
+    run_dir = tmp_path / "adapt-lora"
+    shutil.copytree(V1_RUNS / "adapt-lora", run_dir)
+    hooks = H.open_run_hooks(run_dir, config={}, log=lambda m: None)
+    assert [type(h) for h in hooks.hooks if isinstance(h, ReportHook)] == [ReportHook]
+    hooks.on_record("train", {"step": 1})
+    assert not (run_dir / "report.html").exists()  # written at validations, not every chunk
+    hooks.on_record("val", {"step": 1})
+    d = embedded(run_dir / "report.html")
+    assert [r["label"] for r in d["runs"]] == ["adapt-lora"] and _names(_fig(d["runs"][0], "loss")) == ["train", "val"]
+    assert hooks.hooks  # the hook did not fail (a failing hook is dropped)
+    hooks.close()

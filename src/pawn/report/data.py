@@ -27,7 +27,7 @@ COMPARE_KEYS = ("loss", "top1", "top5", "top1_over_ceiling", "legal_rate", "late
 """Metrics offered in the Compare page's menu (each as ``train/KEY`` and ``val/KEY`` where a run
 has it)."""
 
-_WEIGHT_NAME = re.compile(r"^layer(?P<layer>\d+)\.(?P<proj>.+)$")
+_WEIGHT_NAME = re.compile(r"^(?:(?P<group>[^/]+)/)?layer(?P<layer>\d+)\.(?P<proj>.+)$")
 
 
 def _finite(v: Any) -> Optional[float]:
@@ -147,22 +147,24 @@ def weight_heatmap(run: Run) -> Optional[dict[str, Any]]:
         return None
     layers: set[int] = set()
     projs: list[str] = []
-    other: list[str] = []
+    groups = {m.group("group") for _, w in snaps for m in map(_WEIGHT_NAME.match, w) if m}
+    cell: dict[tuple[int, str], str] = {}  # (layer, projection label) -> weight name
     for _, w in snaps:
         for name in w:
             m = _WEIGHT_NAME.match(name)
-            if m:
-                layers.add(int(m.group("layer")))
-                if m.group("proj") not in projs:
-                    projs.append(m.group("proj"))
-            elif name not in other:
-                other.append(name)
+            if not m:  # not per layer (e.g. an output FiLM): left out of the layer × projection map
+                continue
+            proj = f"{m.group('group')}/{m.group('proj')}" if len(groups) > 1 and m.group("group") else m.group("proj")
+            layers.add(int(m.group("layer")))
+            cell[(int(m.group("layer")), proj)] = name
+            if proj not in projs:
+                projs.append(proj)
     if not layers:
         return None
     rows = sorted(layers)
 
     def z(w: dict[str, float]) -> list[list[Optional[float]]]:
-        return [[w.get(f"layer{layer}.{p}") for p in projs] for layer in rows]
+        return [[w.get(cell.get((layer, p), "")) for p in projs] for layer in rows]
 
     last_step, last = snaps[-1]
     trace = {"type": "heatmap", "x": projs, "y": [f"layer {i}" for i in rows], "z": z(last), "colorscale": "Viridis",
