@@ -69,13 +69,18 @@ def _series(records: Iterable[Record], key: str, variant: Optional[str] = None, 
     return out
 
 
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
 def _line(name: str, s: dict[str, list], key: str, source: str, *, dash: Optional[str] = None, yaxis: str = "y",
-          markers: bool = False, variant: Optional[str] = None) -> dict[str, Any]:
+          markers: bool = False, variant: Optional[str] = None, color: Optional[str] = None) -> dict[str, Any]:
     t: dict[str, Any] = {"type": "scatter", "mode": "lines+markers" if markers else "lines", "name": name,
                          "x": s["step"], "y": s["y"], "yaxis": yaxis,
                          "meta": {"key": key, "source": source, "variant": variant}}
-    if dash:
-        t["line"] = {"dash": dash}
+    if dash or color:
+        t["line"] = {k: v for k, v in (("dash", dash), ("color", color)) if v}
+    if color and markers:
+        t["marker"] = {"color": color}
     return t
 
 
@@ -200,17 +205,19 @@ def figures(run: Run) -> list[dict[str, Any]]:
                          "layout": _layout(title, **lay)})
 
     # loss: the joint train loss of a supernet is the sum over variants, so it is drawn only for one model
+    col = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(models)}
     loss = []
     for v in models:
         s = _series(train, "loss", v)
-        loss.append(_line(f"train{_label(v)}", s, "loss", "train", variant=v))
+        loss.append(_line(f"train{_label(v)}", s, "loss", "train", variant=v, color=col[v]))
     for v in models:
-        loss.append(_line(f"val{_label(v)}", _series(val, "loss", v), "loss", "val", dash="dot", markers=True, variant=v))
+        loss.append(_line(f"val{_label(v)}", _series(val, "loss", v), "loss", "val", dash="dot", markers=True, variant=v,
+                          color=col[v]))
     add("Loss", loss, ytitle="nats")
 
-    top1 = [_line(f"train{_label(v)}", _series(train, "top1", v), "top1", "train", variant=v) for v in models]
-    top1 += [_line(f"val{_label(v)}", _series(val, "top1", v), "top1", "val", dash="dot", markers=True, variant=v)
-             for v in models]
+    top1 = [_line(f"train{_label(v)}", _series(train, "top1", v), "top1", "train", variant=v, color=col[v]) for v in models]
+    top1 += [_line(f"val{_label(v)}", _series(val, "top1", v), "top1", "val", dash="dot", markers=True, variant=v,
+                   color=col[v]) for v in models]
     for v in models:
         c = _series(val, "ceiling", v)
         if c["step"]:

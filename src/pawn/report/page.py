@@ -86,7 +86,8 @@ function fmt(v, kind) {
     case 'ratio': return v.toFixed(3);
     case 'rate': return v >= 100 ? Math.round(v).toLocaleString('en-US') : v.toPrecision(3);
     case 'dur': return dur(v);
-    default: return Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(3) : String(+v.toPrecision(6));
+    default: if (Number.isInteger(v)) return String(v);
+      return Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(3) : String(+v.toPrecision(6));
   }
 }
 function dur(s) {
@@ -204,7 +205,8 @@ function renderRun() {
     {label: 'pushed to the Hub', key: 'pushed', cell: c => c.pushed === null || c.pushed === undefined ? 'never' : (c.pushed ? 'yes' : 'failed')},
     {label: 'path', key: 'path', cell: c => c.path}], r.checkpoints, {sortable: true}) : el('p', {class: 'muted'}, 'No checkpoints.'));
   if (r.evals.length) { page.append(el('h2', {}, 'Evaluations of this run')); for (const e of r.evals) page.append(evalCard(e)); }
-  page.append(el('h2', {}, 'Config'), kv(r.config));
+  const det = el('details', {class: 'card'}, el('summary', {}, `Config (${Object.keys(r.config).length} fields)`), kv(r.config));
+  page.append(el('h2', {}, 'Config'), det);
 }
 
 // ------------------------------------------------------------------ Compare
@@ -324,8 +326,8 @@ function renderGames() {
   const btn = (t, f) => el('button', {onclick: f}, t);
   const hdr = Object.entries(g.headers).map(([k, v]) => el('div', {}, el('b', {}, k + ': '), v));
   page.append(el('div', {class: 'games'}, list,
-    el('div', {}, board, el('div', {class: 'btns'}, btn('⏮', () => go(0)), btn('◀', () => go(st.ply - 1)), btn('▶', () => go(st.ply + 1)),
-       btn('⏭', () => go(g.sans.length))), info),
+    el('div', {}, board, el('div', {class: 'btns'}, btn('«', () => go(0)), btn('◀', () => go(st.ply - 1)), btn('▶', () => go(st.ply + 1)),
+       btn('»', () => go(g.sans.length))), info),
     el('div', {}, el('div', {class: 'card'}, hdr), moves)));
   document.onkeydown = e => { if (!document.getElementById('page-games').classList.contains('active')) return;
     if (e.key === 'ArrowRight') go(st.ply + 1); if (e.key === 'ArrowLeft') go(st.ply - 1); };
