@@ -114,8 +114,11 @@ def test_planned_lr_follows_the_config_schedule():
     c = run.config
     warm = c["warmup_steps"] if c.get("warmup_steps") is not None else int(c["warmup_frac"] * run.total_steps)
     sched = build_schedule(c["lr_schedule"], c["lr"], run.total_steps, warm, min_ratio=c["min_lr_ratio"])
-    assert plan["step"][0] == 0 and plan["step"][-1] == run.total_steps
-    assert plan["y"] == pytest.approx([sched.value(s) for s in plan["step"]])
+    assert plan["step"][0] == 1 and plan["step"][-1] == run.total_steps
+    assert plan["y"] == pytest.approx([sched.value(s - 1) for s in plan["step"]])
+    # the run's own records report the same lr at the same step
+    for r in run.train:
+        assert r.values["lr"] == pytest.approx(sched.value(r.step - 1), rel=1e-5)
 
 
 def test_pareto_front_keeps_only_non_dominated_trials():

@@ -74,7 +74,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 def _line(name: str, s: dict[str, list], key: str, source: str, *, dash: Optional[str] = None, yaxis: str = "y",
           markers: bool = False, variant: Optional[str] = None, color: Optional[str] = None) -> dict[str, Any]:
-    t: dict[str, Any] = {"type": "scatter", "mode": "lines+markers" if markers else "lines", "name": name,
+    t: dict[str, Any] = {"type": "scatter", "mode": "lines+markers" if markers or len(s["step"]) < 20 else "lines", "name": name,
                          "x": s["step"], "y": s["y"], "yaxis": yaxis,
                          "meta": {"key": key, "source": source, "variant": variant}}
     if dash or color:
@@ -111,8 +111,9 @@ def _label(variant: Optional[str]) -> str:
 
 def planned_lr(run: Run, points: int = 200) -> Optional[dict[str, list]]:
     """The learning rate the run's config plans (``pawn.schedules.build_schedule``, spec
-    ``training-and-adapters.md`` §2) at up to ``points`` steps in [0, total_steps]:
-    ``{"step": [...], "y": [...]}``, or None when the config does not name a schedule or the
+    ``training-and-adapters.md`` §2) at up to ``points`` steps in [1, total_steps], as the train
+    records report it (the lr of the update that made step s: ``lr(s - 1)``, optax counting updates
+    from 0): ``{"step": [...], "y": [...]}``, or None when the config does not name a schedule or the
     schedule cannot be built (an older config, a missing field)."""
     c = run.config
     total = run.total_steps
@@ -131,9 +132,10 @@ def planned_lr(run: Run, points: int = 200) -> Optional[dict[str, list]]:
                                decay_shape=str(c.get("wsd_decay_shape", "linear")))
     except (ValueError, TypeError, KeyError, ImportError):
         return None
-    n = min(points, int(total) + 1)
-    steps = sorted({round(i * total / max(1, n - 1)) for i in range(n)})
-    return {"step": steps, "y": [sched.value(s) for s in steps]}
+    n = min(points, int(total))
+    steps = sorted({1 + round(i * (total - 1) / max(1, n - 1)) for i in range(n)})
+    # a record at step s reports the lr of the update that made it, optax's count s - 1
+    return {"step": steps, "y": [sched.value(s - 1) for s in steps]}
 
 
 def weight_heatmap(run: Run) -> Optional[dict[str, Any]]:
