@@ -104,3 +104,43 @@ def test_sweep_without_optuna_dashboard_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "optuna_dashboard" else real(n, *a))
     with pytest.raises(ReportError, match=r"pip install 'pawn\[dashboard\]'"):
         start_optuna_dashboard(tmp_path, "127.0.0.1", 0)
+
+
+def test_sweep_is_handed_to_optuna_dashboard(tmp_path):
+    pytest.importorskip("optuna_dashboard", reason="the dashboard extra: pip install 'pawn[dashboard]'")
+    import socket
+
+    import optuna
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    study = optuna.create_study(study_name="lora", storage=f"sqlite:///{sweep / 'study.db'}", direction="minimize")
+    study.add_trial(optuna.trial.create_trial(params={"lr": 1e-3}, distributions={
+        "lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)}, value=3.25))
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    proc = _start(root, "--port", "0", "--sweep", str(sweep), "--sweep-port", str(free))
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(f"optuna-dashboard: sqlite:///{(sweep / 'study.db').resolve()} on http://localhost:{free}/"), (
+            line, proc.stderr.read() if proc.poll() is not None else "")
+        deadline = time.time() + 60
+        while True:
+            try:
+                code, body = _get(f"http://127.0.0.1:{free}/api/studies")
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        assert code == 200 and [s["study_name"] for s in json.loads(body)["study_summaries"]] == ["lora"]
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
