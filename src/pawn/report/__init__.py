@@ -25,6 +25,8 @@ from pawn.runs import Run, RunError, discover_runs, open_run
 REPORT_FILE = "report.html"
 MAX_JSON_BYTES = 20 * 2**20
 """JSON files larger than this are not opened while looking for eval/bench reports."""
+_NOT_REPORTS = frozenset({"config.json", "training_state.json", "schedule_health.json", "best_config.json", "lab.json"})
+_SKIP_DIRS = frozenset({"checkpoints", "variants", "tensorboard", "wandb", "jax-cache"})
 
 
 class ReportError(PawnError):
@@ -69,7 +71,8 @@ def _json_reports(paths: Iterable[Path], skip: set[Path]) -> list[dict[str, Any]
         files = [p] if p.is_file() else sorted(p.rglob("*.json")) if p.is_dir() else []
         for f in files:
             f = f.resolve()
-            if f in seen or f.suffix != ".json" or any(s in f.parents for s in skip):
+            if (f in seen or f.suffix != ".json" or f.name in _NOT_REPORTS or any(s in f.parents for s in skip)
+                    or any(part in _SKIP_DIRS for part in f.parts)):
                 continue
             seen.add(f)
             try:
