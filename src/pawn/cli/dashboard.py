@@ -21,8 +21,8 @@ def command(
     """Serve the report of every run under ROOT on localhost (standard-library HTTP server): /
     shows every run, /run/PATH the runs under ROOT/PATH. A page is rebuilt when a metrics.jsonl
     (or study, PGN, eval report) is newer, and an open page reloads itself then. --sweep OUT hands
-    that sweep's study to optuna-dashboard. Ctrl-C stops it (exit 0). Needs the report extra
-    (pip install 'pawn[report]'; 'pawn[dashboard]' adds optuna-dashboard)."""
+    that sweep's study to optuna-dashboard. Ctrl-C stops it (exit 0). Needs plotly (extras
+    pawn\\[report]; pawn\\[dashboard] adds optuna-dashboard)."""
     from pawn.report import require_plotly
     from pawn.report.server import make_server, serve, start_optuna_dashboard
 

@@ -24,7 +24,7 @@ def command(
     tokens or wall time; log axes; TensorBoard's EMA smoothing; the config fields that differ),
     Sweep (trials of each study.db or journal found, objective history, Pareto front of trainable
     parameters vs best val loss), Games (PGN games on a board, ply by ply) and Eval / bench.
-    Needs the report extra: pip install 'pawn[report]'."""
+    Needs plotly (extras pawn\\[report])."""
     from pawn.report import write_report
 
     p = write_report(paths, out, title=title)
