@@ -184,6 +184,11 @@ def test_fresh_runs_embed_every_trace_for_both_run_kinds(report_root, report_htm
         assert t["state"] == "COMPLETE" and Path(ids[t["run_id"]]["summary"]["path"]) == Path(t["run_dir"])
         assert t["trainable_params"] == open_run(t["run_dir"]).trainable_params
     assert study["pareto"] and {f["id"] for f in study["figures"]} == {"objective-history", "pareto"}
+    # each run wrote its own report.html at its validations (the hook), with its last validation in it
+    for name in ("tiny", "lora"):
+        own = embedded(report_root / name / "report.html")
+        (r,) = own["runs"]
+        assert r["series"]["val/loss"]["step"] == [x.step for x in open_run(report_root / name).val]
     # games: both played games, a board per position
     assert len(d["games"]) == 2
     for g in d["games"]:
