@@ -13,7 +13,8 @@ from pawn.report import REPORT_FILE
 
 class ReportHook:
     """Write :func:`pawn.report.write_report` of ``run_dir`` to ``run_dir/report.html`` (or
-    ``path``) at each ``val`` record and at close when train records came after the last one.
+    ``path``) at each ``val`` record, and at close (so the report ends with the run's final status)
+    when a report was written or records came.
     The whole file is re-read each time (through :mod:`pawn.runs`), so a resumed run's report
     has every segment.
 
@@ -36,9 +37,9 @@ class ReportHook:
     def on_record(self, kind: str, record: dict) -> None:
         if kind == "val":
             self._write()
-        elif kind == "train":
+        else:  # train, end, hub...: drawn at the next validation or at close
             self._dirty = True
 
     def close(self) -> None:
-        if self._dirty:
+        if self._dirty or self.path.exists():  # the final state (the end record, the last status) is in the report
             self._write()
