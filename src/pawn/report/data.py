@@ -312,7 +312,9 @@ def _last(records: list[Record], key: str) -> Optional[float]:
 def summary(run: Run) -> dict[str, Any]:
     """The runs-table row and KPI values of ``run``: kind, model (variant or strategy), status
     (state and reason), step/total, best val loss, last val top-1 and top-1 ÷ ceiling, legal
-    rate, completion rate, median tokens/s and data-wait fraction (compile chunks left out),
+    rate, completion rate (top-1 ÷ ceiling from the latest ``pawn eval --json`` report in the run
+    directory when the validation records carry no ceiling; ``top1_over_ceiling_from`` says which),
+    median tokens/s and data-wait fraction (compile chunks left out),
     wall time (s, the last record's ``elapsed``), start (the first record's timestamp), ETA (s:
     remaining steps × seconds per step of the last segment, while running), trainable params."""
     train, val = run.train, run.val
@@ -335,6 +337,17 @@ def summary(run: Run) -> dict[str, Any]:
     over = _last(val, "top1_over_ceiling")
     if over is None and top1 is not None and ceiling:
         over = top1 / ceiling
+    over_source = "val" if over is not None else None
+    if over is None:  # the validation records carry no ceiling: the run's latest pawn eval --json report
+        from pawn.metrics import eval_values
+
+        for _, rep in reversed(run.eval_reports()):
+            models = rep.get("models") if isinstance(rep.get("models"), list) else []
+            vals = eval_values((models[-1].get("random_games") or {})) if models and isinstance(models[-1], dict) else {}
+            over = _finite(vals.get("top1_over_ceiling"))
+            if over is not None:
+                over_source = "eval"
+                break
     eta = None
     if st.state == "running" and st.step and st.total_steps and len(train) >= 2:
         a, b = train[-2], train[-1]
@@ -348,7 +361,8 @@ def summary(run: Run) -> dict[str, Any]:
         model = f"{run.strategy} on {str(run.config['backbone']).rstrip('/').split('/')[-1]}"
     return {"name": run.name, "path": str(run.path), "kind": run.kind, "model": model, "strategy": run.strategy,
             "variants": list(run.variants), "state": st.state, "reason": st.reason, "step": st.step,
-            "total_steps": st.total_steps, "best_val_loss": run.best_val_loss, "top1": top1, "top1_over_ceiling": over,
+            "total_steps": st.total_steps, "best_val_loss": run.best_val_loss, "top1": top1,
+            "top1_over_ceiling": over, "top1_over_ceiling_from": over_source,
             "legal_rate": _last(val, "legal_rate"), "completion_rate": _last(val, "completion_rate"),
             "tokens_per_s": median("tokens_per_s"), "data_wait_frac": median("data_wait_frac"), "wall_s": elapsed,
             "start": start, "eta_s": eta, "trainable_params": run.trainable_params}

@@ -189,7 +189,7 @@ function renderRun() {
     k('step / total', `${fmt(s.step, 'int')} / ${fmt(s.total_steps, 'int')}`),
     k('ETA', s.state === 'running' ? dur(s.eta_s) : '—'),
     k('best val loss', fmt(s.best_val_loss, 'loss')),
-    k('top-1 / ceiling', fmt(s.top1_over_ceiling, 'ratio')),
+    k('top-1 / ceiling' + (s.top1_over_ceiling_from === 'eval' ? ' (pawn eval)' : ''), fmt(s.top1_over_ceiling, 'ratio')),
     k('completion', fmt(s.completion_rate, 'pct')),
     k('tokens/s', fmt(s.tokens_per_s, 'rate')),
     k('trainable params', fmt(s.trainable_params, 'int')),
@@ -340,7 +340,7 @@ function evalCard(e) {
   const r = e.report;
   card.append(el('h3', {}, e.path));
   if (r.models) {
-    const rows = r.models.map(m => Object.assign({name: m.name}, m.random_games || {}));
+    const rows = r.models.map(m => Object.assign({name: m.name}, flat(m.random_games || {})));
     const keys = [...new Set(rows.flatMap(x => Object.keys(x)))].filter(k => k !== 'name');
     const groups = [...new Set(keys.map(k => k.split('/')[0]))];
     for (const g of groups) {
