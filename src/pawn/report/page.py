@@ -168,7 +168,7 @@ function renderRuns() {
     {label: 'tok/s', key: 'tokens_per_s', num: true, sort: r => S(r).tokens_per_s, cell: r => fmt(S(r).tokens_per_s, 'rate')},
     {label: 'data wait', key: 'data_wait_frac', num: true, sort: r => S(r).data_wait_frac, cell: r => fmt(S(r).data_wait_frac, 'pct')},
     {label: 'wall', key: 'wall_s', num: true, sort: r => S(r).wall_s, cell: r => dur(S(r).wall_s)},
-    {label: 'start', key: 'start', sort: r => S(r).start, cell: r => (S(r).start || '—').replace('T', ' ').slice(0, 19)},
+    {label: 'start', key: 'start', sort: r => S(r).start, cell: r => el('span', {title: S(r).start || ''}, (S(r).start || '—').replace('T', ' ').slice(5, 16))},
   ];
   page.append(el('h2', {}, `Runs (${D.runs.length})`),
               el('p', {class: 'muted'}, 'Click a header to sort, a run to open it; ticked runs are overlaid on the Compare page.'),
