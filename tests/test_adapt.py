@@ -43,7 +43,11 @@ def _cfg(backbone, shared_data, cache_dir, out, **kw) -> AdaptSettings:
 
 
 def _records(run_dir: Path, kind: str) -> list[dict]:
-    return [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r.get("type") == kind]
+    """The run's ``kind`` records in file order, read through the run record (pawn.runs), flat:
+    step, metric values (pawn.metrics keys), other fields."""
+    from pawn.runs import open_run
+
+    return [{"step": r.step, **r.values, **r.fields} for r in open_run(run_dir).records(types=[kind])[0]]
 
 
 # ---------------------------------------------------------------------------------------- loss
@@ -106,7 +110,15 @@ def test_bottleneck_run_lifts_val_top1_and_baseline_is_the_bare_backbone(backbon
     base = res.baseline_val
     vals = _records(res.run_dir, "val")
     assert vals[0]["step"] == 0 and vals[0]["epoch"] == -1 and [v["step"] for v in vals] == [0, 6, 12]
-    assert vals[-1]["val_top1"] > base["val_top1"], (base, vals[-1])
+    assert vals[-1]["top1"] > base["top1"], (base, vals[-1])
+    # round trip (an adapter run's curves had no validation line): what the run wrote → the curves
+    from pawn.runs import open_run
+    from pawn.train.hooks import curve_series
+
+    series = curve_series(open_run(res.run_dir).all_records())
+    assert series["loss"]["val"] == ([0, 6, 12], [v["loss"] for v in vals])
+    assert series["top-1 accuracy"]["val"] == ([0, 6, 12], [v["top1"] for v in vals]) and "train" in series["top-1 accuracy"]
+    assert (res.run_dir / "curves.png").stat().st_size > 0
     # step-0 validation == the bare backbone's, through the same validator and batches
     from pawn.data.lichess import LichessFilters, load_corpus
     from pawn.data.lichess_batches import GameBatches
@@ -118,14 +130,14 @@ def test_bottleneck_run_lifts_val_top1_and_baseline_is_the_bare_backbone(backbon
     batches = [batch_dict(b, (*BATCH_KEYS, "legal")) for b in gb.iter_from(0, prefetch=0)]
     bare = make_validator(legal_mask=True, illegal_penalty=0.0, dtype=None)(
         PAWNModel(BB_CFG, jax.random.PRNGKey(1)), batches)
-    for k in ("val_loss", "val_top1", "val_top5"):
+    for k in ("loss", "top1", "top5"):
         assert abs(bare[k] - base[k]) < 1e-5, (k, bare[k], base[k])
-    assert bare["val_positions"] == base["val_positions"] > 0
+    assert bare["positions"] == base["positions"] > 0
     # best link, training state, schedule health
     assert (res.run_dir / "best").is_symlink() and (res.run_dir / "best" / "adapter.safetensors").is_file()
     ts = json.loads((res.run_dir / "checkpoints" / "step_00000012" / "training_state.json").read_text())
     assert (ts["step"], ts["epoch"], ts["steps_per_epoch"], ts["data_seed"]) == (12, 2, 6, 7)
-    assert ts["best_val_loss"] == min(v["val_loss"] for v in vals[1:])
+    assert ts["best_val_loss"] == min(v["loss"] for v in vals[1:])
     health = json.loads((res.run_dir / "schedule_health.json").read_text())
     assert health["reason_for_stop"] == "step_limit" and health["actual_total_steps"] == 12
 
@@ -140,7 +152,7 @@ def test_every_strategy_lifts_val_top1(strategy, extra, backbone, shared_data, c
                     log=lambda m: None, progress=False, install_signal_handlers=False)
     vals = _records(res.run_dir, "val")
     assert res.reason == "step_limit"
-    assert vals[-1]["val_top1"] > vals[0]["val_top1"], (strategy, vals[0], vals[-1])
+    assert vals[-1]["top1"] > vals[0]["top1"], (strategy, vals[0], vals[-1])
 
 
 @pytest.mark.slow

@@ -109,7 +109,7 @@ def _trial_cfg(backbone, shared_data, tmp_path, **kw):
 def _summary(run_dir: Path):
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return ([(r["step"], r["loss_mean"], r["lr"]) for r in recs if r.get("type") == "train"],
-            [(r["step"], r["val_loss"]) for r in recs if r.get("type") == "val"])
+            [(r["step"], r["loss"]) for r in recs if r.get("type") == "val"])
 
 
 def test_second_adapter_trial_compiles_neither_chunk_nor_validation(tiny_backbone, shared_data, tmp_path, monkeypatch):
@@ -207,7 +207,7 @@ def test_sweep_compilation_cache_setting(tmp_path):
 # ------------------------------------------------------------------------------ pretraining trials
 def _val_losses(run_dir: Path) -> list[tuple[int, float]]:
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [(r["step"], r["val/loss_d64_L2_F256"]) for r in recs if r.get("type") == "val"]  # the toy variant
+    return [(r["step"], r["loss"]) for r in recs if r.get("type") == "val"]  # the toy variant (schema 2)
 
 
 def test_second_pretraining_trial_compiles_no_chunk_and_trains_its_own_schedule(tmp_path):

@@ -60,3 +60,20 @@ def test_a_saved_checkpoint_is_readable_by_others(tmp_path):
         os.umask(old)
     for name in ("model.safetensors", "optimizer.safetensors"):
         assert stat.S_IMODE((d / name).stat().st_mode) == 0o644, name
+
+
+def test_save_safetensors_round_trips_a_transposed_array(tmp_path):
+    """safetensors 0.8 wrote a non-contiguous array's raw memory: a transposed (2, 3) came back as
+    the (3, 2) reshape of the original order. The helper makes every array contiguous first."""
+    from safetensors.numpy import load_file
+
+    from pawn.fileio import save_safetensors
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = a.T
+    s = a[:, ::2]
+    assert not t.flags.c_contiguous and not s.flags.c_contiguous
+    got = load_file(str(save_safetensors({"t": t, "s": s, "a": a}, tmp_path / "x.safetensors")))
+    np.testing.assert_array_equal(got["t"], np.array([[0, 3], [1, 4], [2, 5]], np.float32))
+    np.testing.assert_array_equal(got["s"], np.array([[0, 2], [3, 5]], np.float32))
+    np.testing.assert_array_equal(got["a"], a)

@@ -223,12 +223,12 @@ def test_model_card_has_hub_metadata_parameter_count_recipe_and_eval(tmp_path):
     cfg = ModelConfig(d_model=64, n_layers=2, n_heads=4, d_ff=256)
     report = {"settings": {"games": 128, "seed": 7}, "models": [{"name": "toy", "random_games": {"top1": 0.0731, "legal_rate": 0.9412}}]}
     text = model_card(cfg, run_config={"variant": "toy", "total_steps": 100, "lr": 3e-4, "batch_size": 4}, step=50,
-                      last_val={"step": 50, "val/loss_d64": 3.25}, eval_report=report, datasets=["me/games"])
+                      last_val={"type": "val", "schema": 2, "step": 50, "loss": 3.25, "top1": 0.125}, eval_report=report, datasets=["me/games"])
     card = ModelCard(text)
     assert card.data.library_name == "pawn" and card.data.license == "gpl-3.0" and card.data.datasets == ["me/games"]
     assert {"pawn", "chess"} <= set(card.data.tags)
     assert f"{param_count(cfg):,}" in text and param_count(cfg) == 267_392
-    assert "| `lr` | 0.0003 |" in text and "| `val/loss_d64` | 3.25 |" in text
+    assert "| `lr` | 0.0003 |" in text and "| `Loss (nats)` | 3.2500 |" in text and "| `Top-1` | 12.50% |" in text
     assert "| toy | 0.0731 |" in text and "0.9412" in text and "128 random games, seed 7" in text
 
 
@@ -288,6 +288,24 @@ def test_adapt_pushes_its_checkpoints_with_the_adapter_weights(hub, tmp_path, sh
     assert commits and all("adapter.safetensors" in " ".join(c.files) for c in commits), [c.files for c in commits]
     recs = [r for r in read_metrics(tmp_path / "adapt" / "metrics.jsonl") if r["type"] == "hub"]
     assert recs and {r["status"] for r in recs} == {"pushed"} and len(recs) == len(commits)
+    # the pushed bytes are the trained adapter: they load to the local checkpoint's tensors, which moved off the identity
+    from safetensors.numpy import load as load_bytes
+    from safetensors.numpy import load_file
+
+    last = commits[-1]
+    (name,) = [n for n in last.files if n.endswith("/adapter.safetensors")]
+    local = tmp_path / "adapt" / name
+    pushed, want = load_bytes(last.files[name]), load_file(str(local))
+    assert want and set(pushed) == set(want)
+    for k in want:
+        np.testing.assert_array_equal(pushed[k], want[k], err_msg=k)
+    # the identity FiLM has every gamma 1 and every beta 0
+    assert any(not np.allclose(v, 1.0 if "gamma" in k else 0.0) for k, v in want.items()), "the adapter never trained"
+    d = _materialise(last.files, name.rpartition("/")[0], tmp_path / "pulled")
+    from pawn.adapters.io import load_adapter
+
+    la = load_adapter(d, backbone_dir=bb)  # manifest hashes verified; the recorded backbone matches
+    assert la.model.strategy == "film"
 
 
 def test_adapt_refuses_offline_push_before_any_work(hub, tmp_path, monkeypatch):

@@ -38,10 +38,12 @@ def test_tiny_supernet_loss_decreases_and_variants_are_exported(tmp_path):
                             out=tmp_path / "tiny")
     res = run_pretrain(c, progress=False, install_signal_handlers=False)
     assert res.reason == "completed" and res.step == 24
-    recs = [r for r in read_metrics(res.run_dir / "metrics.jsonl") if r["type"] == "train"]
+    from pawn.runs import open_run
+
+    recs = open_run(res.run_dir).train
     first, last = recs[0], recs[-1]
-    for key in ("loss_d64_L2_F256", "loss_d128_L3_F512", "loss_d192_L4_F768"):
-        assert last[key] < first[key] - 0.3, (key, first[key], last[key])
+    for name in ("small", "base", "large"):
+        assert last.get("loss", name) < first.get("loss", name) - 0.3, (name, first.variants, last.variants)
     assert set(res.variant_checkpoints) == {"small", "base", "large"}
     model, config = load_model(res.variant_checkpoints["base"])
     assert (config.d_model, config.n_layers) == (128, 3)
@@ -59,10 +61,12 @@ def test_metrics_file_parses_line_by_line_with_typed_records(tmp_path):
     res = run_pretrain(cfg(tmp_path, total_steps=4, val_every=4, checkpoint_every=4), progress=False, install_signal_handlers=False)
     lines = (res.run_dir / "metrics.jsonl").read_text().splitlines()
     recs = [json.loads(line) for line in lines]  # every line is a complete JSON object
-    assert [r["type"] for r in recs] == ["config", "train", "train"]
-    for r in recs[1:]:
-        for key in ("step", "timestamp", "elapsed", "loss", "lr", "grad_norm", "tokens_per_s", "data_wait_s", "mem/peak_rss_gb", "loss_d64_L2_F256"):
+    assert [r["type"] for r in recs] == ["config", "train", "train", "end"]
+    assert recs[-1]["reason"] == "completed" and recs[-1]["step"] == 4
+    for r in recs[1:-1]:
+        for key in ("step", "schema", "timestamp", "elapsed", "loss", "lr", "grad_norm", "top1", "tokens_per_s", "data_wait_s", "mem"):
             assert key in r, key
+        assert r["schema"] == 2 and r["mem"]["peak_rss_gb"] > 0 and "variants" not in r  # one model: no per-variant block
     assert recs[0]["run_config"]["variant"] == "toy"
 
 
@@ -183,15 +187,17 @@ def test_four_devices_give_the_same_losses_as_one(tmp_path):
     assert cfg4["devices"] == 4
 
 
-def test_validation_records_carry_per_variant_v1_metrics(tmp_path):
+def test_validation_records_carry_the_registry_metrics(tmp_path):
+    from pawn.runs import open_run
+
     res = run_pretrain(cfg(tmp_path, total_steps=4, val_every=4, checkpoint_every=4, val_games=12),
                        progress=False, install_signal_handlers=False)
-    val = [r for r in read_metrics(res.run_dir / "metrics.jsonl") if r["type"] == "val"]
-    assert len(val) == 1 and val[0]["step"] == 4
-    for key in ("loss", "accuracy", "top5_accuracy", "legal_move_rate", "late_legal_move_rate", "game_completion_rate"):
-        assert f"val/{key}_d64_L2_F256" in val[0], key
-    assert 0.0 <= val[0]["val/legal_move_rate_d64_L2_F256"] <= 1.0
-    assert 6.0 < val[0]["val/loss_d64_L2_F256"] < 9.0  # near ln(1980) = 7.59 for a barely trained toy
+    val = open_run(res.run_dir).val
+    assert len(val) == 1 and val[0].step == 4 and val[0].schema == 2
+    for key in ("loss", "top1", "top5", "legal_rate", "late_legal_rate", "completion_rate"):
+        assert key in val[0].values, key
+    assert 0.0 <= val[0].values["legal_rate"] <= 1.0
+    assert 6.0 < val[0].values["loss"] < 9.0  # near ln(1980) = 7.59 for a barely trained toy
 
 
 @pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min

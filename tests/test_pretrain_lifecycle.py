@@ -30,7 +30,8 @@ from pawn.train.lifecycle import (
     step_dir_name,
 )
 from pawn.train.metrics import read_metrics
-from pawn.train.pretrain import VAL_KEYS, TrainingError, _resolve_resume, run_pretrain
+from pawn.metrics import METRICS
+from pawn.train.pretrain import VAL_METRICS, TrainingError, _resolve_resume, run_pretrain
 
 SMALL = dict(variant="toy", batch_size=4, seq_len=32, val_games=0, steps_per_chunk=2, lr=1e-3, warmup_steps=1)
 RUN = dict(progress=False, install_signal_handlers=False)
@@ -61,7 +62,7 @@ def scripted_validation(monkeypatch, script, sleep_s: float = 0.0):
     def fake(*args, **kwargs):
         loss, late, comp, plies = next(calls)
         time.sleep(sleep_s)
-        d = {k: 0.5 for k in VAL_KEYS}
+        d = {METRICS[k].eval_key: 0.5 for k in VAL_METRICS}
         d.update({"published/loss": loss, "published/late_legal_rate": late,
                   "published/completion_rate": comp, "published/avg_plies_completed": plies})
         return _Report(d)
@@ -193,8 +194,8 @@ def test_train_accuracy_is_top1_on_supervised_positions_of_the_logged_step(tmp_p
     logits = np.asarray(PAWNModel(ck.config, params=ck.params)(jnp.asarray(batch["input_ids"]), jnp.asarray(batch["attn_mask"])))
     mask = batch["loss_mask"]
     expected = float(((logits.argmax(-1) == batch["targets"]) & mask).sum() / mask.sum())
-    assert abs(rec["train/accuracy"] - expected) <= 1.0 / mask.sum() + 1e-6
-    assert rec["accuracy_d64_L2_F256"] == rec["train/accuracy"] == rec["train/accuracy_mean"]
+    assert abs(rec["top1"] - expected) <= 1.0 / mask.sum() + 1e-6
+    assert rec["top1"] == rec["top1_mean"]  # one step per chunk
     logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
     nll = -np.take_along_axis(logp, batch["targets"][..., None], -1)[..., 0]
     assert abs(rec["loss"] - float(nll[mask].mean())) < 1e-4
@@ -452,7 +453,7 @@ def test_prepend_outcome_pretrains_end_to_end_and_runs_the_five_outcome_diagnost
     ck = load_checkpoint(out / "checkpoints" / "best")
     assert ck.run_config["prepend_outcome"] is True
     train = records(out, "train")
-    assert train[0]["n_supervised_mean"] > 0 and 0.0 <= train[-1]["train/accuracy"] <= 1.0
+    assert train[0]["n_supervised_mean"] > 0 and 0.0 <= train[-1]["top1"] <= 1.0
     assert len(records(out, "val")) == 2
     (lm,) = load_models(out / "checkpoints" / "step_00000008")
     assert lm.prepend_outcome is True

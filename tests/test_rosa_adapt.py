@@ -47,7 +47,11 @@ def _run(cfg, hooks=()):
 
 
 def _records(run_dir: Path, kind: str) -> list[dict]:
-    return [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r.get("type") == kind]
+    """The run's ``kind`` records in file order, read through the run record (pawn.runs), flat:
+    step, metric values (pawn.metrics keys), other fields."""
+    from pawn.runs import open_run
+
+    return [{"step": r.step, **r.values, **r.fields} for r in open_run(run_dir).records(types=[kind])[0]]
 
 
 class _StopAt(Hook):
@@ -76,12 +80,12 @@ def test_strategy_runs_end_to_end_and_lifts_val_top1(backbone, shared_data, cach
     assert res.reason == "step_limit" and res.step == 8  # warm-up steps are not main steps
     vals = _records(res.run_dir, "val")
     assert [v["step"] for v in vals] == [0, 4, 8]
-    assert vals[-1]["val_top1"] > res.baseline_val["val_top1"], (res.baseline_val, vals[-1])
+    assert vals[-1]["top1"] > res.baseline_val["top1"], (res.baseline_val, vals[-1])
     if strategy == "sparse":
         return
     want = count_params(strategy, cfg.adapter_settings(), BB_CFG)
-    assert vals[-1]["weights/rosa/phase"] == 3 and vals[-1]["weights/rosa/total_active_params"] == want
-    assert vals[-1]["weights/rosa/mask_density"] == pytest.approx(int(0.05 * 32 * 32) / (32 * 32))
+    assert vals[-1]["weights"]["rosa/phase"] == 3 and vals[-1]["weights"]["rosa/total_active_params"] == want
+    assert vals[-1]["weights"]["rosa/mask_density"] == pytest.approx(int(0.05 * 32 * 32) / (32 * 32))
     warm = [r for r in _records(res.run_dir, "train") if "rosa/warmup_loss" in r]
     assert [r["rosa/warmup_step"] for r in warm] == [4] and all(r["step"] == 0 for r in warm)
     la = load_adapter(res.run_dir / "best")

@@ -80,7 +80,7 @@ def test_lora_sweep_prunes_a_bad_trial_and_best_config_reproduces(tmp_path, back
                         "--out", str(tmp_path / "again")], env=_env(), capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     vals = [json.loads(x) for x in (tmp_path / "again" / "metrics.jsonl").read_text().splitlines()]
-    again = min(v["val_loss"] for v in vals if v.get("type") == "val" and v.get("step", 0) > 0)
+    again = min(v["loss"] for v in vals if v.get("type") == "val" and v.get("step", 0) > 0)
     assert again == pytest.approx(best["value"], rel=1e-6)
 
 

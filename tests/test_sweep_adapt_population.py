@@ -47,10 +47,10 @@ MEMBERS = [dict(lr=3e-3, weight_decay=0.0, warmup_frac=0.25), dict(lr=2e-2, weig
 @pytest.mark.parametrize("P", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_adapter_population_reproduces_sequential_run_adapt(tiny_backbone, shared_data, tmp_path, P):
     configs = _configs(tiny_backbone, shared_data, tmp_path, MEMBERS[:P])
-    reps = [PrunerHook(_Recorder(), lambda m: m["val_loss"]) for _ in configs]
+    reps = [PrunerHook(_Recorder(), lambda m: m["loss"]) for _ in configs]
     outs = run_adapt_population(configs, reps, log=lambda m: None)
     for i, c in enumerate(configs):
-        seq = PrunerHook(_Recorder(), lambda m: m["val_loss"])
+        seq = PrunerHook(_Recorder(), lambda m: m["loss"])
         res = run_adapt(AdaptSettings.load(**c), log=lambda m: None, progress=False, install_signal_handlers=False,
                         hooks=[seq])
         assert outs[i].reason == res.reason == "step_limit" and outs[i].step == res.step == 4
@@ -99,13 +99,19 @@ def test_population_members_start_from_their_own_init_scale(tiny_backbone, share
         other = build_adapted("lora", {"rank": 4}, bb, jax.random.key(0))
         PopulationProgram(prog, b1=0.9, b2=0.999, max_grad_norm=1.0).init(
             [halves[0], partition_model(other, other.trainable_filter())[0]], [0.0, 0.0])
+    # member i starts from exactly the weights a standalone run with its settings builds (not member 0's, not redrawn)
+    assert A.shape[0] == 2
+    for i, m in enumerate(models):
+        np.testing.assert_array_equal(np.asarray(A[i]), np.asarray(m.adapter.A["wq"]))
+        for name in m.adapter.A:
+            np.testing.assert_array_equal(np.asarray(state.model.adapter.A[name][i]), np.asarray(m.adapter.A[name]), err_msg=name)
     assert eqx.is_array(A)
 
 
 def test_adapter_population_refuses_a_resume(tiny_backbone, shared_data, tmp_path):
     configs = _configs(tiny_backbone, shared_data, tmp_path, [dict(lr=1e-3), dict(lr=2e-3)], pause_after_steps=2)
     with pytest.raises(PopulationError, match="pause_after_steps"):
-        run_adapt_population(configs, [PrunerHook(_Recorder(), lambda m: m["val_loss"]) for _ in configs])
+        run_adapt_population(configs, [PrunerHook(_Recorder(), lambda m: m["loss"]) for _ in configs])
 
 
 def test_adapter_population_sweep_tells_each_member_to_the_study(tiny_backbone, shared_data, tmp_path):

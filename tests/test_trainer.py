@@ -44,7 +44,7 @@ class Pruner(Hook):
         r = ctx.result
         self.chunks.append((r.step_start, ctx.step, r.loss, r.tokens, r.chunk_wall_s > 0))
         if ctx.val is not None:
-            self.vals.append((ctx.step, ctx.val["val/loss_" + TOY.name]))
+            self.vals.append((ctx.step, ctx.val["loss"]))
         if ctx.step == 2:
             self.rejected = ctx.request_stop("too-early", before_step=2)  # at/past before_step: ignored
         if ctx.step == self.stop_at:
@@ -73,7 +73,7 @@ def test_a_hook_sees_chunks_and_validation_at_the_global_step_and_can_stop_the_r
     val = [r for r in recs if r["type"] == "val"]
     assert [r["step"] for r in train] == [2, 4]  # nothing after the stop
     assert [r["loss"] for r in train] == [pytest_approx(c[2]) for c in pruner.chunks]
-    assert pruner.vals == [(v["step"], v["val/loss_" + TOY.name]) for v in val] and [s for s, _ in pruner.vals] == [2, 4]
+    assert pruner.vals == [(v["step"], v["loss"]) for v in val] and [s for s, _ in pruner.vals] == [2, 4]
     # the stop wrote this step's checkpoint (announced as "final") and recorded the reason
     assert res.checkpoint == res.run_dir / "checkpoints" / "step_00000004"
     assert load_checkpoint(res.checkpoint).training_state["step"] == 4

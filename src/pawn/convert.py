@@ -48,7 +48,8 @@ from pawn.checkpoint import (
     verify_manifest,
 )
 from pawn.config import ModelConfig
-from pawn.hub.fetch import HubDownloadError, HubRef, HubSnapshot, fetch_snapshot, materialise_v2, parse_hub_ref
+from pawn.hub.fetch import (HubDownloadError, HubRef, HubSnapshot, clear_cache_hint, fetch_snapshot, materialise_v2, parse_hub_ref,
+                            verify_v1_download)
 from pawn.vocab import N_OUTCOMES, NUM_ACTIONS, OUTCOME_TOKEN_BASE, PAD_TOKEN, VOCAB_SIZE, action_table
 
 PARITY_MAX_TOL = 1e-3
@@ -419,7 +420,7 @@ def convert(source: str, output: Optional[str | os.PathLike] = None, *, force: b
         raise ConversionError(f"{source}: not a directory and not a Hugging Face repo id (owner/name[@revision][/folder])")
     commit = None
     if ref is not None:
-        snap = fetch_snapshot(ref)
+        snap = fetch_snapshot(ref, force=force)
         if snap.kind == "v2":
             raise ConversionError(f"{ref}: already a v2 checkpoint (it has a .complete manifest); load it directly, no conversion needed")
         src, commit, source_id, ref = snap.path, snap.commit, snap.pinned, snap.ref
@@ -430,6 +431,8 @@ def convert(source: str, output: Optional[str | os.PathLike] = None, *, force: b
                      f"a conversion of {source}", force)
     if ckpt is not None:
         return ConversionResult(out, True, None, time.perf_counter() - t0, ckpt.config, commit=commit)
+    if ref is not None:  # no manifest: check the cached bytes against their Hub hashes (re-fetched once)
+        src = verify_v1_download(snap).path
     config, dmax, dmean = convert_directory(src, out, source_id)
     return ConversionResult(out, False, dmax, time.perf_counter() - t0, config, dmean, commit)
 
@@ -455,14 +458,33 @@ def fetch_source(source: str | os.PathLike) -> tuple[Path, HubSnapshot]:
 
 def refuse_corrupt(path: Path, snap: HubSnapshot, error: Exception) -> HubDownloadError:
     """Remove the cached copy ``path`` of ``snap`` that failed verification (never kept) and return
-    the one-line error to raise."""
+    the one-line error to raise (it says how to clear the HF cache)."""
     shutil.rmtree(path, ignore_errors=True)
-    return HubDownloadError(f"{snap.ref}: download at commit {snap.commit[:12]} is incomplete or corrupt, not loaded ({error})")
+    return HubDownloadError(f"{snap.ref}: download at commit {snap.commit[:12]} is incomplete or corrupt, not loaded ({error}); "
+                            f"{clear_cache_hint(snap.ref)}")
+
+
+def refetch(path: Path, snap: HubSnapshot, error: Exception) -> tuple[Path, HubSnapshot]:
+    """A v2 copy ``path`` of ``snap`` failed verification: remove it and download the same commit
+    again once (``force_download``), relinked. Offline or with the Hub unreachable, refuse at once.
+
+    Raises:
+        HubDownloadError: (:func:`refuse_corrupt`) it cannot be downloaded again now.
+    """
+    from pawn.hub.push import is_offline
+
+    shutil.rmtree(path, ignore_errors=True)
+    if is_offline() or snap.from_cache is not None:
+        raise refuse_corrupt(path, snap, error)
+    again = fetch_snapshot(snap.ref.pinned(snap.commit), force=True)
+    again = HubSnapshot(snap.ref, again.commit, again.kind, again.path, again.files, snap.from_cache)
+    return materialise_v2(again), again
 
 
 def load_fetched(path: Path, snap: HubSnapshot):
     """:func:`pawn.checkpoint.load_checkpoint` of a :func:`fetch_source` result; a downloaded v2
-    copy that fails verification is removed and refused (:func:`refuse_corrupt`).
+    copy that fails verification is removed and downloaded again once (:func:`refetch`), then
+    refused (:func:`refuse_corrupt`).
 
     Raises:
         HubDownloadError, CheckpointError.
@@ -472,7 +494,11 @@ def load_fetched(path: Path, snap: HubSnapshot):
     except CheckpointError as e:
         if snap.kind == "v1":
             raise
-        raise refuse_corrupt(path, snap, e) from None
+        path, snap = refetch(path, snap, e)
+    try:
+        return load_checkpoint(path)
+    except CheckpointError as e:
+        raise refuse_corrupt(path, snap, f"{e}; also after downloading it again") from None
 
 
 def _load_source(source: str | os.PathLike):

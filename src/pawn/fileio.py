@@ -130,15 +130,19 @@ def save_safetensors(tensors: dict, path: str | os.PathLike) -> Path:
     0600 (it writes through a private temporary file), so checkpoints and caches were unreadable
     to other users of a shared machine.
 
+    Arrays that are not C-contiguous (a transpose, a strided slice) are copied to C order first:
+    safetensors 0.8 writes such an array's raw memory, so its values came back reordered on load.
+
     Args:
-        tensors: name -> C-contiguous numpy array.
+        tensors: name -> numpy array (any dtype safetensors stores; any memory layout).
         path: the file to write.
 
     Raises:
         OSError: the write or the chmod failed.
     """
+    import numpy as np
     from safetensors.numpy import save_file
 
-    save_file(tensors, str(path))
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path))
     os.chmod(path, 0o666 & ~_umask())
     return Path(path)

@@ -170,7 +170,7 @@ def _split_v1(raw: dict, mig: _Migration) -> tuple[dict, dict, dict]:
             main = list(variants)[-1]
         for k, v in variants[main].items():
             values.setdefault(k, v)
-    if len(variants) == 1 and not mig.cfg_names:  # a single model: its values are the run's
+    if len(variants) == 1:  # a single model: its values are the run's
         (only,) = variants.values()
         for k, v in only.items():
             values.setdefault(k, v)
@@ -243,6 +243,12 @@ def read_records(path: str | os.PathLike, since: int = 0) -> tuple[list[Record],
         return [], since
     except OSError as e:
         raise RunError(f"{p}: cannot read the metrics ({e.strerror or e})") from None
+    return parse_bytes(data, since)
+
+
+def parse_bytes(data: bytes, since: int = 0) -> tuple[list[Record], int]:
+    """:func:`read_records` of the bytes of a ``metrics.jsonl`` (e.g. the cut of it a Hub push
+    uploads): the complete records whose line starts at ``since`` or later, and the cursor."""
     mig = _Migration()
     out: list[Record] = []
     pos = 0
@@ -541,7 +547,7 @@ class Run:
         d = self.path / CHECKPOINTS_DIR
         if not d.is_dir():
             return []
-        best_step = self._best_step()
+        best_step = self.best_step
         pushed: dict[int, bool] = {}
         for r in self.hub:
             if r.step is not None:
@@ -566,7 +572,9 @@ class Run:
             out.append(CheckpointInfo(s, p, ok, s == best_step, pushed.get(s)))
         return out
 
-    def _best_step(self) -> Optional[int]:
+    @property
+    def best_step(self) -> Optional[int]:
+        """The step of ``checkpoints/best`` (its ``training_state.json``), or None."""
         st = _read_json(self.path / CHECKPOINTS_DIR / BEST_DIR / "training_state.json")
         return st.get("step") if isinstance(st, dict) and isinstance(st.get("step"), int) else None
 
@@ -644,4 +652,4 @@ def discover_runs(root: str | os.PathLike) -> list[Run]:
 
 
 __all__ = ["SCHEMA_VERSION", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs",
-           "read_records", "parse_record", "parse_records", "record_line", "last_per_step"]
+           "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "last_per_step"]

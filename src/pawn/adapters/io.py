@@ -74,6 +74,25 @@ def _model_digest(directory: Path) -> str:
     return json.loads((directory / ck.MANIFEST).read_text("utf-8"))["files"][ck.MODEL_FILE]
 
 
+def not_a_backbone(directory: str | os.PathLike) -> str:
+    """One line for an adapter checkpoint given where a backbone is expected: its strategy and
+    the backbone it records (was: "model.safetensors is missing")."""
+    d = Path(directory)
+    try:
+        meta = json.loads((d / ck.CONFIG_FILE).read_text("utf-8")).get("adapter") or {}
+    except (OSError, ValueError, AttributeError):
+        meta = {}
+    strategy = meta.get("strategy") if isinstance(meta, dict) else None
+    rec = meta.get("backbone") if isinstance(meta, dict) else None
+    src = rec.get("source") if isinstance(rec, dict) else None
+    variant = rec.get("variant") if isinstance(rec, dict) else None
+    what = f"a {strategy} adapter checkpoint" if strategy else "an adapter checkpoint"
+    on = (f" for the backbone {src}" + (f" (variant {variant})" if variant else "")) if src else ""
+    hint = f"; give that backbone ({src})" if src else "; give its backbone"
+    return (f"{d}: {what}{on}, not a backbone{hint}, or fold the adapter in first with "
+            f"`pawn convert {d} --merge` (lora, sparse, unfreeze, specialized_clm)")
+
+
 def load_backbone(directory: str | os.PathLike, variant: Optional[str] = None, source: Optional[str] = None):
     """Load a backbone checkpoint directory (hashes verified) and its reference.
 
@@ -88,8 +107,11 @@ def load_backbone(directory: str | os.PathLike, variant: Optional[str] = None, s
 
     Raises:
         CheckpointError (and subclasses), FileNotFoundError: see :func:`pawn.checkpoint.load_checkpoint`;
-        AdapterError: ``variant`` given for a checkpoint that is not a supernet, or unknown.
+        AdapterError: ``variant`` given for a checkpoint that is not a supernet, or unknown;
+            ``directory`` is an adapter checkpoint (the line names the backbone it records).
     """
+    if is_adapter_checkpoint(directory) and not (Path(directory) / ck.MODEL_FILE).is_file():
+        raise AdapterError(not_a_backbone(directory))
     c = ck.load_checkpoint(directory)
     model = PAWNModel(c.config, params=c.params)
     if variant is not None:
@@ -286,17 +308,26 @@ def load_adapter(
 def save_merged(path: str | os.PathLike, model: AdaptedModel, *, run_config: Optional[dict] = None,
                 backbone: Optional[BackboneRef] = None) -> Path:
     """Fold a ``lora``/``sparse``/``unfreeze``/``specialized_clm`` adapter into a standalone v2
-    checkpoint (loads with :func:`pawn.checkpoint.load_model`; same logits up to float rounding).
-    The run config gains ``merged_adapter`` (strategy, settings, backbone).
+    checkpoint (loads with :func:`pawn.checkpoint.load_model`; same logits up to float rounding),
+    with a ``README.md`` model card (:func:`pawn.hub.card.model_card`) as every converted
+    checkpoint has. The run config gains ``merged_adapter`` (strategy, settings, backbone).
 
     Raises:
         AdapterError: a strategy that cannot be merged (film, bottleneck, hybrid).
     """
+    from pawn.hub.card import CARD_FILE, model_card
+
     params = model.merged_params()
     rc = dict(run_config or {})
     rc["merged_adapter"] = {"strategy": model.strategy, "settings": model.settings.model_dump(mode="json"),
                             "backbone": None if backbone is None else backbone.to_json()}
-    return ck.save_checkpoint(path, params, model.config, run_config=rc)
+    origin = rc.get("merged_from")
+    notes = [f"Merged by `pawn convert --merge`: the {model.strategy} adapter"
+             + (f" `{origin}`" if origin else "") + " folded into its backbone"
+             + (f" `{backbone.source}` (model.safetensors SHA-256 {backbone.sha256[:12]}…)" if backbone is not None else "")
+             + "; same logits as the adapter up to float rounding."]
+    card = model_card(model.config, run_config=rc, title=f"PAWN {model.config.name} + merged {model.strategy} adapter", notes=notes)
+    return ck.save_checkpoint(path, params, model.config, run_config=rc, extra_files={CARD_FILE: card.encode("utf-8")})
 
 
 def merge_adapter_checkpoint(path: str | os.PathLike, output: Optional[str | os.PathLike] = None, *,

@@ -217,9 +217,11 @@ class RoSAAdapter(M.Adapter):
     def weight_report(self, prefix=""):
         """Spec §4.6 names: ``rosa/phase``, ``rosa/mask_density``, ``rosa/total_active_params``
         (trainable now), ``rosa/total_params`` (every stored adapter entry, Δ at full size);
-        ``rosa/layer{i}.{proj}.lora_B`` while a LoRA trains; ``rosa``:
+        ``rosa``: ``rosa/layer{i}.{proj}.lora_B`` in every phase and
         ``rosa/layer{i}.{proj}.delta = ‖Δ ⊙ mask‖`` in phase 3; retro modes in phase 3:
-        ``sparse/layer{i}.{proj}.delta`` and ``bottleneck/layer{i}.{attn|ffn}.up``."""
+        ``sparse/layer{i}.{proj}.delta`` and ``bottleneck/layer{i}.{attn|ffn}.up``. The retro modes
+        never report ``lora_B``: their warm-up LoRA only scores the mask and is discarded (the step-0
+        validation row of a retro-sparse run listed its norms)."""
         out: dict[str, Any] = {
             f"{prefix}rosa/phase": self.phase,
             f"{prefix}rosa/mask_density": self.mask_density(),
@@ -227,7 +229,7 @@ class RoSAAdapter(M.Adapter):
             f"{prefix}rosa/total_params": int(sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(
                 eqx.filter((self.lora, self.sparse.delta, self.bottleneck), eqx.is_inexact_array)))),
         }
-        if self.lora is not None and (self.phase == PHASE_WARMUP or self.mode == "rosa"):
+        if self.lora is not None and self.mode == "rosa":
             out.update({k[:-2] + ".lora_B": v for k, v in self.lora.weight_report(prefix + "rosa/").items() if k.endswith(".B")})
         if self.phase == PHASE_TRAIN:
             if self.mode == "rosa":

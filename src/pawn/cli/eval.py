@@ -72,7 +72,7 @@ def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
     heartbeat("pawn eval")
     models = runs.load(checkpoint, s.variant)
     out, t0 = Output(), time.perf_counter()
-    record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}
+    record: dict = {"checkpoint": checkpoint, "hub": models[0].hub, "settings": {}, "models": []}
     done: list[str] = []
     try:
         for r in runs.eval_models(models, s, log=out.line):

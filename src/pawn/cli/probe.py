@@ -35,7 +35,7 @@ def probe_cmd(s: ProbeSettings, checkpoint: str) -> None:
     heartbeat("pawn probe")
     models = runs.load(checkpoint, s.variant)
     out = Output()
-    record: dict = {"checkpoint": checkpoint, "models": []}
+    record: dict = {"checkpoint": checkpoint, "hub": models[0].hub, "models": []}
     done: list[str] = []
     try:
         with Progress() as prog:

@@ -33,6 +33,8 @@ class LoadedModel:
         trained_seq_len: the sequence length the checkpoint was trained at
             (``run_config["seq_len"]``, tokens incl. the outcome prefix), else None (unknown;
             published models were trained at their full 512-token context).
+        hub: for a Hub id, the checkpoint actually used (:meth:`pawn.hub.fetch.HubSnapshot.record`:
+            id, resolved commit, pinned id, and why the cache was used without the Hub), else None.
     """
 
     name: str
@@ -41,6 +43,7 @@ class LoadedModel:
     layout: Optional[Layout]
     source: str
     trained_seq_len: Optional[int] = None
+    hub: Optional[dict] = None
 
     @property
     def prepend_outcome(self) -> Optional[bool]:
@@ -142,9 +145,11 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, var
     src = str(source)
     run_config: Optional[dict] = None
     hub_adapter = None
+    hub: Optional[dict] = None
     if checkpoint.is_hub_id(src):  # the Hub checkpoint's run config (layout, context) is kept too
         try:
             local, snap = fetch_source(src)
+            hub = snap.record()
             if is_adapter_checkpoint(local):
                 hub_adapter = (local, snap)
             else:
@@ -161,7 +166,7 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, var
         lay = next((Layout.recorded(rc) for rc in rcs if Layout.recorded(rc) is not None), None)
         lens = [rc.get("seq_len") for rc in rcs if isinstance(rc.get("seq_len"), int) and rc.get("seq_len") > 0]
         cfg = la.model.config
-        return [LoadedModel(f"{la.model.strategy}:{cfg.name}", la.model, cfg, lay, src, lens[0] if lens else None)]
+        return [LoadedModel(f"{la.model.strategy}:{cfg.name}", la.model, cfg, lay, src, lens[0] if lens else None, hub)]
     model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
     layout = Layout.recorded(run_config)
     trained = run_config.get("seq_len") if run_config else None
@@ -170,9 +175,9 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, var
     if sup is None:
         if variant is not None:
             raise UsageError(f"{src} is not a supernet checkpoint; {variant_flag} {variant} does not apply")
-        return [LoadedModel(config.name, model, config, layout, src, trained)]
+        return [LoadedModel(config.name, model, config, layout, src, trained, hub)]
     variants = SUPERNETS[sup][1]
     if variant is not None and variant not in variants:
         raise UsageError(f"{variant_flag} {variant!r}: not one of supernet {sup!r}'s variants {sorted(variants)}")
     names = [variant] if variant is not None else list(variants)
-    return [LoadedModel(f"{sup}/{v}", sliced(model, variants[v]), variants[v], layout, src, trained) for v in names]
+    return [LoadedModel(f"{sup}/{v}", sliced(model, variants[v]), variants[v], layout, src, trained, hub) for v in names]

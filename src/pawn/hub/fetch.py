@@ -161,11 +161,20 @@ class HubSnapshot:
     kind: Literal["v1", "v2"]
     path: Path
     files: tuple[str, ...]
+    from_cache: Optional[str] = None
+    """Why the local cache's commit was used without asking the Hub (it could not be reached:
+    the one-line reason), or None when the Hub resolved the revision (or it is a commit id, or
+    ``HF_HUB_OFFLINE=1`` asked for the cache)."""
 
     @property
     def pinned(self) -> str:
         """``owner/name@<commit>[/subfolder]``: this exact checkpoint (see :meth:`HubRef.pinned`)."""
         return self.ref.pinned(self.commit)
+
+    def record(self) -> dict:
+        """What an output file records about this Hub checkpoint: ``{"id", "commit", "pinned",
+        "from_cache"}`` (``from_cache``: the reason the Hub was not asked, else None)."""
+        return {"id": str(self.ref), "commit": self.commit, "pinned": self.pinned, "from_cache": self.from_cache}
 
 
 def check_safetensors_file(path: Path) -> None:
@@ -251,23 +260,73 @@ def _api():
     return HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
 
 
-def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str]) -> Path:
+def clear_cache_hint(ref: HubRef) -> str:
+    """How to drop a damaged cached copy of ``ref``'s repo (for the end of an error line)."""
+    return (f"clear the cached copy with `hf cache rm model/{ref.repo_id}` (cache {hf_dirs()[0]}) "
+            "and run again online")
+
+
+def _unreachable(ref: HubRef, revision: Optional[str]) -> Optional[str]:
+    """None when the Hub answers for ``revision`` of ``ref``'s repo (one ``repo_info`` call), else
+    the one-line reason it cannot be reached (connection refused or timed out, HTTP 5xx/429).
+    Other answers (no such repo or revision, gated) are left to the download to report."""
+    from pawn.hub.push import _one_line, classify_error
+
+    try:
+        _api().repo_info(ref.repo_id, revision=revision)
+    except Exception as e:
+        return _one_line(e, 160) if classify_error(e) == "transient" else None
+    return None
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def warn_cached_commit(ref: HubRef, commit: str, reason: str) -> None:
+    """One ``warning:`` line on stderr (once per process for each id and commit): the Hub could
+    not be reached, so ``commit`` from the local cache is used, which may be older than the Hub's."""
+    import sys
+
+    if (str(ref), commit) in _WARNED:
+        return
+    _WARNED.add((str(ref), commit))
+    print(f"warning: {ref}: the Hub cannot be reached ({reason}); using commit {commit[:12]} from the local cache, "
+          f"which may be older than {ref.revision or 'the default branch'} on the Hub", file=sys.stderr)
+
+
+def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str], *, force: bool = False) -> tuple[Path, Optional[str]]:
     """``snapshot_download`` restricted to ``patterns``; every failure becomes one line.
     huggingface_hub's "No files matched" warning is silenced (a missing folder is reported by
-    :func:`fetch_snapshot` in one line)."""
+    :func:`fetch_snapshot` in one line).
+
+    A branch or tag is first resolved on the Hub: when the Hub cannot be reached, the cache's commit
+    for it is used (``local_files_only``) and the reason returned, so callers can say so
+    (huggingface_hub falls back to the cache silently). ``force`` downloads every file again
+    (``force_download``), replacing the cached copies.
+
+    Returns:
+        ``(snapshot folder, reason the cache was used instead of the Hub or None)``.
+    """
     from huggingface_hub import snapshot_download
 
     from pawn.hub.push import is_offline
 
+    offline = is_offline()
+    fallback = None
+    if not offline and not (revision and _COMMIT.match(revision)):
+        fallback = _unreachable(ref, revision)
     quiet = logging.getLogger("huggingface_hub._snapshot_download")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
         with _hub_errors(ref, revision):
-            return Path(snapshot_download(ref.repo_id, revision=revision, allow_patterns=patterns, cache_dir=hf_dirs()[0],
-                                          endpoint=os.environ.get("HF_ENDPOINT") or None, local_files_only=is_offline()))
+            path = Path(snapshot_download(ref.repo_id, revision=revision, allow_patterns=patterns, cache_dir=hf_dirs()[0],
+                                          endpoint=os.environ.get("HF_ENDPOINT") or None,
+                                          local_files_only=offline or fallback is not None,
+                                          force_download=force and not offline and fallback is None))
     finally:
         quiet.setLevel(level)
+    return path, fallback
 
 
 def _cached_ref_names(repo_id: str) -> set[str]:
@@ -351,12 +410,18 @@ def _missing_folder(ref: HubRef, commit: str) -> HubDownloadError:
                             f"'{ref.subfolder}' (no {MANIFEST}, config.json or model.safetensors there){have}")
 
 
-def fetch_snapshot(source: str | HubRef) -> HubSnapshot:
+def fetch_snapshot(source: str | HubRef, *, force: bool = False) -> HubSnapshot:
     """Download a Hub checkpoint (the repo root or one folder) at its resolved commit and check it
     is whole. Only that folder's checkpoint files are downloaded (``allow_patterns``).
 
+    A copy failing the size/format check (a truncated or malformed cached file) is downloaded again
+    once (``force_download``) before giving up; the final error says how to clear the cache. When
+    the Hub cannot be reached, the cache's commit for the revision is used and one ``warning:`` line
+    says so (:func:`warn_cached_commit`; :attr:`HubSnapshot.from_cache` records why).
+
     Args:
         source: ``owner/name[@revision][/sub/folder]`` or a :class:`HubRef`.
+        force: download every file again even when cached (``pawn convert --force``).
 
     Returns:
         :class:`HubSnapshot` (v2: the manifest and every file it lists are present and every
@@ -370,12 +435,31 @@ def fetch_snapshot(source: str | HubRef) -> HubSnapshot:
             CheckpointIntegrityError: a truncated or malformed safetensors file (e.g. a partial
             download left in the cache).
     """
+    from pawn.hub.push import is_offline
+
     ref = source if isinstance(source, HubRef) else parse_hub_ref(source)
     if ref is None:
         raise HubDownloadError(f"{source}: not a Hugging Face Hub id (owner/name[@revision][/folder])")
     ref = resolve_ref(ref)
+    state: dict = {}
+    try:
+        got = _fetch_once(ref, force, state)
+    except CheckpointIntegrityError as e:
+        if is_offline() or state.get("fallback") is not None:
+            raise CheckpointIntegrityError(f"{e}; it cannot be downloaded again now (offline); {clear_cache_hint(ref)}") from None
+        try:
+            got = _fetch_once(ref, True, state)  # once more, replacing the cached copies
+        except CheckpointIntegrityError as e2:
+            raise CheckpointIntegrityError(f"{e2} (also after downloading it again); {clear_cache_hint(ref)}") from None
+    if got.from_cache is not None:
+        warn_cached_commit(got.ref, got.commit, got.from_cache)
+    return got
+
+
+def _fetch_once(ref: HubRef, force: bool, state: dict) -> HubSnapshot:
     pre = f"{ref.subfolder}/" if ref.subfolder else ""
-    snap = _snapshot(ref, ref.revision, [pre + MANIFEST, *(pre + f for f in V1_FILES)])
+    snap, fallback = _snapshot(ref, ref.revision, [pre + MANIFEST, *(pre + f for f in V1_FILES)], force=force)
+    state["fallback"] = fallback
     commit = snap.name
     root = snap / ref.subfolder if ref.subfolder else snap
     if (root / MANIFEST).is_file():
@@ -386,8 +470,10 @@ def fetch_snapshot(source: str | HubRef) -> HubSnapshot:
             raise CheckpointIntegrityError(f"{ref}: {pre}{MANIFEST} at commit {commit[:12]} is not a readable manifest") from None
         if any("/" in n or n in ("", ".", "..") for n in names):
             raise CheckpointIntegrityError(f"{ref}: {pre}{MANIFEST} lists a file outside the checkpoint folder")
-        if not all((root / n).is_file() for n in names):
-            snap = _snapshot(ref, commit, [pre + MANIFEST, *(pre + n for n in names)])
+        rest = [n for n in names if n not in V1_FILES]  # the first call fetched (with force: again) the others
+        if (force and rest) or not all((root / n).is_file() for n in names):
+            pats = [pre + n for n in rest] if force else [pre + MANIFEST, *(pre + n for n in names)]
+            snap, _ = _snapshot(ref, commit, pats, force=force)
             root = snap / ref.subfolder if ref.subfolder else snap
         kind: Literal["v1", "v2"] = "v2"
     elif ref.subfolder and not any((root / n).is_file() for n in V1_FILES):
@@ -403,7 +489,54 @@ def fetch_snapshot(source: str | HubRef) -> HubSnapshot:
     for n in names:
         if n.endswith(".safetensors"):
             check_safetensors_file(root / n)
-    return HubSnapshot(ref, commit, kind, root, names)
+    return HubSnapshot(ref, commit, kind, root, names, fallback)
+
+
+def blob_mismatch(path: Path) -> bool:
+    """True when the HF-cache file ``path`` (a snapshot link to ``blobs/<etag>``) does not hash to
+    its blob name: SHA-256 for a 64-hex name (LFS files, e.g. every published ``model.safetensors``),
+    git's blob SHA-1 or plain SHA-1 for a 40-hex name. False when the name is neither (nothing to
+    compare with)."""
+    import hashlib
+
+    name = Path(os.path.realpath(path)).name
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", name):
+        return False
+    size = os.path.getsize(path)
+    h256, h1, git = hashlib.sha256(), hashlib.sha1(), hashlib.sha1(f"blob {size}\0".encode())
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            for h in ((h256,) if len(name) == 64 else (h1, git)):
+                h.update(chunk)
+    return name not in ((h256.hexdigest(),) if len(name) == 64 else (h1.hexdigest(), git.hexdigest()))
+
+
+def verify_v1_download(snap: HubSnapshot) -> HubSnapshot:
+    """Check a v1 snapshot's files against their HF-cache blob names (:func:`blob_mismatch`; a v1
+    checkpoint has no manifest, so a same-size corrupted cached file would otherwise be converted
+    without a word); a mismatch is downloaded again once.
+
+    Returns:
+        ``snap``, or the re-downloaded snapshot.
+
+    Raises:
+        CheckpointIntegrityError: still mismatching, or it cannot be downloaded again (offline or
+            unreachable); the line says how to clear the cache.
+    """
+    from pawn.hub.push import is_offline
+
+    bad = [n for n in snap.files if blob_mismatch(snap.path / n)]
+    if not bad:
+        return snap
+    what = f"{snap.ref}: cached {', '.join(bad)} at commit {snap.commit[:12]} does not match its Hub hash (corrupt copy in the cache)"
+    if is_offline() or snap.from_cache is not None:
+        raise CheckpointIntegrityError(f"{what}; it cannot be downloaded again now (offline); {clear_cache_hint(snap.ref)}")
+    again = fetch_snapshot(snap.ref.pinned(snap.commit), force=True)
+    again = HubSnapshot(snap.ref, again.commit, again.kind, again.path, again.files, snap.from_cache)
+    still = [n for n in again.files if blob_mismatch(again.path / n)]
+    if still:
+        raise CheckpointIntegrityError(f"{what}, also after downloading it again; {clear_cache_hint(snap.ref)}")
+    return again
 
 
 def materialise_v2(snap: HubSnapshot) -> Path:

@@ -51,7 +51,9 @@ from pawn.errors import PawnError, UsageError
 
 STAGING_DIR = ".hub-staging"
 """Folder (inside the checkpoints folder) holding hard-linked snapshots of checkpoints waiting to
-be pushed; emptied when the uploader closes."""
+be pushed; removed when the uploader closes, or, with an upload still unconfirmed at close, when
+that upload ends or the process exits (whichever is first). Leftovers of a killed process are
+removed when the next uploader first stages there."""
 METRICS_FILE = "metrics.jsonl"
 
 
@@ -94,16 +96,42 @@ def check_repo_id(repo_id: str, flag: str = "--push-to-hub") -> str:
     return repo_id
 
 
-def check_can_push(repo_id: str, flag: str = "--push-to-hub") -> None:
-    """Before any work: the repo id is valid and huggingface_hub is not in offline mode.
+_REACHED: set[str] = set()
+
+
+def check_can_push(repo_id: str, flag: str = "--push-to-hub", *, network: bool = True) -> None:
+    """Before any work: the repo id is valid, huggingface_hub is not in offline mode, and (with
+    ``network``) a Hugging Face token is configured (``HF_TOKEN`` or ``hf auth login``;
+    ``huggingface_hub.get_token``) and the Hub endpoint answers one request (10 s, no retries;
+    any HTTP answer counts, once per endpoint and process). Without these checks a run without
+    network retried the DNS failure for about a minute and never said that no token was set.
 
     Raises:
-        UsageError: invalid repo id. HubPushError: ``HF_HUB_OFFLINE`` is set.
+        UsageError: invalid repo id. HubPushError (one line): ``HF_HUB_OFFLINE`` is set, no token,
+            or the Hub cannot be reached.
     """
     check_repo_id(repo_id, flag)
     if is_offline():
         raise HubPushError(f"{flag} {repo_id}: HF_HUB_OFFLINE=1 is set, and pushing needs the network; "
                            "unset it, or drop the flag and upload later with `hf upload`")
+    if not network:
+        return
+    from huggingface_hub import constants, get_token
+
+    if not get_token():
+        raise HubPushError(f"{flag} {repo_id}: no Hugging Face token is configured; log in with `hf auth login` "
+                           "or set HF_TOKEN to a token with write access")
+    endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    if endpoint in _REACHED:
+        return
+    from huggingface_hub.utils import get_session
+
+    try:
+        get_session().get(f"{endpoint}/api/models/{repo_id}", timeout=10)
+    except Exception as e:
+        raise HubPushError(f"{flag} {repo_id}: the Hub at {endpoint} cannot be reached ({_one_line(e, 160)}); "
+                           "check the network, or drop the flag and upload later with `hf upload`") from None
+    _REACHED.add(endpoint)
 
 
 def default_branch(run_dir: Path) -> str:
@@ -278,7 +306,7 @@ class CheckpointUploader:
                  card: Optional[Callable[[Path, int, bytes], str]] = None, token: Optional[str] = None,
                  endpoint: Optional[str] = None, max_attempts: int = 6, backoff_s: float = 2.0, max_backoff_s: float = 60.0,
                  log: Callable[[str], None] = print, api: Any = None):
-        check_can_push(repo_id)
+        check_can_push(repo_id, network=False)  # token and reachability: checked before the run (check_can_push)
         if api is None:
             from huggingface_hub import HfApi
 
@@ -297,6 +325,8 @@ class CheckpointUploader:
         self._in_flight: Optional[_Job] = None
         self._stopped_reason: Optional[str] = None
         self._staging_roots: set[Path] = set()
+        self._left_behind: Optional[_Job] = None
+        self._released: set[Path] = set()
         self._thread: Optional[threading.Thread] = None
         self._closed = False
 
@@ -354,15 +384,49 @@ class CheckpointUploader:
             self._done.put(PushOutcome(step, checkpoint, "not_pushed", path_in_repo, error=f"pushing stopped: {self._stopped_reason}"))
             return
         try:
+            if root not in self._staging_roots:
+                self._staging_roots.add(root)
+                self._clear_stale(root)
             if staged.exists():
                 shutil.rmtree(staged)
-            self._staging_roots.add(root)
             _stage(checkpoint, staged)
         except OSError as e:
             shutil.rmtree(staged, ignore_errors=True)
             self._done.put(PushOutcome(step, checkpoint, "failed", path_in_repo, error=f"cannot stage {checkpoint}: {e.strerror or e}"))
             return
         self._queue.put(_Job(seq, int(step), checkpoint, staged, path_in_repo))
+
+    def _clear_stale(self, root: Path) -> None:
+        """Remove what an earlier (killed) process left in the staging folder ``root`` (reported)."""
+        try:
+            stale = sorted(p for p in root.iterdir())
+        except OSError:
+            return
+        for p in stale:
+            shutil.rmtree(p, ignore_errors=True)
+        if stale:
+            self.log(f"hub: removed {len(stale)} staging cop{'y' if len(stale) == 1 else 'ies'} left in {root} by an earlier run")
+
+    def _remove_roots(self, keep: Optional[Path] = None) -> None:
+        """Remove every staging folder this uploader made, except ``keep`` (an upload in flight)."""
+        for root in self._staging_roots:
+            if keep is None or keep.parent != root:
+                shutil.rmtree(root, ignore_errors=True)
+                continue
+            for p in list(root.iterdir()) if root.is_dir() else []:
+                if p != keep:
+                    shutil.rmtree(p, ignore_errors=True)
+
+    def _release_left_behind(self, job: _Job, why: str) -> None:
+        """Remove the staging copy of ``job`` (unconfirmed at close) and its folder once empty; once."""
+        with self._lock:
+            if job.staged in self._released:
+                return
+            self._released.add(job.staged)
+        job.cleanup()
+        with contextlib.suppress(OSError):
+            job.staged.parent.rmdir()  # only when empty
+        self.log(f"hub: removed the staging copy of {job.what} ({why})")
 
     def poll(self) -> list[PushOutcome]:
         """Outcomes finished since the last call, in completion order (never blocks)."""
@@ -456,7 +520,10 @@ class CheckpointUploader:
                 self.log(f"hub: pushed {job.what}{f' (step {job.step})' if job.step >= 0 else ''} to {self.repo_id}@{self.branch}, commit {outcome.commit}")
             elif outcome.status == "failed" and outcome.error and self._stopped_reason is None:
                 self.log(f"WARNING: hub: {job.what} was not pushed: {outcome.error}")
-            job.cleanup()
+            if self._left_behind is job:  # unconfirmed at close, resolved now
+                self._release_left_behind(job, f"its upload ended after the exit wait: {outcome.status}")
+            else:
+                job.cleanup()
 
     # ------------------------------------------------------------------ close
     def close(self, wait_s: float = 300.0) -> list[PushOutcome]:
@@ -491,9 +558,14 @@ class CheckpointUploader:
             out.append(PushOutcome(left_behind.step, left_behind.source, "unconfirmed", left_behind.path_in_repo,
                                    error=f"still uploading after the {wait_s:.0f} s exit wait; the commit is atomic, so the branch "
                                          "holds this checkpoint whole or not at all"))
-        for root in self._staging_roots:
-            if left_behind is None:
-                shutil.rmtree(root, ignore_errors=True)
+        still = left_behind if (left_behind is not None and self._thread is not None and self._thread.is_alive()) else None
+        self._remove_roots(keep=None if still is None else still.staged)
+        if still is not None:
+            import atexit
+
+            self._left_behind = still
+            atexit.register(self._release_left_behind, still, "the process exited before its upload was confirmed")
+            self.log(f"hub: the staging copy {still.staged} is removed when its upload ends or at exit")
         missing = [o for o in out if o.status in ("not_pushed", "unconfirmed", "failed")]
         if missing:
             names = ", ".join(f"{o.path_in_repo} ({o.status})" for o in missing)
@@ -581,14 +653,11 @@ def run_card(run_dir: Path, repo_id: str, branch: str) -> Callable[[Path, int, b
     latest ``val`` record of the pushed ``metrics.jsonl`` and the newest ``eval*.json`` of the run
     directory (``pawn eval --json`` reports), if any."""
     from pawn.hub.card import card_for_checkpoint, latest_eval_json, read_eval_report
+    from pawn.runs import parse_bytes
 
     def card(checkpoint: Path, step: int, metrics: bytes) -> str:
-        last_val = None
-        for line in metrics.splitlines():
-            with contextlib.suppress(ValueError):
-                rec = json.loads(line)
-                if isinstance(rec, dict) and rec.get("type") == "val":
-                    last_val = rec
+        vals = [r for r in parse_bytes(metrics if metrics.endswith(b"\n") else metrics + b"\n")[0] if r.type == "val"]
+        last_val = vals[-1].to_json() if vals else None
         report, source = None, "eval.json"
         ev = latest_eval_json(run_dir)
         if ev is not None:

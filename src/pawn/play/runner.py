@@ -74,7 +74,8 @@ def run_play(checkpoint: str, cfg: PlayConfig, *, log: Callable[[str], None] = l
     sf_path = find_stockfish(cfg.stockfish) if cfg.vs_stockfish else None
     pawn = _player(checkpoint, cfg.variant, cfg)
     opponent_b = None if cfg.vs_stockfish else _player(cfg.vs, cfg.vs_variant, cfg, "--vs-variant")
-    config = {"checkpoint": checkpoint, "pawn": pawn.name, "context": pawn.context,
+    config = {"checkpoint": checkpoint, "hub": pawn.loaded.hub,
+              "vs_hub": None if opponent_b is None else opponent_b.loaded.hub, "pawn": pawn.name, "context": pawn.context,
               **cfg.model_dump(mode="json"), "stockfish_path": sf_path}
     report = PlayReport(config)
     levels: list[Optional[int]] = list(cfg.stockfish_elo) if cfg.vs_stockfish else [None]

@@ -124,8 +124,10 @@ def maybe_initialize_distributed(timeout_s: int = 300) -> None:
             raise TrainingError("JAX_NUM_PROCESSES and JAX_PROCESS_ID must be integers") from None
         # CPU processes exchange gradients through gloo (accelerators use their own collectives).
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        try:
-            jax.distributed.initialize(**kwargs, initialization_timeout=int(timeout_s))
+        from pawn.train import distributed
+
+        try:  # a failed join raises here instead of aborting the process (pawn.train.distributed)
+            distributed.initialize(int(timeout_s), **kwargs)
         except Exception as e:  # the backend's runtime error: report it in one line
             raise TrainingError(
                 f"jax.distributed could not join the coordinator {kwargs['coordinator_address']} within "

@@ -200,7 +200,8 @@ def run_warmup_and_masks(
                 m = ctx.result.metrics
                 losses = np.asarray(m["loss"])
                 log_metrics({"rosa/phase": R.PHASE_WARMUP, "rosa/warmup_step": ctx.step, "rosa/warmup_loss": float(losses[-1]),
-                             "rosa/warmup_loss_mean": float(losses.mean()), "grad_norm": float(np.asarray(m["grad_norm"])[-1])})
+                             "rosa/warmup_loss_mean": float(losses.mean()), "grad_norm": float(np.asarray(m["grad_norm"])[-1]),
+                             "rosa/warmup_lr": [float(x) for x in np.asarray(m["lr"])]})  # every step of the chunk
             hk.append(_Every(1, record))
         if checkpoint_every:
             every = checkpoint_every

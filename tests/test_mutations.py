@@ -1,0 +1,87 @@
+"""A small mutation list (issue 25): each entry plants one bug that PAWN's own tests once missed in a
+copy of ``src/`` and runs the tests written to catch it; every one of them must fail. Slow (each
+entry trains a few steps): CI's ``pytest -m slow`` runs it.
+
+Add an entry when a test is written for a bug a wrong implementation used to pass: the file, the
+exact text and its replacement (the text must occur once, so a refactor that moves it fails here
+loudly instead of silently testing nothing), and the test ids that must fail."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MUTATIONS = {
+    "adapter training loss ignores the legal mask and the penalty": (
+        "pawn/train/adapt.py",
+        "    loss_fn = make_adapter_loss(**loss_kw)\n",
+        "    loss_fn = make_adapter_loss(legal_mask=False, illegal_penalty=0.0, dtype=dtype)\n",
+        ["tests/test_adapt_pins.py::test_the_training_loss_follows_the_legal_mask_flags_through_the_cli"]),
+    "RoSA warm-up under a cosine instead of a constant lr": (
+        "pawn/train/rosa_phases.py",
+        'schedule = build_schedule("constant", lr, W, 0)',
+        'schedule = build_schedule("cosine", lr, W, 0)',
+        ["tests/test_adapt_pins.py::test_rosa_warmup_runs_at_the_constant_peak_lr_and_the_backbone_stays_bit_identical"]),
+    "pawn adapt's default LoRA rank is not the spec's 4 (the CLI's default, not the library's)": (
+        "pawn/train/adapt_config.py",
+        '    lora_rank: int = Field(4, ge=1, description="LoRA / hybrid rank r.")',
+        '    lora_rank: int = Field(8, ge=1, description="LoRA / hybrid rank r.")',
+        ["tests/test_adapt_pins.py::test_cli_adapt_trains_the_spec_defaults"]),
+    "the backbone trains during pawn adapt": (
+        "pawn/adapters/adapted.py",
+        "lambda x: bool(self.adapter.trains_backbone and eqx.is_array(x))",
+        "lambda x: bool(eqx.is_array(x))",
+        ["tests/test_adapt_pins.py::test_rosa_warmup_runs_at_the_constant_peak_lr_and_the_backbone_stays_bit_identical"]),
+    "the Hub push sends an empty adapter file": (
+        "pawn/hub/push.py",
+        "ops.append(CommitOperationAdd(path_in_repo=job.repo_path(p.name), path_or_fileobj=str(p)))",
+        'ops.append(CommitOperationAdd(path_in_repo=job.repo_path(p.name), path_or_fileobj=b"" if p.name == "adapter.safetensors" else str(p)))',
+        ["tests/test_hub.py::test_adapt_pushes_its_checkpoints_with_the_adapter_weights"]),
+    "population members other than the first keep member 0's weights (all but one leaf)": (
+        "pawn/sweep/population.py",
+        "jax.tree_util.tree_leaves(a))\n",
+        "[y if i == 2 else x for i, (x, y) in enumerate(zip(jax.tree_util.tree_leaves(arrays[0]), jax.tree_util.tree_leaves(a)))])\n",
+        ["tests/test_sweep_adapt_population.py::test_population_members_start_from_their_own_init_scale"]),
+    "retro-sparse reports the norms of the LoRA it discarded": (
+        "pawn/adapters/rosa.py",
+        '        if self.lora is not None and self.mode == "rosa":',
+        '        if self.lora is not None and (self.phase == PHASE_WARMUP or self.mode == "rosa"):',
+        ["tests/test_rosa.py::test_weight_reports_per_phase"]),
+}
+
+
+def _mutant(tmp: Path, rel: str, old: str, new: str) -> Path:
+    src = tmp / "src"
+    shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
+    f = src / rel
+    text = f.read_text()
+    assert text.count(old) == 1, f"{rel}: the mutated text occurs {text.count(old)} times; update the mutation list"
+    f.write_text(text.replace(old, new))
+    import importlib.util
+
+    engine = Path(importlib.util.find_spec("pawn._engine").origin)  # an installed (non-editable) PAWN keeps it elsewhere
+    if not (src / "pawn" / engine.name).exists():
+        shutil.copy2(engine, src / "pawn" / engine.name)
+    return src
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_the_targeted_tests_fail_on_the_mutant(name, tmp_path):
+    rel, old, new, tests = MUTATIONS[name]
+    src = _mutant(tmp_path, rel, old, new)
+    env = {**os.environ, "PYTHONPATH": str(src), "JAX_PLATFORMS": "cpu"}
+    check = subprocess.run([sys.executable, "-c", "import pawn, pawn._engine; print(pawn.__file__)"], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0 and check.stdout.strip().startswith(str(src)), (check.stdout, check.stderr[-2000:])
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "slow or not slow",
+                        "--rootdir", str(ROOT), *tests], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 1, f"{name}: expected the tests to FAIL on the mutant (exit 1), got {r.returncode}\n{r.stdout[-3000:]}"
+    assert " failed" in r.stdout.splitlines()[-1], r.stdout[-2000:]
