@@ -265,7 +265,7 @@ def test_missing_extras_are_one_line_errors_naming_the_extra(monkeypatch):
 
 
 def test_without_matplotlib_there_is_one_note_and_no_curves_hook(tmp_path, monkeypatch):
-    monkeypatch.setattr(H, "has_module", lambda m: m != "matplotlib")
+    monkeypatch.setattr(H, "has_module", lambda m: m not in ("matplotlib", "plotly"))
     msgs = []
     hooks = H.open_run_hooks(tmp_path, config={}, log=msgs.append)
     assert len(hooks) == 0 and len(msgs) == 1 and "matplotlib is not installed" in msgs[0] and "pawn[plot]" in msgs[0]

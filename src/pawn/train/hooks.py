@@ -6,6 +6,8 @@ elapsed, memory, NaN as ``None``), to its hooks, so a trainer calls hooks withou
 
 - :class:`CurvesHook` — ``curves.png`` in the run directory at every validation and at the end
   (matplotlib, the ``plot`` extra; Agg backend, written atomically);
+- :class:`pawn.report.hook.ReportHook` — ``report.html`` beside it, at the same moments (plotly,
+  the ``report`` extra; added only when plotly is installed);
 - :class:`TensorBoardHook` — scalars under ``RUN/tensorboard/`` (tensorboardX, the
   ``tensorboard`` extra);
 - :class:`WandbHook` — Weights & Biases (the ``wandb`` extra; spec §8.3: project ``pawn`` unless
@@ -377,7 +379,8 @@ def open_run_hooks(run_dir: Path, *, config: Mapping[str, Any], tensorboard: boo
                    wandb_project: Optional[str] = None, wandb_mode: str = "online", start_step: int = 0,
                    job_type: str = "pretrain", curves: bool = True, log: Callable[[str], None] = print) -> RunHooks:
     """The hooks of a run writing ``run_dir/metrics.jsonl``: curves (when matplotlib is
-    installed; otherwise one note), TensorBoard and W&B when asked for.
+    installed; otherwise one note), ``report.html`` with them (when plotly is installed),
+    TensorBoard and W&B when asked for.
 
     Call it when the run directory exists and nothing of the new run is written yet; a W&B init
     failure then leaves no run behind (``run_dir/wandb`` is not a run marker).
@@ -400,6 +403,10 @@ def open_run_hooks(run_dir: Path, *, config: Mapping[str, Any], tensorboard: boo
                 hooks.hooks.append(CurvesHook(run_dir / "metrics.jsonl", run_dir / CURVES_FILE, title=run_dir.name))
             else:
                 log(f"note: matplotlib is not installed, so no {CURVES_FILE} is drawn (pip install 'pawn[plot]')")
+            if has_module("plotly"):  # the report extra: report.html beside curves.png (pawn.report.hook)
+                from pawn.report.hook import ReportHook
+
+                hooks.hooks.append(ReportHook(run_dir))
         if tensorboard:
             hooks.hooks.append(TensorBoardHook(run_dir / TENSORBOARD_DIR, purge_step=start_step + 1 if start_step else None))
         if wandb:

@@ -1,0 +1,41 @@
+"""``pawn dashboard``: parse → :func:`pawn.report.server.make_server` → serve until Ctrl-C (exit 0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def command(
+    root: Annotated[Path, typer.Argument(help="Folder whose runs (searched recursively), studies, PGNs and eval/bench "
+                                              "reports are served.", metavar="ROOT")],
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8050,
+    sweep: Annotated[Optional[Path], typer.Option(help="A pawn sweep --out: also serve its study with optuna-dashboard "
+                                                       "(history, parallel coordinates, importance; the dashboard extra).")] = None,
+    sweep_port: Annotated[Optional[int], typer.Option(help="optuna-dashboard's port (default: --port + 1).")] = None,
+    refresh_s: Annotated[float, typer.Option(help="How often an open page checks for new records (s).", min=1.0)] = 10.0,
+) -> None:
+    """Serve the report of every run under ROOT on localhost (standard-library HTTP server): /
+    shows every run, /run/PATH the runs under ROOT/PATH. A page is rebuilt when a metrics.jsonl
+    (or study, PGN, eval report) is newer, and an open page reloads itself then. --sweep OUT hands
+    that sweep's study to optuna-dashboard. Ctrl-C stops it (exit 0). Needs plotly (extras
+    pawn\\[report]; pawn\\[dashboard] adds optuna-dashboard)."""
+    from pawn.report import require_plotly
+    from pawn.report.server import make_server, serve, start_optuna_dashboard
+
+    require_plotly()
+    server = make_server(root, host, port, every_ms=int(refresh_s * 1000), log=lambda m: typer.echo(m, err=True))
+    bound = server.server_address[1]
+    shown = "localhost" if host in ("127.0.0.1", "::1", "localhost") else host
+    if sweep is not None:
+        try:
+            url, _ = start_optuna_dashboard(sweep, host, sweep_port if sweep_port is not None else bound + 1)
+        except BaseException:
+            server.server_close()
+            raise
+        typer.echo(f"optuna-dashboard: {url} on http://{shown}:{sweep_port if sweep_port is not None else bound + 1}/")
+    typer.echo(f"pawn dashboard: http://{shown}:{bound}/ (runs under {root}; Ctrl-C stops)", err=False)
+    serve(server, log=lambda m: typer.echo(m, err=True))

@@ -1,0 +1,381 @@
+"""What the report shows of one run, as JSON-ready dicts: the runs-table row, the KPI row, the
+plotly figures of the Run page, the per-metric series the Compare page overlays, the config and
+the checkpoints. Every number comes from the run record (:mod:`pawn.runs`) under its
+:mod:`pawn.metrics` key; nothing here parses ``metrics.jsonl``.
+
+A figure is a plotly figure as a dict (``{"data": [trace, ...], "layout": {...}}``), drawn in the
+page by ``Plotly.newPlot``; each trace carries ``meta = {"key": ..., "source": "train"|"val"}``
+so tests and the page can tell which metric a line is.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable, Optional
+
+from pawn.metrics import METRICS
+from pawn.runs import Record, Run
+
+INTEGRITY_KEYS = ("legal_rate", "late_legal_rate", "completion_rate")
+"""Game-integrity rates (spec ``eval-probe-generate-sweep-bench.md`` §1.2), drawn on one chart
+with the median forfeit ply on a second axis."""
+
+COMPARE_KEYS = ("loss", "top1", "top5", "top1_over_ceiling", "legal_rate", "late_legal_rate", "completion_rate",
+                "avg_plies_completed", "median_forfeit_ply", "perplexity", "lr", "grad_norm", "tokens_per_s",
+                "data_wait_frac")
+"""Metrics offered in the Compare page's menu (each as ``train/KEY`` and ``val/KEY`` where a run
+has it)."""
+
+_WEIGHT_NAME = re.compile(r"^(?:(?P<group>[^/]+)/)?layer(?P<layer>\d+)\.(?P<proj>.+)$")
+
+
+def _finite(v: Any) -> Optional[float]:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    x = float(v)
+    return x if math.isfinite(x) else None
+
+
+def tokens_per_step(run: Run) -> Optional[int]:
+    """Tokens one optimizer step trains on: the config record's ``summary.tokens_per_step``
+    (pretraining), else ``batch_size × seq_len`` of the run config (an upper bound for adapter
+    runs, whose games are padded). None when neither is known."""
+    c = run.config_record
+    summary = (c.fields.get("summary") if c else None) or {}
+    t = summary.get("tokens_per_step") if isinstance(summary, dict) else None
+    if isinstance(t, int) and t > 0:
+        return t
+    b, s = run.config.get("batch_size"), run.config.get("seq_len")
+    if isinstance(b, int) and isinstance(s, int):
+        return b * s
+    return None
+
+
+def _series(records: Iterable[Record], key: str, variant: Optional[str] = None, *,
+            skip_compile: bool = False) -> dict[str, list]:
+    """``{"step": [...], "y": [...], "elapsed": [...]}`` of metric ``key`` over ``records``
+    (finite values only; ``elapsed`` in seconds since the run started, None when not written)."""
+    out: dict[str, list] = {"step": [], "y": [], "elapsed": []}
+    for r in records:
+        if skip_compile and r.fields.get("includes_compile"):
+            continue
+        y = _finite(r.get(key, variant))
+        if y is None or r.step is None:
+            continue
+        out["step"].append(r.step)
+        out["y"].append(y)
+        out["elapsed"].append(_finite(r.fields.get("elapsed")))
+    return out
+
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def _line(name: str, s: dict[str, list], key: str, source: str, *, dash: Optional[str] = None, yaxis: str = "y",
+          markers: bool = False, variant: Optional[str] = None, color: Optional[str] = None) -> dict[str, Any]:
+    t: dict[str, Any] = {"type": "scatter", "mode": "lines+markers" if markers or len(s["step"]) < 20 else "lines", "name": name,
+                         "x": s["step"], "y": s["y"], "yaxis": yaxis,
+                         "meta": {"key": key, "source": source, "variant": variant}}
+    if dash or color:
+        t["line"] = {k: v for k, v in (("dash", dash), ("color", color)) if v}
+    if color and markers:
+        t["marker"] = {"color": color}
+    return t
+
+
+def _layout(title: str, ytitle: str = "", *, y2: Optional[str] = None, ylog: bool = False,
+            yfraction: bool = False) -> dict[str, Any]:
+    lay: dict[str, Any] = {"title": {"text": title, "x": 0.02, "font": {"size": 15}},
+                           "xaxis": {"title": {"text": "step"}},
+                           "yaxis": {"title": {"text": ytitle}},
+                           "margin": {"l": 60, "r": 60 if y2 else 20, "t": 40, "b": 45}, "height": 320,
+                           "legend": {"orientation": "h", "y": -0.25}, "hovermode": "x unified"}
+    if ylog:
+        lay["yaxis"]["type"] = "log"
+    if yfraction:
+        lay["yaxis"]["tickformat"] = ".1%"
+    if y2:
+        lay["yaxis2"] = {"title": {"text": y2}, "overlaying": "y", "side": "right", "showgrid": False}
+    return lay
+
+
+def _models(run: Run) -> list[Optional[str]]:
+    """The models whose lines are drawn: each supernet variant, or the run's own model (None)."""
+    return list(run.variants) if run.variants else [None]
+
+
+def _label(variant: Optional[str]) -> str:
+    return f" {variant}" if variant else ""
+
+
+def planned_lr(run: Run, points: int = 200) -> Optional[dict[str, list]]:
+    """The learning rate the run's config plans (``pawn.schedules.build_schedule``, spec
+    ``training-and-adapters.md`` §2) at up to ``points`` steps in [1, total_steps], as the train
+    records report it (the lr of the update that made step s: ``lr(s - 1)``, optax counting updates
+    from 0): ``{"step": [...], "y": [...]}``, or None when the config does not name a schedule or the
+    schedule cannot be built (an older config, a missing field)."""
+    c = run.config
+    total = run.total_steps
+    if not total or not all(k in c for k in ("lr_schedule", "lr")):
+        return None
+    try:
+        from pawn.schedules import build_schedule
+
+        warm = c.get("warmup_steps")
+        if warm is None:
+            warm = int(float(c.get("warmup_frac") or 0.0) * total)
+        sched = build_schedule(c["lr_schedule"], float(c["lr"]), int(total), int(warm),
+                               min_ratio=float(c.get("min_lr_ratio", 0.1)), decay_frac=float(c.get("decay_frac", 0.1)),
+                               cooldown_frac=float(c.get("cooldown_frac", 0.2)),
+                               stable_ratio=float(c.get("stable_lr_ratio", 0.1)),
+                               decay_shape=str(c.get("wsd_decay_shape", "linear")))
+    except (ValueError, TypeError, KeyError, ImportError):
+        return None
+    n = min(points, int(total))
+    steps = sorted({1 + round(i * (total - 1) / max(1, n - 1)) for i in range(n)})
+    # a record at step s reports the lr of the update that made it, optax's count s - 1
+    return {"step": steps, "y": [sched.value(s - 1) for s in steps]}
+
+
+def weight_heatmap(run: Run) -> Optional[dict[str, Any]]:
+    """The adapter weight report (``weights``: ``layerN.PROJ`` → Frobenius norm, written with
+    each record) as a layer × projection heat map, with a slider over the steps that wrote one.
+    None when no record has weights."""
+    snaps: list[tuple[int, dict[str, float]]] = []
+    seen: set[int] = set()
+    for r in sorted([*run.val, *run.train], key=lambda r: (r.step or 0)):
+        w = r.fields.get("weights")
+        if r.step is None or not isinstance(w, dict) or not w or r.step in seen:
+            continue
+        seen.add(r.step)
+        snaps.append((r.step, {k: float(v) for k, v in w.items() if _finite(v) is not None}))
+    if not snaps:
+        return None
+    layers: set[int] = set()
+    projs: list[str] = []
+    groups = {m.group("group") for _, w in snaps for m in map(_WEIGHT_NAME.match, w) if m}
+    cell: dict[tuple[int, str], str] = {}  # (layer, projection label) -> weight name
+    for _, w in snaps:
+        for name in w:
+            m = _WEIGHT_NAME.match(name)
+            if not m:  # not per layer (e.g. an output FiLM): left out of the layer × projection map
+                continue
+            proj = f"{m.group('group')}/{m.group('proj')}" if len(groups) > 1 and m.group("group") else m.group("proj")
+            layers.add(int(m.group("layer")))
+            cell[(int(m.group("layer")), proj)] = name
+            if proj not in projs:
+                projs.append(proj)
+    if not layers:
+        return None
+    rows = sorted(layers)
+
+    def z(w: dict[str, float]) -> list[list[Optional[float]]]:
+        return [[w.get(cell.get((layer, p), "")) for p in projs] for layer in rows]
+
+    last_step, last = snaps[-1]
+    trace = {"type": "heatmap", "x": projs, "y": [f"layer {i}" for i in rows], "z": z(last), "colorscale": "Viridis",
+             "colorbar": {"title": {"text": "‖W‖"}}, "name": "weight norm",
+             "meta": {"key": "weights", "source": "weights", "steps": [s for s, _ in snaps]}}
+    lay = _layout(f"Adapter weight norms (step {last_step})", "layer")
+    lay["xaxis"] = {"title": {"text": "projection"}, "type": "category"}
+    lay["yaxis"]["autorange"] = "reversed"
+    lay["height"] = max(320, 60 + 28 * len(rows))
+    lay["hovermode"] = "closest"
+    if len(snaps) > 1:
+        lay["sliders"] = [{"active": len(snaps) - 1, "currentvalue": {"prefix": "step "}, "pad": {"t": 50},
+                           "steps": [{"label": str(s), "method": "update",
+                                      "args": [{"z": [z(w)]}, {"title.text": f"Adapter weight norms (step {s})"}]}
+                                     for s, w in snaps]}]
+        lay["margin"]["b"] = 110
+    return {"data": [trace], "layout": lay}
+
+
+def figures(run: Run) -> list[dict[str, Any]]:
+    """The Run page's charts, in order (each present only when the run has its data): loss (train
+    per variant, val per variant), top-1 (train, val, the ceiling as a dotted line), game
+    integrity, learning rate (as run and as planned), gradient norm, throughput and data wait
+    (chunks that included compilation left out), memory (GiB), adapter weight norms."""
+    train, val = run.train, run.val
+    models = _models(run)
+    figs: list[dict[str, Any]] = []
+
+    def add(title: str, traces: list[dict], **lay: Any) -> None:
+        traces = [t for t in traces if t.get("x")]
+        if traces:
+            figs.append({"id": re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-"), "data": traces,
+                         "layout": _layout(title, **lay)})
+
+    # loss: the joint train loss of a supernet is the sum over variants, so it is drawn only for one model
+    col = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(models)}
+    loss = []
+    for v in models:
+        s = _series(train, "loss", v)
+        loss.append(_line(f"train{_label(v)}", s, "loss", "train", variant=v, color=col[v]))
+    for v in models:
+        loss.append(_line(f"val{_label(v)}", _series(val, "loss", v), "loss", "val", dash="dot", markers=True, variant=v,
+                          color=col[v]))
+    add("Loss", loss, ytitle="nats")
+
+    top1 = [_line(f"train{_label(v)}", _series(train, "top1", v), "top1", "train", variant=v, color=col[v]) for v in models]
+    top1 += [_line(f"val{_label(v)}", _series(val, "top1", v), "top1", "val", dash="dot", markers=True, variant=v,
+                   color=col[v]) for v in models]
+    for v in models:
+        c = _series(val, "ceiling", v)
+        if c["step"]:
+            top1.append({**_line(f"ceiling{_label(v)}", c, "ceiling", "val", dash="dash", variant=v),
+                         "line": {"dash": "dash", "color": "#888"}})
+    add("Top-1 accuracy", top1, ytitle="top-1", yfraction=True)
+
+    integ = []
+    for v in models:
+        for k in INTEGRITY_KEYS:
+            integ.append(_line(f"{METRICS[k].short}{_label(v)}", _series(val, k, v), k, "val", markers=True, variant=v))
+        integ.append(_line(f"{METRICS['median_forfeit_ply'].short}{_label(v)}", _series(val, "median_forfeit_ply", v),
+                           "median_forfeit_ply", "val", dash="dot", yaxis="y2", markers=True, variant=v))
+    add("Game integrity (validation)", integ, ytitle="rate", yfraction=True, y2="ply")
+
+    lr = [_line("lr as run", _series(train, "lr"), "lr", "train")]
+    plan = planned_lr(run)
+    if plan and lr[0]["x"]:
+        lr.append({**_line("lr as planned", {**plan, "elapsed": []}, "lr_planned", "config"),
+                   "line": {"dash": "dash", "color": "#999"}})
+    add("Learning rate", lr, ytitle="lr")
+
+    add("Gradient norm", [_line("grad norm", _series(train, "grad_norm"), "grad_norm", "train"),
+                          _line("grad norm, chunk mean", _series(train, "grad_norm_mean"), "grad_norm_mean", "train",
+                                dash="dot")], ytitle="‖g‖")
+
+    add("Throughput (compile chunks left out)",
+        [_line("tokens/s", _series(train, "tokens_per_s", skip_compile=True), "tokens_per_s", "train", markers=True),
+         _line("data-wait fraction", _series(train, "data_wait_frac", skip_compile=True), "data_wait_frac", "train",
+               dash="dot", yaxis="y2", markers=True)], ytitle="tokens/s", y2="data-wait fraction")
+
+    mem_keys: list[str] = []
+    for r in train:
+        for k in (r.fields.get("mem") or {}):
+            if k not in mem_keys and not k.startswith("system_total"):
+                mem_keys.append(k)
+    mem = []
+    for k in mem_keys:
+        s: dict[str, list] = {"step": [], "y": [], "elapsed": []}
+        for r in train:
+            y = _finite((r.fields.get("mem") or {}).get(k))
+            if y is not None and r.step is not None:
+                s["step"].append(r.step)
+                s["y"].append(y)
+        mem.append(_line(k.replace("_gb", "").replace("_", " "), s, f"mem/{k}", "train"))
+    add("Memory", mem, ytitle="GiB")
+
+    hm = weight_heatmap(run)
+    if hm is not None:
+        figs.append({"id": "adapter-weight-norms", **hm})
+    return figs
+
+
+def compare_series(run: Run) -> dict[str, dict[str, list]]:
+    """``{"train/KEY" | "val/KEY": {"step", "y", "elapsed", "tokens"}}`` of the run's model for
+    every :data:`COMPARE_KEYS` metric it has (``tokens`` = step × :func:`tokens_per_step`;
+    chunks that included compilation are left out of ``tokens_per_s``)."""
+    tps = tokens_per_step(run)
+    out: dict[str, dict[str, list]] = {}
+    for source, recs in (("train", run.train), ("val", run.val)):
+        for k in COMPARE_KEYS:
+            s = _series(recs, k, skip_compile=(k == "tokens_per_s"))
+            if s["step"]:
+                s["tokens"] = [st * tps if tps else None for st in s["step"]]
+                out[f"{source}/{k}"] = s
+    return out
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as ``{"a.b.c": value}`` (lists kept as values)."""
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(flatten(v, key))
+            else:
+                out[key] = v
+    return out
+
+
+def _last(records: list[Record], key: str) -> Optional[float]:
+    for r in reversed(records):
+        v = _finite(r.values.get(key))
+        if v is not None:
+            return v
+    return None
+
+
+def summary(run: Run) -> dict[str, Any]:
+    """The runs-table row and KPI values of ``run``: kind, model (variant or strategy), status
+    (state and reason), step/total, best val loss, last val top-1 and top-1 ÷ ceiling, legal
+    rate, completion rate (top-1 ÷ ceiling from the latest ``pawn eval --json`` report in the run
+    directory when the validation records carry no ceiling; ``top1_over_ceiling_from`` says which),
+    median tokens/s and data-wait fraction (compile chunks left out),
+    wall time (s, the last record's ``elapsed``), start (the first record's timestamp), ETA (s:
+    remaining steps × seconds per step of the last segment, while running), trainable params."""
+    train, val = run.train, run.val
+    st = run.status
+    steady = [r for r in train if not r.fields.get("includes_compile")]
+
+    def median(key: str) -> Optional[float]:
+        xs = sorted(x for x in (_finite(r.values.get(key)) for r in steady) if x is not None)
+        return xs[len(xs) // 2] if xs else None
+
+    recs = run.all_records()
+    elapsed = None
+    for r in reversed(recs):
+        elapsed = _finite(r.fields.get("elapsed"))
+        if elapsed is not None:
+            break
+    start = next((r.fields.get("timestamp") for r in recs if r.fields.get("timestamp")), None)
+    top1 = _last(val, "top1")
+    ceiling = _last(val, "ceiling")
+    over = _last(val, "top1_over_ceiling")
+    if over is None and top1 is not None and ceiling:
+        over = top1 / ceiling
+    over_source = "val" if over is not None else None
+    if over is None:  # the validation records carry no ceiling: the run's latest pawn eval --json report
+        from pawn.metrics import eval_values
+
+        for _, rep in reversed(run.eval_reports()):
+            models = rep.get("models") if isinstance(rep.get("models"), list) else []
+            vals = eval_values((models[-1].get("random_games") or {})) if models and isinstance(models[-1], dict) else {}
+            over = _finite(vals.get("top1_over_ceiling"))
+            if over is not None:
+                over_source = "eval"
+                break
+    eta = None
+    if st.state == "running" and st.step and st.total_steps and len(train) >= 2:
+        a, b = train[-2], train[-1]
+        ea, eb = _finite(a.fields.get("elapsed")), _finite(b.fields.get("elapsed"))
+        if ea is not None and eb is not None and b.step and a.step is not None and b.step > a.step:
+            eta = (eb - ea) / (b.step - a.step) * max(0, st.total_steps - st.step)
+    c = run.config_record
+    model = (run.strategy or "") if run.kind == "adapt" else (
+        (c.fields.get("summary") or {}).get("model") if c else None) or run.config.get("supernet") or run.config.get("variant")
+    if run.kind == "adapt" and run.config.get("backbone"):
+        model = f"{run.strategy} on {str(run.config['backbone']).rstrip('/').split('/')[-1]}"
+    return {"name": run.name, "path": str(run.path), "kind": run.kind, "model": model, "strategy": run.strategy,
+            "variants": list(run.variants), "state": st.state, "reason": st.reason, "step": st.step,
+            "total_steps": st.total_steps, "best_val_loss": run.best_val_loss, "top1": top1,
+            "top1_over_ceiling": over, "top1_over_ceiling_from": over_source,
+            "legal_rate": _last(val, "legal_rate"), "completion_rate": _last(val, "completion_rate"),
+            "tokens_per_s": median("tokens_per_s"), "data_wait_frac": median("data_wait_frac"), "wall_s": elapsed,
+            "start": start, "eta_s": eta, "trainable_params": run.trainable_params}
+
+
+def checkpoints(run: Run) -> list[dict[str, Any]]:
+    """The checkpoints table: step, manifest verified, best, pushed to the Hub (None: never)."""
+    return [{"step": c.step, "path": str(c.path), "verified": c.verified, "best": c.is_best, "pushed": c.pushed}
+            for c in run.checkpoints()]
+
+
+def run_data(run: Run, rid: str) -> dict[str, Any]:
+    """Everything the report embeds for one run under id ``rid``."""
+    return {"id": rid, "summary": summary(run), "figures": figures(run), "series": compare_series(run),
+            "config": flatten(run.config), "checkpoints": checkpoints(run),
+            "evals": [{"path": str(p), "report": d} for p, d in run.eval_reports()]}

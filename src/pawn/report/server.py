@@ -1,0 +1,193 @@
+"""``pawn dashboard``: the report of every run under a folder, served on localhost by the standard
+library's :class:`http.server.ThreadingHTTPServer`.
+
+Routes: ``/`` the report of every run under the root; ``/run/<path>`` the report of the runs under
+``root/<path>``; ``/stamp`` a fingerprint of the files the report reads (each ``metrics.jsonl``,
+``study.db``, eval JSON and PGN: path, size, mtime). A page is rebuilt when the stamp changed
+since it was built (a metrics.jsonl is newer), and the served page polls ``/stamp`` and reloads
+itself when it changes, so a live run's charts follow it.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable, Optional
+
+from pawn.report import ReportError, build_html, collect
+
+_WATCHED = ("metrics.jsonl", "study.db")
+_WATCHED_SUFFIXES = (".pgn", ".journal")
+_SKIP_DIRS = ("checkpoints", "tensorboard", "wandb", "jax-cache")
+
+
+def stamp(root: Path) -> str:
+    """A fingerprint (16 hex digits) of every file under ``root`` the report reads: each
+    ``metrics.jsonl``, ``study.db``, ``eval*.json``, ``*.pgn`` and journal, by path, size and
+    modification time (ns). Checkpoint folders are not entered."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        for f in sorted(filenames):
+            if f in _WATCHED or f.endswith(_WATCHED_SUFFIXES) or (f.startswith(("eval", "bench")) and f.endswith(".json")):
+                p = os.path.join(dirpath, f)
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    continue
+                h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+class ReportCache:
+    """Built pages by route, rebuilt when :func:`stamp` of the root changed (one build at a time).
+
+    Args:
+        root: the folder served. every_ms: how often the page polls ``/stamp``.
+        log: receives one line per rebuild.
+    """
+
+    def __init__(self, root: Path, every_ms: int = 10_000, log: Callable[[str], None] = print):
+        self.root = Path(root).resolve()
+        self.every_ms = every_ms
+        self.log = log
+        self._pages: dict[str, tuple[str, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def page(self, rel: str) -> bytes:
+        """The HTML of the report of ``root/rel`` (``""``: every run).
+
+        Raises:
+            ReportError: ``rel`` leaves the root or holds nothing to report.
+        """
+        target = (self.root / rel).resolve()
+        if target != self.root and self.root not in target.parents:
+            raise ReportError(f"{rel}: outside {self.root}")
+        with self._lock:
+            s = stamp(self.root)
+            hit = self._pages.get(rel)
+            if hit is not None and hit[0] == s:
+                return hit[1]
+            html = build_html(collect([target]), live={"stamp_url": "/stamp", "stamp": s, "every_ms": self.every_ms})
+            body = html.encode("utf-8")
+            self._pages[rel] = (s, body)
+            self.log(f"pawn dashboard: built /{('run/' + rel) if rel else ''} ({len(body) / 2**20:.1f} MiB, stamp {s})")
+            return body
+
+
+def make_server(root: Path, host: str = "127.0.0.1", port: int = 8050, every_ms: int = 10_000,
+                log: Callable[[str], None] = print) -> ThreadingHTTPServer:
+    """The dashboard's HTTP server, bound (not yet serving).
+
+    Raises:
+        ReportError: ``root`` is not a directory, or the port is taken / cannot be bound (one line).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise ReportError(f"{root}: not a directory")
+    cache = ReportCache(root, every_ms, log)
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "pawn-dashboard"
+
+        def log_message(self, fmt: str, *args) -> None:  # quiet: one line per rebuild only
+            pass
+
+        def _send(self, code: int, body: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_HEAD(self) -> None:
+            self.do_GET()
+
+        def do_GET(self) -> None:
+            path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+            try:
+                if path == "/stamp":
+                    return self._send(200, stamp(cache.root).encode(), "text/plain; charset=utf-8")
+                if path in ("/", "/index.html"):
+                    return self._send(200, cache.page(""), "text/html; charset=utf-8")
+                if path.startswith("/run/"):
+                    return self._send(200, cache.page(path[len("/run/"):].strip("/")), "text/html; charset=utf-8")
+                return self._send(404, b"not found\n", "text/plain; charset=utf-8")
+            except ReportError as e:
+                return self._send(404, f"{e}\n".encode(), "text/plain; charset=utf-8")
+            except (BrokenPipeError, ConnectionResetError):
+                return None
+
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise ReportError(f"port {port} on {host} is taken (another dashboard or server?); "
+                              "choose another with --port") from None
+        raise ReportError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+    server.daemon_threads = True
+    return server
+
+
+def start_optuna_dashboard(sweep_out: Path, host: str, port: int) -> tuple[str, threading.Thread]:
+    """Serve the study of ``sweep_out`` (its ``study.db`` or journal) with optuna-dashboard
+    (``optuna_dashboard.run_server``) on ``host:port`` in a daemon thread.
+
+    Returns:
+        (the storage URL, the thread).
+
+    Raises:
+        ReportError: optuna-dashboard is not installed (names the extra), no study under
+            ``sweep_out``, or the port is taken.
+    """
+    import importlib.util
+    import socket
+
+    from pawn.report.sweep import _storage, find_storages
+
+    if importlib.util.find_spec("optuna_dashboard") is None:
+        raise ReportError("--sweep needs optuna-dashboard, which is not installed: pip install 'pawn[dashboard]' "
+                          "(or pip install optuna-dashboard)")
+    urls = find_storages([Path(sweep_out)])
+    if not urls:
+        raise ReportError(f"--sweep {sweep_out}: no study.db or journal file there")
+    with socket.socket() as s:  # fail now, in one line, rather than in the thread
+        try:
+            s.bind((host, port))
+        except OSError:
+            raise ReportError(f"--sweep: port {port} on {host} is taken; choose another with --sweep-port") from None
+    import optuna_dashboard
+
+    storage = _storage(urls[0])
+    t = threading.Thread(target=optuna_dashboard.run_server, args=(storage,), kwargs={"host": host, "port": port},
+                         daemon=True, name="optuna-dashboard")
+    t.start()
+    return urls[0], t
+
+
+def serve(server: ThreadingHTTPServer, log: Callable[[str], None] = print) -> None:
+    """Serve until Ctrl-C (SIGINT) or SIGTERM, then close the socket and return."""
+    import signal
+
+    def _term(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, _term) if threading.current_thread() is threading.main_thread() else None
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        log("pawn dashboard: stopped")
+    finally:
+        server.server_close()
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+__all__ = ["stamp", "ReportCache", "make_server", "serve", "start_optuna_dashboard"]
