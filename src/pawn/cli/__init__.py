@@ -86,6 +86,7 @@ register("bench", "pawn.cli.bench:bench_command")
 register("adapt", "pawn.cli.adapt:command")
 register("play", "pawn.cli.play:command")
 register("sweep", "pawn.cli.sweep:sweep_cmd")
+register("lab", "pawn.cli.lab:command")
 app.add_typer(importlib.import_module("pawn.cli.data").data_app, name="data")
 
 if _STARTING:  # the commands are imported: Ctrl-C is the commands' own business from here on
