@@ -150,14 +150,26 @@ def _state(run, lab: Optional[dict]) -> dict[str, Any]:
     st = run.status
     state, reason = st.state, st.reason
     live = procs.alive(lab)
-    if live is True and state == "unknown":
-        state, reason = "running", None
+    if live is True and (state == "unknown" or (state != "running" and _started_after_last_write(run))):
+        state, reason = "running", None  # alive; or resumed and not written yet (the old end reason is stale)
     elif live is False and st.reason is None:
         code = (procs.read_lab(run.path) or lab or {}).get("exit_code")
         state = "failed"
         reason = "process gone without an end record" + (f" (exit code {code})" if code is not None else "")
     return {"state": state, "reason": reason, "step": st.step, "total_steps": st.total_steps,
             "last_write_age_s": st.last_write_age_s, "process": {True: "alive", False: "gone", None: "not started by the lab"}[live]}
+
+
+def _started_after_last_write(run) -> bool:
+    """The lab's latest start of ``run`` (``lab.json`` written at the spawn) is newer than the
+    run's last write (``metrics.jsonl``, ``schedule_health.json``)."""
+    def mtime(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return mtime(run.path / LAB_FILE) > max(mtime(run.metrics_path), mtime(run.path / "schedule_health.json"))
 
 
 def _no_run_yet(run_dir: Path, lab: dict) -> dict[str, Any]:
