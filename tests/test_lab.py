@@ -167,6 +167,47 @@ def test_stdio_client_lists_the_tools(tmp_path):
     assert subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}).returncode == 0
 
 
+@pytest.mark.slow
+def test_http_serves_the_same_tools(tmp_path):
+    """``pawn lab --http HOST:PORT --dir DIR``: streamable HTTP at /mcp, paths relative to DIR."""
+    import socket
+
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (tmp_path / "runs").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "pawn.cli", "lab", "--http", f"127.0.0.1:{port}", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "pawn lab --http did not listen"
+                time.sleep(0.2)
+
+        async def go():
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await session.list_tools(), await session.call_tool("lab_runs", {"root": "runs"})
+
+        tools, runs = asyncio.run(go())
+        assert {t.name for t in tools.tools} == TOOL_NAMES
+        assert runs.structured_content == {"root": "runs", "runs": []}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    bad = subprocess.run([sys.executable, "-m", "pawn.cli", "lab", "--http", "8765"], capture_output=True, text=True)
+    assert (bad.returncode, bad.stderr.strip()) == (2, "error: --http '8765': expected HOST:PORT, e.g. 127.0.0.1:8765")
+
+
 # ============================================================================ slow: real runs
 @pytest.fixture(scope="module")
 def finished_run(server, tmp_path_factory):
