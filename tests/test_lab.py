@@ -273,6 +273,14 @@ def test_status_reaches_complete_and_audits(server, finished_run):
     assert [(r["run"], r["state"], r["step"]) for r in rows] == [(str(run), "complete", 60)]
     assert call(server, "lab_runs", root=str(run.parent), tag="other")["runs"] == []
     assert "finished 60 steps" in "\n".join(call(server, "lab_log", run=str(run), lines=100)["lines"])
+    from pawn.runs import open_run
+
+    val = {v.step: v.values for v in open_run(run).val}
+    at40 = call(server, "lab_compare", runs=[str(run)], metric="top1", at=45)["rows"][0]
+    assert (at40["step"], at40["value"], at40["trainable_params"]) == (40, val[40]["top1"], 267392)
+    kept = call(server, "lab_compare", runs=[str(run)])["rows"][0]
+    best = json.loads((run / "checkpoints" / "best" / "training_state.json").read_text())["step"]
+    assert (kept["step"], kept["value"], kept["of"]) == (best, val[best]["loss"], "best checkpoint")
 
 
 @pytest.mark.slow
@@ -286,7 +294,7 @@ def test_occupied_out_is_refused_and_starts_nothing(server, finished_run):
 
 
 @pytest.mark.slow
-def test_stop_checkpoints_and_resume_finishes(server, tmp_path):
+def test_stop_checkpoints_and_resume_finishes(server, tmp_path, finished_run):
     run = tmp_path / "stopme"
     cfg = {**TOY, "total_steps": 1000, "steps_per_chunk": 20, "val_every": 500, "checkpoint_every": 100}
     first = call(server, "lab_start", command="pretrain", config=cfg, out=str(run), tags=["stop"])
@@ -312,3 +320,7 @@ def test_stop_checkpoints_and_resume_finishes(server, tmp_path):
     assert "--resume" in lab["argv"]
     assert call(server, "lab_audit", run=str(run))["ok"]
     assert "already complete" in call_error(server, "lab_resume", run=str(run))
+    # the same model trained 1000 steps beats 60 steps at the same parameter count: it alone is on the front
+    cmp = call(server, "lab_compare", runs=[str(finished_run[0]), str(run)], metric="loss")
+    assert [r["trainable_params"] for r in cmp["rows"]] == [267392, 267392]
+    assert cmp["rows"][1]["value"] < cmp["rows"][0]["value"] and cmp["pareto"] == [str(run)]

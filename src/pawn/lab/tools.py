@@ -276,7 +276,8 @@ def lab_start(command: str, config: dict[str, Any], out: str, tags: Sequence[str
     from pawn.fileio import write_json
 
     write_json(out_p / CONFIG_FILE, config, what="lab config")
-    argv = procs.pawn_argv(command, "--config", str(out_p / CONFIG_FILE), "--out", str(out_p))
+    where = out_p.resolve()  # the process's argv does not depend on the lab's working directory
+    argv = procs.pawn_argv(command, "--config", str(where / CONFIG_FILE), "--out", str(where))
     info = procs.spawn(out_p, command, argv, tags=[str(t) for t in tags or ()], devices=devices)
     return {"run": str(out_p), "command": command, "pid": info["pid"], "argv": argv, "log": str(out_p / LOG_FILE), "lab": info}
 
@@ -378,7 +379,8 @@ def lab_tail(run: str, since: int = 0, kinds: Optional[Sequence[str]] = None, fi
              limit: int = TAIL_LIMIT) -> dict[str, Any]:
     """The records of ``run`` whose line starts at byte ``since`` or later, and ``next``, the
     cursor for the next call: polling with it never returns a record twice nor skips one (a line
-    still being written is left for the next call; :meth:`pawn.runs.Run.records`).
+    still being written is left for the next call; :meth:`pawn.runs.Run.records`). A run the lab
+    started that has not written yet gives no records, the same cursor and state ``starting``.
 
     Args:
         since: a byte cursor (0: from the start; a previous call's ``next``).
@@ -390,6 +392,10 @@ def lab_tail(run: str, since: int = 0, kinds: Optional[Sequence[str]] = None, fi
     """
     if not isinstance(since, int) or since < 0:
         raise LabError(f"since: expected a byte cursor ≥ 0 (a previous call's 'next'), got {since!r}")
+    lab = procs.read_lab(Path(run))
+    if lab is not None and not (Path(run) / "metrics.jsonl").exists():  # started, nothing written yet
+        return {"run": str(run), "since": since, "next": since, "more": False, "records": [],
+                "state": _no_run_yet(Path(run), lab)["state"]}
     r = _open(run)
     recs, cursor = r.records(since)
     more = False
@@ -406,22 +412,34 @@ def lab_tail(run: str, since: int = 0, kinds: Optional[Sequence[str]] = None, fi
             "records": [_record_json(x, fields) for x in chosen], "state": r.status.state}
 
 
-def _metric_value(run, metric: str, at: Optional[int]) -> tuple[Optional[int], Optional[float]]:
-    """(step, value) of val ``metric``: the best over the run (by the metric's direction; the
-    last when it has none) when ``at`` is None, else the last val record at or before ``at``."""
-    m = METRICS[metric]
+def _best_step(run) -> Optional[int]:
+    """The step ``checkpoints/best`` holds (its ``training_state.json``), else that of the lowest
+    val loss, else None."""
+    if run.best is not None:
+        st = _read_json(run.best / "training_state.json") or {}
+        if isinstance(st.get("step"), int):
+            return st["step"]
+    losses = [(v.step, _finite(v.values.get("loss"))) for v in run.val]
+    losses = [(s, x) for s, x in losses if x is not None and s is not None]
+    return min(losses, key=lambda p: p[1])[0] if losses else None
+
+
+def _metric_value(run, metric: str, at: Optional[int]) -> tuple[Optional[int], Optional[float], str]:
+    """(step, value, which) of val ``metric``: with ``at``, the last val record at or before step
+    ``at``; else the val record of the run's kept model (``checkpoints/best``, the lowest val
+    loss), else its last val record."""
     pts = [(v.step, _finite(v.values.get(metric))) for v in run.val]
-    pts = [(s, x) for s, x in pts if x is not None]
+    pts = [(s, x) for s, x in pts if x is not None and s is not None]
     if at is not None:
-        pts = [(s, x) for s, x in pts if s is not None and s <= at]
-        return pts[-1] if pts else (None, None)
+        pts = [(s, x) for s, x in pts if s <= at]
+        return (*pts[-1], f"last validation at or before step {at}") if pts else (None, None, "no validation")
     if not pts:
-        return None, None
-    if m.better == "max":
-        return max(pts, key=lambda p: p[1])
-    if m.better == "min":
-        return min(pts, key=lambda p: p[1])
-    return pts[-1]
+        return None, None, "no validation"
+    best = _best_step(run)
+    for s, x in pts:
+        if s == best:
+            return s, x, "best checkpoint"
+    return (*pts[-1], "last validation")
 
 
 def pareto_front(points: Sequence[tuple[str, float, float]], better: str = "min") -> list[str]:
@@ -442,9 +460,11 @@ def pareto_front(points: Sequence[tuple[str, float, float]], better: str = "min"
 
 def lab_compare(runs: Sequence[str], metric: str = "loss", at: Optional[int] = None) -> dict[str, Any]:
     """One row per run (``run``, ``kind``, ``strategy``, ``trainable_params``, ``step``,
-    ``value``, ``state``) of validation ``metric`` (a key of :data:`pawn.metrics.METRICS`; val
-    loss by default) — its best value, or with ``at`` the last validation at or before step
-    ``at`` — and ``pareto``, the runs on the front of (trainable parameters, metric)."""
+    ``value``, ``of``, ``state``) of validation ``metric`` (a key of :data:`pawn.metrics.METRICS`;
+    val loss by default) — of the model the run keeps (``checkpoints/best``, lowest val loss; the
+    last validation when there is none), or with ``at`` of the last validation at or before step
+    ``at`` — and ``pareto``, the runs on the front of (trainable parameters: fewer is better,
+    metric: in its direction, lower when it has none)."""
     if metric not in METRICS:
         raise LabError(f"metric: unknown {metric!r}; known: {', '.join(METRICS)}")
     if isinstance(runs, str):
@@ -455,9 +475,9 @@ def lab_compare(runs: Sequence[str], metric: str = "loss", at: Optional[int] = N
     rows = []
     for path in runs:
         r = _open(path)
-        step, value = _metric_value(r, metric, at)
+        step, value, which = _metric_value(r, metric, at)
         rows.append({"run": str(r.path), "kind": r.kind, "strategy": r.strategy, "trainable_params": r.trainable_params,
-                     "step": step, "value": value, "state": r.status.state})
+                     "step": step, "value": value, "of": which, "state": r.status.state})
     pts = [(x["run"], float(x["trainable_params"]), x["value"]) for x in rows
            if x["trainable_params"] is not None and x["value"] is not None]
     return {"metric": metric, "label": m.label, "better": m.better, "at": at, "rows": rows,
@@ -504,7 +524,7 @@ def lab_resume(run: str, devices: Any = None) -> dict[str, Any]:
         raise LabError(f"{run_dir}: cannot resume a {command!r} run (resume a sweep by lab_sweep with the same out)")
     devices = devices if devices is not None else (lab or {}).get("devices")
     procs.device_env(devices)
-    argv = procs.pawn_argv(command, "--resume", str(run_dir), "--out", str(run_dir))
+    argv = procs.pawn_argv(command, "--resume", str(run_dir.resolve()), "--out", str(run_dir.resolve()))
     info = procs.spawn(run_dir, command, argv, tags=(lab or {}).get("tags", []), devices=devices, previous=lab)
     return {"run": str(run_dir), "command": command, "pid": info["pid"], "argv": argv, "log": str(run_dir / LOG_FILE),
             "from_step": r.checkpoints()[-1].step}
