@@ -23,8 +23,8 @@ def command(
 
     Speaks MCP over stdin/stdout (an MCP client starts it: claude mcp add pawn-lab -- pawn lab --dir DIR), or with
     --http HOST:PORT over streamable HTTP. All state lives in the run directories (lab.json, lab.log). Needs the lab
-    extra: pip install 'pawn[lab]'.
-    """
+    extra: pip install 'pawn\\[lab]'.
+    """  # (\\[lab]: Typer renders help as rich markup, where a bare [lab] would vanish)
     from pawn.lab.server import parse_http, serve
 
     if http is not None:
