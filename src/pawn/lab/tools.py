@@ -409,7 +409,7 @@ def lab_tail(run: str, since: int = 0, kinds: Optional[Sequence[str]] = None, fi
             break
         chosen.append(rec)
     return {"run": str(r.path), "since": since, "next": cursor, "more": more,
-            "records": [_record_json(x, fields) for x in chosen], "state": r.status.state}
+            "records": [_record_json(x, fields) for x in chosen], "state": _state(r, lab)["state"]}
 
 
 def _best_step(run) -> Optional[int]:
@@ -545,8 +545,14 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
         out: the sweep directory. storage / study: as given to ``pawn sweep`` (default: those of
             the sweep the lab started there, else ``OUT/study.db`` and its one study).
 
+    Returns:
+        ``state``: ``running`` / ``ended`` (the sweep process), ``starting`` or ``failed`` (with
+        ``reason``, the log's last line) before its study exists; ``counts`` by trial state,
+        ``best`` and ``top`` (number, value, params, run_dir, steps).
+
     Raises:
-        LabError: no study storage there yet, or several studies and no ``study`` given.
+        LabError: no study storage there and no sweep started by the lab, or several studies and
+            no ``study`` given.
     """
     import optuna
     from optuna.trial import TrialState
@@ -558,10 +564,13 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
     cfg = _read_json(out_p / CONFIG_FILE) or {}
     spec = storage or cfg.get("storage")
     url = storage_url(spec, out_p)
+    process = {True: "alive", False: "gone", None: "not started by the lab"}[procs.alive(lab or None)]
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
-        st = _no_run_yet(out_p, lab) if lab else {"state": "unknown", "reason": None}
-        raise LabError(f"{out_p}: no study yet ({url[len('sqlite:///'):]} does not exist; sweep {st['state']}"
-                       + (f": {st['reason']}" if st.get("reason") else "") + ")")
+        if not lab:
+            raise LabError(f"{out_p}: no study yet ({url[len('sqlite:///'):]} does not exist)")
+        st = _no_run_yet(out_p, lab)  # started by the lab: starting, or failed before its first trial
+        return {"out": str(out_p), "storage": url, "study": None, "state": st["state"], "reason": st["reason"],
+                "direction": None, "counts": {}, "trials": 0, "best": None, "top": [], "process": process}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     store = open_storage(url)
     names = [s.study_name for s in optuna.study.get_all_study_summaries(store, include_best_trial=False)]
@@ -585,9 +594,10 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
         return {"number": t.number, "value": t.value, "params": t.params, "run_dir": t.user_attrs.get("run_dir"),
                 "steps": t.user_attrs.get("steps")}
 
-    return {"out": str(out_p), "storage": url, "study": name, "direction": s.direction.name.lower(),
-            "counts": counts, "trials": len(trials), "best": row(done[0]) if done else None,
-            "top": [row(t) for t in done[:5]], "process": {True: "alive", False: "gone", None: "not started by the lab"}[procs.alive(lab or None)]}
+    state = {"alive": "running", "gone": "ended"}.get(process, "unknown")
+    return {"out": str(out_p), "storage": url, "study": name, "state": state, "reason": None,
+            "direction": s.direction.name.lower(), "counts": counts, "trials": len(trials),
+            "best": row(done[0]) if done else None, "top": [row(t) for t in done[:5]], "process": process}
 
 
 def _read_json(path: Path) -> Optional[dict]:
