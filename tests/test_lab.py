@@ -325,3 +325,32 @@ def test_stop_checkpoints_and_resume_finishes(server, tmp_path, finished_run):
     cmp = call(server, "lab_compare", runs=[str(finished_run[0]), str(run)], metric="loss")
     assert [r["trainable_params"] for r in cmp["rows"]] == [267392, 267392]
     assert cmp["rows"][1]["value"] < cmp["rows"][0]["value"] and cmp["pareto"] == [str(run)]
+
+
+@pytest.mark.slow
+def test_sweep_status_counts_and_best(server, tmp_path):
+    """lab_sweep starts ``pawn sweep`` (2 toy pretraining trials); lab_sweep_status reads the
+    study through Optuna: the best trial's value is its run's best val loss as pawn.runs reads it."""
+    from pawn.runs import open_run
+
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({**TOY, "total_steps": 20, "val_every": 10, "checkpoint_every": 20, "warmup_steps": 0}))
+    out = tmp_path / "sweep"
+    call(server, "lab_sweep", out=str(out), tags=["sw"],
+         config={"run_type": "pretrain", "trials": 2, "pruner": "none", "seed": 0, "base_config": str(base)})
+    deadline = time.monotonic() + 900
+    while True:
+        st = call(server, "lab_sweep_status", out=str(out))
+        assert st["state"] in ("starting", "running", "ended"), st
+        if st["process"] == "gone":
+            break
+        assert time.monotonic() < deadline, st
+        time.sleep(2)
+    assert (st["state"], st["study"], st["direction"], st["trials"]) == ("ended", "pretrain", "minimize", 2)
+    assert st["counts"]["COMPLETE"] == 2 and st["counts"]["FAIL"] == 0
+    values = [t["value"] for t in st["top"]]
+    assert values == sorted(values) and st["best"] == st["top"][0]
+    assert st["best"]["value"] == pytest.approx(open_run(st["best"]["run_dir"]).best_val_loss)
+    rows = call(server, "lab_runs", root=str(out))["runs"]
+    assert [(r["kind"], r["state"]) for r in rows] == [("sweep", "ended"), ("pretrain", "complete"), ("pretrain", "complete")]
+    assert call(server, "lab_runs", root=str(out), tag="sw")["runs"][0]["run"] == str(out)
