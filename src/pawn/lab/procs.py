@@ -26,9 +26,8 @@ from typing import Any, Optional, Sequence
 
 from pawn.errors import PawnError
 from pawn.fileio import write_json
+from pawn.runs import LAB_FILE  # lab.json: the name pawn.runs.Run.lab reads
 
-LAB_FILE = "lab.json"
-"""The lab's record of the process it started for a run (the name :attr:`pawn.runs.Run.lab` reads)."""
 LOG_FILE = "lab.log"
 """The started process's stdout and stderr (appended to on resume)."""
 CONFIG_FILE = "lab-config.json"
