@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -354,3 +353,32 @@ def test_sweep_status_counts_and_best(server, tmp_path):
     rows = call(server, "lab_runs", root=str(out))["runs"]
     assert [(r["kind"], r["state"]) for r in rows] == [("sweep", "ended"), ("pretrain", "complete"), ("pretrain", "complete")]
     assert call(server, "lab_runs", root=str(out), tag="sw")["runs"][0]["run"] == str(out)
+
+
+@pytest.mark.slow
+def test_two_adapter_runs_compare_on_the_pareto_front(server, tmp_path, tiny_backbone, lichess_pgns):
+    """Two ``pawn adapt`` runs started through the lab (LoRA r=2, bottleneck d=8) on the same
+    backbone and games: one row each, read from the runs; the smaller one is on the front, the
+    larger one only when its val loss is lower."""
+    from pawn.runs import open_run
+
+    common = {"backbone": str(tiny_backbone), "data": str(lichess_pgns[0]), "epochs": 2, "steps_per_epoch": 4,
+              "batch_size": 8, "seq_len": 64, "val_games": 50, "max_games": 400}
+    runs = {}
+    for name, cfg in (("lora", {"strategy": "lora", "lora_rank": 2}), ("bottleneck", {"strategy": "bottleneck", "bottleneck_dim": 8})):
+        runs[name] = tmp_path / name
+        call(server, "lab_start", command="adapt", out=str(runs[name]), config={**common, **cfg}, tags=["adapters"])
+    for run in runs.values():
+        st = wait_for(server, run, lambda s: s["state"] not in ("running", "starting") and s["health"]["process"] == "gone")
+        assert (st["state"], st["step"], st["total_steps"]) == ("complete", 8, 8), st
+    cmp = call(server, "lab_compare", runs=[str(runs["lora"]), str(runs["bottleneck"])], metric="loss")
+    rows = {r["strategy"]: r for r in cmp["rows"]}
+    for name, run in runs.items():
+        r = open_run(run)
+        assert rows[name]["trainable_params"] == r.trainable_params > 0
+        assert rows[name]["value"] == r.best_val_loss and rows[name]["of"] == "best checkpoint"
+    small, large = sorted(rows.values(), key=lambda x: x["trainable_params"])
+    assert small["trainable_params"] < large["trainable_params"]
+    assert cmp["pareto"] == [small["run"]] + ([large["run"]] if large["value"] < small["value"] else [])
+    assert {r["run"] for r in call(server, "lab_runs", root=str(tmp_path), kind="adapt", tag="adapters")["runs"]} == {
+        str(p) for p in runs.values()}
