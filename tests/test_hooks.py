@@ -45,7 +45,7 @@ def supernet_records() -> list[dict]:
 def test_curve_series_picks_every_panel_per_variant_from_the_records():
     s = H.curve_series(supernet_records())
     assert list(s) == ["loss", "top-1 accuracy", "val legal-move rate", "learning rate", "tokens/s"]
-    small, base = f"small ({SMALL_KEY})", f"base ({BASE_KEY})"
+    small, base = "small", "base"  # variant names from the config record (v1 records migrated on read)
     # the re-done step 4 is drawn once, with the last record's values
     assert s["loss"]["train (joint)"] == ([2, 4, 6], [5.0, 4.0, 3.0])
     assert s["loss"][f"train {small}"] == ([2, 4, 6], [5.5, 4.5, 3.5])
@@ -62,7 +62,7 @@ def test_curve_series_picks_every_panel_per_variant_from_the_records():
 def test_curve_series_of_a_single_model_draws_its_loss_once():
     recs = [{"type": "train", "step": 2, "loss": 7.0, "loss_d64_L2_F256": 7.0, "train/accuracy": 0.1, "lr": 1e-3}]
     s = H.curve_series(recs)
-    assert s["loss"] == {"train d64_L2_F256": ([2], [7.0])}
+    assert s["loss"] == {"train": ([2], [7.0])}
     assert s["top-1 accuracy"] == {"train": ([2], [0.1])}
     assert H.curve_series([{"type": "config"}]) == {}
 
@@ -134,9 +134,12 @@ def test_metrics_logger_hands_each_record_as_written_to_its_hooks_and_closes_the
 def test_scalars_prefix_train_keys_and_drop_non_numbers():
     rec = {"type": "train", "step": 4, "loss": 2.0, "lr": 1e-3, "train/accuracy": 0.5, "mem/rss_gb": 1.0,
            "includes_compile": False, "step_start": 2, "timestamp": "t", "grad_norm": None, "elapsed": 3}
-    assert H.scalars("train", rec) == {"train/loss": 2.0, "train/lr": 1e-3, "train/accuracy": 0.5, "mem/rss_gb": 1.0,
-                                       "train/elapsed": 3.0}
-    assert H.scalars("val", {"step": 4, "val/loss_x": 3.0, "val/improved": True}) == {"val/loss_x": 3.0}
+    # a schema-1 record (as older runs wrote it) gives the tags of the run record's keys
+    assert H.scalars("train", rec) == {"train/loss": 2.0, "train/lr": 1e-3, "train/top1": 0.5, "mem/rss_gb": 1.0}
+    assert H.scalars("val", {"step": 4, "val/loss_d64_L2_F256": 3.0, "val/improved": True}) == {"val/loss": 3.0}
+    v2 = {"type": "val", "schema": 2, "step": 4, "loss": 3.0, "variants": {"small": {"loss": 3.5, "top1": None}},
+          "weights": {"layer0.wq.A": 1.25}, "improved": True}
+    assert H.scalars("val", v2) == {"val/loss": 3.0, "val/small/loss": 3.5, "weights/layer0.wq.A": 1.25}
 
 
 class FakeWriter:
@@ -161,9 +164,9 @@ def test_tensorboard_hook_writes_scalars_at_their_steps_and_purges_redone_steps_
     assert hook.writer.kw == {}
     hook.on_record("config", {"type": "config", "summary": {"model": "variant toy"}})
     hook.on_record("train", {"type": "train", "step": 2, "loss": 7.5, "lr": 1e-3})
-    hook.on_record("val", {"type": "val", "step": 2, "val/loss_k": 7.0})
+    hook.on_record("val", {"type": "val", "schema": 2, "step": 2, "loss": 7.0})
     hook.close()
-    assert hook.writer.scalars == [("train/loss", 7.5, 2), ("train/lr", 1e-3, 2), ("val/loss_k", 7.0, 2)]
+    assert hook.writer.scalars == [("train/loss", 7.5, 2), ("train/lr", 1e-3, 2), ("val/loss", 7.0, 2)]
     assert hook.writer.texts[0][0] == "config" and '"variant toy"' in hook.writer.texts[0][1]
     assert hook.writer.closed and hook.writer.logdir == str(tmp_path / "tb")
     resumed = H.TensorBoardHook(tmp_path / "tb", purge_step=9, writer_factory=FakeWriter)
@@ -221,10 +224,10 @@ def test_wandb_hook_names_the_run_after_its_directory_and_logs_records_at_their_
     assert kw["config"]["lr"] == 1e-3 and kw["config"]["run_dir"] == str(tmp_path / "run7")
     hook.on_record("config", {"type": "config", "summary": {"devices": 1}, "timestamp": "t"})
     hook.on_record("train", {"type": "train", "step": 2, "loss": 7.5, "grad_norm": 1.0})
-    hook.on_record("val", {"type": "val", "step": 2, "val/loss_k": 7.0})
+    hook.on_record("val", {"type": "val", "schema": 2, "step": 2, "loss": 7.0})
     hook.close()
     assert hook.run.config_updates == {"summary": {"devices": 1}}
-    assert hook.run.logged == [(2, {"train/loss": 7.5, "train/grad_norm": 1.0}), (2, {"val/loss_k": 7.0})]
+    assert hook.run.logged == [(2, {"train/loss": 7.5, "train/grad_norm": 1.0}), (2, {"val/loss": 7.0})]
     assert hook.run.finished
     assert H.WandbHook(tmp_path, {}, project="mine", init=lambda **kw: FakeRun(**kw)).run.kw["project"] == "mine"
     monkeypatch.delenv("WANDB_PROJECT")

@@ -17,11 +17,12 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "pawn"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pawn._engine", "pawn.engine", "pawn.vocab", "pawn.dtypes", "pawn.fileio", "pawn.progress", "pawn.errors"),
+    ("pawn._engine", "pawn.engine", "pawn.vocab", "pawn.dtypes", "pawn.fileio", "pawn.progress", "pawn.errors",
+     "pawn.metrics"),
     ("pawn.data",),
     ("pawn.config", "pawn.model", "pawn.metrics_core"),
     ("pawn.adapters",),
-    ("pawn.checkpoint", "pawn.hub", "pawn.adapters.io"),
+    ("pawn.checkpoint", "pawn.hub", "pawn.adapters.io", "pawn.runs"),
     ("pawn.schedules", "pawn.settings"),
     ("pawn.train",),
     ("pawn.convert",),

@@ -62,10 +62,11 @@ def test_schema_2_lines_round_trip_through_the_reader(tmp_path):
     d = tmp_path / "run"
     d.mkdir()
     (d / "config.json").write_text("{}")
-    lines = [record_line("config", run_config={"total_steps": 2}, summary={"variants": {"a": {}, "b": {}}}, total_steps=2),
+    lines = [record_line("config", fields={"run_config": {"total_steps": 2}, "summary": {"variants": {"a": {}, "b": {}}},
+                                           "total_steps": 2}),
              record_line("val", 2, values={"loss": 1.5, "top1": 0.25}, variants={"a": {"loss": 2.0}, "b": {"loss": 1.5}},
-                         mem={"rss_gb": 1.0}),
-             record_line("end", 2, reason="completed")]
+                         fields={"mem": {"rss_gb": 1.0}}),
+             record_line("end", 2, fields={"reason": "completed"})]
     (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     run = open_run(d)
     v = run.val[0]
@@ -152,3 +153,22 @@ def test_the_run_reader_does_not_import_jax():
     out = subprocess.run([sys.executable, "-c", "import sys, pawn.runs, pawn.metrics; print('jax' in sys.modules)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_model_card_shows_the_numbers_pawn_eval_writes(tiny_backbone, tmp_path):
+    """Round trip (the card's table was all "—"): ``pawn eval --json`` as the CLI writes it →
+    the card's evaluation table holds the report's top-1, legal rate and loss."""
+    from pawn.hub.card import CARD_EVAL_METRICS, card_for_checkpoint, read_eval_report
+
+    out = tmp_path / "eval.json"
+    subprocess.run([sys.executable, "-m", "pawn.cli", "eval", str(tiny_backbone), "--games", "8", "--max-ply", "64",
+                    "--json", str(out)], check=True, capture_output=True, text=True)
+    report = read_eval_report(out)
+    rg = report["models"][0]["random_games"]
+    card = card_for_checkpoint(tiny_backbone, eval_report=report)
+    row = next(l for l in card.splitlines() if l.startswith(f"| {report['models'][0]['name']} |"))
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    assert len(cells) == len(CARD_EVAL_METRICS) and "—" not in cells, row
+    assert cells[CARD_EVAL_METRICS.index("top1")] == METRICS["top1"].format(rg["published/top1"])
+    assert cells[CARD_EVAL_METRICS.index("legal_rate")] == METRICS["legal_rate"].format(rg["published/legal_rate"])
+    assert cells[CARD_EVAL_METRICS.index("loss")] == f"{rg['published/loss']:.4f}"

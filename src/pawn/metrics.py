@@ -107,6 +107,8 @@ _ROWS: tuple[Metric, ...] = (
        "published/avg_pct_completion", ("val", "eval")),
     _M("median_forfeit_ply", "Median forfeit ply", "forfeit ply", "plies", "max", ("median_forfeit_ply",),
        "published/median_forfeit_ply", ("val", "eval"), ".0f"),
+    _M("forfeit_ply", "Forfeit ply min / median / max", "forfeit ply", "plies", "max", (), None, ("eval",), ".0f"),
+    _M("games", "Games", "games", "count", None, ("n_games",), "counts/n_games", ("eval",), ".0f"),
     _M("positions", "Positions", "positions", "count", None, ("val_positions",), "counts/n_positions", ("val", "eval"), ".0f"),
     # --- optimisation (train)
     _M("lr", "Learning rate", "lr", "lr", None, ("lr",), None, ("train",), ".3g"),

@@ -47,6 +47,8 @@ LAB_FILE = "lab.json"
 STEP_DIR = re.compile(r"^step_(\d{8,})$")
 BEST_DIR = "best"
 RECORD_TYPES = ("config", "train", "val", "eval", "hub", "end")
+METRIC_RECORDS = frozenset({"train", "val", "eval"})
+"""The record types whose numeric fields are metric values (and ``variants`` per-variant ones)."""
 
 COMPLETE_REASONS = frozenset({"completed", "step_limit"})
 """Stop reasons (spec §1.10) of a run that reached its planned length."""
@@ -179,14 +181,15 @@ def _split_v1(raw: dict, mig: _Migration) -> tuple[dict, dict, dict]:
 def _split_v2(raw: dict) -> tuple[dict, dict, dict]:
     values: dict[str, Any] = {}
     fields: dict[str, Any] = {}
+    metric = raw.get("type") in METRIC_RECORDS
     for k, v in raw.items():
-        if k in ("type", "step", "schema", "variants"):
+        if k in ("type", "step", "schema") or (metric and k == "variants"):
             continue
-        if k in METRICS and (v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))):
+        if metric and k in METRICS and (v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))):
             values[k] = _num(v)
         else:
             fields[k] = v
-    variants = raw.get("variants") if isinstance(raw.get("variants"), dict) else {}
+    variants = raw.get("variants") if metric and isinstance(raw.get("variants"), dict) else {}
     return values, {str(n): dict(v) for n, v in variants.items() if isinstance(v, dict)}, fields
 
 
@@ -210,6 +213,13 @@ def parse_record(raw: dict, *, offset: int = 0, end: int = 0, migration: Optiona
     step = raw.get("step")
     return Record(str(raw.get("type", "")), int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None,
                   values, variants, fields, offset, end, int(schema))
+
+
+def parse_records(raws: Iterable[dict]) -> list[Record]:
+    """:func:`parse_record` of a file's decoded lines in order, sharing what earlier ``config``
+    records teach (schema-1 variant names)."""
+    mig = _Migration()
+    return [parse_record(dict(r), migration=mig) for r in raws]
 
 
 def read_records(path: str | os.PathLike, since: int = 0) -> tuple[list[Record], int]:
@@ -262,7 +272,7 @@ def read_records(path: str | os.PathLike, since: int = 0) -> tuple[list[Record],
 
 
 def record_line(record_type: str, step: Optional[int] = None, *, values: Optional[dict] = None,
-                variants: Optional[dict] = None, **fields: Any) -> dict[str, Any]:
+                variants: Optional[dict] = None, fields: Optional[dict] = None) -> dict[str, Any]:
     """The JSON object of one record in the current schema (what the metrics logger writes):
     ``type``, ``schema``, ``step``, the metric ``values`` (keys of :data:`pawn.metrics.METRICS`),
     ``variants`` and the other fields, in that order.
@@ -273,6 +283,8 @@ def record_line(record_type: str, step: Optional[int] = None, *, values: Optiona
     for k in (values or {}):
         if k not in METRICS:
             raise ValueError(f"record {record_type}: {k!r} is not a metric of pawn.metrics.METRICS")
+    if variants and record_type not in METRIC_RECORDS:
+        raise ValueError(f"record {record_type}: only {', '.join(sorted(METRIC_RECORDS))} records have variants")
     for name, vals in (variants or {}).items():
         for k in vals:
             if k not in METRICS:
@@ -283,7 +295,7 @@ def record_line(record_type: str, step: Optional[int] = None, *, values: Optiona
     out.update(values or {})
     if variants:
         out["variants"] = variants
-    out.update(fields)
+    out.update(fields or {})
     return out
 
 
@@ -632,4 +644,4 @@ def discover_runs(root: str | os.PathLike) -> list[Run]:
 
 
 __all__ = ["SCHEMA_VERSION", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs",
-           "read_records", "parse_record", "record_line", "last_per_step"]
+           "read_records", "parse_record", "parse_records", "record_line", "last_per_step"]

@@ -342,7 +342,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
             for c in cfgs:
                 run_adapt(c, log=lambda m: None, progress=False, install_signal_handlers=False, reuse=reuse)
 
-        out.rows.append(_e2e_row("adapt", lambda: run_adapt_population(dumps, _reporters(P, "val_loss"), log=lambda m: None),
+        out.rows.append(_e2e_row("adapt", lambda: run_adapt_population(dumps, _reporters(P, "loss"), log=lambda m: None),
                                  seq, P, steps))
 
 

@@ -68,10 +68,10 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     if res.baseline_val:
         b = res.baseline_val
         when = "step 0 (untrained model)" if res.strategy == "specialized_clm" else "step 0 (backbone)"
-        rep.add(when, b["val_loss"], b["val_top1"], b["val_top5"])
+        rep.add(when, b["loss"], b["top1"], b["top5"])
     if res.last_val:
         v = res.last_val
-        rep.add(f"step {v['step']}", v["val_loss"], v["val_top1"], v["val_top5"])
+        rep.add(f"step {v['step']}", v["loss"], v["top1"], v["top5"])
     Output().report(rep)
     typer.echo(f"checkpoint: {res.checkpoint}")
     if res.best_checkpoint is not None:

@@ -7,7 +7,7 @@ import time
 from pawn.cli._options import argument, settings_command
 from pawn.cli._output import Column, Output, TableReport, check_outputs, heartbeat, interrupted, write_json
 from pawn.evaluate import runs
-from pawn.evaluate.metric_names import METRICS
+from pawn.metrics import METRICS
 from pawn.evaluate.settings import EvalSettings
 
 DOC = """Move accuracy, legality, game completion and the accuracy ceiling on random games.
@@ -19,11 +19,11 @@ by Elo band."""
 
 # (metric key, published attribute, moves-only attribute or None, format) of the report table.
 _ROWS = (("loss", "loss", "moves_only_loss", ".4f"), ("perplexity", "perplexity", None, ".2f"),
-         ("accuracy", "top1", "moves_only_top1", "pct"), ("top5_accuracy", "top5", "moves_only_top5", "pct"),
+         ("top1", "top1", "moves_only_top1", "pct"), ("top5", "top5", "moves_only_top5", "pct"),
          ("top1_over_ceiling", "top1_over_ceiling", "moves_only_top1_over_ceiling", "pct"),
-         ("ceiling", "ceiling", "ceiling_moves_only", "pct"), ("legal_move_rate", "legal_rate", "moves_only_legal_rate", "pct"),
+         ("ceiling", "ceiling", "ceiling_moves_only", "pct"), ("legal_rate", "legal_rate", "moves_only_legal_rate", "pct"),
          ("late_legal_rate", "late_legal_rate", None, "pct"), ("illegal_pred_rate", "illegal_pred_rate", None, "pct"),
-         ("illegal_prob_mass", "illegal_prob_mass", None, "pct"), ("game_completion_rate", "completion_rate", None, "pct"),
+         ("illegal_prob_mass", "illegal_prob_mass", None, "pct"), ("completion_rate", "completion_rate", None, "pct"),
          ("avg_plies_completed", "avg_plies_completed", None, ".1f"), ("avg_pct_completion", "avg_pct_completion", None, "pct"))
 
 
@@ -50,7 +50,7 @@ def lichess_table(r: runs.ModelEval, pgn) -> TableReport:
     t = TableReport(f"{r.name}: Lichess {pgn.name} (parsed {li['parser'].get('kept', 0)} of {li['parser'].get('read', 0)}, "
                     f"{li['n_out_of_band']} outside the bands)",
                     [Column(METRICS[k].label if k in METRICS else k, f) for k, f in
-                     (("elo_band", ""), ("games", "d"), ("Positions", "d"), ("Loss", ".4f"), ("Top-1", "pct"), ("Top-5", "pct"), ("Legal rate", "pct"),
+                     (("Elo band", ""), ("games", "d"), ("Positions", "d"), ("Loss", ".4f"), ("Top-1", "pct"), ("Top-5", "pct"), ("Legal rate", "pct"),
                       ("Top-1 legal-masked", "pct"))])
     for key, b in li["bands"].items():
         t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"], b["top1_legal_masked"])

@@ -8,7 +8,7 @@ import typer
 
 from pawn.cli._options import flag, settings_command
 from pawn.cli._output import Column, Output, TableReport, report_stop, run_training
-from pawn.evaluate.metric_names import METRICS, VALIDATION_COLUMNS
+from pawn.metrics import METRICS, VALIDATION_COLUMNS
 from pawn.settings import PretrainConfig
 
 DOC = (
@@ -26,14 +26,18 @@ DOC = (
 
 
 def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableReport:
-    """The last validation's per-model table, smallest model first (by the configs' d_model),
-    models named ``variant (config name)``."""
+    """The last validation's per-model table (a ``val`` record as written, :mod:`pawn.runs`
+    schema), smallest model first, models named ``variant (config name)``."""
+    from pawn.runs import parse_record
+
     rep = TableReport(f"validation at step {last_val['step']}",
                       [Column("model", justify="left"), *(Column(METRICS[k].short, ".4f", missing="nan") for k in VALIDATION_COLUMNS)])
-    configs = {vc.name: (vc.d_model, f"{v} ({vc.name})") for v, vc in cfg.model_configs()[1].items()}
-    names = [k[len("val/loss_"):] for k in last_val if k.startswith("val/loss_")]
-    for n in sorted(names, key=lambda n: configs.get(n, (float("inf"), n))[0]):
-        rep.add(configs.get(n, (0, n))[1], *(last_val.get(f"val/{k}_{n}", float("nan")) for k in VALIDATION_COLUMNS))
+    rec = parse_record(last_val)
+    variants = cfg.model_configs()[1]
+    rows = rec.variants or {next(iter(variants)) if len(variants) == 1 else "model": rec.values}
+    for n in sorted(rows, key=lambda n: variants[n].d_model if n in variants else 0):
+        label = f"{n} ({variants[n].name})" if n in variants else n
+        rep.add(label, *(rows[n].get(k, float("nan")) for k in VALIDATION_COLUMNS))
     return rep
 
 

@@ -16,6 +16,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pawn.checkpoint import CONFIG_FILE, CheckpointError, read_model_config
 from pawn.config import ModelConfig, param_count
+from pawn.metrics import METRICS, eval_values
+from pawn.runs import parse_record
 
 CARD_FILE = "README.md"
 LIBRARY_NAME = "pawn"
@@ -68,27 +70,43 @@ def latest_eval_json(directory: Path) -> Optional[Path]:
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
+CARD_EVAL_METRICS = ("top1", "top5", "legal_rate", "late_legal_rate", "loss", "moves_only_top1")
+"""The :mod:`pawn.metrics` keys of a card's evaluation table (read from ``pawn eval --json``)."""
+
+
 def _eval_section(report: Mapping[str, Any], source: str) -> list[str]:
-    """Markdown lines of a ``pawn eval --json`` report: one row per evaluated model."""
+    """Markdown lines of a ``pawn eval --json`` report: one row per evaluated model, the
+    metrics read through the registry (:func:`pawn.metrics.eval_values`)."""
     out = [f"## Evaluation (`pawn eval`, {source})", ""]
     models = report.get("models") if isinstance(report.get("models"), list) else []
-    keys = ("top1", "top5", "legal_rate", "late_legal_rate", "loss", "moves_only_top1")
+    keys = CARD_EVAL_METRICS
     rows = []
     for m in models:
         rg = m.get("random_games") if isinstance(m, dict) else None
         if isinstance(rg, dict):
-            rows.append((m.get("name", "?"), [rg.get(k) for k in keys]))
+            vals = eval_values(rg)
+            rows.append((m.get("name", "?"), [METRICS[k].format(vals.get(k)) for k in keys]))
     settings = report.get("settings") if isinstance(report.get("settings"), dict) else {}
     if settings:
         out.append(f"{settings.get('games', '?')} random games, seed {settings.get('seed', '?')}.")
         out.append("")
     if rows:
-        out.append("| model | " + " | ".join(keys) + " |")
+        out.append("| model | " + " | ".join(METRICS[k].label for k in keys) + " |")
         out.append("|---|" + "---|" * len(keys))
-        out += [f"| {name} | " + " | ".join(_fmt(v) for v in vals) + " |" for name, vals in rows]
+        out += [f"| {name} | " + " | ".join(vals) + " |" for name, vals in rows]
     else:
         out.append("(the report holds no random-game results)")
     return out + [""]
+
+
+def _val_rows(last_val: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(label, value)`` rows of a ``val`` record (either schema, :func:`pawn.runs.parse_record`):
+    the run's values, then each supernet variant's."""
+    rec = parse_record(dict(last_val, type="val"))
+    rows = [(METRICS[k].label, METRICS[k].format(v)) for k, v in rec.values.items() if k in METRICS]
+    for name, vals in rec.variants.items():
+        rows += [(f"{name}: {METRICS[k].label}", METRICS[k].format(v)) for k, v in vals.items() if k in METRICS]
+    return rows
 
 
 def model_card(
@@ -162,7 +180,7 @@ def model_card(
         body += ["Data: random legal games generated on the fly by the PAWN engine (seeded; see `seed`)"
                  + (" read from an on-disk corpus." if run.get("corpus_dir") else "."), ""]
     if last_val:
-        rows = [(k, v) for k, v in last_val.items() if k.startswith("val/") and isinstance(v, (int, float)) and not isinstance(v, bool)]
+        rows = _val_rows(last_val)
         if rows:
             body += [f"## Validation at step {last_val.get('step', '?')}", "", _table(rows, ("metric", "value")), ""]
     if eval_report:

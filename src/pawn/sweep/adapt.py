@@ -80,7 +80,7 @@ class AdaptTrialRunner:
     """
 
     command = "adapt"
-    objective_key = "val_loss"
+    objective_key = "loss"  # pawn.metrics key of the val record
 
     def __init__(self, base: dict[str, Any], *, strategy: str, checkpoint: str, data: str,
                  log: Callable[[str], None] = print):

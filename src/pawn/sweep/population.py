@@ -267,12 +267,12 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
                     continue
                 weights = member(state, p)
                 fields = validate(weights)
-                v = fields.get("val_loss")
+                v = fields.get("loss")
                 if on_best is not None and v is not None and math.isfinite(v) and v < best[p]:
                     best[p] = v
                     run_dirs[p] = on_best(p, weights, step, fields)
                 if patience is not None:
-                    stops[p].update(step, {"loss": fields.get("val_loss")})
+                    stops[p].update(step, {"loss": fields.get("loss")})
                 reporters[p].on_event(ValidationEvent(step, fields))
                 if reporters[p].stop_reason is not None:
                     status[p], ended_at[p] = ("pruned" if reporters[p].stop_reason == "pruned" else "exception"), step

@@ -120,7 +120,7 @@ def _one_line(e: BaseException) -> str:
 
 class PretrainTrialRunner:
     """Pretraining trials: :func:`pawn.train.pretrain.run_pretrain` in process, one run
-    directory per trial. The objective is the stored model's ``val/loss_<config name>``.
+    directory per trial. The objective is the val record's ``loss`` (:mod:`pawn.metrics`; the stored model's).
 
     Trials share compiled programs (:class:`~pawn.train.pretrain.PretrainReuse`): a trial whose
     model, batch shape and optimizer structure match an earlier one's takes its learning rates
@@ -142,7 +142,7 @@ class PretrainTrialRunner:
         self.reuse = PretrainReuse()
         self.settings_fields = frozenset(PretrainConfig.model_fields)
         probe = PretrainConfig.load(**{"total_steps": 1, **self.base, "resume": None, "out": None})
-        self.objective_key = f"val/loss_{probe.model_configs()[0].name}"
+        self.objective_key = "loss"  # pawn.metrics key: the val record's (monitored) model
 
     def setting_names(self, name: str) -> tuple[str, ...]:
         """The settings fields a space parameter sets: itself (the pretraining space uses

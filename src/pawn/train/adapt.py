@@ -72,8 +72,8 @@ RESUME_MUTABLE = {"resume", "out", "epochs", "patience", "keep_checkpoints", "pa
 re-derives the total steps, spec §5; ``backbone`` may name the same weights' new location: the
 recorded SHA-256 is checked)."""
 
-VAL_FIELDS = ("val_loss", "val_top1", "val_top5", "val_illegal_pred_rate", "val_illegal_prob_mass")
-"""Validation metrics of spec §5, in record order."""
+VAL_FIELDS = ("loss", "top1", "top5", "illegal_pred_rate", "illegal_prob_mass")
+"""Validation metrics of spec §5 (v1 ``val_loss``, ``val_top1``…), :mod:`pawn.metrics` keys, in record order."""
 
 
 # ============================================================================ loss (spec §5)
@@ -150,8 +150,8 @@ def make_adapter_loss(*, legal_mask: bool, illegal_penalty: float, dtype: Option
 
 
 def make_validator(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[str]):
-    """``validate(model, batches) -> {val_loss, val_top1, val_top5, val_illegal_pred_rate,
-    val_illegal_prob_mass, val_positions}``: position-weighted over every supervised position
+    """``validate(model, batches) -> {loss, top1, top5, illegal_pred_rate, illegal_prob_mass,
+    positions}`` (:mod:`pawn.metrics` keys; v1's ``val_loss``…): position-weighted over every supervised position
     of ``batches`` (dicts as the loss takes, with ``legal``), one jitted forward per batch
     (spec §5 "Validation metrics"; the same masking and penalty as training)."""
 
@@ -170,9 +170,9 @@ def make_validator(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[
             for k, v in to_host(sums(model, b)).items():
                 tot[k] = tot.get(k, 0.0) + float(v)
         n = max(tot.get("n", 0.0), 1.0)
-        return {"val_loss": tot["loss"] / n, "val_top1": tot["top1"] / n, "val_top5": tot["top5"] / n,
-                "val_illegal_pred_rate": tot["illegal_pred"] / n, "val_illegal_prob_mass": tot["illegal_mass"] / n,
-                "val_positions": int(tot.get("n", 0))}
+        return {"loss": tot["loss"] / n, "top1": tot["top1"] / n, "top5": tot["top5"] / n,
+                "illegal_pred_rate": tot["illegal_pred"] / n, "illegal_prob_mass": tot["illegal_mass"] / n,
+                "positions": int(tot.get("n", 0))}
 
     return validate
 
@@ -651,9 +651,9 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         if fresh and run.logger:  # baseline validation before the first step (spec §5)
             t = time.perf_counter()
             baseline = {**validator(eqx.combine(state.model, frozen), val_batches), "epoch": -1,
-                        **{f"weights/{k}": v for k, v in model.weight_report().items()}}
+                        "weights": dict(model.weight_report())}
             run.logger.write("val", step=0, **baseline, val_wall_s=time.perf_counter() - t)
-            log(f"step 0 (backbone + identity adapter): val_loss {baseline['val_loss']:.4f}, val_top1 {baseline['val_top1']:.4f}")
+            log(f"step 0 (backbone + identity adapter): val loss {baseline['loss']:.4f}, val top-1 {baseline['top1']:.4f}")
     except OSError as e:
         raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
     state = program.place_state(state)
@@ -678,7 +678,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         last_val.clear()
         last_val.update(fields)
         report = m.weight_report()
-        return {**fields, "epoch": (at_step - 1) // spe, **{f"weights/{k}": v for k, v in report.items()}}
+        return {**fields, "epoch": (at_step - 1) // spe, "weights": dict(report)}
 
     if cfg.eval_interval is not None:
         val_due = lambda s: s % cfg.eval_interval == 0 or s == total  # noqa: E731
@@ -730,7 +730,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     vh = ValidationHook(validate, every=1, final_step=total)
     vh.due = val_due  # type: ignore[method-assign]
     hk.append(vh)
-    hk.append(EarlyStoppingHook(es, checkpointer, monitor=lambda v: {"loss": v.get("val_loss")}, total_steps=total,
+    hk.append(EarlyStoppingHook(es, checkpointer, monitor=lambda v: {"loss": v.get("loss")}, total_steps=total,
                                 validation_due=val_due, log=log if is_main else None))
     hk.append(BestLinkHook(run_dir))
     hk.append(EpochCheckpointHook(checkpointer, ckpt_due, end))
@@ -741,7 +741,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         def train_fields(r) -> dict:
             m, dt = r.metrics, r.chunk_wall_s
             losses = np.asarray(m["loss"])
-            return {"loss": float(losses[-1]), "loss_mean": float(losses.mean()), "train_top1": float(np.mean(m["top1"])),
+            return {"loss": float(losses[-1]), "loss_mean": float(losses.mean()), "top1": float(np.mean(m["top1"])),
                     "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
                     "grad_norm_mean": float(np.mean(m["grad_norm"])), "epoch": (r.step - 1) // spe,
                     "chunk_wall_s": dt, "tokens_per_s": r.tokens / dt, "games_per_s": r.games / dt,

@@ -92,56 +92,54 @@ class RunHooks:
 
 
 def scalars(kind: str, record: Mapping[str, Any]) -> dict[str, float]:
-    """The numeric fields of a ``train`` or ``val`` record as ``{tag: value}`` for TensorBoard
-    and W&B: JSONL keys kept, except that ``train`` keys without a ``/`` get ``train/`` in front
-    (``loss`` → ``train/loss``, ``lr`` → ``train/lr``, as spec §8.3 names them); ``step``,
-    ``step_start``, booleans, ``None`` (NaN) and non-numbers are left out. Other kinds of record
-    (``hub`` push outcomes, written later than the steps they name) give no scalars."""
+    """The numbers of a ``train`` or ``val`` record as ``{tag: value}`` for TensorBoard and W&B,
+    read through the run record (:func:`pawn.runs.parse_record`, so both schemas give the same
+    tags): ``<kind>/<metric key>`` for the run's values (``train/loss``, ``train/lr``,
+    ``val/top1``: spec §8.3), ``<kind>/<variant>/<metric key>`` per supernet variant
+    (``val/small/loss``), ``mem/<name>`` (GiB) and ``weights/<name>`` (an adapter's weight
+    report, val records). ``None`` (NaN) is left out. Other kinds of record (``hub`` push
+    outcomes, written later than the steps they name; ``end``) give no scalars."""
+    from pawn.runs import parse_record
+
     out: dict[str, float] = {}
     if kind not in ("train", "val"):
         return out
-    for k, v in record.items():
-        if k in ("step", "step_start", "type") or isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        if not math.isfinite(v):
-            continue
-        out[k if (kind != "train" or "/" in k) else f"train/{k}"] = float(v)
+    rec = parse_record(dict(record, type=kind))
+
+    def put(tag: str, v: Any) -> None:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out[tag] = float(v)
+
+    for k, v in rec.values.items():
+        put(f"{kind}/{k}", v)
+    for name, vals in rec.variants.items():
+        for k, v in vals.items():
+            put(f"{kind}/{name}/{k}", v)
+    for group in ("mem", "weights"):
+        for k, v in (rec.fields.get(group) or {}).items():
+            put(f"{group}/{k}", v)
     return out
 
 
 # ----------------------------------------------------------------------------- curves
-def _variant_labels(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Metric key (``d256_L8_F1024``) → ``"small (d256_L8_F1024)"`` from the last config record."""
-    for r in reversed(records):
-        if r.get("type") == "config":
-            variants = (r.get("summary") or {}).get("variants") or {}
-            return {v["config"]: f"{name} ({v['config']})" for name, v in variants.items() if isinstance(v, dict) and "config" in v}
-    return {}
+def curve_series(records: Sequence[Any]) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
+    """What :func:`plot_curves` draws: ``{panel: {line label: (steps, values)}}`` from a run's
+    records (:class:`pawn.runs.Record`, or the dicts of ``metrics.jsonl`` lines in either schema;
+    the last record per step wins, so a resumed run's re-done steps do not draw twice). The same
+    panels for pretraining and adapter runs:
 
-
-def curve_series(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
-    """What :func:`plot_curves` draws: ``{panel: {line label: (steps, values)}}`` from
-    ``metrics.jsonl`` records (the last record per step wins, so a resumed run's re-done steps do
-    not draw twice).
-
-    Panels (each present only when some record has the fields):
-
-    - ``"loss"``: ``train <variant>`` (``loss_<key>``), ``train (joint)`` (``loss``, when there
-      are several variants; ``train`` when there is no per-variant field), ``val <variant>``
-      (``val/loss_<key>``);
-    - ``"top-1 accuracy"``: ``train <variant>`` (``accuracy_<key>``, or ``train/accuracy``
-      without per-variant fields) and ``val <variant>`` (``val/accuracy_<key>``);
-    - ``"val legal-move rate"``: ``<variant>`` (``val/legal_move_rate_<key>``);
+    - ``"loss"``: ``train`` (or ``train (joint)`` for a supernet) and ``train <variant>``,
+      ``val`` or ``val <variant>``;
+    - ``"top-1 accuracy"``: the same lines of ``top1``;
+    - ``"val legal-move rate"``: ``legal_rate`` of the run or of each variant (pretraining);
     - ``"learning rate"``: ``lr``;
     - ``"tokens/s"``: ``tokens_per_s`` of chunks that did not include compilation.
-
-    ``<variant>`` is ``"name (key)"`` when the config record's summary names it, else the key.
     """
-    labels = _variant_labels(records)
-    by_step: dict[str, dict[int, dict]] = {"train": {}, "val": {}}
-    for r in records:
-        if r.get("type") in by_step and isinstance(r.get("step"), int):
-            by_step[r["type"]][r["step"]] = dict(r)
+    from pawn.runs import Record, last_per_step, parse_records
+
+    recs = list(records) if all(isinstance(r, Record) for r in records) else parse_records(records)
+    train = last_per_step(r for r in recs if r.type == "train")
+    val = last_per_step(r for r in recs if r.type == "val")
     panels: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
 
     def add(panel: str, label: str, step: int, value: Any) -> None:
@@ -151,33 +149,23 @@ def curve_series(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tu
         xs.append(step)
         ys.append(float(value))
 
-    def var(key: str) -> str:
-        return labels.get(key, key)
-
-    for step in sorted(by_step["train"]):
-        r = by_step["train"][step]
-        per_variant = [k for k in r if k.startswith("loss_") and k != "loss_mean"]
-        if len(per_variant) != 1:  # one model: its own loss line is the same curve
-            add("loss", "train (joint)" if per_variant else "train", step, r.get("loss"))
-        per_variant_acc = False
-        for k, v in r.items():
-            if k.startswith("loss_") and k != "loss_mean":
-                add("loss", f"train {var(k[len('loss_'):])}", step, v)
-            elif k.startswith("accuracy_"):
-                add("top-1 accuracy", f"train {var(k[len('accuracy_'):])}", step, v)
-                per_variant_acc = True
-        if not per_variant_acc:
-            add("top-1 accuracy", "train", step, r.get("train/accuracy"))
-        add("learning rate", "lr", step, r.get("lr"))
-        if not r.get("includes_compile"):
-            add("tokens/s", "tokens/s", step, r.get("tokens_per_s"))
-    for step in sorted(by_step["val"]):
-        r = by_step["val"][step]
-        for k, v in r.items():
-            for prefix, panel, what in (("val/loss_", "loss", "val "), ("val/accuracy_", "top-1 accuracy", "val "),
-                                        ("val/legal_move_rate_", "val legal-move rate", "")):
-                if k.startswith(prefix):
-                    add(panel, f"{what}{var(k[len(prefix):])}", step, v)
+    for r in train:
+        add("loss", "train (joint)" if r.variants else "train", r.step, r.values.get("loss"))
+        if r.variants:
+            for name, vals in r.variants.items():
+                add("loss", f"train {name}", r.step, vals.get("loss"))
+                add("top-1 accuracy", f"train {name}", r.step, vals.get("top1"))
+        else:
+            add("top-1 accuracy", "train", r.step, r.values.get("top1"))
+        add("learning rate", "lr", r.step, r.values.get("lr"))
+        if not r.fields.get("includes_compile"):
+            add("tokens/s", "tokens/s", r.step, r.values.get("tokens_per_s"))
+    for r in val:
+        models = r.variants or {"": r.values}
+        for name, vals in models.items():
+            add("loss", f"val {name}".rstrip(), r.step, vals.get("loss"))
+            add("top-1 accuracy", f"val {name}".rstrip(), r.step, vals.get("top1"))
+            add("val legal-move rate", name or "val", r.step, vals.get("legal_rate"))
     order = ("loss", "top-1 accuracy", "val legal-move rate", "learning rate", "tokens/s")
     return {p: panels[p] for p in order if p in panels}
 
@@ -245,9 +233,9 @@ class CurvesHook:
         self._dirty = False
 
     def _draw(self) -> None:
-        from pawn.train.metrics import read_metrics
+        from pawn.runs import read_records
 
-        plot_curves(read_metrics(self.metrics_path), self.png_path, self.title)
+        plot_curves(read_records(self.metrics_path)[0], self.png_path, self.title)
         self._dirty = False
 
     def on_record(self, kind: str, record: dict) -> None:

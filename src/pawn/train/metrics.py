@@ -1,6 +1,8 @@
 """JSONL metrics log (spec ``eval-probe-generate-sweep-bench.md`` §8.1, ``training-and-adapters.md``
-§1.6): one typed record per line (``config``, ``train``, ``val``) with an ISO timestamp and
-elapsed seconds, NaN/Inf written as ``null``, host memory, flushed after every record."""
+§1.6): one typed record per line (``config``, ``train``, ``val``, ``hub``, ``end``) in the run
+record's schema (:mod:`pawn.runs`, :data:`pawn.runs.SCHEMA_VERSION`) with an ISO timestamp and
+elapsed seconds, NaN/Inf written as ``null``, host memory under ``mem``, flushed after every
+record. Read runs back with :func:`pawn.runs.open_run`, never by parsing this file."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from typing import Any, Optional
 
 
 from pawn.fileio import json_safe
+from pawn.metrics import METRICS
+from pawn.runs import METRIC_RECORDS, record_line
 
 
 def host_memory() -> dict[str, float]:
@@ -80,18 +84,23 @@ class MetricsLogger:
         return time.monotonic() - self._t0
 
     def write(self, record_type: str, step: Optional[int] = None, **fields: Any) -> dict:
-        """Write one record: ``type``, ``step`` (if given), the fields, ``timestamp`` (ISO 8601,
-        UTC), ``elapsed`` (s, 3 dp) and host memory. Returns the record as written."""
-        rec: dict[str, Any] = {"type": record_type}
-        if step is not None:
-            rec["step"] = int(step)
-        rec.update(fields)
-        rec["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
-        rec["elapsed"] = round(self.elapsed, 3)
+        """Write one record in the run record's schema (:func:`pawn.runs.record_line`): ``type``,
+        ``schema``, ``step`` (if given), the numeric fields named by a :data:`pawn.metrics.METRICS`
+        key as the run's metric values, ``variants`` (``{variant name: {metric key: value}}``)
+        when given (``train``/``val``/``eval`` records; a ``config`` record's fields are kept as
+        given), the other fields, ``timestamp`` (ISO 8601, UTC), ``elapsed`` (s, 3 dp) and
+        memory under ``mem`` (GiB). Returns the record as written."""
+        metric_record = record_type in METRIC_RECORDS
+        variants = fields.pop("variants", None) if metric_record else None
+        values = {k: v for k, v in fields.items() if metric_record and k in METRICS
+                  and (v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)))}
+        rest = {k: v for k, v in fields.items() if k not in values}
+        rest["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+        rest["elapsed"] = round(self.elapsed, 3)
         if record_type != "config":
-            rec.update(host_memory())
-            rec.update(device_memory())
-        rec = json_safe(rec)
+            mem = {**host_memory(), **device_memory()}
+            rest["mem"] = {k.split("/", 1)[1]: v for k, v in mem.items()}
+        rec = json_safe(record_line(record_type, step, values=values, variants=variants, fields=rest))
         self._f.write(json.dumps(rec, allow_nan=False) + "\n")
         self._f.flush()
         if self.hooks is not None:
@@ -127,7 +136,8 @@ def truncate_metrics(path: Path, last_step: int) -> float:
     rewriting the file atomically. Returns the largest ``elapsed`` kept (0 if none)."""
     if not path.exists():
         return 0.0
-    kept = [r for r in read_metrics(path) if r.get("step") is None or r["step"] <= last_step]
+    # an ``end`` record of an earlier segment goes: the resumed run has not ended
+    kept = [r for r in read_metrics(path) if r.get("type") != "end" and (r.get("step") is None or r["step"] <= last_step)]
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for r in kept:

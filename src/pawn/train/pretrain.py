@@ -61,16 +61,12 @@ from pawn.train.run import (
     to_host,
 )
 from pawn.train.summary import run_summary, summary_lines
+from pawn.metrics import eval_values
 
 
-VAL_KEYS = {
-    "published/loss": "loss", "published/perplexity": "perplexity", "published/top1": "accuracy",
-    "published/top5": "top5_accuracy", "published/legal_rate": "legal_move_rate",
-    "published/late_legal_rate": "late_legal_move_rate", "published/completion_rate": "game_completion_rate",
-    "published/avg_plies_completed": "avg_plies_completed", "published/avg_pct_completion": "avg_pct_completion",
-    "published/median_forfeit_ply": "median_forfeit_ply", "moves_only/top1": "moves_only_top1",
-}
-"""Evaluation keys written to ``val`` records, with their v1 metric names (spec eval §1.2)."""
+VAL_METRICS = ("loss", "perplexity", "top1", "top5", "legal_rate", "late_legal_rate", "completion_rate",
+               "avg_plies_completed", "avg_pct_completion", "median_forfeit_ply", "moves_only_top1")
+"""The :mod:`pawn.metrics` keys a pretraining ``val`` record carries per variant (spec eval §1.2)."""
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
 RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
@@ -544,30 +540,34 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
         hooks.append(ProgressHook(bar, loss_name))
     validation = None
     if val_set is not None and is_main:
-        validation = ValidationHook(lambda state, step: _validate(state, val_set, variants, cfg, dtype),
+        validation = ValidationHook(lambda state, step: _validate(state, val_set, variants, cfg, dtype, monitored),
                                     every=cfg.val_every, final_step=cfg.total_steps)
         hooks.append(validation)
     due = validation.due if validation is not None else (lambda step: val_set is not None and (
         step % cfg.val_every == 0 or step == cfg.total_steps))
     hooks.append(EarlyStoppingHook(
         es, checkpointer, total_steps=cfg.total_steps, validation_due=due, processes=n_proc, log=log if is_main else None,
-        monitor=lambda val: {k: val.get(f"val/{k}_{monitored.name}") for k in
-                             ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")}))
+        monitor=lambda val: {"loss": val.get("loss"), "late_legal_move_rate": val.get("late_legal_rate"),
+                             "game_completion_rate": val.get("completion_rate"),
+                             "avg_plies_completed": val.get("avg_plies_completed")}))
     hooks.append(CheckpointHook(checkpointer, every=cfg.checkpoint_every, end_step=end_step))
     hooks.append(SignalStopHook(stop))
     hooks.extend(extra)
     if run.logger is not None:
         acc_key = f"accuracy_{monitored.name}"
+        names = {vcfg.name: name for name, vcfg in variants}
 
         def train_fields(r) -> dict:
             m, dt = r.metrics, r.chunk_wall_s
             losses = np.asarray(m["loss"])
+            per_variant = {names[c]: {"loss": float(m[f"loss_{c}"][-1]), "top1": float(m[f"accuracy_{c}"][-1])}
+                           for c in names if f"loss_{c}" in m and f"accuracy_{c}" in m} if len(variants) > 1 else None
             return {
                 "loss": float(losses[-1]), "loss_mean": float(losses.mean()),
-                "train/accuracy": float(m[acc_key][-1]), "train/accuracy_mean": float(np.mean(m[acc_key])),
+                "top1": float(m[acc_key][-1]), "top1_mean": float(np.mean(m[acc_key])),
                 "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
                 "grad_norm_mean": float(np.mean(m["grad_norm"])), "n_supervised_mean": float(np.mean(m["n_supervised"])),
-                **{k: float(v[-1]) for k, v in m.items() if k.startswith(("loss_d", "accuracy_d"))},
+                **({"variants": per_variant} if per_variant else {}),
                 "chunk_wall_s": dt, "tokens_per_s": r.tokens / dt, "games_per_s": r.games / dt,
                 "data_wait_s": r.data_wait_s, "data_wait_frac": r.data_wait_s / dt if dt > 0 else 0.0,
                 "step_start": r.step_start, "includes_compile": r.includes_compile,
@@ -577,10 +577,12 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
     return hooks
 
 
-def _validate(state: TrainState, val_set, variants, cfg: PretrainConfig, dtype) -> dict:
-    """The ``val`` fields of spec §1.7 for every variant, under v1 names suffixed by the
-    variant's metric key (:data:`VAL_KEYS`)."""
+def _validate(state: TrainState, val_set, variants, cfg: PretrainConfig, dtype, monitored) -> dict:
+    """The ``val`` fields of spec §1.7 (:data:`VAL_METRICS`, :mod:`pawn.metrics` keys): the
+    monitored model's at the top level and, for a supernet, every variant's under ``variants``
+    (``{variant name: {key: value}}``)."""
     fields: dict = {}
+    per_variant: dict[str, dict] = {}
     # One host copy, placed once on the default device (not re-sent with every val batch).
     model_now = jax.device_put(to_host(state.model))
     for name, vcfg in variants:
@@ -589,8 +591,12 @@ def _validate(state: TrainState, val_set, variants, cfg: PretrainConfig, dtype) 
             m, val_set.tokens, val_set.lengths, val_set.outcome, seq_len=cfg.seq_len,
             batch_size=cfg.batch_size, prepend_outcome=cfg.prepend_outcome, dtype=dtype,
         ).to_dict()
-        for key, name_v1 in VAL_KEYS.items():
-            fields[f"val/{name_v1}_{vcfg.name}"] = rep[key]
+        vals = eval_values(rep)
+        per_variant[name] = {k: vals[k] for k in VAL_METRICS if k in vals}
+        if vcfg == monitored:
+            fields.update(per_variant[name])
+    if len(variants) > 1:
+        fields["variants"] = per_variant
     return fields
 
 

@@ -697,11 +697,16 @@ class Run:
         return self.logger.elapsed if self.logger else 0.0
 
     def finish(self, schedule, step: int, reason: str) -> None:
-        """Write ``schedule_health.json`` and close the metrics log and its sinks. A failure here
-        is a one-line warning: it never hides the run's own outcome."""
+        """Write ``schedule_health.json``, the ``end`` record (``step``, ``reason``: spec §1.10
+        stop reason, ``total_steps``; :mod:`pawn.runs` reads a run's status from it) and close the
+        metrics log and its sinks. A failure here is a one-line warning: it never hides the run's
+        own outcome."""
         try:
             if self.is_main:
-                write_schedule_health(self.run_dir / "schedule_health.json", schedule, step, reason)
+                health = write_schedule_health(self.run_dir / "schedule_health.json", schedule, step, reason)
+                if self.logger:
+                    self.logger.write("end", step=step, reason=reason, total_steps=health.get("planned_total_steps"),
+                                      completion_ratio=health.get("completion_ratio"))
             if self.logger:
                 self.logger.close()
         except OSError as e:
