@@ -89,6 +89,7 @@ register("uci", "pawn.cli.uci:uci_cmd")
 register("sweep", "pawn.cli.sweep:sweep_cmd")
 register("report", "pawn.cli.report:command")
 register("dashboard", "pawn.cli.dashboard:command")
+register("lab", "pawn.cli.lab:command")
 app.add_typer(importlib.import_module("pawn.cli.data").data_app, name="data")
 
 if _STARTING:  # the commands are imported: Ctrl-C is the commands' own business from here on

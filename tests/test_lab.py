@@ -1,0 +1,384 @@
+"""``pawn lab``: the MCP server's tools, called in process through the SDK (``server.call_tool``)
+against real ``pawn pretrain`` runs started by ``lab_start``, and once over stdio through the SDK's
+client. The runs are tiny (toy model, batch 4 × 32 plies); the tests that run one are ``slow``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp", reason="pawn[lab] (the mcp package) is not installed")
+
+from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
+
+from pawn.lab.server import build_server  # noqa: E402
+from pawn.lab.tools import pareto_front  # noqa: E402
+
+TOOL_NAMES = {"lab_schema", "lab_start", "lab_runs", "lab_status", "lab_tail", "lab_compare", "lab_stop", "lab_resume",
+              "lab_sweep", "lab_sweep_status", "lab_audit", "lab_log"}
+TOY = {"variant": "toy", "batch_size": 4, "seq_len": 32, "val_games": 8}
+"""The smallest pretraining run: the toy model on batches of 4 games × 32 plies."""
+
+
+@pytest.fixture(scope="module")
+def server():
+    return build_server()
+
+
+def call(server, name: str, **args):
+    """The tool's structured result (its JSON dict)."""
+    async def go():
+        return await server.call_tool(name, args)
+
+    res = asyncio.run(go())
+    assert not res.is_error, res
+    return res.structured_content
+
+
+def call_error(server, name: str, **args) -> str:
+    """The message of a tool call that must fail (a ToolError: isError over the wire)."""
+    async def go():
+        return await server.call_tool(name, args)
+
+    with pytest.raises(ToolError) as info:
+        asyncio.run(go())
+    msg = str(info.value)
+    assert "\n" not in msg and "Traceback" not in msg, msg
+    return msg.removeprefix(f"Error executing tool {name}: ")
+
+
+def wait_for(server, run: Path, pred, timeout: float = 600.0, every: float = 0.5) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = call(server, "lab_status", run=str(run))
+        if pred(st):
+            return st
+        if time.monotonic() > deadline:
+            log = "\n".join(call(server, "lab_log", run=str(run), lines=30)["lines"])
+            raise AssertionError(f"timed out; last status {st['state']} {st.get('reason')}; log:\n{log}")
+        time.sleep(every)
+
+
+# ============================================================================ fast
+def test_schema_is_generated_from_the_settings_models(server):
+    from pawn.settings import PretrainConfig
+    from pawn.sweep.settings import SweepSettings
+    from pawn.train.adapt_config import AdaptSettings
+
+    for command, model in (("pretrain", PretrainConfig), ("adapt", AdaptSettings), ("sweep", SweepSettings)):
+        got = call(server, "lab_schema", command=command)
+        assert got["schema"] == model.model_json_schema()
+        assert set(got["schema"]["properties"]) == set(model.model_fields)  # every field, e.g. a new one
+    assert "is not one of pretrain, adapt, sweep" in call_error(server, "lab_schema", command="train")
+
+
+def test_bad_config_is_the_cli_message_and_starts_nothing(server, tmp_path, monkeypatch):
+    """The message is the CLI's for the same settings in a --config file (with the file named
+    ``config``); nothing is written or started."""
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    monkeypatch.delenv("PAWN_LR", raising=False)
+    bad = [
+        {**TOY, "total_steps": 20, "lr": "fast"},          # a bad value
+        {**TOY, "total_steps": 20, "lr_rate": 0.1},        # an unknown field
+        {**TOY, "total_steps": 30, "steps_per_chunk": 20},  # a cross-field rule (a multiple of the chunk)
+    ]
+    for i, cfg in enumerate(bad):
+        out = tmp_path / f"run{i}"
+        msg = call_error(server, "lab_start", command="pretrain", config=cfg, out=str(out))
+        assert not out.exists(), f"{out} was created for a refused config"
+        f = tmp_path / f"c{i}.json"
+        f.write_text(json.dumps(cfg))
+        res = CliRunner().invoke(app, ["pretrain", "--config", str(f), "--out", str(tmp_path / "cli")])
+        assert res.exit_code == 2
+        cli = " ".join(res.output.split()).removeprefix("error: ")
+        assert msg == cli.replace(f"{f}: ", "config: "), (msg, cli)
+    assert "config: lr:" in call_error(server, "lab_start", command="pretrain", config=bad[0], out=str(tmp_path / "x"))
+    assert "'out' is not a config key" in call_error(server, "lab_start", command="pretrain",
+                                                      config={**TOY, "total_steps": 20, "out": "elsewhere"}, out=str(tmp_path / "x"))
+    assert "devices:" in call_error(server, "lab_start", command="pretrain", config={**TOY, "total_steps": 20},
+                                    out=str(tmp_path / "x"), devices="gpu0")
+    assert not (tmp_path / "x").exists()
+
+
+def test_missing_runs_are_one_line(server, tmp_path):
+    assert call_error(server, "lab_status", run=str(tmp_path / "nope")) == f"{tmp_path / 'nope'}: no such run directory"
+    assert "not started by pawn lab" in call_error(server, "lab_stop", run=str(tmp_path))
+    assert "unknown 'lossy'" in call_error(server, "lab_compare", runs=[str(tmp_path)], metric="lossy")
+    assert "no study yet" in call_error(server, "lab_sweep_status", out=str(tmp_path))
+
+
+def test_pareto_front():
+    # (name, trainable params, val loss): b dominates c (fewer params, lower loss); d ties a on loss with more params
+    pts = [("a", 100, 3.0), ("b", 200, 2.0), ("c", 300, 2.5), ("d", 150, 3.0), ("e", 1000, 1.5)]
+    assert pareto_front(pts) == ["a", "b", "e"]
+    assert pareto_front([(n, p, -v) for n, p, v in pts], "max") == ["a", "b", "e"]
+
+
+def test_missing_extra_is_one_line(monkeypatch):
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)  # as if pawn[lab] were not installed
+    res = CliRunner().invoke(app, ["lab"])
+    assert res.exit_code == 2
+    assert " ".join(res.output.split()) == "error: pawn lab needs the MCP SDK: pip install 'pawn[lab]'"
+
+
+def test_stdio_client_lists_the_tools(tmp_path):
+    """``pawn lab`` over stdio, driven by the SDK's own client: the tools are listed, a call
+    works and a bad request comes back as a one-line tool error."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "JAX_PLATFORMS": "cpu"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pawn.cli", "lab"], env=env, cwd=str(tmp_path))
+
+    async def go():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                schema = await session.call_tool("lab_schema", {"command": "pretrain"})
+                bad = await session.call_tool("lab_status", {"run": "no/such/run"})
+                return tools, schema, bad
+
+    tools, schema, bad = asyncio.run(go())
+    assert {t.name for t in tools.tools} == TOOL_NAMES
+    from pawn.settings import PretrainConfig
+
+    assert schema.structured_content["schema"] == PretrainConfig.model_json_schema()
+    # the SDK names the tool; the rest is PAWN's one line
+    assert bad.is_error and [c.text for c in bad.content] == ["Error executing tool lab_status: no/such/run: no such run directory"]
+
+
+@pytest.mark.slow
+def test_http_serves_the_same_tools(tmp_path):
+    """``pawn lab --http HOST:PORT --dir DIR``: streamable HTTP at /mcp, paths relative to DIR; a bad
+    HOST:PORT is one line; importing the CLI does not import the SDK."""
+    import socket
+
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (tmp_path / "runs").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "pawn.cli", "lab", "--http", f"127.0.0.1:{port}", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "pawn lab --http did not listen"
+                time.sleep(0.2)
+
+        async def go():
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await session.list_tools(), await session.call_tool("lab_runs", {"root": "runs"})
+
+        tools, runs = asyncio.run(go())
+        assert {t.name for t in tools.tools} == TOOL_NAMES
+        assert runs.structured_content == {"root": "runs", "runs": []}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    bad = subprocess.run([sys.executable, "-m", "pawn.cli", "lab", "--http", "8765"], capture_output=True, text=True)
+    assert (bad.returncode, bad.stderr.strip()) == (2, "error: --http '8765': expected HOST:PORT, e.g. 127.0.0.1:8765")
+    # the core install does not need the SDK: the CLI and the lab's tools import without it
+    code = "import sys, pawn.cli, pawn.lab.tools; sys.exit('mcp' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# ============================================================================ slow: real runs
+@pytest.fixture(scope="module")
+def finished_run(server, tmp_path_factory):
+    """A 60-step toy pretraining started with lab_start, tailed with a byte cursor while it
+    writes (every 20 ms) until it is complete. Returns (run dir, the records the tail returned,
+    the polls that returned records before the run was complete)."""
+    root = tmp_path_factory.mktemp("lab")
+    run = root / "toy"
+    started = call(server, "lab_start", command="pretrain", out=str(run), tags=["toy", "tail"],
+                   config={**TOY, "total_steps": 60, "steps_per_chunk": 10, "val_every": 20, "checkpoint_every": 20})
+    assert started["pid"] > 0 and (run / "lab.json").is_file()
+    lab = json.loads((run / "lab.json").read_text())
+    assert lab["pid"] == started["pid"] and lab["command"] == "pretrain" and lab["tags"] == ["toy", "tail"]
+    got, cursor, live_polls = [], 0, 0
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if not (run / "metrics.jsonl").exists():
+            time.sleep(0.1)
+            continue
+        res = call(server, "lab_tail", run=str(run), since=cursor, fields=["loss", "elapsed"])
+        assert res["since"] == cursor
+        got.extend(res["records"])
+        cursor = res["next"]
+        if res["records"] and res["state"] != "complete":
+            live_polls += 1
+        st = call(server, "lab_status", run=str(run))
+        if st["state"] == "complete" and st["health"]["process"] == "gone":
+            break
+        assert st["state"] in ("running", "starting", "complete"), st  # complete while the process exits
+        time.sleep(0.02)
+    res = call(server, "lab_tail", run=str(run), since=cursor)
+    got.extend(res["records"])
+    assert res["next"] == cursor or not res["records"]
+    return run, got, live_polls
+
+
+@pytest.mark.slow
+def test_tail_cursor_never_repeats_nor_drops(finished_run):
+    from pawn.runs import open_run
+
+    run, got, live_polls = finished_run
+    everything, end = open_run(run).records(0)
+    assert [r["offset"] for r in got] == [r.offset for r in everything]  # each record once, in order
+    assert end == (run / "metrics.jsonl").stat().st_size
+    assert live_polls >= 2, "the tail never caught the run while it was writing"
+    train = [r for r in got if r["type"] == "train"]
+    assert [r["step"] for r in train] == [10, 20, 30, 40, 50, 60]
+    assert all(set(r) <= {"type", "step", "offset", "loss", "elapsed", "variants"} for r in got)
+
+
+@pytest.mark.slow
+def test_status_reaches_complete_and_audits(server, finished_run):
+    run, _, _ = finished_run
+    st = call(server, "lab_status", run=str(run))
+    assert (st["state"], st["reason"], st["step"], st["total_steps"], st["progress"]) == ("complete", "completed", 60, 60, 1.0)
+    assert st["health"]["ok"] and st["health"]["nonfinite_steps"] == [] and not st["health"]["stalled"]
+    assert [c["step"] for c in st["checkpoints"]] == [20, 40, 60] and all(c["verified"] for c in st["checkpoints"])
+    assert st["last_val"]["step"] == 60 and st["last_train"]["step"] == 60
+    audit = call(server, "lab_audit", run=str(run))
+    assert audit["ok"], audit
+    assert [c["ok"] for c in audit["checks"]] == [True, True, True, None]
+    rows = call(server, "lab_runs", root=str(run.parent), tag="tail")["runs"]
+    assert [(r["run"], r["state"], r["step"]) for r in rows] == [(str(run), "complete", 60)]
+    assert call(server, "lab_runs", root=str(run.parent), tag="other")["runs"] == []
+    assert "finished 60 steps" in "\n".join(call(server, "lab_log", run=str(run), lines=100)["lines"])
+    from pawn.runs import open_run
+
+    val = {v.step: v.values for v in open_run(run).val}
+    at40 = call(server, "lab_compare", runs=[str(run)], metric="top1", at=45)["rows"][0]
+    assert (at40["step"], at40["value"], at40["trainable_params"]) == (40, val[40]["top1"], 267392)
+    kept = call(server, "lab_compare", runs=[str(run)])["rows"][0]
+    best = json.loads((run / "checkpoints" / "best" / "training_state.json").read_text())["step"]
+    assert (kept["step"], kept["value"], kept["of"]) == (best, val[best]["loss"], "best checkpoint")
+
+
+@pytest.mark.slow
+def test_occupied_out_is_refused_and_starts_nothing(server, finished_run):
+    run, _, _ = finished_run
+    before = (run / "lab.json").read_bytes()
+    msg = call_error(server, "lab_start", command="pretrain", out=str(run),
+                     config={**TOY, "total_steps": 20, "val_every": 10, "checkpoint_every": 10})
+    assert msg.startswith(f"--out {run} holds another run (checkpoints up to step 60)"), msg
+    assert (run / "lab.json").read_bytes() == before  # no new process recorded
+
+
+@pytest.mark.slow
+def test_stop_checkpoints_and_resume_finishes(server, tmp_path, finished_run):
+    run = tmp_path / "stopme"
+    cfg = {**TOY, "total_steps": 1000, "steps_per_chunk": 20, "val_every": 500, "checkpoint_every": 100}
+    first = call(server, "lab_start", command="pretrain", config=cfg, out=str(run), tags=["stop"])
+    wait_for(server, run, lambda s: s["state"] == "running" and (s["step"] or 0) >= 20, every=0.1)
+    stopped = call(server, "lab_stop", run=str(run), wait_s=300)
+    assert stopped["ended"] and stopped["pid"] == first["pid"]
+    st = call(server, "lab_status", run=str(run))
+    assert (st["state"], st["reason"], st["health"]["process"]) == ("stopped", "sigterm", "gone"), st
+    assert 20 <= st["step"] < 1000
+    ck = st["checkpoints"][-1]
+    assert ck["step"] == st["step"] and ck["verified"]  # the SIGTERM checkpoint, at the last step done
+    assert "still running" not in json.dumps(st)
+    assert "already ended" in call_error(server, "lab_stop", run=str(run))
+
+    resumed = call(server, "lab_resume", run=str(run))
+    assert resumed["from_step"] == ck["step"] and resumed["pid"] != first["pid"]
+    assert "still running" in call_error(server, "lab_resume", run=str(run))
+    done = wait_for(server, run, lambda s: s["state"] != "running" and s["health"]["process"] == "gone")
+    assert (done["state"], done["reason"], done["step"]) == ("complete", "completed", 1000), done
+    lab = json.loads((run / "lab.json").read_text())
+    assert lab["pid"] == resumed["pid"] and lab["exit_code"] == 0 and lab["tags"] == ["stop"]
+    assert [h["pid"] for h in lab["history"]] == [first["pid"]]
+    assert "--resume" in lab["argv"]
+    assert call(server, "lab_audit", run=str(run))["ok"]
+    assert "already complete" in call_error(server, "lab_resume", run=str(run))
+    # the same model trained 1000 steps beats 60 steps at the same parameter count: it alone is on the front
+    cmp = call(server, "lab_compare", runs=[str(finished_run[0]), str(run)], metric="loss")
+    assert [r["trainable_params"] for r in cmp["rows"]] == [267392, 267392]
+    assert cmp["rows"][1]["value"] < cmp["rows"][0]["value"] and cmp["pareto"] == [str(run)]
+
+
+@pytest.mark.slow
+def test_sweep_status_counts_and_best(server, tmp_path):
+    """lab_sweep starts ``pawn sweep`` (2 toy pretraining trials); lab_sweep_status reads the
+    study through Optuna: the best trial's value is its run's best val loss as pawn.runs reads it."""
+    from pawn.runs import open_run
+
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({**TOY, "total_steps": 20, "val_every": 10, "checkpoint_every": 20, "warmup_steps": 0}))
+    out = tmp_path / "sweep"
+    call(server, "lab_sweep", out=str(out), tags=["sw"],
+         config={"run_type": "pretrain", "trials": 2, "pruner": "none", "seed": 0, "base_config": str(base)})
+    deadline = time.monotonic() + 900
+    while True:
+        st = call(server, "lab_sweep_status", out=str(out))
+        assert st["state"] in ("starting", "running", "ended"), st
+        if st["process"] == "gone":
+            break
+        assert time.monotonic() < deadline, st
+        time.sleep(2)
+    assert (st["state"], st["study"], st["direction"], st["trials"]) == ("ended", "pretrain", "minimize", 2)
+    assert st["counts"]["COMPLETE"] == 2 and st["counts"]["FAIL"] == 0
+    values = [t["value"] for t in st["top"]]
+    assert values == sorted(values) and st["best"] == st["top"][0]
+    assert st["best"]["value"] == pytest.approx(open_run(st["best"]["run_dir"]).best_val_loss)
+    rows = call(server, "lab_runs", root=str(out))["runs"]
+    assert [(r["kind"], r["state"]) for r in rows] == [("sweep", "ended"), ("pretrain", "complete"), ("pretrain", "complete")]
+    assert call(server, "lab_runs", root=str(out), tag="sw")["runs"][0]["run"] == str(out)
+
+
+@pytest.mark.slow
+def test_two_adapter_runs_compare_on_the_pareto_front(server, tmp_path, tiny_backbone, lichess_pgns):
+    """Two ``pawn adapt`` runs started through the lab (LoRA r=2, bottleneck d=8) on the same
+    backbone and games: one row each, read from the runs; the smaller one is on the front, the
+    larger one only when its val loss is lower."""
+    from pawn.runs import open_run
+
+    common = {"backbone": str(tiny_backbone), "data": str(lichess_pgns[0]), "epochs": 2, "steps_per_epoch": 4,
+              "batch_size": 8, "seq_len": 64, "val_games": 50, "max_games": 400}
+    runs = {}
+    for name, cfg in (("lora", {"strategy": "lora", "lora_rank": 2}), ("bottleneck", {"strategy": "bottleneck", "bottleneck_dim": 8})):
+        runs[name] = tmp_path / name
+        call(server, "lab_start", command="adapt", out=str(runs[name]), config={**common, **cfg}, tags=["adapters"])
+    for run in runs.values():
+        st = wait_for(server, run, lambda s: s["state"] not in ("running", "starting") and s["health"]["process"] == "gone")
+        assert (st["state"], st["step"], st["total_steps"]) == ("complete", 8, 8), st
+    cmp = call(server, "lab_compare", runs=[str(runs["lora"]), str(runs["bottleneck"])], metric="loss")
+    rows = {r["strategy"]: r for r in cmp["rows"]}
+    for name, run in runs.items():
+        r = open_run(run)
+        assert rows[name]["trainable_params"] == r.trainable_params > 0
+        assert rows[name]["value"] == r.best_val_loss and rows[name]["of"] == "best checkpoint"
+    small, large = sorted(rows.values(), key=lambda x: x["trainable_params"])
+    assert small["trainable_params"] < large["trainable_params"]
+    assert cmp["pareto"] == [small["run"]] + ([large["run"]] if large["value"] < small["value"] else [])
+    assert {r["run"] for r in call(server, "lab_runs", root=str(tmp_path), kind="adapt", tag="adapters")["runs"]} == {
+        str(p) for p in runs.values()}
