@@ -27,8 +27,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pawn.train",),
     ("pawn.convert",),
     ("pawn.evaluate", "pawn.play", "pawn.torch"),
-    ("pawn.sweep",),
-    ("pawn.cli", "pawn.bench", "pawn"),
+    ("pawn.sweep", "pawn.report"),
+    ("pawn.cli", "pawn.bench", "pawn.lab", "pawn"),
 )
 
 

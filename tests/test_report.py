@@ -286,7 +286,7 @@ def test_page_in_a_headless_browser(report_html, tmp_path):
 
 
 def test_runs_write_their_own_report_at_each_validation(tmp_path):
-    from pawn.report.hook import ReportHook
+    from pawn.report.hook import ReportHook  # importing it registers the sink (as pawn pretrain/adapt/sweep do)
     from pawn.train import hooks as H
 
     run_dir = tmp_path / "adapt-lora"

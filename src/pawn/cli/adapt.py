@@ -53,6 +53,7 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
         cfg = AdaptSettings.load(**{**fields, "backbone": backbone_arg})
     from pawn.evaluate.loading import resolve_backbone
     from pawn.train.adapt import run_adapt
+    import pawn.report.hook  # noqa: F401  (registers the run's report.html sink, with the report extra)
 
     res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
                         resolve_backbone=resolve_backbone))

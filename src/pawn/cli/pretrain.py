@@ -43,6 +43,7 @@ def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableRepo
 
 def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
     from pawn.train.pretrain import run_pretrain
+    import pawn.report.hook  # noqa: F401  (registers the run's report.html sink, with the report extra)
 
     res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite)))
     if report_stop(res):

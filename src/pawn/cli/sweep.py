@@ -33,6 +33,7 @@ def _fmt_params(params: dict) -> str:
 
 def sweep(s: SweepSettings) -> None:
     from pawn.sweep.study import run_sweep
+    import pawn.report.hook  # noqa: F401  (registers the run's report.html sink, with the report extra)
 
     check_outputs(json=s.json_out)
     try:

@@ -108,8 +108,14 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True) -> dict[s
     Raises:
         ReportError: a path that does not exist, or nothing to report under any path.
     """
-    from pawn import __version__
+    from importlib.metadata import PackageNotFoundError, version
+
     from pawn.metrics import METRICS
+
+    try:
+        __version__ = version("pawn")
+    except PackageNotFoundError:
+        __version__ = "0.0.0+unknown"
     from pawn.report import data as rdata
     from pawn.report import games as rgames
     from pawn.report import sweep as rsweep

@@ -1,7 +1,8 @@
 """A run hook (:class:`pawn.train.hooks.RunHook`) that writes the run's own ``report.html`` next to
 ``curves.png`` at every validation and when the run closes, so reloading the file shows the live
-run. :func:`pawn.train.hooks.open_run_hooks` adds it when plotly (the ``report`` extra) is
-installed."""
+run. Importing this module registers it (:func:`pawn.train.hooks.register_sink`), so
+:func:`pawn.train.hooks.open_run_hooks` adds it when plotly (the ``report`` extra) is installed; the
+``pawn pretrain``/``adapt``/``sweep`` commands import it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from pawn.report import REPORT_FILE
+from pawn.train.hooks import register_sink
 
 
 class ReportHook:
@@ -43,3 +45,6 @@ class ReportHook:
     def close(self) -> None:
         if self._dirty or self.path.exists():  # the final state (the end record, the last status) is in the report
             self._write()
+
+
+register_sink("plotly", ReportHook)

@@ -36,6 +36,19 @@ EXTRAS = {"matplotlib": "plot", "tensorboardX": "tensorboard", "wandb": "wandb"}
 """Import name → ``pawn[extra]`` that installs it."""
 
 
+SINKS: list[tuple[str, Callable[[Path], "RunHook"]]] = []
+"""``(module, factory(run_dir))`` of record sinks that packages above the trainer add with
+:func:`register_sink` (``pawn.report.hook`` adds the ``report.html`` writer): each is opened with
+the curves when ``module`` (its optional extra) is installed. The trainer never imports them."""
+
+
+def register_sink(module: str, factory: Callable[[Path], "RunHook"]) -> None:
+    """Add a record sink opened by :func:`open_run_hooks` beside ``curves.png`` when ``module`` can
+    be imported (registering twice is a no-op)."""
+    if (module, factory) not in SINKS:
+        SINKS.append((module, factory))
+
+
 class HookError(PawnError, RuntimeError):
     """A hook that cannot be opened (missing package, W&B init failure); one-line message."""
 
@@ -403,10 +416,9 @@ def open_run_hooks(run_dir: Path, *, config: Mapping[str, Any], tensorboard: boo
                 hooks.hooks.append(CurvesHook(run_dir / "metrics.jsonl", run_dir / CURVES_FILE, title=run_dir.name))
             else:
                 log(f"note: matplotlib is not installed, so no {CURVES_FILE} is drawn (pip install 'pawn[plot]')")
-            if has_module("plotly"):  # the report extra: report.html beside curves.png (pawn.report.hook)
-                from pawn.report.hook import ReportHook
-
-                hooks.hooks.append(ReportHook(run_dir))
+            for module, factory in SINKS:  # sinks of higher layers (pawn.report's report.html), when installed
+                if has_module(module):
+                    hooks.hooks.append(factory(run_dir))
         if tensorboard:
             hooks.hooks.append(TensorBoardHook(run_dir / TENSORBOARD_DIR, purge_step=start_step + 1 if start_step else None))
         if wandb:
