@@ -240,3 +240,173 @@ def test_a_trial_failed_while_its_worker_was_suspended_lets_the_worker_go_on(tmp
     study = optuna.load_study(study_name="pretrain", storage=_db(tmp_path))
     assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.COMPLETE]  # the worker went on to the retry
     assert study.trials[1].params == study.trials[0].params
+
+
+# ------------------------------------------------------------------ Optuna's public API only
+def test_the_sweep_uses_only_optunas_public_api():
+    # sweep/storage.py wrote Optuna's private ORM tables (optuna.storages._rdb.models) while
+    # optuna>=4.0 had no upper bound; study._storage / trial._trial_id are private too.
+    import ast
+
+    import pawn.sweep
+
+    private = []
+    for path in sorted(Path(pawn.sweep.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("optuna"):
+                mods = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                private += [f"{path.name}: from {m}" for m in mods if any(p.startswith("_") for p in m.split("."))]
+            elif isinstance(node, ast.Import):
+                private += [f"{path.name}: import {a.name}" for a in node.names
+                            if a.name.startswith("optuna") and any(p.startswith("_") for p in a.name.split("."))]
+            elif isinstance(node, ast.Attribute) and node.attr in ("_storage", "_trial_id", "_study_id", "_backend"):
+                private.append(f"{path.name}:{node.lineno}: .{node.attr}")
+    assert private == []
+
+
+# ------------------------------------------------------------------ the real CLI
+def _cli(out: Path, trials: int, *extra: str) -> list[str]:
+    import sys
+
+    toy = dict(variant="toy", batch_size=4, seq_len=32, val_games=8, steps_per_chunk=2, val_every=2,
+               checkpoint_every=400, total_steps=4, warmup_steps=1)
+    (out.parent / "base.json").write_text(json.dumps(toy))
+    (out.parent / "space.json").write_text(json.dumps({
+        "lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+        "weight_decay": {"type": "float", "low": 0.0, "high": 0.1}, "warmup_steps": 1}))
+    return [sys.executable, "-m", "pawn.cli", "sweep", "--run-type", "pretrain", "--trials", str(trials),
+            "--base-config", str(out.parent / "base.json"), "--space", str(out.parent / "space.json"),
+            "--pruner", "none", "--out", str(out), *extra]
+
+
+def _env():
+    return {**os.environ, "JAX_PLATFORMS": "cpu"}
+
+
+@pytest.mark.slow
+def test_cli_continuing_a_seeded_sweep_draws_new_parameters(tmp_path):
+    import subprocess
+
+    out = tmp_path / "sw"
+    for n in (1, 2):  # the README's way to continue: the same command with a larger --trials
+        r = subprocess.run(_cli(out, n, "--seed", "3"), env=_env(), capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+    trials = optuna.load_study(study_name="pretrain", storage=_db(tmp_path)).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    assert trials[1].params["lr"] != trials[0].params["lr"]  # was equal: the sampler restarted from the seed
+
+
+@pytest.mark.slow
+def test_cli_worker_suspended_past_grace_goes_on_after_its_trial_is_failed(tmp_path):
+    import signal
+    import subprocess
+
+    from pawn.sweep.study import open_shared
+
+    out = tmp_path / "sw"
+    cmd = _cli(out, 1, "--heartbeat-s", "1", "--grace-s", "3")
+    base = json.loads((tmp_path / "base.json").read_text())
+    (tmp_path / "base.json").write_text(json.dumps({**base, "total_steps": 400}))  # a trial long enough to stop
+    p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 400
+    while time.time() < deadline:
+        time.sleep(0.5)
+        try:
+            t = optuna.load_study(study_name="pretrain", storage=_db(tmp_path)).trials
+            if t and t[0].intermediate_values:
+                break  # training, past its first validation
+        except Exception:  # no study yet
+            pass
+    p.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(4.5)  # past --grace-s
+        other = open_shared(SweepSettings.load(run_type="pretrain", trials=1, heartbeat_s=1, grace_s=3, out=out))
+        with other.lock():  # another worker's stale check
+            assert other.fail_stale() == [0]
+        with other.lock():  # keep the retry from the suspended worker: the study is finished by then
+            (tmp_path / "base.json").write_text(json.dumps({**base, "total_steps": 4}))
+    finally:
+        p.send_signal(signal.SIGCONT)
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    assert "Traceback" not in err and "Cannot tell" not in err
+    assert "trial 0 was marked failed while it ran" in err and "its retry is trial 1" in err
+    trials = optuna.load_study(study_name="pretrain", storage=_db(tmp_path)).trials
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
+    assert trials[1].params == trials[0].params
+    assert not any(t.state == TrialState.RUNNING for t in trials)
+
+
+# ------------------------------------------------------------------ the compilation cache
+def test_a_damaged_compilation_cache_entry_is_replaced_once(tmp_path):
+    # JAX warned about a damaged entry and recompiled on every later run, never rewriting it.
+    import warnings
+
+    import jax
+    import jax.numpy as jnp
+
+    from pawn.sweep.study import compilation_cache
+
+    cache = tmp_path / "jax-cache"
+
+    def compile_once():  # a new function object each time: no in-memory hit, the persistent cache is read
+        return float(jax.jit(lambda x: jnp.sin(x) * 3.0 + 1.0)(jnp.float32(0.5)))
+
+    logs = []
+    with compilation_cache(cache, logs.append):
+        expected = compile_once()
+    entries = sorted(cache.glob("jit__lambda*-cache"))
+    assert len(entries) == 1 and logs == []
+    entries[0].write_bytes(b"not a zstd frame" * 8)  # damaged, e.g. by a torn write
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as seen, compilation_cache(cache, logs.append):
+            warnings.simplefilter("always")
+            assert compile_once() == expected
+        assert not [w for w in seen if "persistent compilation cache" in str(w.message)]
+    assert len(logs) == 1 and "could not be read" in logs[0] and "removed, compiled and written again" in logs[0]
+    assert entries[0].exists() and entries[0].read_bytes() != b"not a zstd frame" * 8
+
+
+# ------------------------------------------------------------------ workers on accelerators
+def test_worker_env_gives_a_device_per_worker_and_splits_a_shared_one():
+    from pawn.sweep.study import worker_env
+
+    one_each = [worker_env(i, 2, {"A": "1"}, ["0", "1"]) for i in range(2)]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in one_each] == ["0", "1"] and [e["PAWN_SWEEP_WORKER"] for e in one_each] == ["0", "1"]
+    assert not any("XLA_PYTHON_CLIENT_MEM_FRACTION" in e or "XLA_PYTHON_CLIENT_PREALLOCATE" in e for e in one_each)
+    three_on_two = [worker_env(i, 3, {}, ["3", "5"]) for i in range(3)]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in three_on_two] == ["3", "5", "3"]
+    assert [e.get("XLA_PYTHON_CLIENT_MEM_FRACTION") for e in three_on_two] == ["0.450", None, "0.450"]
+    assert [e.get("XLA_PYTHON_CLIENT_PREALLOCATE") for e in three_on_two] == ["false", None, "false"]
+    four_on_one = [worker_env(i, 4, {}, ["0"]) for i in range(4)]
+    assert {e["XLA_PYTHON_CLIENT_MEM_FRACTION"] for e in four_on_one} == {"0.225"}
+    mine = worker_env(0, 2, {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.3"}, ["0"])  # the user's setting wins
+    assert mine["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.3" and "XLA_PYTHON_CLIENT_PREALLOCATE" not in mine
+    assert worker_env(1, 2, {"B": "2"}, []) == {"B": "2", "PAWN_SWEEP_WORKER": "1"}  # CPU: nothing else
+
+
+def test_visible_gpus_reads_cuda_visible_devices_and_respects_a_cpu_platform():
+    from pawn.sweep.study import visible_gpus
+
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2, 7"}) == ["2", "7"]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == [] and visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert visible_gpus({"JAX_PLATFORMS": "cpu"}) == []
+
+
+@pytest.mark.slow
+def test_cli_workers_each_receive_their_device_settings(tmp_path):
+    # --workers W started W processes that each let JAX preallocate most of one shared device.
+    import re
+    import subprocess
+
+    out = tmp_path / "sw"
+    r = subprocess.run(_cli(out, 1, "--seed", "1"), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]  # the study holds its total: the workers below only start
+    r = subprocess.run(_cli(out, 1, "--workers", "3"), env={**_env(), "CUDA_VISIBLE_DEVICES": "3,5"},
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "on devices 3, 5, 3" in r.stderr
+    got = dict(re.findall(r"^worker (\d) \(pid \d+\): (.*)$", r.stderr, re.M))
+    assert got == {"0": "CUDA_VISIBLE_DEVICES=3, XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION=0.450",
+                   "1": "CUDA_VISIBLE_DEVICES=5",
+                   "2": "CUDA_VISIBLE_DEVICES=3, XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION=0.450"}

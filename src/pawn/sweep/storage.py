@@ -154,7 +154,7 @@ class SharedStudy:
     def __init__(self, study: optuna.Study, storage: BaseStorage, url: str, out: Path, grace_s: float):
         self.study, self.storage, self.url, self.grace_s = study, storage, url, grace_s
         self.lock_path = _lock_path(url, out)
-        self._study_id = storage.get_study_id_from_name(study.study_name)
+        self.study_id = storage.get_study_id_from_name(study.study_name)
 
     def lock(self):
         """The exclusive lock under which trials are claimed and stale trials failed (a context manager)."""
@@ -167,7 +167,7 @@ class SharedStudy:
 
     def trial_id(self, number: int) -> int:
         """The storage's id of trial ``number`` of this study."""
-        return self.storage.get_trial_id_from_study_id_trial_number(self._study_id, number)
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
 
     def trial(self, number: int) -> optuna.trial.FrozenTrial:
         """Trial ``number`` as stored now."""

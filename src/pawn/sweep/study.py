@@ -140,13 +140,18 @@ _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile
 
 
 @contextlib.contextmanager
-def compilation_cache(path: Optional[Path]):
+def compilation_cache(path: Optional[Path], log: Callable[[str], None] = print):
     """Within the block, JAX's persistent compilation cache is on in ``path`` for this process:
     every executable is written, however small or fast to compile
     (``jax_persistent_cache_min_compile_time_secs = 0``, no minimum entry size), and read back
     by later compilations of the same program — so sweep workers and re-runs of a sweep load
     what an earlier trial compiled instead of compiling it again (issue 15). The previous
     settings are restored on exit. ``None``: nothing changes.
+
+    A damaged entry (a torn write, a full disk, a file altered by hand) is removed when it is
+    read, with one ``log`` line, so the program is compiled and its entry written again
+    (:func:`_repairing_cache_reads`); JAX alone warned and recompiled on every later run without
+    rewriting it (its cache does not overwrite an existing entry).
 
     Raises:
         SweepError: the directory cannot be created (one line).
@@ -167,11 +172,50 @@ def compilation_cache(path: Optional[Path]):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     try:
-        yield
+        with _repairing_cache_reads(Path(path), log):
+            yield
     finally:
         for k, v in before.items():
             jax.config.update(k, v)
         cc.reset_cache()
+
+
+@contextlib.contextmanager
+def _repairing_cache_reads(path: Path, log: Callable[[str], None]):
+    """Within the block, a persistent-cache entry in ``path`` that JAX cannot read back
+    (decompress or deserialize) is deleted (``<key>-cache`` and ``<key>-atime``, the files of
+    JAX's ``LRUCache``) and reported once per entry; the read then counts as a miss, so JAX
+    compiles and writes the entry anew. Wraps ``jax._src.compilation_cache.get_executable_and_time``
+    (JAX has no public hook for it); a JAX without that function is left as it is."""
+    from jax._src import compilation_cache as jcc
+
+    original = getattr(jcc, "get_executable_and_time", None)
+    if original is None:
+        yield
+        return
+    reported: set[str] = set()
+
+    def get_executable_and_time(cache_key, *args, **kwargs):
+        try:
+            return original(cache_key, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 -- any failure to read an entry back is a damaged entry
+            removed = []
+            for suffix in ("-cache", "-atime"):
+                f = path / f"{cache_key}{suffix}"
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+                    removed.append(f.name)
+            if cache_key not in reported:
+                reported.add(cache_key)
+                log(f"compilation cache {path}: entry {cache_key[:40]} could not be read "
+                    f"({type(e).__name__}: {' '.join(str(e).split())[:120]}); removed, compiled and written again")
+            return None, None
+
+    jcc.get_executable_and_time = get_executable_and_time
+    try:
+        yield
+    finally:
+        jcc.get_executable_and_time = original
 
 
 def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
@@ -410,12 +454,14 @@ def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: 
     if space is None:  # settings every trial would fail on: one error, before the study exists
         runner = runner or make_runner(s, log)
         space = prepare_space(s, runner, log)
-    with compilation_cache(s.compilation_cache_dir):
+    with compilation_cache(s.compilation_cache_dir, log):
         return _run_worker(s, log=log, runner=runner, space=space)
 
 
 def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRunner, space: Space) -> optuna.Study:
     """:func:`run_worker` inside its compilation cache."""
+    if "PAWN_SWEEP_WORKER" in os.environ:
+        log(f"worker {os.environ['PAWN_SWEEP_WORKER']} (pid {os.getpid()}): {_show_env(dict(os.environ))}")
     shared = open_shared(s)
     study = shared.study
     with shared.lock():
@@ -530,10 +576,64 @@ def run_trials(s: SweepSettings, shared: SharedStudy, objective: Callable[[optun
         gc.collect()
 
 
+SHARED_MEMORY_FRACTION = 0.9
+"""Share of one accelerator's memory that the workers placed on it split between them."""
+WORKER_ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+
+
+def visible_gpus(environ: dict[str, str]) -> list[str]:
+    """The CUDA devices the workers may use: ``CUDA_VISIBLE_DEVICES`` when set (its comma-separated
+    entries), else — unless ``JAX_PLATFORMS`` excludes CUDA — the GPUs ``nvidia-smi -L`` lists
+    (indices as strings); ``[]`` when there are none (CPU)."""
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return [d.strip() for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() and d.strip() != "-1"]
+    platforms = environ.get("JAX_PLATFORMS", "")
+    if platforms and not any(p in platforms for p in ("cuda", "gpu")):
+        return []
+    import shutil
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(line for line in listed.splitlines() if line.startswith("GPU "))]
+
+
+def worker_env(index: int, workers: int, environ: dict[str, str], gpus: list[str]) -> dict[str, str]:
+    """The environment of worker ``index`` of ``workers`` (``PAWN_SWEEP_WORKER`` = index).
+
+    With accelerators (``gpus``, :func:`visible_gpus`), worker i sees one device,
+    ``gpus[i % len(gpus)]`` (``CUDA_VISIBLE_DEVICES``): a worker per device when there are at
+    least as many devices as workers. The k > 1 workers that share one device do not let JAX
+    preallocate (``XLA_PYTHON_CLIENT_PREALLOCATE=false``, which would give the first 75 % of the
+    device) and each may use ``SHARED_MEMORY_FRACTION / k`` of it
+    (``XLA_PYTHON_CLIENT_MEM_FRACTION``). Values the user set for these two variables are kept.
+    """
+    env = {**environ, "PAWN_SWEEP_WORKER": str(index)}
+    if not gpus:
+        return env
+    slot = index % len(gpus)
+    env["CUDA_VISIBLE_DEVICES"] = gpus[slot]
+    sharing = len(range(slot, workers, len(gpus)))
+    if sharing > 1 and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in environ:
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{SHARED_MEMORY_FRACTION / sharing:.3f}"
+    return env
+
+
+def _show_env(env: dict[str, str]) -> str:
+    shown = [f"{k}={env[k]}" for k in WORKER_ENV_KEYS if k in env]
+    return ", ".join(shown) if shown else "no accelerator settings"
+
+
 def spawn_workers(s: SweepSettings, *, log: Callable[[str], None] = print) -> None:
     """Start ``s.workers`` worker processes (``python -m pawn.cli sweep --config <out>/
     worker_config.json``, each ``--workers 1``) on the same storage and wait for them. The study
-    is created here first, so the workers only load it.
+    is created here first, so the workers only load it. Each worker's device and memory
+    settings: :func:`worker_env`.
 
     Raises:
         SweepError: a worker exited with an error (its exit code named; its messages were shown).
@@ -544,8 +644,11 @@ def spawn_workers(s: SweepSettings, *, log: Callable[[str], None] = print) -> No
     data = {k: v for k, v in s.model_dump(mode="json", exclude_none=True).items() if k != "json_out"}
     write_json(cfg, {**data, "workers": 1}, what="worker config")
     cmd = [sys.executable, "-m", "pawn.cli", "sweep", "--config", str(cfg)]
-    procs = [subprocess.Popen(cmd, env={**os.environ, "PAWN_SWEEP_WORKER": str(i)}) for i in range(s.workers)]
-    log(f"started {s.workers} workers (pids {', '.join(str(p.pid) for p in procs)})")
+    gpus = visible_gpus(dict(os.environ))
+    envs = [worker_env(i, s.workers, dict(os.environ), gpus) for i in range(s.workers)]
+    procs = [subprocess.Popen(cmd, env=env) for env in envs]
+    log(f"started {s.workers} workers (pids {', '.join(str(p.pid) for p in procs)})"
+        + (f" on devices {', '.join(env['CUDA_VISIBLE_DEVICES'] for env in envs)}" if gpus else ""))
     try:
         codes = [p.wait() for p in procs]
     except KeyboardInterrupt:
