@@ -410,3 +410,35 @@ def test_cli_workers_each_receive_their_device_settings(tmp_path):
     assert got == {"0": "CUDA_VISIBLE_DEVICES=3, XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION=0.450",
                    "1": "CUDA_VISIBLE_DEVICES=5",
                    "2": "CUDA_VISIBLE_DEVICES=3, XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION=0.450"}
+
+
+# ------------------------------------------------------------------ leftovers of a new-user trial
+def test_best_config_paths_are_absolute(tmp_path, monkeypatch):
+    # best_config.json kept relative corpus_dir / backbone paths and failed from another directory.
+    from pawn.sweep.study import open_study, run_worker, summarize
+
+    class WithPaths(_Runner):
+        def config(self, params, trial_dir):
+            return {**params, "corpus_dir": "corpus", "backbone": "runs/base", "data": "owner/games", "out": str(trial_dir)}
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "runs" / "base").mkdir(parents=True)
+    s = SweepSettings.load(run_type="pretrain", trials=1, pruner="none", out="sw", compilation_cache="none")
+    run_worker(s, log=lambda m: None, runner=WithPaths(), space=dict(SPACE))
+    res = summarize(s, *open_study(s))
+    cfg = json.loads(res.best_config.read_text())
+    assert cfg["corpus_dir"] == str(tmp_path / "corpus") and cfg["backbone"] == str(tmp_path / "runs" / "base")
+    assert cfg["data"] == "owner/games"  # not a local path: a Hub id, left as it is
+
+
+def test_cli_unwritable_or_garbage_storage_is_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    (tmp_path / "garbage.log").write_bytes(bytes(range(256)) * 2)
+    for storage in ("sqlite:////proc/pawn-nope/x.db", str(tmp_path / "garbage.log")):
+        r = CliRunner().invoke(app, ["sweep", "--run-type", "pretrain", "--storage", storage, "--out", str(tmp_path / "o")])
+        assert r.exit_code == 2 and "Traceback" not in r.output and r.output.count("\n") <= 2, r.output
+        assert r.output.startswith("error: --storage") and "cannot" in r.output

@@ -81,8 +81,18 @@ def creation_lock(url: str, out: Path):
 
 @contextlib.contextmanager
 def _flock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
+    """Hold an exclusive ``fcntl.flock`` on ``path`` (created if needed).
+
+    Raises:
+        StorageError: the lock file cannot be created (an unwritable storage directory).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")
+    except OSError as e:
+        raise StorageError(f"--storage: cannot create the lock file {path} beside the study "
+                           f"({e.strerror or e}); choose a writable --storage or --out") from None
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

@@ -685,7 +685,8 @@ def trial_record(t: optuna.trial.FrozenTrial, retried_as: Optional[int] = None) 
 
 def best_config(study: optuna.Study) -> Optional[dict[str, Any]]:
     """The best COMPLETE trial's settings as a ``--config`` file for its command: its stored
-    config without ``out`` and ``resume`` (give ``--out`` when re-running), or None."""
+    config without ``out`` and ``resume`` (give ``--out`` when re-running), relative local paths
+    made absolute (:data:`PATH_FIELDS`), or None."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
     if not done:
         return None
@@ -693,7 +694,19 @@ def best_config(study: optuna.Study) -> Optional[dict[str, Any]]:
     cfg = best.user_attrs.get("config")
     if cfg is None:
         return None
-    return {k: v for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+    return {k: _absolute(k, v) for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+
+
+PATH_FIELDS = ("backbone", "data", "corpus_dir", "cache_dir")
+"""Trial settings that may name a local path (or a Hub id / Lichess source, left as they are)."""
+
+
+def _absolute(key: str, value: Any) -> Any:
+    """``value`` as an absolute path when ``key`` is a :data:`PATH_FIELDS` entry and ``value`` a
+    relative path that exists from here, so ``best_config.json`` works from any directory."""
+    if key in PATH_FIELDS and isinstance(value, str) and value and not os.path.isabs(value) and os.path.exists(value):
+        return os.path.abspath(value)
+    return value
 
 
 def summarize(s: SweepSettings, study: optuna.Study, url: str) -> SweepResult:
