@@ -306,7 +306,7 @@ def test_cli_worker_suspended_past_grace_goes_on_after_its_trial_is_failed(tmp_p
     out = tmp_path / "sw"
     cmd = _cli(out, 1, "--heartbeat-s", "1", "--grace-s", "3")
     base = json.loads((tmp_path / "base.json").read_text())
-    (tmp_path / "base.json").write_text(json.dumps({**base, "total_steps": 400}))  # a trial long enough to stop
+    (tmp_path / "base.json").write_text(json.dumps({**base, "total_steps": 40}))  # a trial long enough to stop
     p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 400
     while time.time() < deadline:
@@ -323,8 +323,6 @@ def test_cli_worker_suspended_past_grace_goes_on_after_its_trial_is_failed(tmp_p
         other = open_shared(SweepSettings.load(run_type="pretrain", trials=1, heartbeat_s=1, grace_s=3, out=out))
         with other.lock():  # another worker's stale check
             assert other.fail_stale() == [0]
-        with other.lock():  # keep the retry from the suspended worker: the study is finished by then
-            (tmp_path / "base.json").write_text(json.dumps({**base, "total_steps": 4}))
     finally:
         p.send_signal(signal.SIGCONT)
     _, err = p.communicate(timeout=600)
@@ -332,9 +330,9 @@ def test_cli_worker_suspended_past_grace_goes_on_after_its_trial_is_failed(tmp_p
     assert "Traceback" not in err and "Cannot tell" not in err
     assert "trial 0 was marked failed while it ran" in err and "its retry is trial 1" in err
     trials = optuna.load_study(study_name="pretrain", storage=_db(tmp_path)).trials
-    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
-    assert trials[1].params == trials[0].params
-    assert not any(t.state == TrialState.RUNNING for t in trials)
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]  # the worker ran the retry
+    assert trials[1].params == trials[0].params and max(trials[0].intermediate_values) < 40
+    assert trials[0].user_attrs.get("reason") is None  # stopped early: nothing of the stopped run was told
 
 
 # ------------------------------------------------------------------ the compilation cache
@@ -442,3 +440,15 @@ def test_cli_unwritable_or_garbage_storage_is_one_line(tmp_path):
         r = CliRunner().invoke(app, ["sweep", "--run-type", "pretrain", "--storage", storage, "--out", str(tmp_path / "o")])
         assert r.exit_code == 2 and "Traceback" not in r.output and r.output.count("\n") <= 2, r.output
         assert r.output.startswith("error: --storage") and "cannot" in r.output
+
+
+def test_a_spawned_worker_leaves_best_config_to_its_parent(tmp_path, monkeypatch):
+    # Each --workers process wrote a partial best_config.json before the parent's final one.
+    from pawn.sweep.study import run_sweep
+
+    s = _settings(tmp_path, 1)
+    monkeypatch.setenv("PAWN_SWEEP_WORKER", "1")
+    res = run_sweep(s, log=lambda m: None, runner=_Runner())
+    assert res.best is not None and res.best_config is None and not (tmp_path / "sw" / "best_config.json").exists()
+    monkeypatch.delenv("PAWN_SWEEP_WORKER")
+    assert run_sweep(s, log=lambda m: None, runner=_Runner()).best_config == tmp_path / "sw" / "best_config.json"

@@ -709,15 +709,16 @@ def _absolute(key: str, value: Any) -> Any:
     return value
 
 
-def summarize(s: SweepSettings, study: optuna.Study, url: str) -> SweepResult:
-    """Collect every trial and write ``<out>/best_config.json`` (atomically) for the best one."""
+def summarize(s: SweepSettings, study: optuna.Study, url: str, *, write_best: bool = True) -> SweepResult:
+    """Collect every trial and, with ``write_best``, write ``<out>/best_config.json``
+    (atomically) for the best one (``SweepResult.best_config`` is None otherwise)."""
     frozen = study.get_trials(deepcopy=False)
     retried_as = {retry_parent(t): t.number for t in frozen if retry_parent(t) is not None}
     trials = [trial_record(t, retried_as.get(t.number)) for t in frozen]
     done = [r for r in trials if r["state"] == "COMPLETE" and r["value"] is not None]
     best = min(done, key=lambda r: r["value"]) if done else None
     path = None
-    cfg = best_config(study)
+    cfg = best_config(study) if write_best else None
     if cfg is not None:
         path = s.out / BEST_CONFIG
         write_json(path, cfg, what="best config")
@@ -744,4 +745,5 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
         study = run_worker(s, log=log, runner=runner, space=space)
         url = storage_url(s.storage, s.out)
     log(f"sweep took {time.perf_counter() - t0:.1f} s")
-    return summarize(s, study, url)
+    # a worker spawned by --workers leaves best_config.json to its parent, which writes it once all have ended
+    return summarize(s, study, url, write_best="PAWN_SWEEP_WORKER" not in os.environ)
