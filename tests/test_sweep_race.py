@@ -452,3 +452,20 @@ def test_a_spawned_worker_leaves_best_config_to_its_parent(tmp_path, monkeypatch
     assert res.best is not None and res.best_config is None and not (tmp_path / "sw" / "best_config.json").exists()
     monkeypatch.delenv("PAWN_SWEEP_WORKER")
     assert run_sweep(s, log=lambda m: None, runner=_Runner()).best_config == tmp_path / "sw" / "best_config.json"
+
+
+def test_a_population_meeting_waiting_retries_leaves_no_trial_waiting(tmp_path, monkeypatch):
+    # Its own enqueued member was not used (the older WAITING retry was asked instead) and stayed WAITING.
+    import pawn.sweep.population as pop
+    from pawn.sweep.study import open_study, run_worker
+    from pawn.sweep.trials import TrialOutcome
+
+    monkeypatch.setattr(pop, "run_pretrain_population", lambda configs, reporters, log: [
+        TrialOutcome(best_val_loss=1.0, reason="completed", step=1, run_dir=None, config=c, val_losses={1: 1.0})
+        for c in configs])
+    s = _settings(tmp_path, 2, population=2)
+    study, _ = open_study(s)
+    for lr in (1e-3, 2e-3):  # two retries waiting
+        study.enqueue_trial({"lr": lr, "weight_decay": 0.0})
+    study = run_worker(s, log=lambda m: None, runner=_Runner(), space=dict(SPACE))
+    assert [(t.state, t.params.get("lr")) for t in study.trials] == [(TrialState.COMPLETE, 1e-3), (TrialState.COMPLETE, 2e-3)]

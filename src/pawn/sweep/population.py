@@ -443,7 +443,9 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
             fixed = {k: v for k, v in leader.params.items() if k not in ARRAY_FIELDS}
             members, solo = [(leader, p0)], []
             for _ in range(P - 1):
-                study.enqueue_trial(fixed)
+                # a WAITING trial (a retry) is asked first: enqueueing then would leave ours WAITING
+                if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+                    study.enqueue_trial(fixed)
                 t = ask_quietly(study)
                 shared.begin(t)
                 params = derive(s.space_name, suggest(t, space))
