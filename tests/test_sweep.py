@@ -376,8 +376,13 @@ def test_other_workers_running_trials_count_toward_trials(tmp_path):
     assert runner.calls == 2  # its own 2 finished + the other worker's 1 running = 3
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.RUNNING, TrialState.COMPLETE]
     logs = []
+    run_worker(_worker_settings(tmp_path, 4), log=logs.append, runner=runner,
+               space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    assert runner.calls == 3 and logs[-1].startswith("stopped at 3 of 4 finished trials: RUNNING trials [1]")
+    logs = []
+    s = _worker_settings(tmp_path, 4)
     assert run_worker(s, log=logs.append, runner=runner, space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
-    assert runner.calls == 2 and "RUNNING trials [1], 3 in all: nothing left" in logs[-1]
+    assert runner.calls == 3 and "RUNNING trials [1], 4 in all: nothing left" in logs[-1]
 
 
 def test_a_population_is_cut_to_what_other_workers_leave(tmp_path, monkeypatch):

@@ -490,7 +490,19 @@ def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRu
         run_population_worker(s, shared, runner, space, remaining, log)
         return study
     run_trials(s, shared, make_objective(s, runner, space, log), space, remaining, log)
+    _log_short(s, study, log)
     return study
+
+
+def _log_short(s: SweepSettings, study: optuna.Study, log: Callable[[str], None]) -> None:
+    """One line when this worker stops short of ``s.trials`` finished trials because other trials
+    are RUNNING (other workers', or a killed worker's not yet stale); not in a spawned worker,
+    whose siblings' trials those are."""
+    finished = n_finished(study)
+    running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    if finished < s.trials and running and "PAWN_SWEEP_WORKER" not in os.environ:
+        log(f"stopped at {finished} of {s.trials} finished trials: RUNNING trials {running} make up the rest. If no "
+            f"other worker runs them, re-run after --grace-s ({s.grace_s} s) to retry them, or use --fail-running")
 
 
 def _log_stale(failed: list[int], shared: SharedStudy, log: Callable[[str], None]) -> None:
