@@ -1,11 +1,13 @@
 """The sweep driver: create or load the study, run trials (in this process, or in ``workers``
 processes on the same storage), and report.
 
-One worker's loop is Optuna's ``study.optimize`` (which runs the trial heartbeat and fails stale
-trials of killed workers before each new trial) with a stop callback counting the COMPLETE, PRUNED
-and live RUNNING trials of the whole study (:func:`n_counted`), so every worker — and a re-run of
-the same command after a stop — works toward the same total, and W workers stop at it instead of
-finishing up to W − 1 trials past it (Optuna's ``MaxTrialsCallback`` counts finished trials only).
+One worker's loop (:func:`run_trials`) claims each trial under the study's lock
+(:func:`claim_trial`: fail stale trials of killed workers, count the COMPLETE, PRUNED and live
+RUNNING trials of the whole study (:func:`n_counted`), ask, first heartbeat, draw), runs it with
+heartbeats, and tells Optuna the verdict — so every worker, and a re-run of the same command after
+a stop, works toward the same total, and W workers stop at it (Optuna's ``study.optimize`` checks
+stale trials and claims WAITING ones without a lock between processes, and its
+``MaxTrialsCallback`` counts finished trials only).
 """
 
 from __future__ import annotations
