@@ -316,9 +316,10 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_pat
     r = subprocess.run(_sweep_cmd(out, 1, "--heartbeat-s", "1", "--grace-s", "2"), env=_env(), capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "RUNNING trials [0] never recorded a heartbeat" in r.stdout + r.stderr
+    assert "trials [0] had no heartbeat for over --grace-s" in r.stdout + r.stderr
     trials = _study(out).trials
     assert trials[0].number == orphan.number and trials[0].state == TrialState.FAIL
+    assert "no heartbeat ever recorded" in trials[0].user_attrs["fail_reason"]
     assert trials[1].state == TrialState.COMPLETE and trials[1].system_attrs.get("failed_trial") == 0
     assert not any(t.state == TrialState.RUNNING for t in trials)
 

@@ -201,12 +201,9 @@ def _repairing_cache_reads(path: Path, log: Callable[[str], None]):
         try:
             return original(cache_key, *args, **kwargs)
         except Exception as e:  # noqa: BLE001 -- any failure to read an entry back is a damaged entry
-            removed = []
             for suffix in ("-cache", "-atime"):
-                f = path / f"{cache_key}{suffix}"
                 with contextlib.suppress(FileNotFoundError):
-                    f.unlink()
-                    removed.append(f.name)
+                    (path / f"{cache_key}{suffix}").unlink()
             if cache_key not in reported:
                 reported.add(cache_key)
                 log(f"compilation cache {path}: entry {cache_key[:40]} could not be read "
