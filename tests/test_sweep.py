@@ -316,27 +316,29 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_pat
     r = subprocess.run(_sweep_cmd(out, 1, "--heartbeat-s", "1", "--grace-s", "2"), env=_env(), capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "RUNNING trials [0] never recorded a heartbeat" in r.stdout + r.stderr
+    assert "trials [0] had no heartbeat for over --grace-s" in r.stdout + r.stderr
     trials = _study(out).trials
     assert trials[0].number == orphan.number and trials[0].state == TrialState.FAIL
+    assert "no heartbeat ever recorded" in trials[0].user_attrs["fail_reason"]
     assert trials[1].state == TrialState.COMPLETE and trials[1].system_attrs.get("failed_trial") == 0
     assert not any(t.state == TrialState.RUNNING for t in trials)
 
 
 def test_a_live_trial_without_a_heartbeat_yet_is_left_running(tmp_path):
-    from pawn.sweep.storage import expire_trials_without_heartbeat, open_storage
+    from pawn.sweep.study import open_shared
 
-    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_s=1, grace_s=1)
-    study = optuna.create_study(study_name="s", storage=storage)
-    study.ask()
-    assert expire_trials_without_heartbeat(study, 1) == []  # started just now: within the grace period
-    optuna.storages.fail_stale_trials(study)
-    assert [t.state for t in study.trials] == [TrialState.RUNNING]
-    time.sleep(1.5)
-    assert expire_trials_without_heartbeat(study, 1) == [0]
-    assert expire_trials_without_heartbeat(study, 1) == []  # it has a heartbeat now
-    optuna.storages.fail_stale_trials(study)
-    assert study.trials[0].state == TrialState.FAIL
+    s = SweepSettings.load(run_type="pretrain", heartbeat_s=1, grace_s=2, out=tmp_path / "sw")
+    shared = open_shared(s)
+    shared.study.ask()  # no heartbeat, no worker attribute
+    assert shared.fail_stale() == []  # started just now: within the grace period
+    assert [t.state for t in shared.study.trials] == [TrialState.RUNNING]
+    time.sleep(2.5)
+    assert shared.fail_stale() == [0]
+    assert shared.fail_stale() == []  # failed once, retried once
+    trials = shared.study.trials
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
+    assert "no heartbeat ever recorded" in trials[0].user_attrs["fail_reason"]
+    assert trials[1].system_attrs["failed_trial"] == 0
 
 
 class _FakeRunner:
@@ -375,8 +377,13 @@ def test_other_workers_running_trials_count_toward_trials(tmp_path):
     assert runner.calls == 2  # its own 2 finished + the other worker's 1 running = 3
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.RUNNING, TrialState.COMPLETE]
     logs = []
+    run_worker(_worker_settings(tmp_path, 4), log=logs.append, runner=runner,
+               space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    assert runner.calls == 3 and logs[-1].startswith("stopped at 3 of 4 finished trials: RUNNING trials [1]")
+    logs = []
+    s = _worker_settings(tmp_path, 4)
     assert run_worker(s, log=logs.append, runner=runner, space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
-    assert runner.calls == 2 and "RUNNING trials [1], 3 in all: nothing left" in logs[-1]
+    assert runner.calls == 3 and "RUNNING trials [1], 4 in all: nothing left" in logs[-1]
 
 
 def test_a_population_is_cut_to_what_other_workers_leave(tmp_path, monkeypatch):
@@ -421,14 +428,14 @@ def test_a_killed_workers_stale_trial_stops_counting_and_is_retried(tmp_path):
 
 def test_journal_storage_study_is_created_once_and_checked(tmp_path):
     from pawn.sweep.storage import fail_running_trials
-    from pawn.sweep.study import SweepError, open_study
+    from pawn.sweep.study import SweepError, open_shared, open_study
 
     s = SweepSettings.load(run_type="pretrain", storage=str(tmp_path / "study.log"), out=tmp_path / "sw")
     a, url = open_study(s)
     assert url == f"journal:{(tmp_path / 'study.log').resolve()}"
     running = a.ask()
-    b, _ = open_study(s)  # load_if_exists: the same study
-    assert b._study_id == a._study_id and len(b.trials) == 1
+    b = open_shared(s)  # load_if_exists: the same study
+    assert b.study._study_id == a._study_id and len(b.study.trials) == 1
     assert fail_running_trials(b, "test: no worker runs") == [running.number]
     t = open_study(s)[0].trials[0]
     assert t.state == TrialState.FAIL and t.user_attrs["fail_reason"] == "test: no worker runs"

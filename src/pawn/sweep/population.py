@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-import threading
 from typing import Any, Callable, Optional, Sequence
 
 import equinox as eqx
@@ -399,44 +398,14 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
         chunks.close()
 
 
-class _Heartbeats:
-    """Record a heartbeat for each trial of a population every ``interval`` seconds (what
-    ``study.optimize`` does for one trial), when the storage has heartbeats."""
-
-    def __init__(self, study, trials, interval: float):
-        self.study, self.trials, self.interval = study, trials, interval
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-
-    def __enter__(self):
-        from optuna.storages._heartbeat import is_heartbeat_enabled
-
-        if is_heartbeat_enabled(self.study._storage):
-            self._beat()
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def _beat(self):
-        for t in self.trials:
-            self.study._storage.record_heartbeat(t._trial_id)
-
-    def _run(self):
-        while not self._stop.wait(self.interval):
-            self._beat()
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-def run_population_worker(s, study, runner, space, remaining: int, log: Callable[[str], None]) -> None:
+def run_population_worker(s, shared, runner, space, remaining: int, log: Callable[[str], None]) -> None:
     """A worker loop for ``--population P``: ask P trials (members 2…P are enqueued with the
     leader's values of every searched field outside :data:`ARRAY_FIELDS`, so the sampler only
     varies the array-valued ones), train them as one population and tell Optuna each member's
     verdict. A member that another worker's enqueued values reached with different fixed fields
-    runs on its own (sequentially). Stops when the study holds ``s.trials`` finished or running trials
+    runs on its own (sequentially). The P trials are claimed under the study's lock
+    (:func:`pawn.sweep.study.claim_trial`'s rules; ``shared``: the
+    :class:`~pawn.sweep.storage.SharedStudy`). Stops when the study holds ``s.trials`` finished or running trials
     (:func:`pawn.sweep.study.n_counted`; a population is cut to what is left), after ``remaining``
     attempts, or after ``s.timeout`` seconds.
 
@@ -444,40 +413,43 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
         pawn.sweep.study.SweepError: the run type has no population trainer.
     """
     import time
-    import warnings
 
     import optuna
 
     from pawn.sweep.space import derive, suggest
-    from pawn.sweep.study import INTERRUPTED, SweepError, fail_stale, finish_trial, make_objective, n_counted
+    from pawn.sweep.study import (INTERRUPTED, SweepError, _failed_elsewhere, _log_stale, ask_quietly, finish_trial,
+                                  make_objective, n_counted)
 
     trainers = {"pretrain": run_pretrain_population, "adapt": run_adapt_population}
     if getattr(runner, "command", None) not in trainers:
         raise SweepError(f"--population is implemented for pretraining and adapter sweeps; {runner.command} trials "
                          "run one at a time")
     train_population = trainers[runner.command]
+    study = shared.study
     t0, attempts = time.monotonic(), 0
     objective = make_objective(s, runner, space, log)
     while attempts < remaining:
         if s.timeout is not None and time.monotonic() - t0 > s.timeout:
             break
-        fail_stale(study)
-        P = min(s.population, remaining - attempts, s.trials - n_counted(study))  # other workers' running trials count
-        if P <= 0:
-            break
-        with warnings.catch_warnings():  # heartbeats are recorded by _Heartbeats below, not study.optimize
-            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-            leader = study.ask()
-        p0 = derive(s.space_name, suggest(leader, space))
-        shared = {k: v for k, v in leader.params.items() if k not in ARRAY_FIELDS}
-        members, solo = [(leader, p0)], []
-        for _ in range(P - 1):
-            study.enqueue_trial(shared)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-                t = study.ask()
-            params = derive(s.space_name, suggest(t, space))
-            (members if all(t.params.get(k) == v for k, v in shared.items()) else solo).append((t, params))
+        with shared.lock():
+            _log_stale(shared.fail_stale(), shared, log)
+            # other workers' running trials count
+            P = min(s.population, remaining - attempts, s.trials - n_counted(study))
+            if P <= 0:
+                break
+            leader = ask_quietly(study)
+            shared.begin(leader)
+            p0 = derive(s.space_name, suggest(leader, space))
+            fixed = {k: v for k, v in leader.params.items() if k not in ARRAY_FIELDS}
+            members, solo = [(leader, p0)], []
+            for _ in range(P - 1):
+                # a WAITING trial (a retry) is asked first: enqueueing then would leave ours WAITING
+                if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+                    study.enqueue_trial(fixed)
+                t = ask_quietly(study)
+                shared.begin(t)
+                params = derive(s.space_name, suggest(t, space))
+                (members if all(t.params.get(k) == v for k, v in fixed.items()) else solo).append((t, params))
         attempts += len(members) + len(solo)
         configs, alive = [], []
         for t, params in members:
@@ -486,7 +458,7 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
                 cfg = runner.config(params, trial_dir)
             except Exception as e:  # a refused combination fails that member only
                 t.set_user_attr("fail_reason", f"settings refused: {' '.join(str(e).split())[:300]}")
-                study.tell(t, state=optuna.trial.TrialState.FAIL)
+                study.tell(t, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
                 continue
             t.set_user_attr("config", cfg)
             t.set_user_attr("population", [m.number for m, _ in members])
@@ -496,26 +468,31 @@ def run_population_worker(s, study, runner, space, remaining: int, log: Callable
             log(f"population of {len(alive)}: trials {[t.number for t in alive]}")
             reporters = [PrunerHook(t, lambda m: m[runner.objective_key]) for t in alive]
             try:
-                with _Heartbeats(study, alive, s.heartbeat_s):
+                with shared.beating(alive, s.heartbeat_s):
                     outcomes = train_population(configs, reporters, log=log)
             except BaseException as e:  # Ctrl-C or an error: no member stays RUNNING
                 why = (INTERRUPTED if isinstance(e, KeyboardInterrupt)
                        else f"population stopped: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
                 for t in alive:
                     t.set_user_attr("fail_reason", why)
-                    study.tell(t, state=optuna.trial.TrialState.FAIL)
+                    study.tell(t, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
                 raise
             for t, o in zip(alive, outcomes):
                 try:
                     value = finish_trial(t, o, log)
                     study.tell(t, value if math.isfinite(value) else None,
-                               state=None if math.isfinite(value) else optuna.trial.TrialState.FAIL)
+                               state=None if math.isfinite(value) else optuna.trial.TrialState.FAIL, skip_if_finished=True)
                 except optuna.TrialPruned:
-                    study.tell(t, state=optuna.trial.TrialState.PRUNED)
+                    study.tell(t, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
+                except optuna.exceptions.UpdateFinishedTrialError:  # failed by a stale check while it ran
+                    log(_failed_elsewhere(shared, t.number))
         for t, params in solo:
             try:
-                value = objective(t)
+                with shared.beating([t], s.heartbeat_s):
+                    value = objective(t)
                 study.tell(t, value if math.isfinite(value) else None,
-                           state=None if math.isfinite(value) else optuna.trial.TrialState.FAIL)
+                           state=None if math.isfinite(value) else optuna.trial.TrialState.FAIL, skip_if_finished=True)
             except optuna.TrialPruned:
-                study.tell(t, state=optuna.trial.TrialState.PRUNED)
+                study.tell(t, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                log(_failed_elsewhere(shared, t.number))

@@ -10,11 +10,12 @@ steps that race when workers start at the same moment, so both run under an excl
 
 Heartbeats: every running trial updates its heartbeat every ``heartbeat_s``; a trial whose
 heartbeat is older than ``grace_s`` (a worker that was killed) is marked FAILED by the next
-trial any worker starts, and re-queued once with the same parameters
+trial any worker claims, and re-queued once with the same parameters
 (``RetryHeartbeatStaleTrialCallback(max_retry=1)``). ``grace_s`` must exceed the first chunk's compile
 time, during which no heartbeat is missed (it runs in a thread) but a slow machine might stall.
-A trial killed before its first heartbeat, which Optuna's check never sees, is given a stale one
-when a worker starts (:func:`expire_trials_without_heartbeat`) and then failed and retried too.
+A trial killed before its first heartbeat, which Optuna's check never sees, is failed and
+retried too (:meth:`SharedStudy.fail_stale`). Claims and stale checks of several workers are
+serialised by one file lock (:class:`SharedStudy`).
 
 An Optuna journal file (``--storage study.log`` or ``journal:PATH``) uses
 ``JournalFileBackend`` with its own file lock; it has no heartbeat in Optuna, so a killed
@@ -25,7 +26,12 @@ next ``pawn sweep`` start with ``--fail-running`` (documented).
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import fcntl
+import os
+import socket
+import threading
+import warnings
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -66,13 +72,27 @@ def _lock_path(url: str, out: Path) -> Path:
     return Path(out) / ".study.lock"
 
 
-@contextlib.contextmanager
-def creation_lock(url: str, out: Path) -> Iterator[None]:
+def creation_lock(url: str, out: Path):
     """An exclusive ``fcntl.flock`` held while the storage tables and the study are created, so
-    workers started together neither race on the schema nor create the study twice."""
-    path = _lock_path(url, out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
+    workers started together neither race on the schema nor create the study twice; the same
+    lock is :meth:`SharedStudy.lock` (a context manager)."""
+    return _flock(_lock_path(url, out))
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``fcntl.flock`` on ``path`` (created if needed).
+
+    Raises:
+        StorageError: the lock file cannot be created (an unwritable storage directory).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")
+    except OSError as e:
+        raise StorageError(f"--storage: cannot create the lock file {path} beside the study "
+                           f"({e.strerror or e}); choose a writable --storage or --out") from None
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -98,8 +118,6 @@ def open_storage(url: str, *, heartbeat_s: int = 60, grace_s: int = 900) -> Base
         if url.startswith("sqlite:///"):
             Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         kwargs = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {"pool_pre_ping": True}
-        import warnings
-
         with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna's wording only
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_s, grace_period=grace_s,
@@ -110,60 +128,153 @@ def open_storage(url: str, *, heartbeat_s: int = 60, grace_s: int = 900) -> Base
         raise StorageError(f"--storage {url}: cannot open ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
 
 
-def expire_trials_without_heartbeat(study: optuna.Study, grace_s: float) -> list[int]:
-    """Make Optuna's stale-trial check see the RUNNING trials that never recorded a heartbeat.
+WORKER_ATTR = "worker"
+"""User attribute ``host:pid`` that a PAWN worker sets on each trial it claims, right after the
+trial's first heartbeat (:meth:`SharedStudy.begin`)."""
 
-    A worker killed between Optuna creating its trial (``study.ask``) and the first heartbeat
-    (a window of milliseconds for one trial; a population samples P trials first) leaves a
-    trial that ``RDBStorage``'s stale check skips: it only compares existing heartbeats
-    (``RDBStorage._get_stale_trial_ids``), so the trial stayed RUNNING for ever. Each such trial
-    that started more than ``grace_s`` seconds ago (``datetime_start`` against this host's clock,
-    which Optuna wrote it with) gets a heartbeat dated ``grace_s + 1`` seconds back on the
-    database's clock; the next stale check (:func:`optuna.storages.fail_stale_trials`, run by
-    every worker before each trial) then fails it and re-queues it once, as any killed worker's
-    trial. A live worker records its heartbeat long before ``grace_s`` (which must exceed a
-    compile; default 900 s). No-op for storages without heartbeats (journal files).
 
-    Returns:
-        the numbers of the trials given a heartbeat.
+def retry_parent(t: optuna.trial.FrozenTrial) -> Optional[int]:
+    """The number of the trial ``t`` retries (Optuna's ``retry_history`` system attribute, last
+    entry), or None when ``t`` is not a retry."""
+    history = t.system_attrs.get("retry_history")
+    return history[-1] if history else None
+
+
+class SharedStudy:
+    """One worker's handle on a study that several workers share.
+
+    Claiming a trial (failing stale trials, counting, ``study.ask``, the first heartbeat) runs
+    under one exclusive ``fcntl`` lock (:meth:`lock`, the file of :func:`creation_lock`), because
+    SQLite, the default storage, serialises writes but not a read followed by a write: Optuna's
+    stale check (``fail_stale_trials``) and its claim of a WAITING trial both read a state and then
+    write it, so two processes doing either at the same instant each saw the trial unclaimed
+    (one stale trial failed by 8 workers at once was retried 7 times; two workers trained the one
+    WAITING trial). The lock is local to the machine (``flock``); a server database
+    (PostgreSQL, MySQL) also locks the rows (``SELECT … FOR UPDATE``) for workers elsewhere.
+
+    Only Optuna's public API is used (``BaseStorage`` methods, ``fail_stale_trials``,
+    :class:`~optuna.storages.RetryHeartbeatStaleTrialCallback`), not its ORM tables.
+
+    Args:
+        study: the loaded study. storage: the storage it was opened on (:func:`open_storage`).
+        url: its URL (:func:`storage_url`). out: the sweep directory (where the lock of a server
+            database lives). grace_s: seconds without a heartbeat after which a trial is stale.
     """
-    import datetime as _dt
 
-    storage = getattr(study._storage, "_backend", study._storage)  # Optuna wraps an RDBStorage in _CachedStorage
-    if not isinstance(storage, RDBStorage) or storage.heartbeat_interval is None:
-        return []
-    import sqlalchemy
-    from optuna.storages._rdb import models
+    def __init__(self, study: optuna.Study, storage: BaseStorage, url: str, out: Path, grace_s: float):
+        self.study, self.storage, self.url, self.grace_s = study, storage, url, grace_s
+        self.lock_path = _lock_path(url, out)
+        self.study_id = storage.get_study_id_from_name(study.study_name)
 
-    now = _dt.datetime.now()
-    late = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-            if t.datetime_start is not None and (now - t.datetime_start).total_seconds() > grace_s]
+    def lock(self):
+        """The exclusive lock under which trials are claimed and stale trials failed (a context manager)."""
+        return _flock(self.lock_path)
+
+    @property
+    def heartbeats(self) -> bool:
+        """Whether the storage records heartbeats (RDB storages; not journal files)."""
+        return isinstance(self.storage, RDBStorage) and self.storage.get_heartbeat_interval() is not None
+
+    def trial_id(self, number: int) -> int:
+        """The storage's id of trial ``number`` of this study."""
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
+
+    def trial(self, number: int) -> optuna.trial.FrozenTrial:
+        """Trial ``number`` as stored now."""
+        return self.storage.get_trial(self.trial_id(number))
+
+    def begin(self, trial: optuna.Trial) -> None:
+        """Mark ``trial`` (just claimed, under :meth:`lock`) as this worker's: its first heartbeat,
+        then :data:`WORKER_ATTR`. A trial without the attribute whose start is older than
+        ``grace_s`` therefore never beat (its worker died as it claimed it)."""
+        if self.heartbeats:
+            self.storage.record_heartbeat(self.trial_id(trial.number))
+        trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:{os.getpid()}")
+
+    def fail_stale(self) -> list[int]:
+        """Fail the trials of killed workers and queue one retry of each; call under :meth:`lock`.
+
+        Stale trials: a heartbeat older than ``grace_s`` (Optuna's ``fail_stale_trials``, whose
+        callback queues the retry), or no :data:`WORKER_ATTR` and a start (``datetime_start``,
+        this host's clock, as Optuna writes it) older than ``grace_s`` — a worker killed between
+        ``study.ask`` and its first heartbeat, which Optuna's check skips (it compares existing
+        heartbeats only): such a trial gets ``fail_reason``, is failed and retried here. No-op for
+        storages without heartbeats (journal files: ``--fail-running``).
+
+        Returns:
+            the numbers of the trials failed, in order.
+        """
+        if not self.heartbeats:
+            return []
+        now = _dt.datetime.now()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            retry = RetryHeartbeatStaleTrialCallback(max_retry=1)
+        failed = []
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if WORKER_ATTR in t.user_attrs or t.datetime_start is None:
+                continue
+            if (now - t.datetime_start).total_seconds() <= self.grace_s:
+                continue
+            tid = self.trial_id(t.number)
+            try:
+                self.storage.set_trial_user_attr(tid, "fail_reason", f"no heartbeat ever recorded, started over "
+                                                 f"{self.grace_s:g} s ago (its worker was killed as it began)")
+                if not self.storage.set_trial_state_values(tid, optuna.trial.TrialState.FAIL):
+                    continue
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue
+            retry(self.study, self.storage.get_trial(tid))
+            failed.append(t.number)
+        before = {t.number for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
+        with warnings.catch_warnings():  # "experimental" in Optuna's wording only
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.study)
+        if before:
+            retried = {retry_parent(t) for t in self.study.get_trials(deepcopy=False)}
+            failed += [t.number for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
+                       if t.number in before and t.number in retried]
+        return sorted(failed)
+
+    @contextlib.contextmanager
+    def beating(self, trials: list, interval: float) -> Iterator[None]:
+        """Within the block, record a heartbeat for each of ``trials`` every ``interval`` seconds
+        in a daemon thread (what ``study.optimize`` does for its trial), when the storage has
+        heartbeats. A trial another worker has failed meanwhile keeps beating harmlessly."""
+        if not self.heartbeats or not trials:
+            yield
+            return
+        ids = [self.trial_id(t.number) for t in trials]
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(interval):
+                for tid in ids:
+                    try:
+                        self.storage.record_heartbeat(tid)
+                    except Exception:  # a locked database at this instant: the next beat comes
+                        pass
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+
+def fail_running_trials(shared: SharedStudy, reason: str) -> list[int]:
+    """Mark every RUNNING trial of the study FAILED (with ``fail_reason``); for journal storages,
+    which have no heartbeat, when the user knows no worker is running. Call under
+    :meth:`SharedStudy.lock`. Returns their numbers."""
     done = []
-    if not late:
-        return done
-    session = storage.scoped_session()
-    try:
-        db_now = session.execute(sqlalchemy.func.now()).scalar().replace(tzinfo=None)
-        for t in late:
-            if models.TrialHeartbeatModel.where_trial_id(t._trial_id, session) is None:
-                session.add(models.TrialHeartbeatModel(trial_id=t._trial_id,
-                                                       heartbeat=db_now - _dt.timedelta(seconds=grace_s + 1)))
+    for t in shared.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        tid = shared.trial_id(t.number)
+        try:
+            shared.storage.set_trial_user_attr(tid, "fail_reason", reason)
+            if shared.storage.set_trial_state_values(tid, optuna.trial.TrialState.FAIL):
                 done.append(t.number)
-        session.commit()
-    except Exception:
-        session.rollback()
-        raise
-    finally:
-        session.close()
-    return done
-
-
-def fail_running_trials(study: optuna.Study, reason: str) -> list[int]:
-    """Mark every RUNNING trial of ``study`` FAILED (with ``fail_reason``); for journal storages,
-    which have no heartbeat, when the user knows no worker is running. Returns their numbers."""
-    done = []
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study._storage.set_trial_user_attr(t._trial_id, "fail_reason", reason)
-        study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-        done.append(t.number)
+        except optuna.exceptions.UpdateFinishedTrialError:  # finished by its worker meanwhile
+            pass
     return done

@@ -1,11 +1,13 @@
 """The sweep driver: create or load the study, run trials (in this process, or in ``workers``
 processes on the same storage), and report.
 
-One worker's loop is Optuna's ``study.optimize`` (which runs the trial heartbeat and fails stale
-trials of killed workers before each new trial) with a stop callback counting the COMPLETE, PRUNED
-and live RUNNING trials of the whole study (:func:`n_counted`), so every worker — and a re-run of
-the same command after a stop — works toward the same total, and W workers stop at it instead of
-finishing up to W − 1 trials past it (Optuna's ``MaxTrialsCallback`` counts finished trials only).
+One worker's loop (:func:`run_trials`) claims each trial under the study's lock
+(:func:`claim_trial`: fail stale trials of killed workers, count the COMPLETE, PRUNED and live
+RUNNING trials of the whole study (:func:`n_counted`), ask, first heartbeat, draw), runs it with
+heartbeats, and tells Optuna the verdict — so every worker, and a re-run of the same command after
+a stop, works toward the same total, and W workers stop at it (Optuna's ``study.optimize`` checks
+stale trials and claims WAITING ones without a lock between processes, and its
+``MaxTrialsCallback`` counts finished trials only).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pawn.sweep.settings import SweepSettings
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from pawn.sweep.space import Space, derive, load_space, suggest
-from pawn.sweep.storage import (creation_lock, expire_trials_without_heartbeat, fail_running_trials, open_storage,
+from pawn.sweep.storage import (SharedStudy, creation_lock, fail_running_trials, open_storage, retry_parent,
                                 storage_url)
 from pawn.sweep.trials import PrunerHook, PretrainTrialRunner, TrialOutcome, TrialRunner
 
@@ -78,17 +80,40 @@ def make_pruner(s: SweepSettings) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def make_sampler(s: SweepSettings) -> optuna.samplers.BaseSampler:
-    """``tpe`` → ``TPESampler(seed)``; ``random`` → ``RandomSampler(seed)``. A worker started by
-    ``--workers`` adds its index (``PAWN_SWEEP_WORKER``) to the seed, so workers do not draw the
-    same parameters."""
-    seed = None if s.seed is None else s.seed + int(os.environ.get("PAWN_SWEEP_WORKER", "0") or 0)
+def sampler_seed(seed: Optional[int], worker: int, n_trials: int) -> Optional[int]:
+    """The sampler seed of one worker start: ``numpy.random.SeedSequence([seed, worker,
+    n_trials])``'s first 32-bit word, or None without ``--seed``.
+
+    ``n_trials`` is the number of trials the study already holds (any state), so a start that
+    continues a study (the same command with a larger ``--trials``, a worker restarted after a
+    kill) draws new parameters instead of repeating the first start's draws; the same command on
+    a fresh study draws the same parameters again. ``worker`` (``PAWN_SWEEP_WORKER``) keeps the
+    workers of ``--workers`` apart."""
+    if seed is None:
+        return None
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, worker, n_trials]).generate_state(1)[0])
+
+
+def make_sampler(s: SweepSettings, n_trials: int = 0) -> optuna.samplers.BaseSampler:
+    """``tpe`` → ``TPESampler(seed)``; ``random`` → ``RandomSampler(seed)``, seeded by
+    :func:`sampler_seed` from ``--seed``, this worker's index (``PAWN_SWEEP_WORKER``) and the
+    ``n_trials`` the study holds at this start."""
+    seed = sampler_seed(s.seed, int(os.environ.get("PAWN_SWEEP_WORKER", "0") or 0), n_trials)
     return optuna.samplers.TPESampler(seed=seed) if s.sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)
 
 
 def open_study(s: SweepSettings) -> tuple[optuna.Study, str]:
+    """:func:`open_shared`'s ``(study, storage URL)``."""
+    shared = open_shared(s)
+    return shared.study, shared.url
+
+
+def open_shared(s: SweepSettings) -> SharedStudy:
     """Create the study, or load it when it exists (``load_if_exists``), under the storage's
-    creation lock (:func:`pawn.sweep.storage.creation_lock`). Returns ``(study, storage URL)``.
+    creation lock (:func:`pawn.sweep.storage.creation_lock`), with a sampler seeded for this
+    start (:func:`make_sampler` with the study's trial count).
 
     Raises:
         SweepError: the study exists with another run type or strategy (one line).
@@ -99,7 +124,9 @@ def open_study(s: SweepSettings) -> tuple[optuna.Study, str]:
     with creation_lock(url, s.out):
         storage = open_storage(url, heartbeat_s=s.heartbeat_s, grace_s=s.grace_s)
         study = optuna.create_study(study_name=s.resolved_study_name, storage=storage, direction="minimize",
-                                    sampler=make_sampler(s), pruner=make_pruner(s), load_if_exists=True)
+                                    sampler=optuna.samplers.RandomSampler(), pruner=make_pruner(s), load_if_exists=True)
+        study = optuna.load_study(study_name=study.study_name, storage=storage, pruner=make_pruner(s),
+                                  sampler=make_sampler(s, len(study.get_trials(deepcopy=False))))
         attrs = study.user_attrs
         if "run_type" not in attrs:
             study.set_user_attr("run_type", s.run_type)
@@ -107,7 +134,7 @@ def open_study(s: SweepSettings) -> tuple[optuna.Study, str]:
         elif (attrs.get("run_type"), attrs.get("space")) != (s.run_type, s.space_name):
             raise SweepError(f"study {s.resolved_study_name!r} in {url} is a {attrs.get('run_type')} sweep over "
                              f"{attrs.get('space')!r}, not {s.run_type} over {s.space_name!r}; choose another --study-name")
-    return study, url
+    return SharedStudy(study, storage, url, s.out, s.grace_s)
 
 
 _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
@@ -115,13 +142,18 @@ _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile
 
 
 @contextlib.contextmanager
-def compilation_cache(path: Optional[Path]):
+def compilation_cache(path: Optional[Path], log: Callable[[str], None] = print):
     """Within the block, JAX's persistent compilation cache is on in ``path`` for this process:
     every executable is written, however small or fast to compile
     (``jax_persistent_cache_min_compile_time_secs = 0``, no minimum entry size), and read back
     by later compilations of the same program — so sweep workers and re-runs of a sweep load
     what an earlier trial compiled instead of compiling it again (issue 15). The previous
     settings are restored on exit. ``None``: nothing changes.
+
+    A damaged entry (a torn write, a full disk, a file altered by hand) is removed when it is
+    read, with one ``log`` line, so the program is compiled and its entry written again
+    (:func:`_repairing_cache_reads`); JAX alone warned and recompiled on every later run without
+    rewriting it (its cache does not overwrite an existing entry).
 
     Raises:
         SweepError: the directory cannot be created (one line).
@@ -142,11 +174,47 @@ def compilation_cache(path: Optional[Path]):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     try:
-        yield
+        with _repairing_cache_reads(Path(path), log):
+            yield
     finally:
         for k, v in before.items():
             jax.config.update(k, v)
         cc.reset_cache()
+
+
+@contextlib.contextmanager
+def _repairing_cache_reads(path: Path, log: Callable[[str], None]):
+    """Within the block, a persistent-cache entry in ``path`` that JAX cannot read back
+    (decompress or deserialize) is deleted (``<key>-cache`` and ``<key>-atime``, the files of
+    JAX's ``LRUCache``) and reported once per entry; the read then counts as a miss, so JAX
+    compiles and writes the entry anew. Wraps ``jax._src.compilation_cache.get_executable_and_time``
+    (JAX has no public hook for it); a JAX without that function is left as it is."""
+    from jax._src import compilation_cache as jcc
+
+    original = getattr(jcc, "get_executable_and_time", None)
+    if original is None:
+        yield
+        return
+    reported: set[str] = set()
+
+    def get_executable_and_time(cache_key, *args, **kwargs):
+        try:
+            return original(cache_key, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 -- any failure to read an entry back is a damaged entry
+            for suffix in ("-cache", "-atime"):
+                with contextlib.suppress(FileNotFoundError):
+                    (path / f"{cache_key}{suffix}").unlink()
+            if cache_key not in reported:
+                reported.add(cache_key)
+                log(f"compilation cache {path}: entry {cache_key[:40]} could not be read "
+                    f"({type(e).__name__}: {' '.join(str(e).split())[:120]}); removed, compiled and written again")
+            return None, None
+
+    jcc.get_executable_and_time = get_executable_and_time
+    try:
+        yield
+    finally:
+        jcc.get_executable_and_time = original
 
 
 def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
@@ -281,6 +349,9 @@ def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Cal
 
     def objective(trial: optuna.Trial) -> float:
         params = derive(s.space_name, suggest(trial, space))
+        same = earlier_duplicate(trial)
+        if same is not None:
+            return _duplicate(trial, same, log)
         trial_dir = s.out / s.resolved_study_name / f"trial_{trial.number:04d}"
         try:
             config = runner.config(params, trial_dir)
@@ -300,6 +371,38 @@ def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Cal
         return finish_trial(trial, outcome, log)
 
     return objective
+
+
+def earlier_duplicate(trial: optuna.Trial) -> Optional[optuna.trial.FrozenTrial]:
+    """An earlier trial (lower number; COMPLETE, PRUNED, RUNNING or WAITING) with the same
+    parameters as ``trial``, when ``trial``'s parameters were drawn by the sampler; None for an
+    enqueued trial (a retry, a population member, ``study.enqueue_trial``: asked for) and when
+    no earlier trial has them."""
+    trials = trial.study.get_trials(deepcopy=False)
+    if any(t.number == trial.number and "fixed_params" in t.system_attrs for t in trials):
+        return None
+    params = trial.params
+    for t in trials:
+        if (t.number < trial.number and t.state in COUNTED + (TrialState.WAITING,)
+                and (t.params or t.system_attrs.get("fixed_params")) == params):
+            return t
+    return None
+
+
+def _duplicate(trial: optuna.Trial, same: optuna.trial.FrozenTrial, log: Callable[[str], None]) -> float:
+    """A sampled trial with the parameters of the earlier trial ``same`` is not trained again
+    (Optuna FAQ, "How can I ignore duplicated samples?"): a COMPLETE one's value is reused, a
+    PRUNED one is pruned, a running or waiting one fails this trial; ``duplicate_of`` records it."""
+    trial.set_user_attr("duplicate_of", same.number)
+    if same.state == TrialState.COMPLETE:
+        log(f"trial {trial.number}: the parameters of trial {same.number}; its value {same.value:.4f} is reused, "
+            "not trained again")
+        trial.set_user_attr("reason", f"duplicate of trial {same.number}")
+        return float(same.value)
+    if same.state == TrialState.PRUNED:
+        log(f"trial {trial.number}: the parameters of trial {same.number}, which was pruned; pruned, not trained again")
+        raise optuna.TrialPruned(f"duplicate of pruned trial {same.number}")
+    return _fail(trial, f"the parameters of trial {same.number} ({same.state.name.lower()}); not trained twice", log)
 
 
 def finish_trial(trial: optuna.Trial, outcome: TrialOutcome, log: Callable[[str], None]) -> float:
@@ -326,36 +429,12 @@ def n_finished(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
-def fail_stale(study: optuna.Study) -> None:
-    """Optuna's ``fail_stale_trials`` (a killed worker's RUNNING trial whose heartbeat is older than
-    the grace period becomes FAIL and is re-queued by the retry callback), without its
-    experimental-API warning. No-op for storages without heartbeats."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
-
-
 def n_counted(study: optuna.Study) -> int:
     """COMPLETE + PRUNED + RUNNING trials: what counts toward ``--trials``. The RUNNING trials of
     other workers count, so that W workers on one study stop at the total together. Call
-    :func:`fail_stale` first: a killed worker's trial stops counting once its heartbeat is stale
-    (it is failed and its retry, WAITING, is run by whichever worker asks next)."""
+    :meth:`SharedStudy.fail_stale` first: a killed worker's trial stops counting once its
+    heartbeat is stale (it is failed and its retry, WAITING, is run by whichever worker asks next)."""
     return len(study.get_trials(deepcopy=False, states=COUNTED))
-
-
-class StopAtTrialCount:
-    """Optuna callback: after each trial, stop this worker's ``study.optimize`` once the study holds
-    ``n`` counted trials (:func:`n_counted`, after :func:`fail_stale`)."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        fail_stale(study)
-        if n_counted(study) >= self.n:
-            study.stop()
 
 
 def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None,
@@ -374,29 +453,30 @@ def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: 
     if space is None:  # settings every trial would fail on: one error, before the study exists
         runner = runner or make_runner(s, log)
         space = prepare_space(s, runner, log)
-    with compilation_cache(s.compilation_cache_dir):
+    with compilation_cache(s.compilation_cache_dir, log):
         return _run_worker(s, log=log, runner=runner, space=space)
 
 
 def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRunner, space: Space) -> optuna.Study:
     """:func:`run_worker` inside its compilation cache."""
-    study, _ = open_study(s)
-    expired = expire_trials_without_heartbeat(study, s.grace_s)  # failed and re-queued by the next stale check
-    if expired:
-        log(f"RUNNING trials {expired} never recorded a heartbeat and started over {s.grace_s} s ago "
-            "(a worker killed as they began): they are marked failed and retried")
-    if s.fail_running:
-        failed = fail_running_trials(study, "marked failed by --fail-running")
-        if failed:
-            log(f"marked RUNNING trials {failed} as failed (--fail-running)")
-    fail_stale(study)  # also fails the trials given a stale heartbeat above
-    remaining = s.trials - n_finished(study)
+    if "PAWN_SWEEP_WORKER" in os.environ:
+        log(f"worker {os.environ['PAWN_SWEEP_WORKER']} (pid {os.getpid()}): {_show_env(dict(os.environ))}")
+    shared = open_shared(s)
+    study = shared.study
+    with shared.lock():
+        if s.fail_running:
+            failed = fail_running_trials(shared, "marked failed by --fail-running")
+            if failed:
+                log(f"marked RUNNING trials {failed} as failed (--fail-running)")
+        _log_stale(shared.fail_stale(), shared, log)
+        finished, counted = n_finished(study), n_counted(study)
+    remaining = s.trials - finished
     if remaining <= 0:
         log(f"study {study.study_name} already holds {s.trials} finished trials")
         return study
-    if n_counted(study) >= s.trials:
+    if counted >= s.trials:
         running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
-        log(f"study {study.study_name} holds {n_finished(study)} finished trials and RUNNING trials {running}, "
+        log(f"study {study.study_name} holds {finished} finished trials and RUNNING trials {running}, "
             f"{s.trials} in all: nothing left for this worker. A killed worker's trial is failed and retried once "
             f"its heartbeat is older than --grace-s ({s.grace_s} s); --fail-running fails them now")
         return study
@@ -406,17 +486,165 @@ def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRu
     if s.population > 1:
         from pawn.sweep.population import run_population_worker
 
-        run_population_worker(s, study, runner, space, remaining, log)
+        run_population_worker(s, shared, runner, space, remaining, log)
         return study
-    study.optimize(make_objective(s, runner, space, log), n_trials=remaining, timeout=s.timeout,
-                   callbacks=[StopAtTrialCount(s.trials)], gc_after_trial=True)
+    run_trials(s, shared, make_objective(s, runner, space, log), space, remaining, log)
+    _log_short(s, study, log)
     return study
+
+
+def _log_short(s: SweepSettings, study: optuna.Study, log: Callable[[str], None]) -> None:
+    """One line when this worker stops short of ``s.trials`` finished trials because other trials
+    are RUNNING (other workers', or a killed worker's not yet stale); not in a spawned worker,
+    whose siblings' trials those are."""
+    finished = n_finished(study)
+    running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    if finished < s.trials and running and "PAWN_SWEEP_WORKER" not in os.environ:
+        log(f"stopped at {finished} of {s.trials} finished trials: RUNNING trials {running} make up the rest. If no "
+            f"other worker runs them, re-run after --grace-s ({s.grace_s} s) to retry them, or use --fail-running")
+
+
+def _log_stale(failed: list[int], shared: SharedStudy, log: Callable[[str], None]) -> None:
+    if failed:
+        log(f"trials {failed} had no heartbeat for over --grace-s ({shared.grace_s:g} s; a killed or suspended "
+            "worker): marked failed, each retried once")
+
+
+def ask_quietly(study: optuna.Study) -> optuna.Trial:
+    """``study.ask()`` without Optuna's warning that heartbeats belong to ``study.optimize``
+    (PAWN's loops record them: :meth:`SharedStudy.beating`)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+        return study.ask()
+
+
+def claim_trial(s: SweepSettings, shared: SharedStudy, space: Space, log: Callable[[str], None]) -> Optional[optuna.Trial]:
+    """Under the study's lock: fail stale trials (one retry each), and unless the study already
+    holds ``s.trials`` counted trials (:func:`n_counted`), take the next trial — a WAITING one
+    (a retry, an enqueued trial) or a new one — record its first heartbeat and draw its
+    parameters, so that the next worker's claim sees them. Returns the trial, or None."""
+    with shared.lock():
+        _log_stale(shared.fail_stale(), shared, log)
+        if n_counted(shared.study) >= s.trials:
+            return None
+        trial = ask_quietly(shared.study)
+        shared.begin(trial)
+        suggest(trial, space)
+        return trial
+
+
+def _failed_elsewhere(shared: SharedStudy, number: int) -> str:
+    retry = next((t.number for t in shared.study.get_trials(deepcopy=False) if retry_parent(t) == number), None)
+    return (f"trial {number} was marked failed while it ran: it had no heartbeat for over --grace-s "
+            f"({shared.grace_s:g} s; this worker was suspended or stalled) and another check failed it"
+            + (f"; its retry is trial {retry}" if retry is not None else "")
+            + "; its run was stopped and this worker goes on")
+
+
+def run_trials(s: SweepSettings, shared: SharedStudy, objective: Callable[[optuna.Trial], float], space: Space,
+               remaining: int, log: Callable[[str], None]) -> None:
+    """One worker's trial loop (in place of ``study.optimize``, whose stale check and claim are
+    not serialised between workers): up to ``remaining`` attempts, each a :func:`claim_trial`,
+    ``objective`` with heartbeats every ``s.heartbeat_s`` seconds, and ``study.tell``; stops when
+    the study holds ``s.trials`` counted trials or after ``s.timeout`` seconds.
+
+    A trial that another worker's stale check failed while it ran (this worker suspended,
+    SIGSTOP, a swap storm) is noticed at its next report or attribute write
+    (``UpdateFinishedTrialError``): one line says so and the loop goes on (that trial is not
+    counted among the attempts: its retry usually comes next). An exception from
+    ``objective`` (KeyboardInterrupt included) marks the trial FAIL and propagates.
+    """
+    import gc
+
+    t0, attempts = time.monotonic(), 0
+    while attempts < remaining:
+        if s.timeout is not None and time.monotonic() - t0 > s.timeout:
+            break
+        trial = claim_trial(s, shared, space, log)
+        if trial is None:
+            break
+        attempts += 1
+        value, state, error = None, TrialState.FAIL, None
+        with shared.beating([trial], s.heartbeat_s):
+            try:
+                value = objective(trial)
+                state = TrialState.COMPLETE if math.isfinite(value) else TrialState.FAIL
+            except optuna.TrialPruned:
+                state = TrialState.PRUNED
+            except optuna.exceptions.UpdateFinishedTrialError:
+                state = None
+            except BaseException as e:  # noqa: BLE001 -- recorded, then re-raised
+                error = e
+        if state is None or shared.trial(trial.number).state.is_finished():
+            log(_failed_elsewhere(shared, trial.number))
+            attempts -= 1  # not this worker's failure: its retry is another attempt
+            continue
+        shared.study.tell(trial, value if state == TrialState.COMPLETE else None, state=state, skip_if_finished=True)
+        if error is not None:
+            raise error
+        gc.collect()
+
+
+SHARED_MEMORY_FRACTION = 0.9
+"""Share of one accelerator's memory that the workers placed on it split between them."""
+WORKER_ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+
+
+def visible_gpus(environ: dict[str, str]) -> list[str]:
+    """The CUDA devices the workers may use: ``CUDA_VISIBLE_DEVICES`` when set (its comma-separated
+    entries), else — unless ``JAX_PLATFORMS`` excludes CUDA — the GPUs ``nvidia-smi -L`` lists
+    (indices as strings); ``[]`` when there are none (CPU)."""
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return [d.strip() for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() and d.strip() != "-1"]
+    platforms = environ.get("JAX_PLATFORMS", "")
+    if platforms and not any(p in platforms for p in ("cuda", "gpu")):
+        return []
+    import shutil
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(line for line in listed.splitlines() if line.startswith("GPU "))]
+
+
+def worker_env(index: int, workers: int, environ: dict[str, str], gpus: list[str]) -> dict[str, str]:
+    """The environment of worker ``index`` of ``workers`` (``PAWN_SWEEP_WORKER`` = index).
+
+    With accelerators (``gpus``, :func:`visible_gpus`), worker i sees one device,
+    ``gpus[i % len(gpus)]`` (``CUDA_VISIBLE_DEVICES``): a worker per device when there are at
+    least as many devices as workers. The k > 1 workers that share one device do not let JAX
+    preallocate (``XLA_PYTHON_CLIENT_PREALLOCATE=false``, which would give the first 75 % of the
+    device) and each may use ``SHARED_MEMORY_FRACTION / k`` of it
+    (``XLA_PYTHON_CLIENT_MEM_FRACTION``). Values the user set for these two variables are kept.
+    """
+    env = {**environ, "PAWN_SWEEP_WORKER": str(index)}
+    if not gpus:
+        return env
+    slot = index % len(gpus)
+    env["CUDA_VISIBLE_DEVICES"] = gpus[slot]
+    sharing = len(range(slot, workers, len(gpus)))
+    if sharing > 1 and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in environ:
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{SHARED_MEMORY_FRACTION / sharing:.3f}"
+    return env
+
+
+def _show_env(env: dict[str, str]) -> str:
+    shown = [f"{k}={env[k]}" for k in WORKER_ENV_KEYS if k in env]
+    return ", ".join(shown) if shown else "no accelerator settings"
 
 
 def spawn_workers(s: SweepSettings, *, log: Callable[[str], None] = print) -> None:
     """Start ``s.workers`` worker processes (``python -m pawn.cli sweep --config <out>/
     worker_config.json``, each ``--workers 1``) on the same storage and wait for them. The study
-    is created here first, so the workers only load it.
+    is created here first, so the workers only load it. Each worker's device and memory
+    settings: :func:`worker_env`.
 
     Raises:
         SweepError: a worker exited with an error (its exit code named; its messages were shown).
@@ -427,8 +655,11 @@ def spawn_workers(s: SweepSettings, *, log: Callable[[str], None] = print) -> No
     data = {k: v for k, v in s.model_dump(mode="json", exclude_none=True).items() if k != "json_out"}
     write_json(cfg, {**data, "workers": 1}, what="worker config")
     cmd = [sys.executable, "-m", "pawn.cli", "sweep", "--config", str(cfg)]
-    procs = [subprocess.Popen(cmd, env={**os.environ, "PAWN_SWEEP_WORKER": str(i)}) for i in range(s.workers)]
-    log(f"started {s.workers} workers (pids {', '.join(str(p.pid) for p in procs)})")
+    gpus = visible_gpus(dict(os.environ))
+    envs = [worker_env(i, s.workers, dict(os.environ), gpus) for i in range(s.workers)]
+    procs = [subprocess.Popen(cmd, env=env) for env in envs]
+    log(f"started {s.workers} workers (pids {', '.join(str(p.pid) for p in procs)})"
+        + (f" on devices {', '.join(env['CUDA_VISIBLE_DEVICES'] for env in envs)}" if gpus else ""))
     try:
         codes = [p.wait() for p in procs]
     except KeyboardInterrupt:
@@ -443,12 +674,18 @@ def spawn_workers(s: SweepSettings, *, log: Callable[[str], None] = print) -> No
         raise SweepError("worker(s) failed: " + ", ".join(f"#{i} exit {c}" for i, c in bad))
 
 
-def trial_record(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
+def trial_record(t: optuna.trial.FrozenTrial, retried_as: Optional[int] = None) -> dict[str, Any]:
     """One trial as JSON: number, state, value (best val loss), params, reason, fail_reason,
-    steps, run_dir, intermediate val losses by global step, start/end times."""
+    steps, run_dir, intermediate val losses by global step, population, start/end times,
+    retry_of / retried_as (trial numbers). A FAIL trial without a recorded ``fail_reason`` that
+    was retried (``retried_as``) was failed by a stale-heartbeat check, which says so."""
+    fail_reason = t.user_attrs.get("fail_reason")
+    if fail_reason is None and t.state == TrialState.FAIL and retried_as is not None:
+        fail_reason = f"no heartbeat for over --grace-s (worker killed or suspended); retried as trial {retried_as}"
     return {
         "number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
-        "reason": t.user_attrs.get("reason"), "fail_reason": t.user_attrs.get("fail_reason"),
+        "reason": t.user_attrs.get("reason"), "fail_reason": fail_reason,
+        "retry_of": retry_parent(t), "retried_as": retried_as, "duplicate_of": t.user_attrs.get("duplicate_of"),
         "steps": t.user_attrs.get("steps"), "run_dir": t.user_attrs.get("run_dir"),
         "intermediate": {str(k): v for k, v in sorted(t.intermediate_values.items())},
         "population": t.user_attrs.get("population"),
@@ -459,7 +696,8 @@ def trial_record(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
 
 def best_config(study: optuna.Study) -> Optional[dict[str, Any]]:
     """The best COMPLETE trial's settings as a ``--config`` file for its command: its stored
-    config without ``out`` and ``resume`` (give ``--out`` when re-running), or None."""
+    config without ``out`` and ``resume`` (give ``--out`` when re-running), relative local paths
+    made absolute (:data:`PATH_FIELDS`), or None."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
     if not done:
         return None
@@ -467,16 +705,31 @@ def best_config(study: optuna.Study) -> Optional[dict[str, Any]]:
     cfg = best.user_attrs.get("config")
     if cfg is None:
         return None
-    return {k: v for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+    return {k: _absolute(k, v) for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
 
 
-def summarize(s: SweepSettings, study: optuna.Study, url: str) -> SweepResult:
-    """Collect every trial and write ``<out>/best_config.json`` (atomically) for the best one."""
-    trials = [trial_record(t) for t in study.get_trials(deepcopy=False)]
+PATH_FIELDS = ("backbone", "data", "corpus_dir", "cache_dir")
+"""Trial settings that may name a local path (or a Hub id / Lichess source, left as they are)."""
+
+
+def _absolute(key: str, value: Any) -> Any:
+    """``value`` as an absolute path when ``key`` is a :data:`PATH_FIELDS` entry and ``value`` a
+    relative path that exists from here, so ``best_config.json`` works from any directory."""
+    if key in PATH_FIELDS and isinstance(value, str) and value and not os.path.isabs(value) and os.path.exists(value):
+        return os.path.abspath(value)
+    return value
+
+
+def summarize(s: SweepSettings, study: optuna.Study, url: str, *, write_best: bool = True) -> SweepResult:
+    """Collect every trial and, with ``write_best``, write ``<out>/best_config.json``
+    (atomically) for the best one (``SweepResult.best_config`` is None otherwise)."""
+    frozen = study.get_trials(deepcopy=False)
+    retried_as = {retry_parent(t): t.number for t in frozen if retry_parent(t) is not None}
+    trials = [trial_record(t, retried_as.get(t.number)) for t in frozen]
     done = [r for r in trials if r["state"] == "COMPLETE" and r["value"] is not None]
     best = min(done, key=lambda r: r["value"]) if done else None
     path = None
-    cfg = best_config(study)
+    cfg = best_config(study) if write_best else None
     if cfg is not None:
         path = s.out / BEST_CONFIG
         write_json(path, cfg, what="best config")
@@ -503,4 +756,5 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
         study = run_worker(s, log=log, runner=runner, space=space)
         url = storage_url(s.storage, s.out)
     log(f"sweep took {time.perf_counter() - t0:.1f} s")
-    return summarize(s, study, url)
+    # a worker spawned by --workers leaves best_config.json to its parent, which writes it once all have ended
+    return summarize(s, study, url, write_best="PAWN_SWEEP_WORKER" not in os.environ)

@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 
+from optuna.exceptions import UpdateFinishedTrialError
+
 from pawn.errors import PawnError
 from pawn.train.run import ChunkContext, Hook, ValidationEvent
+
+FAILED_ELSEWHERE = "trial_failed_elsewhere"
+"""Run stop reason: the Optuna trial was marked FAIL by another worker's stale-trial check
+(no heartbeat for over ``--grace-s``: this worker was suspended) while the run trained."""
 
 
 @dataclass
@@ -71,7 +77,9 @@ class PrunerHook(Hook):
     (``trial.report(val_loss, step)``; a step already reported — a resumed trial — is not
     reported again) and, when ``trial.should_prune()``, asks the trainer to stop
     (``ctx.request_stop("pruned")``: the run saves this step and records the reason).
-    A non-finite val loss stops the run with reason ``"nonfinite_val"``.
+    A non-finite val loss stops the run with reason ``"nonfinite_val"``; a trial that is no
+    longer running (failed by another worker's stale-trial check while this worker was
+    suspended) stops it with reason :data:`FAILED_ELSEWHERE`.
 
     Args:
         trial: the Optuna trial (or anything with ``report``/``should_prune``).
@@ -85,7 +93,7 @@ class PrunerHook(Hook):
 
     @property
     def stop_reason(self) -> Optional[str]:
-        """``"pruned"`` or ``"nonfinite_val"`` once the hook wants the run stopped, else None."""
+        """``"pruned"``, ``"nonfinite_val"`` or :data:`FAILED_ELSEWHERE` once the hook wants the run stopped, else None."""
         return self._stop
 
     @property
@@ -105,7 +113,11 @@ class PrunerHook(Hook):
         if int(event.step) in self.reported or int(event.step) in getattr(self.trial, "intermediate_values", {}):
             return
         self.reported[int(event.step)] = v
-        self.trial.report(v, int(event.step))
+        try:
+            self.trial.report(v, int(event.step))
+        except UpdateFinishedTrialError:  # another worker's stale check failed this trial while it ran
+            self._stop = FAILED_ELSEWHERE
+            return
         if self.trial.should_prune():
             self._stop = "pruned"
 
