@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import time
 
 from pawn.cli._options import argument, settings_command
 from pawn.cli._output import Column, Output, TableReport, check_outputs, heartbeat, interrupted, write_json
-from pawn.evaluate import runs
 from pawn.evaluate.metric_names import METRICS
 from pawn.evaluate.settings import EvalSettings
+
+if TYPE_CHECKING:  # imported where the command runs: help and argument errors must not import JAX
+    from pawn.evaluate import runs
 
 DOC = """Move accuracy, legality, game completion and the accuracy ceiling on random games.
 
@@ -67,6 +71,8 @@ def lichess_skipped_lines(li: dict) -> list[str]:
 
 
 def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
+    from pawn.evaluate import runs
+
     runs.check_eval(s)
     check_outputs(json=s.json_out)
     heartbeat("pawn eval")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from pawn.cli._options import argument, settings_command
 from pawn.cli._output import Column, Output, Progress, TableReport, check_outputs, heartbeat, interrupted, write_json
-from pawn.evaluate import runs
 from pawn.evaluate.settings import ProbeSettings
+
+if TYPE_CHECKING:  # imported where the command runs: help and argument errors must not import JAX
+    from pawn.evaluate import runs
 
 DOC = """Train the nine linear probes of the spec on the embedding output and every layer; report the
 best layer per probe (accuracy, or R² and MAE) and the whole per-layer table in --json.
@@ -30,6 +34,8 @@ def best_table(r: runs.ModelProbes, s: ProbeSettings) -> TableReport:
 
 
 def probe_cmd(s: ProbeSettings, checkpoint: str) -> None:
+    from pawn.evaluate import runs
+
     runs.probe_names(s)
     check_outputs(json=s.json_out, plot=s.plot)
     heartbeat("pawn probe")
