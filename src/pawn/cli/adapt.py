@@ -51,6 +51,14 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     if backbone_arg is not None:  # the positional wins over PAWN_BACKBONE and the config file
         fields = cfg.model_dump(include=cfg.user_set_fields)
         cfg = AdaptSettings.load(**{**fields, "backbone": backbone_arg})
+    from pawn.cli._paths import check_input, check_output_dir
+
+    # checked before JAX is imported and the backbone loaded
+    if cfg.resume is None:
+        cfg.check_startable()
+        check_input(cfg.backbone, "BACKBONE", what="checkpoint directory")
+    check_input(cfg.data, "--data")
+    check_output_dir(cfg.out)
     from pawn.evaluate.loading import resolve_backbone
     from pawn.train.adapt import run_adapt
 

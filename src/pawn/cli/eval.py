@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import typer
+
 import time
 
 from pawn.cli._options import argument, settings_command
@@ -76,6 +78,9 @@ def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
     runs.check_eval(s)
     check_outputs(json=s.json_out)
     heartbeat("pawn eval")
+    from pawn.cli._paths import resolve_checkpoint_arg
+
+    checkpoint = resolve_checkpoint_arg(checkpoint, lambda m: typer.echo(m, err=True))  # a run directory: its best checkpoint
     models = runs.load(checkpoint, s.variant)
     out, t0 = Output(), time.perf_counter()
     record: dict = {"checkpoint": checkpoint, "settings": {}, "models": []}

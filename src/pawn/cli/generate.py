@@ -51,7 +51,9 @@ def generate_cmd(s: GenerateSettings) -> None:
         for p in g.written:
             typer.echo(f"wrote {p}")
     else:
-        models = runs.load(s.checkpoint, s.variant)
+        from pawn.cli._paths import resolve_checkpoint_arg
+
+        models = runs.load(resolve_checkpoint_arg(s.checkpoint, lambda m: typer.echo(m, err=True), "--checkpoint"), s.variant)
         for r in runs.generate_models(models, s):
             render(out, r, s)
             record["models"].append(r.record())

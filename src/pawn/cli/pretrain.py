@@ -38,6 +38,9 @@ def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableRepo
 
 
 def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
+    from pawn.cli._paths import check_output_dir
+
+    check_output_dir(cfg.out)  # before JAX is imported and the step compiled
     from pawn.train.pretrain import run_pretrain
 
     res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite)))

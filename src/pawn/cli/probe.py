@@ -39,6 +39,9 @@ def probe_cmd(s: ProbeSettings, checkpoint: str) -> None:
     runs.probe_names(s)
     check_outputs(json=s.json_out, plot=s.plot)
     heartbeat("pawn probe")
+    from pawn.cli._paths import resolve_checkpoint_arg
+
+    checkpoint = resolve_checkpoint_arg(checkpoint, lambda m: typer.echo(m, err=True))  # a run directory: its best checkpoint
     models = runs.load(checkpoint, s.variant)
     out = Output()
     record: dict = {"checkpoint": checkpoint, "models": []}
