@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import ValidationError
 
-from pawn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from pawn.checkpoint import MANIFEST, Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from pawn.config import ModelConfig
 from pawn import metrics_core
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
@@ -211,6 +211,24 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
         raise TrainingError(f"--resume {ck.path}: its stored run config is not usable ({format_validation_error(e)})") from None
 
 
+def _finished_resume(cfg: PretrainConfig, ck: Optional[Checkpoint]) -> Optional[tuple[int, str]]:
+    """``(step, why)`` when resuming ``ck`` has no step left to run: the checkpoint is at (or
+    past) ``total_steps`` or ``pause_after_steps``, or early stopping already ended the run;
+    else None. Decided from ``training_state.json`` alone, so ``--resume auto`` on a finished run
+    answers before any compile."""
+    if ck is None or not ck.training_state:
+        return None
+    step = int(ck.training_state.get("step", -1))
+    end = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
+    if step >= end:
+        return step, f"{ck.path}: at step {step} of {cfg.total_steps}; no step left to run"
+    es = EarlyStopping.from_json(ck.training_state.get("early_stopping"), cfg.patience)
+    if es.exhausted:
+        return step, (f"early stopping already ended this run ({es.counter} validations without improvement, "
+                      f"patience {es.patience}); raise --patience to continue it")
+    return None
+
+
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
     stored, variants = cfg.model_configs()
     return stored, list(variants.items())
@@ -248,9 +266,15 @@ def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainC
         raise TrainingError(f"batch_size {cfg.batch_size} does not split into {cfg.accumulation_steps} micro-batches "
                             f"on each of the {n_dev} devices (needs a multiple of {n_dev * cfg.accumulation_steps})")
     candidates = list(REMAT_MODES) if cfg.remat == "auto" else [cfg.remat]
+    from pawn.config import param_count
+
+    label = f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
+    log(f"plan: {label} ({param_count(stored_cfg):,} parameters), {cfg.total_steps:,} steps of {cfg.batch_size} games × "
+        f"{cfg.seq_len} tokens ({k} steps per compiled chunk), {n_dev} {jax.default_backend()} device(s), remat {cfg.remat}, "
+        f"accumulation {cfg.accumulation_steps}")
     try:
         mode, est, info = check_step_memory(program, stored_cfg, k=k, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
-                                            remat_candidates=candidates, what="this training step")
+                                            remat_candidates=candidates, what="this training step", log=log)
     except InsufficientMemoryError as e:
         raise TrainingError(str(e)) from None
     return {"peak_bytes": est.peak_bytes, "temp_bytes": est.temp_bytes, "fixed_bytes": est.fixed_bytes, "remat": mode,
@@ -355,6 +379,13 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     maybe_initialize_distributed(cfg.distributed_timeout_s)
     cfg, resume_ck = _resolve_resume(cfg, log)
     resume_dir = resume_ck.path if resume_ck is not None else None
+    done = _finished_resume(cfg, resume_ck)
+    if done is not None:  # before the memory check compiles anything: there is no step to run
+        log(done[1])
+        run_dir = resume_dir.parent.parent
+        best = run_dir / "checkpoints" / BEST_DIR
+        return PretrainResult(run_dir, resume_dir, done[0], "resume_no_op",
+                              best_checkpoint=best if (best / MANIFEST).is_file() else None)
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     is_main = proc == 0
     check_out_path(Path(cfg.out) if cfg.out is not None else Path("runs"))
