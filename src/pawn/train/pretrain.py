@@ -572,7 +572,7 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
         loss_name = "joint loss" if len(variants) > 1 else "loss"
         bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
                                every_s=cfg.log_every_s).start()
-        hooks.append(ProgressHook(bar, loss_name))
+        hooks.append(ProgressHook(bar, loss_name, precompiled=True))  # the memory check compiled the chunk
     validation = None
     if val_set is not None and is_main:
         validation = ValidationHook(lambda state, step: _validate(state, val_set, variants, cfg, dtype),
@@ -584,6 +584,12 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
         es, checkpointer, total_steps=cfg.total_steps, validation_due=due, processes=n_proc, log=log if is_main else None,
         monitor=lambda val: {k: val.get(f"val/{k}_{monitored.name}") for k in
                              ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")}))
+    if validation is not None:  # one line per validation, when it happens (terminal and log)
+        from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
+
+        shown = [(n, c.name) for n, c in sorted(variants, key=lambda nc: nc[1].d_model)]
+        hooks.append(ValidationLineHook(lambda step, val: pretrain_validation_line(step, val, shown),
+                                        bar.note if progress and is_main else log))
     hooks.append(CheckpointHook(checkpointer, every=cfg.checkpoint_every, end_step=end_step))
     hooks.append(SignalStopHook(stop))
     hooks.extend(extra)
