@@ -63,7 +63,7 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     from pawn.train.adapt import run_adapt
 
     res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
-                        resolve_backbone=resolve_backbone))
+                        resolve_backbone=resolve_backbone), cfg.out, f"adapt-{cfg.strategy}-*")
     if report_stop(res):
         return
     if res.reason == "patience":

@@ -43,7 +43,8 @@ def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
     check_output_dir(cfg.out)  # before JAX is imported and the step compiled
     from pawn.train.pretrain import run_pretrain
 
-    res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite)))
+    res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite)),
+                       cfg.out, "pretrain-*")
     if report_stop(res):
         return
     if res.reason == "patience":
