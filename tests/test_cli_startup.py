@@ -134,3 +134,18 @@ def test_pawn_eval_on_a_run_directory_evaluates_the_best_checkpoint(tmp_path):
     rec = json.loads((tmp_path / "e.json").read_text())
     assert rec["checkpoint"] == str(run / "checkpoints" / "best")
     assert rec["models"][0]["random_games"]["settings"]["games"] == 4
+
+
+def test_an_empty_pgn_says_so_without_a_dangling_more(tmp_path):
+    from pawn.evaluate.accuracy import evaluate_pgn
+
+    empty = tmp_path / "empty.pgn"
+    empty.write_text("")
+    with pytest.raises(ValueError) as e:  # refused after parsing, before the model is used
+        evaluate_pgn(None, str(empty), seq_len=16, elo_edges=(0, 4000), min_ply=1)
+    assert str(e.value) == f"{empty}: no PGN game in it (empty, or not a PGN file)"
+    short = tmp_path / "short.pgn"
+    short.write_text('[Event "x"]\n\n1. e4 e5 2. Qh5 Ke7 *\n')
+    with pytest.raises(ValueError) as e:
+        evaluate_pgn(None, str(short), seq_len=16, elo_edges=(0, 4000), min_ply=1)
+    assert str(e.value) == f"{short}: no usable game among 1 read (skipped: no_outcome 1); first skipped: game 1, ply 4: no_outcome"
