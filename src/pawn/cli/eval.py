@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # imported where the command runs: help and argument errors m
 
 DOC = """Move accuracy, legality, game completion and the accuracy ceiling on random games.
 
-Reports both conventions of the spec: published (v1 val: terminal PAD slot included, argmax
+Reports both conventions: published (v1 val: terminal PAD slot included, argmax
 over all 1,980 tokens, mean of per-batch means) and moves-only (terminal slot excluded, argmax
 over the 1,968 actions, position-weighted). With --pgn, top-1/top-5/legal rate on human moves
 by Elo band."""

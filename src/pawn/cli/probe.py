@@ -13,10 +13,10 @@ from pawn.evaluate.settings import ProbeSettings
 if TYPE_CHECKING:  # imported where the command runs: help and argument errors must not import JAX
     from pawn.evaluate import runs
 
-DOC = """Train the nine linear probes of the spec on the embedding output and every layer; report the
+DOC = """Train the nine linear probes on the embedding output and every layer; report the
 best layer per probe (accuracy, or R² and MAE) and the whole per-layer table in --json.
 
-Defaults are v2's (spec §2.4): 4,096/1,024 games, 20 epochs, lr 1e-3, weight decay 1e-4,
+Defaults are v2's: 4,096/1,024 games, 20 epochs, lr 1e-3, weight decay 1e-4,
 max_ply min(context, 256). The published v1.0.0 probe table used weight decay 0.01 (see
 --weight-decay and --max-ply). The frozen backbone's hidden states are computed once per
 corpus; progress with ETA goes to stderr."""
