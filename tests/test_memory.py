@@ -184,5 +184,5 @@ def test_suggested_accumulation_divides_the_per_device_batch():
     # usable 0.9 · 80e9 B = 67.06 GiB; 57.06 GiB for activations → 100/2 = 50 GiB fits.
     assert flags[0] == "--remat full"
     assert flags[1].startswith("--accumulation-steps 2 ")
-    assert flags[2].startswith("--batch-size 146 ")
+    assert flags[2].startswith("--batch-size 128 ")  # 146 fits; suggested as a size users pick (issue 26)
     assert memmod.accumulation_choices(256, 4) == [2, 4, 8, 16, 32, 64]

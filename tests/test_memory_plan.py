@@ -116,3 +116,20 @@ def test_resume_auto_on_a_finished_run_says_nothing_to_do_before_compiling(tmp_p
     assert (again.reason, again.step, again.checkpoint) == ("resume_no_op", 2, tmp_path / "run" / "checkpoints" / "step_00000002")
     assert msgs[-1] == f"{tmp_path / 'run' / 'checkpoints' / 'step_00000002'}: at step 2 of 2; no step left to run"
     assert not any(m.startswith("memory check") for m in msgs)
+
+
+def test_suggested_batch_sizes_are_sizes_users_pick():
+    assert [memmod.round_batch(b) for b in (177, 210, 146, 64, 7, 2, 1)] == [160, 192, 128, 64, 7, 2, 1]
+    assert memmod.round_batch(177, 3) == 168  # a multiple of 3 devices × micro-batches and of 8
+    assert memmod.round_batch(2, 4) == 0  # nothing at most 2 splits four ways
+
+
+def test_schedule_health_says_where_the_schedule_ends(tmp_path):
+    import json
+
+    from pawn.schedules import build_schedule
+    from pawn.train.lifecycle import write_schedule_health
+
+    for name, want in (("cosine", 0.1), ("wsd", 0.0), ("constant", 1.0), ("one_cycle", 1e-4), ("infinite", 0.0)):
+        h = write_schedule_health(tmp_path / "h.json", build_schedule(name, 1e-3, 1000, 50), 1000, "completed")
+        assert json.loads((tmp_path / "h.json").read_text())["decays_to_ratio"] == want == h["decays_to_ratio"], name

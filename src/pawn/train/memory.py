@@ -157,6 +157,20 @@ def accumulation_choices(batch_size: int, n_devices: int) -> list[int]:
     return [a for a in range(2, per_dev + 1) if per_dev % a == 0]
 
 
+def round_batch(b: int, multiple: int = 1) -> int:
+    """The batch size to suggest at most ``b``: rounded down to a multiple of ``multiple`` (the
+    devices × micro-batches it must split into) times the largest power of two ≤
+    b / (4 · multiple), so 177 becomes 160 and 210 becomes 192 on one device, sizes a user
+    would pick, at most a quarter below ``b``; 0 when no multiple of ``multiple`` is ≤ b."""
+    import math
+
+    step = 1
+    while step * 2 <= b / (4 * multiple):
+        step *= 2
+    step = step * multiple // math.gcd(step, multiple)
+    return b - b % step if b >= step else 0
+
+
 def suggest_flags(est: MemoryEstimate, capacity: float, *, batch_size: int, n_devices: int, remat: str,
                   accumulation_steps: int, headroom: float = HEADROOM) -> list[str]:
     """Flags that should make a step of estimate ``est`` fit ``capacity`` bytes.
@@ -175,8 +189,7 @@ def suggest_flags(est: MemoryEstimate, capacity: float, *, batch_size: int, n_de
             if a > accumulation_steps and est.temp_bytes * accumulation_steps / a <= room:
                 out.append(f"--accumulation-steps {a} (≈{(est.fixed_bytes + est.temp_bytes * accumulation_steps / a) / GIB:.1f} GiB)")
                 break
-        b = int(micro * room / max(est.temp_bytes, 1)) * accumulation_steps
-        b -= b % (n_devices * accumulation_steps)
+        b = round_batch(int(micro * room / max(est.temp_bytes, 1)) * accumulation_steps, n_devices * accumulation_steps)
         if 0 < b < batch_size:
             out.append(f"--batch-size {b} (≈{(est.fixed_bytes + est.temp_bytes * b / batch_size) / GIB:.1f} GiB)")
     return out
