@@ -222,7 +222,8 @@ __all__ = ["Column", "TableReport", "Output", "write_json", "check_outputs", "he
 
 STOPPED_MESSAGES = {"sigterm": "stopped by signal at step {step}; checkpoint {ck} (resume with --resume {run})",
                     "paused": "paused at step {step}; checkpoint {ck} (resume with --resume {run})",
-                    "resume_no_op": "nothing to do: {run} already reached step {step}"}
+                    "resume_no_op": "nothing to do: {run} already reached step {step}",
+                    "dry_run": "dry run: the plan and memory check above passed; nothing was trained or written ({run} not created)"}
 """The line a training command (pretrain, adapt) prints for a run that stopped before its end,
 by stop reason (spec §1.10); format fields ``step``, ``ck`` (checkpoint) and ``run`` (run dir)."""
 

@@ -44,13 +44,19 @@ def strategy_report(cfg: Optional[AdaptSettings] = None) -> TableReport:
     return rep
 
 
-def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False) -> None:
+def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False,
+          show_config: bool = False) -> None:
     if list_strategies:
         Output().report(strategy_report(cfg))
         return
     if backbone_arg is not None:  # the positional wins over PAWN_BACKBONE and the config file
         fields = cfg.model_dump(include=cfg.user_set_fields)
         cfg = AdaptSettings.load(**{**fields, "backbone": backbone_arg})
+    if show_config:
+        from pawn.cli.pretrain import print_config
+
+        print_config(cfg)
+        return
     from pawn.cli._paths import check_input, check_output_dir
 
     # checked before JAX is imported and the backbone loaded
@@ -86,8 +92,9 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
         typer.echo(f"best checkpoint (lowest val loss, step {res.best_step}): {res.run_dir / 'best'}")
 
 
-def _adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False) -> None:
-    adapt(cfg, backbone_arg, overwrite, list_strategies)
+def _adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False,
+           show_config: bool = False) -> None:
+    adapt(cfg, backbone_arg, overwrite, list_strategies, show_config)
 
 
 _backbone = inspect.Parameter("backbone_arg", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
@@ -99,4 +106,7 @@ command = settings_command(AdaptSettings, _adapt, doc=DOC, before=[_backbone], e
     flag("overwrite", bool, False, "--overwrite",
          help="If --out holds another run, move it aside to OUT.old-<time> (never deleted) and start a new run there."),
     flag("list_strategies", bool, False, "--list-strategies", help="Print the strategy table (what trains, parameter formula, defaults) and exit."),
+    flag("show_config", bool, False, "--print-config",
+         help="Print the full resolved settings as JSON and exit (seq_len: the value given, else the field default; the "
+              "run itself uses the backbone's trained context when --seq-len is not given); pass it back with --config FILE."),
 ])

@@ -37,13 +37,27 @@ def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableRepo
     return rep
 
 
-def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
+def print_config(cfg) -> None:
+    """The full resolved settings as JSON on stdout, a file ``--config`` takes back (the
+    command-only flags and ``resume`` left out)."""
+    import json
+
+    data = cfg.model_dump(mode="json")
+    data.pop("resume", None)
+    typer.echo(json.dumps(data, indent=2))
+
+
+def pretrain(cfg: PretrainConfig, overwrite: bool = False, dry_run: bool = False, show_config: bool = False) -> None:
+    if show_config:
+        print_config(cfg)
+        return
     from pawn.cli._paths import check_output_dir
 
     check_output_dir(cfg.out)  # before JAX is imported and the step compiled
     from pawn.train.pretrain import run_pretrain
 
-    res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite)),
+    res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
+                                            dry_run=bool(dry_run)),
                        cfg.out, "pretrain-*")
     if report_stop(res):
         return
@@ -63,4 +77,10 @@ def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
 pretrain_cmd = settings_command(PretrainConfig, pretrain, doc=DOC, after=[flag(
     "overwrite", bool, False, "--overwrite",
     help="If --out holds another run, move it aside to OUT.old-<time> (never deleted) and start a new run there. "
-         "Without it (or --resume), such a directory is refused.")])
+         "Without it (or --resume), such a directory is refused."),
+    flag("dry_run", bool, False, "--dry-run",
+         help="Print the plan, run the memory check (compiles the step) and the run summary, then stop: nothing is trained or written."),
+    flag("show_config", bool, False, "--print-config",
+         help="Print the full resolved settings as JSON (flags, environment, config file and defaults merged) and exit; "
+              "save it, edit it and pass it back with --config FILE."),
+])

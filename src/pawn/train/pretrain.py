@@ -313,8 +313,13 @@ def run_pretrain(
     overwrite: bool = False,
     hooks: Sequence[Hook] = (),
     reuse: Optional[PretrainReuse] = None,
+    dry_run: bool = False,
 ) -> PretrainResult:
     """Run (or resume) a pretraining job described by ``cfg``.
+
+    With ``dry_run`` every check runs (resume target, run directory, the plan and the compiled
+    memory check) and the run summary is logged, then it returns ``reason = "dry_run"`` with
+    nothing trained and nothing written.
 
     Args:
         cfg: the run configuration.
@@ -367,13 +372,14 @@ def run_pretrain(
     # instead of killing the process (exit 143).
     stop = StopFlag(install_signal_handlers)
     try:
-        return _run_pretrain(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks, reuse=reuse)
+        return _run_pretrain(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks, reuse=reuse,
+                             dry_run=dry_run)
     finally:
         stop.restore()
 
 
 def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
-                  hooks: Sequence[Hook], reuse: Optional[PretrainReuse] = None) -> PretrainResult:
+                  hooks: Sequence[Hook], reuse: Optional[PretrainReuse] = None, dry_run: bool = False) -> PretrainResult:
     """:func:`run_pretrain`'s body, with ``stop`` (the signal flag) already installed."""
     given_resume = cfg.resume
     maybe_initialize_distributed(cfg.distributed_timeout_s)
@@ -420,6 +426,16 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
         compiled_memory = _check_memory(program, stored_cfg, cfg, K, n_dev, log)
         if reuse is not None:
             reuse.programs[graph_key] = (program, dict(compiled_memory))
+    if dry_run:  # the plan and the memory check only: nothing trained, nothing written
+        start = int(resume_ck.training_state["step"]) if resume_ck is not None else 0
+        end = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
+        for line in summary_lines(run_summary(
+                stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
+                batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start, end_step=end, total_steps=cfg.total_steps,
+                steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+                dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory)):
+            log(line)
+        return PretrainResult(run_dir, None, start, "dry_run")
     state, start_step, elapsed0, es = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log)
     del resume_ck  # the host copy of the weights is no longer needed
     source = _data_source(cfg, log)
