@@ -54,6 +54,14 @@ def pretrain(cfg: PretrainConfig, overwrite: bool = False, dry_run: bool = False
     from pawn.cli._paths import check_output_dir
 
     check_output_dir(cfg.out)  # before JAX is imported and the step compiled
+    if cfg.init_from is not None and cfg.resume is None:
+        from pawn.cli._paths import check_input, is_run_directory, run_best_checkpoint
+
+        if is_run_directory(cfg.init_from):  # a run directory: its best checkpoint, said in one line
+            ckpt, line = run_best_checkpoint(cfg.init_from)
+            typer.echo(line.replace("using its", "--init-from uses its"), err=True)
+            cfg = cfg.model_copy(update={"init_from": ckpt})
+        check_input(cfg.init_from, "--init-from", hub=False, what="checkpoint directory")
     from pawn.train.pretrain import run_pretrain
 
     res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),

@@ -410,6 +410,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     K = cfg.chunk_steps
     schedule = cfg.schedule()
     stored_cfg, variants = _variant_list(cfg)
+    init_ck = _load_init_from(cfg, stored_cfg)  # before the compile: a wrong checkpoint fails at once
     monitored = next((c for _, c in variants if c == stored_cfg), variants[-1][1])  # bests follow the stored model
     optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
     dtype = None if cfg.dtype == "auto" else cfg.dtype
@@ -436,8 +437,8 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
                 dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory)):
             log(line)
         return PretrainResult(run_dir, None, start, "dry_run")
-    state, start_step, elapsed0, es = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log)
-    del resume_ck  # the host copy of the weights is no longer needed
+    state, start_step, elapsed0, es = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log, init_ck)
+    del resume_ck, init_ck  # the host copy of the weights is no longer needed
     source = _data_source(cfg, log)
     val_set = None
     if cfg.val_games > 0:
@@ -522,15 +523,39 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
                           best_ckpt, es.best_loss_step if best_ckpt is not None else None)
 
 
+def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Checkpoint]:
+    """The ``--init-from`` checkpoint (verified), or None (not given, or a resume).
+
+    Raises:
+        TrainingError: unreadable or damaged, or a model config other than the run's.
+    """
+    if cfg.init_from is None or cfg.resume is not None:
+        return None
+    try:
+        ck = load_checkpoint(cfg.init_from)
+    except (CheckpointError, FileNotFoundError) as e:
+        raise TrainingError(f"--init-from {cfg.init_from}: {e}") from None
+    if ck.config != stored_cfg:
+        raise TrainingError(f"--init-from {cfg.init_from}: its model {ck.config.name} is not this run's {stored_cfg.name} "
+                            f"(--init-from takes the weights of the same model size)")
+    return ck
+
+
 def _initial_state(cfg: PretrainConfig, stored_cfg: ModelConfig, optimizer, resume_ck: Optional[Checkpoint],
-                   log: Callable[[str], None]) -> tuple[TrainState, int, float, EarlyStopping]:
+                   log: Callable[[str], None], init_ck: Optional[Checkpoint] = None) -> tuple[TrainState, int, float, EarlyStopping]:
     """``(state, start step, elapsed seconds so far, early stopping)``: fresh from
-    ``model_seed``, or restored from the resumed checkpoint (weights, Adam moments, step,
+    ``model_seed``, from the ``--init-from`` checkpoint's weights (``init_ck``: a new optimizer
+    state, step 0), or restored from the resumed checkpoint (weights, Adam moments, step,
     bests and patience counter).
 
     Raises:
         TrainingError: the checkpoint's model config or optimizer state does not fit the run.
     """
+    if resume_ck is None and init_ck is not None:  # --init-from: the weights only, a fresh optimizer and step 0
+        log(f"weights from {init_ck.path}" + (f" (its step {init_ck.training_state['step']})" if init_ck.training_state
+                                             and "step" in init_ck.training_state else "")
+            + "; optimizer, schedule and step counter start fresh")
+        return init_state(PAWNModel(init_ck.config, params=init_ck.params), optimizer), 0, 0.0, EarlyStopping(cfg.patience)
     if resume_ck is None:
         model_seed = cfg.model_seed if cfg.model_seed is not None else cfg.seed
         return init_state(PAWNModel(stored_cfg, jax.random.key(model_seed)), optimizer), 0, 0.0, EarlyStopping(cfg.patience)
