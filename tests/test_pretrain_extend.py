@@ -61,3 +61,33 @@ def _shapes(cfg):
     from pawn.model import PAWNModel
 
     return {k: v for k, v in PAWNModel(cfg, jax.random.key(0)).params().items()}
+
+
+def _train_losses(run_dir):
+    return [json.loads(ln)["loss"] for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if '"type": "train"' in ln]
+
+
+@pytest.mark.slow  # three toy runs
+def test_a_finished_constant_run_extends_to_exactly_the_longer_run(tmp_path):
+    base = {**SMALL, "lr_schedule": "constant", "checkpoint_every": 4, "val_every": 4}
+    full = run_pretrain(PretrainConfig.load(**base, total_steps=8, out=tmp_path / "full"), **RUN)
+    short = run_pretrain(PretrainConfig.load(**base, total_steps=4, out=tmp_path / "short"), **RUN)
+    assert (short.reason, short.step) == ("completed", 4)
+    msgs: list[str] = []
+    ext = run_pretrain(PretrainConfig.load(resume="auto", out=tmp_path / "short", total_steps=8), log=msgs.append, **RUN)
+    assert (ext.reason, ext.step) == ("completed", 8)
+    assert "extending the run from 4 to 8 steps (constant schedule: warm-up 1 and 2 steps per chunk kept)" in msgs
+    assert _train_losses(ext.run_dir) == _train_losses(full.run_dir)  # exact: the same steps as the 8-step run
+    a, b = load_checkpoint(full.checkpoint), load_checkpoint(ext.checkpoint)
+    for name in a.params:
+        np.testing.assert_array_equal(a.params[name], b.params[name], err_msg=name)
+
+
+@pytest.mark.slow  # a toy run (~1 min on a shared CPU)
+def test_extending_a_decaying_schedule_is_refused_with_the_way_out(tmp_path):
+    from pawn.train.pretrain import _resolve_resume
+
+    run = run_pretrain(PretrainConfig.load(**SMALL, total_steps=2, checkpoint_every=2, val_every=2, out=tmp_path / "c"), **RUN)
+    with pytest.raises(TrainingError, match=r"--total-steps 6 differs from the run's 2; only a constant-schedule run .* "
+                                            r"--init-from .*step_00000002"):
+        _resolve_resume(PretrainConfig.load(resume="auto", out=run.run_dir, total_steps=6), print)

@@ -195,7 +195,16 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
         log(f"WARNING: resuming from {ck.path.name}, the newest intact checkpoint (skipped {', '.join(p.name for p in problems)})")
     stored = ck.run_config
     given = {k: v for k, v in cfg.model_dump(mode="json").items() if k in cfg.user_set_fields}
+    extend = _extension(stored, given, ck)
+    if extend:  # a longer constant-schedule run: the LR of every step done so far is unchanged
+        given = {k: v for k, v in given.items() if k != "total_steps"}
     conflicts = sorted(k for k, v in given.items() if k not in RESUME_MUTABLE and stored.get(k) != v)
+    if "total_steps" in conflicts:
+        raise TrainingError(
+            f"--resume {ck.path}: --total-steps {given['total_steps']} differs from the run's {stored.get('total_steps')}; "
+            f"only a constant-schedule run (--lr-schedule constant) can be extended, since its learning rate so far does "
+            f"not depend on the total; for this {stored.get('lr_schedule')} run, start a new one from its weights with "
+            f"--init-from {ck.path} (a fresh optimizer and schedule)")
     if conflicts:
         raise TrainingError(
             f"--resume {ck.path}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
@@ -205,6 +214,10 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
     merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
     merged["out"] = str(cfg.out) if cfg.out is not None else str(ck.path.parent.parent)
     merged["resume"] = str(ck.path)
+    if extend:
+        merged.update(extend)
+        log(f"extending the run from {stored['total_steps']:,} to {extend['total_steps']:,} steps (constant schedule: "
+            f"warm-up {extend['warmup_steps']} and {extend['steps_per_chunk']} steps per chunk kept)")
     try:
         return PretrainConfig.load(**merged), ck
     except ValidationError as e:  # e.g. --patience on a run without validation
@@ -227,6 +240,26 @@ def _finished_resume(cfg: PretrainConfig, ck: Optional[Checkpoint]) -> Optional[
         return step, (f"early stopping already ended this run ({es.counter} validations without improvement, "
                       f"patience {es.patience}); raise --patience to continue it")
     return None
+
+
+def _extension(stored: dict, given: dict, ck: Checkpoint) -> Optional[dict]:
+    """The settings that extend a resumed run to ``given["total_steps"]``, or None when this is
+    no extension: a larger total for a ``constant``-schedule run, whose LR before the checkpoint
+    (warm-up, then the peak) does not depend on the total once the warm-up length and the chunk
+    size are pinned to the stored run's (``warmup_steps``, ``steps_per_chunk``). The data
+    stream is a function of the step (batch s = games [s·B, (s+1)·B)), so the extended run's
+    steps equal those of a run planned that long from the start."""
+    new_total = given.get("total_steps")
+    old_total = stored.get("total_steps")
+    if new_total is None or old_total is None or new_total <= old_total or stored.get("lr_schedule") != "constant":
+        return None
+    if any(k in given and given[k] != stored.get(k) for k in ("lr_schedule", "warmup_steps", "steps_per_chunk")):
+        return None
+    try:
+        old = PretrainConfig.load(**{k: v for k, v in stored.items() if k != "pause_after_steps"}, resume=str(ck.path))
+    except ValidationError:
+        return None
+    return {"total_steps": int(new_total), "warmup_steps": old.resolved_warmup_steps, "steps_per_chunk": old.chunk_steps}
 
 
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
