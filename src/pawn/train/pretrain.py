@@ -256,7 +256,7 @@ def _extension(stored: dict, given: dict, ck: Checkpoint) -> Optional[dict]:
     if any(k in given and given[k] != stored.get(k) for k in ("lr_schedule", "warmup_steps", "steps_per_chunk")):
         return None
     try:
-        old = PretrainConfig.load(**{k: v for k, v in stored.items() if k != "pause_after_steps"}, resume=str(ck.path))
+        old = PretrainConfig.load(**{k: v for k, v in stored.items() if k not in ("pause_after_steps", "resume")})
     except ValidationError:
         return None
     return {"total_steps": int(new_total), "warmup_steps": old.resolved_warmup_steps, "steps_per_chunk": old.chunk_steps}
