@@ -20,7 +20,8 @@ DOC = (
     "schedule_health.json, checkpoints/step_N, checkpoints/best (lowest val loss, linked as OUT/best: "
     "pawn eval OUT/best) under --out. --resume DIR|auto continues exactly, mid-epoch included; SIGTERM/Ctrl-C "
     "checkpoints and stops. Every option can also come from a PAWN_<NAME> environment variable or a --config file "
-    "(command line > environment > config file > defaults)."
+    "(command line > environment > config file > defaults); an exported PAWN_<NAME> applies to every later command "
+    "with that field, so set it for one command (PAWN_SEED=3 pawn adapt …) or use the flag."
 )
 
 

@@ -14,7 +14,9 @@ from pawn.settings import PretrainConfig
 DOC = (
     "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
     "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
-    "precedence: command line > environment > config file > defaults. "
+    "precedence: command line > environment > config file > defaults. An exported PAWN_<NAME> applies to every "
+    "later command with that field (PAWN_SEED changes pretrain and adapt alike): set it for one command "
+    "(PAWN_SEED=3 pawn pretrain …) or use the flag. "
     "Writes metrics.jsonl, config.json, schedule_health.json, curves.png (with matplotlib), checkpoints/step_NNNNNNNN and "
     "checkpoints/best (lowest val loss) under --out (a directory holding another run is refused unless "
     "--resume or --overwrite); --patience N stops early; SIGTERM/Ctrl-C checkpoints and stops (Ctrl-C twice "
