@@ -156,8 +156,11 @@ def test_pretrain_refuses_a_step_that_does_not_fit_in_one_line_and_leaves_no_run
                                  "--steps-per-chunk", "2", "--val-games", "0", "--remat", "none", "--out", str(out)])
     assert r.exit_code == 1, r.output
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: this training step needs"), r.output
-    line = lines[0]
+    # the plan and the memory check come first (issue 26), then the one-line refusal
+    assert lines[0].startswith("plan: variant toy") and lines[1].startswith("memory check: compiling"), r.output
+    assert [ln for ln in lines if ln.startswith("error:")] == lines[-1:]
+    assert lines[-1].startswith("error: this training step needs"), r.output
+    line = lines[-1]
     assert f"{est.peak_bytes / 2**30:.1f} GiB per device" in line and "test memory is" in line
     assert "--remat full" in line and "--accumulation-steps 4" in line and "--batch-size 2" in line
     assert not out.exists()
