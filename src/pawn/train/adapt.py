@@ -737,10 +737,10 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     hk.append(vh)
     hk.append(EarlyStoppingHook(es, checkpointer, monitor=lambda v: {"loss": v.get("val_loss")}, total_steps=total,
                                 validation_due=val_due, log=log if is_main else None))
-    from pawn.train.validation_lines import ValidationLineHook, adapt_validation_line
+    if progress and is_main:  # one line per validation, when it happens (terminal and log; not sweep trials)
+        from pawn.train.validation_lines import ValidationLineHook, adapt_validation_line
 
-    hk.append(ValidationLineHook(lambda step, val: adapt_validation_line(step, val, spe),  # one line per validation, when it happens
-                                 bar.note if progress and is_main else log))
+        hk.append(ValidationLineHook(lambda step, val: adapt_validation_line(step, val, spe), bar.note))
     hk.append(BestLinkHook(run_dir))
     hk.append(EpochCheckpointHook(checkpointer, ckpt_due, end))
     hk.append(SignalStopHook(stop))

@@ -658,12 +658,11 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
         es, checkpointer, total_steps=cfg.total_steps, validation_due=due, processes=n_proc, log=log if is_main else None,
         monitor=lambda val: {k: val.get(f"val/{k}_{monitored.name}") for k in
                              ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")}))
-    if validation is not None:  # one line per validation, when it happens (terminal and log)
+    if validation is not None and progress:  # one line per validation, when it happens (terminal and log; not sweep trials)
         from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
 
         shown = [(n, c.name) for n, c in sorted(variants, key=lambda nc: nc[1].d_model)]
-        hooks.append(ValidationLineHook(lambda step, val: pretrain_validation_line(step, val, shown),
-                                        bar.note if progress and is_main else log))
+        hooks.append(ValidationLineHook(lambda step, val: pretrain_validation_line(step, val, shown), bar.note))
     hooks.append(CheckpointHook(checkpointer, every=cfg.checkpoint_every, end_step=end_step))
     hooks.append(SignalStopHook(stop))
     hooks.extend(extra)
