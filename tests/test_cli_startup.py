@@ -149,3 +149,20 @@ def test_an_empty_pgn_says_so_without_a_dangling_more(tmp_path):
     with pytest.raises(ValueError) as e:
         evaluate_pgn(None, str(short), seq_len=16, elo_edges=(0, 4000), min_ply=1)
     assert str(e.value) == f"{short}: no usable game among 1 read (skipped: no_outcome 1); first skipped: game 1, ply 4: no_outcome"
+
+
+def test_probe_plot_puts_accuracies_and_r2_on_separate_axes(tmp_path):
+    pytest.importorskip("matplotlib")
+    from pawn.evaluate.probes import REGRESSION, plot_probes, probe_figure
+
+    reg = REGRESSION[0]
+    result = {"probes": {"piece_type": {"embed": {"best_accuracy": 0.5}, "layer_0": {"best_accuracy": 0.9}},
+                         reg: {"embed": {"best_accuracy": -8.8}, "layer_0": {"best_accuracy": 0.3}}}}
+    fig = probe_figure(result)
+    acc, r2 = fig.axes
+    assert (acc.get_ylabel(), r2.get_ylabel()) == ("best accuracy", "best R²")
+    assert [ln.get_label() for ln in acc.get_lines()] == ["piece_type"] and acc.get_ylim() == (0, 1)
+    assert [ln.get_label() for ln in r2.get_lines()] == [reg]
+    assert list(r2.get_lines()[0].get_ydata()) == [-8.8, 0.3]
+    plot_probes(result, str(tmp_path / "p.png"))
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
