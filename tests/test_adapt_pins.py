@@ -22,7 +22,10 @@ PGN = "lichess/lichess_db_2013-01_first100_reexported_chess.js-benchmark.pgn"
 
 
 def _records(run: Path, kind: str) -> list[dict]:
-    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r.get("type") == kind]
+    """The run's ``kind`` records in file order through the run record (pawn.runs), flat."""
+    from pawn.runs import open_run
+
+    return [{"step": r.step, **r.values, **r.fields} for r in open_run(run).records(types=[kind])[0]]
 
 
 def _adapt(backbone, shared_data, cache, out: Path, *extra: str) -> Path:
@@ -49,8 +52,8 @@ def test_the_training_loss_follows_the_legal_mask_flags_through_the_cli(tiny_bac
     assert 0.9 < loss["penalty"] - loss["plain"] < 1.0, loss
     # the validation of each run uses its own regime too (step-0 baseline, same val games)
     val = {k: _records(d, "val")[0] for k, d in runs.items()}
-    assert val["masked"]["val_illegal_prob_mass"] == 0.0 and val["plain"]["val_illegal_prob_mass"] > 0.9
-    assert val["penalty"]["val_loss"] == pytest.approx(val["plain"]["val_loss"] + val["plain"]["val_illegal_prob_mass"], rel=1e-5)
+    assert val["masked"]["illegal_prob_mass"] == 0.0 and val["plain"]["illegal_prob_mass"] > 0.9
+    assert val["penalty"]["loss"] == pytest.approx(val["plain"]["loss"] + val["plain"]["illegal_prob_mass"], rel=1e-5)
 
 
 @pytest.mark.slow  # two CLI runs

@@ -53,3 +53,36 @@ def test_list_strategies_shows_the_settings_pawn_adapt_uses():
                              env={"COLUMNS": "400", "TERM": "dumb"})
     rows = {line.split("│")[1].strip(): line for line in res.output.splitlines() if line.startswith("│ ")}
     assert "rank=8" in rows["lora"] and "bottleneck_dim=16" in rows["bottleneck"] and "rank=8" in rows["rosa"]
+
+
+def test_every_command_help_has_three_valid_examples():
+    """Issue 26: each command's --help ends with three example lines, and each parses (every flag
+    exists, required arguments given)."""
+    import shlex
+
+    import typer as _typer
+
+    from pawn.cli import EXAMPLES
+
+    group = _typer.main.get_command(app)
+    assert set(EXAMPLES) == {n for n in group.commands if n != "data"}
+    for name, examples in EXAMPLES.items():
+        assert len(examples) == 3
+        out = _help(name)
+        assert "Examples:" in out
+        for ex in examples:
+            assert ex in out
+            group.commands[name].make_context(name, shlex.split(ex)[2:])  # raises on an unknown flag
+
+
+def test_list_defaults_print_as_typed_and_no_spec_references():
+    out = _help("adapt")
+    assert "[default: q,k,v,o]" in out and "('q'" not in out
+    from pawn.cli._options import format_default, user_help
+
+    assert format_default(("q", "k", "v", "o")) == "q,k,v,o" and format_default([]) == "none" and format_default(0.5) == "0.5"
+    assert user_help("counts (spec §1.8). Off") == "counts. Off"
+    for name in ("pretrain", "adapt", "eval", "probe", "generate", "bench", "play", "sweep", "convert"):
+        text = _help(name)
+        assert "§" not in text and "shared/spec" not in text, name
+        assert not re.search(r"\bspec\b", text), (name, re.findall(r".{40}\bspec\b.{40}", text))

@@ -217,3 +217,57 @@ def test_eta_between_updates_counts_down_instead_of_growing():
     assert rep.eta_s() == 60.0
     t[0] = 200.0
     assert rep.eta_s() == 0.0
+
+
+def test_eta_appears_after_the_first_timed_chunk():
+    """Issue 26: the line repeated ``ETA ?`` until a second chunk ended; a timed first chunk
+    (``unit_s``, its own seconds per step) gives the ETA at once."""
+    buf, clock = io.StringIO(), Clock()
+    rep = ProgressReporter("pretrain", 200, every_s=10, stream=buf, clock=clock).start()
+    clock.t += 120  # first chunk: 50 steps, 100 s of them timed (the rest was compile)
+    rep.update(50, unit_s=2.0)
+    assert buf.getvalue().splitlines()[-1].endswith("ETA 0:05:00")  # 150 steps × 2 s
+    clock.t += 30  # a ticker line between updates counts down
+    assert rep.line().endswith("ETA 0:04:30")
+    plain = ProgressReporter("adapt", 200, every_s=10, stream=io.StringIO(), clock=clock).start()
+    plain.update(50)  # an untimed first chunk (it includes the compile): no rate yet
+    assert plain.line().endswith("ETA ?")
+
+
+def test_note_writes_a_line_between_progress_lines():
+    buf, clock = io.StringIO(), Clock()
+    rep = ProgressReporter("pretrain", 10, every_s=0, stream=buf, clock=clock).start()
+    rep.update(5)
+    rep.note("validation at step 5: toy loss 1.0000")
+    rep.update(10)
+    lines = buf.getvalue().splitlines()
+    assert lines[1] == "validation at step 5: toy loss 1.0000"
+    assert lines[0].startswith("pretrain: step 5/10") and lines[2].startswith("pretrain: step 10/10")
+
+
+@pytest.mark.slow  # a real pretrain run (~1-2 min on a shared CPU); CI runs -m slow
+def test_validation_results_are_printed_as_lines_in_a_log(tmp_path):
+    """Each validation is a line in a non-TTY log when it happens, with the figures of its
+    ``val`` record in metrics.jsonl; and the ETA is known after the first chunk (the memory
+    check compiled it)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PAWN_LOG_EVERY_S": "0"}
+    cmd = [sys.executable, "-m", "pawn.cli", "pretrain", "--variant", "toy", "--total-steps", "4", "--batch-size", "4",
+           "--seq-len", "32", "--val-games", "8", "--steps-per-chunk", "2", "--val-every", "2",
+           "--checkpoint-every", "4", "--out", str(tmp_path / "run")]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout.splitlines()
+    from pawn.runs import open_run
+
+    vals = open_run(tmp_path / "run").val
+    assert [v.step for v in vals] == [2, 4]
+    shown = [ln for ln in out if ln.startswith("validation at step")]
+    assert len(shown) == 2, r.stdout
+    for ln, v in zip(shown, vals):
+        assert ln.startswith(f"validation at step {v.step}: toy loss {v.values['loss']:.4f}, "
+                             f"top-1 {100 * v.values['top1']:.1f}%"), ln
+    # printed when it happens: after step 2's progress line, before step 4's
+    i2 = next(i for i, ln in enumerate(out) if ln.startswith("pretrain: step 2/4"))
+    i4 = next(i for i, ln in enumerate(out) if ln.startswith("pretrain: step 4/4"))
+    assert i2 < out.index(shown[0]) < i4
+    assert not out[i2].endswith("ETA ?"), out[i2]

@@ -78,7 +78,8 @@ class ProgressReporter:
         clock: time source in seconds (tests inject a fake one).
 
     The ETA is extrapolated from the rate since the first update, so compile time (which the
-    first update absorbs) does not inflate it.
+    first update absorbs) does not inflate it; before a second update, from the seconds per unit
+    the caller measured for the first timed piece of work (``update(unit_s=…)``).
     """
 
     def __init__(
@@ -159,11 +160,15 @@ class ProgressReporter:
         self.stop()
 
     # ------------------------------------------------------------------ updates
-    def update(self, completed: int, **fields: Any) -> None:
-        """Record progress: ``completed`` units done in all, and new display field values."""
+    def update(self, completed: int, *, unit_s: Optional[float] = None, **fields: Any) -> None:
+        """Record progress: ``completed`` units done in all, and new display field values.
+        ``unit_s``: seconds per unit the caller measured for this update's work alone (a timed
+        chunk), which gives the ETA until two updates give a rate of their own."""
         if self._t0 is None:
             self.start()
         now = self._clock()
+        if unit_s is not None and unit_s > 0:
+            self._unit_s = float(unit_s)
         self.completed = int(completed)
         self.fields.update(fields)
         self._last_update_t = now
@@ -179,6 +184,15 @@ class ProgressReporter:
             if due:
                 self._write_line(now)
 
+    def note(self, text: str) -> None:
+        """Print one line now (a validation result): above the bar in a terminal, as its own
+        line between the progress lines in a log."""
+        if self._bar is not None:
+            self._bar.console.print(text, highlight=False, markup=False)
+            return
+        with self._lock:
+            print(text, file=self.stream, flush=True)
+
     def eta_s(self, now: Optional[float] = None) -> Optional[float]:
         """Seconds left at the rate measured from the first to the latest update, less the time
         since the latest one (so lines written between updates count down instead of treating the
@@ -186,7 +200,10 @@ class ProgressReporter:
         now = self._clock() if now is None else now
         last = self._last_update_t if self._last_update_t is not None else now
         if self._first_done is None or self.completed <= self._first_done or last <= self._first_t:
-            return None
+            if self._unit_s is None or self._first_done is None:
+                return None
+            rate = 1.0 / self._unit_s  # one timed unit of work so far: its own rate
+            return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
         rate = (self.completed - self._first_done) / (last - self._first_t)
         return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
 
@@ -207,6 +224,7 @@ class ProgressReporter:
 
     _pending = False
     _last_update_t: Optional[float] = None
+    _unit_s: Optional[float] = None
 
 
 class Heartbeat:

@@ -28,10 +28,10 @@ exactly is kept here, with named constants:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import jax.numpy as jnp
-import optax
+if TYPE_CHECKING:  # imported where a schedule is evaluated: the CLI's settings must not import JAX
+    import optax
 
 ScheduleName = Literal["cosine", "wsd", "constant", "one_cycle", "infinite"]
 SHOULD_REACH_ZERO = {"cosine": True, "wsd": True, "infinite": True, "one_cycle": True, "constant": False}
@@ -74,6 +74,8 @@ class Schedule:
         ``s``: a Python number or a (traced) JAX scalar, cast to float32 first, so a step past
         2^31 is the float32 it rounds to, never an int32 overflow. Returns a float32 scalar array.
         """
+        import jax.numpy as jnp
+
         return _compose(self)(jnp.asarray(s, jnp.float32))
 
     def __call__(self, s):
@@ -102,6 +104,8 @@ def _tail(shape: str, start: float, length: float) -> optax.Schedule:
     ``linear_schedule`` reaches its end as ``1 − clip(x, 0, L)/L``, and under ``jit`` XLA turns
     ``/L`` into ``·(1/L)``, which can overshoot 1 and give a negative LR (−2^−24 · start) past T.
     """
+    import optax
+
     decay = optax.linear_schedule(start, 0.0, length) if shape == "linear" else optax.cosine_decay_schedule(start, length)
     return optax.join_schedules([decay, optax.constant_schedule(0.0)], [length])
 
@@ -112,6 +116,8 @@ def _compose(sched: Schedule) -> optax.Schedule:
     Boundaries are Python floats (see the module docstring); the returned function expects a
     float32 step. Raises ValueError for an unknown schedule name (guarded by the config's Literal).
     """
+    import optax
+
     T, W = float(sched.total_steps), float(sched.warmup_steps)
     if sched.name == "one_cycle":
         # cosine from peak/25 up to peak at P = W, down to 1e-4·peak at T, held after T

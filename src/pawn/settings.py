@@ -250,6 +250,7 @@ class PretrainConfig(RunOutputSettings):
     patience: Optional[int] = Field(None, description="Early stopping: stop after N validations in a row with no improvement, where any of val loss down, late legal rate, game completion rate or average plies completed up counts (spec §1.8). Off when unset; needs val_games > 0.")
     out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
+    init_from: Optional[Path] = Field(None, description="Start this new run from a checkpoint's weights only (a checkpoint directory, or a run directory: its best checkpoint): a fresh optimizer, schedule and step counter from step 0; the model must be the same size; recorded in config.json. Ignored by --resume (which continues the stored run).")
     pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).")
     distributed_timeout_s: int = Field(300, description="Multi-process runs: seconds jax.distributed.initialize waits for every process to reach the coordinator.")
     log_every_s: float = Field(30.0, description="When the output is not a terminal (nohup, Slurm, tee): seconds between plain progress lines.")

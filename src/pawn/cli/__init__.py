@@ -70,11 +70,48 @@ def _reflow(doc: str) -> str:
     return "\n\n".join(" ".join(par.split()) for par in inspect.cleandoc(doc).split("\n\n"))
 
 
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "convert": ("pawn convert thomas-schweich/pawn-base --output ckpt/base",
+                "pawn convert runs/tiny/checkpoints/best --slice base --output ckpt/tiny-base",
+                "pawn convert runs/lora/best --merge --output ckpt/merged"),
+    "pretrain": ("pawn pretrain --supernet tiny --total-steps 300 --out runs/tiny",
+                 "pawn pretrain --resume auto --out runs/tiny",
+                 "pawn pretrain --variant base --total-steps 200000 --lr-schedule wsd --out runs/base"),
+    "eval": ("pawn eval runs/tiny --games 512",
+             "pawn eval runs/tiny/variants/large --pgn games.pgn --elo-edges 800,1200,1600,2000",
+             "pawn eval thomas-schweich/pawn-base --json eval.json"),
+    "probe": ("pawn probe runs/tiny/variants/large",
+              "pawn probe runs/tiny/variants/large --probe piece_type --plot probes.png",
+              "pawn probe thomas-schweich/pawn-base --json probes.json"),
+    "generate": ("pawn generate --random --games 100 --out games.parquet",
+                 "pawn generate --checkpoint runs/tiny/variants/large --games 16 --pgn-out games.pgn",
+                 "pawn generate --random --games 8 --pgn-out games.pgn --seed 3"),
+    "bench": ("pawn bench", "pawn bench --only memory", "pawn bench --json bench.json"),
+    "adapt": ("pawn adapt runs/tiny/variants/large --strategy lora --data games/ --out runs/lora",
+              "pawn adapt runs/tiny/variants/large --strategy bottleneck --bottleneck-dim 32 --data games.pgn",
+              "pawn adapt --resume auto --out runs/lora"),
+    "play": ("pawn play runs/tiny/variants/large --games 20 --stockfish-elo 1320",
+             "pawn play runs/lora/best --vs stockfish --games 10",
+             "pawn play runs/a/best --vs runs/b/best --games 50 --json match.json"),
+    "sweep": ("pawn sweep --checkpoint runs/tiny/variants/large --strategy lora --data games/ --trials 20 --out sweeps/lora",
+              "pawn sweep --checkpoint runs/tiny/variants/large --strategy lora --data games/ --workers 2 --out sweeps/lora",
+              "pawn sweep --run-type pretrain --base-config base.json --trials 8 --out sweeps/pre"),
+}
+"""Three example command lines per command, shown at the end of its ``--help``."""
+
+
+def _examples(name: str) -> str:
+    ex = EXAMPLES.get(name)
+    return ("\n\nExamples:\n\n" + "\n\n".join(f"  {line}" for line in ex)) if ex else ""
+
+
 def register(name: str, target: str) -> None:
     """Add command ``name`` from ``"module:function"`` (a Typer command function) to :data:`app`."""
     module, _, attr = target.partition(":")
+    from pawn.cli._options import user_help
+
     fn = getattr(importlib.import_module(module), attr)
-    app.command(name, help=_reflow(fn.__doc__ or ""))(fn)
+    app.command(name, help=user_help(_reflow(fn.__doc__ or "")) + _examples(name))(fn)
 
 
 register("convert", "pawn.cli.convert:convert_cmd")

@@ -9,6 +9,7 @@ defaults (:meth:`pawn.settings.CommandSettings.load`)."""
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional, Sequence
@@ -83,6 +84,27 @@ def _range(metadata: Sequence[Any], typ: Any) -> dict[str, Any]:
     return out
 
 
+_SPEC_REFS = ((re.compile(r"\s*\((?:see )?spec\b[^()]*\)"), ""), (re.compile(r"\bspec(?: [\w.-]+)? §[\d.]+"), "the reference"),
+              (re.compile(r"\bshared/spec/\S*"), "the reference"), (re.compile(r"\(the spec's ([^)]*)\)"), r"(a \1)"),
+              (re.compile(r" §[\d.]+ "), " built-in "))
+
+
+def user_help(text: str) -> str:
+    """``text`` without references to the project's internal spec (``(spec §1.8)``, ``spec
+    engine §6.3``, ``shared/spec/``), which users of the package do not have."""
+    for pattern, repl in _SPEC_REFS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def format_default(value: Any) -> str:
+    """A default as a user types it on the command line: a list or tuple as ``q,k,v,o`` (not
+    ``('q', 'k', 'v', 'o')``), an empty one as ``none``, anything else as ``str``."""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ",".join(map(str, value)) if value else "none"
+    return str(value)
+
+
 def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> list[inspect.Parameter]:
     """One keyword parameter per model field, default ``None`` (= not given on the command line,
     so environment, config file and defaults apply in that order). Each help text ends with the
@@ -110,11 +132,11 @@ def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> 
             typ = _cli_type(f.annotation)
         choices = _literal_choices(f.annotation)
         extra = f" One of: {', '.join(map(str, choices))}." if choices else ""
-        default = "" if f.is_required() or f.default is None else f" [default: {f.default}]"
+        default = "" if f.is_required() or f.default is None else f" [default: {format_default(f.default)}]"
         if name in preset:
             default += f" (tiny supernet and toy model: {preset[name]})"
         # Escaped: Typer renders help as rich markup, which silently drops ``[default: …]``.
-        help_text = rich_escape(f"{field_help.get(name, f.description) or ''}{extra}{default} Env: {env_prefix}{name.upper()}.")
+        help_text = rich_escape(user_help(f"{field_help.get(name, f.description) or ''}{extra}{default} Env: {env_prefix}{name.upper()}."))
         flag = cli.get("flag") or ("--" + name.replace("_", "-") + (f"/--no-{name.replace('_', '-')}" if typ is bool else ""))
         callback = _CALLBACKS[cli["callback"]] if "callback" in cli else None
         opt = typer.Option(None, flag, help=help_text.strip(), show_default=False, callback=callback, **_range(f.metadata, typ))

@@ -222,20 +222,49 @@ __all__ = ["Column", "TableReport", "Output", "write_json", "check_outputs", "he
 
 STOPPED_MESSAGES = {"sigterm": "stopped by signal at step {step}; checkpoint {ck} (resume with --resume {run})",
                     "paused": "paused at step {step}; checkpoint {ck} (resume with --resume {run})",
-                    "resume_no_op": "nothing to do: {run} already reached step {step}"}
+                    "resume_no_op": "nothing to do: {run} already reached step {step}",
+                    "dry_run": "dry run: the plan and memory check above passed; nothing was trained or written ({run} not created)"}
 """The line a training command (pretrain, adapt) prints for a run that stopped before its end,
 by stop reason (spec §1.10); format fields ``step``, ``ck`` (checkpoint) and ``run`` (run dir)."""
 
 
-def run_training(call: Callable[[], Any]) -> Any:
+def _run_dir_of(out: Optional[Path], default_glob: Optional[str], since: float) -> Optional[Path]:
+    """The run directory a training call writes: ``out``, else the newest ``runs/<default_glob>``
+    directory created since ``since`` (epoch seconds; the default name has a timestamp)."""
+    if out is not None:
+        return Path(out)
+    if default_glob is None or not Path("runs").is_dir():
+        return None
+    made = [p for p in Path("runs").glob(default_glob) if p.is_dir() and p.stat().st_mtime >= since - 1]
+    return max(made, key=lambda p: p.stat().st_mtime) if made else None
+
+
+def interrupted_message(run_dir: Optional[Path]) -> str:
+    """The one line for a training run stopped at once by Ctrl-C (the second one, or one after
+    the signal handlers were restored, e.g. in the final validation): the newest complete
+    checkpoint on disk under ``run_dir/checkpoints`` and how to resume from it, or that none
+    was written."""
+    from pawn.train.lifecycle import complete_checkpoints
+
+    done = complete_checkpoints(run_dir / "checkpoints") if run_dir is not None and (run_dir / "checkpoints").is_dir() else []
+    if done:
+        step, path = done[-1]
+        return (f"interrupted (Ctrl-C); the last complete checkpoint is {path} (step {step}), on disk and loadable; "
+                f"resume with --resume {run_dir}")
+    return "interrupted (Ctrl-C); stopped before any checkpoint of this run was written"
+
+
+def run_training(call: Callable[[], Any], out: Optional[Path] = None, default_glob: Optional[str] = None) -> Any:
     """Run a training call (``run_pretrain``/``run_adapt``); Ctrl-C that it did not handle itself is
-    one line and exit 130 (the last complete checkpoint stays loadable)."""
+    one line and exit 130 naming the last complete checkpoint on disk (:func:`interrupted_message`)
+    of the run in ``out`` (or the default run directory ``runs/<default_glob>`` it created)."""
     from pawn.cli._errors import fail
 
+    t0 = time.time()
     try:
         return call()
     except KeyboardInterrupt:
-        raise fail("interrupted; stopped without writing a checkpoint (the last complete one, if any, is still loadable)", 130)
+        raise fail(interrupted_message(_run_dir_of(out, default_glob, t0)), 130)
 
 
 def report_stop(res: Any) -> bool:

@@ -20,7 +20,8 @@ DOC = (
     "schedule_health.json, checkpoints/step_N, checkpoints/best (lowest val loss, linked as OUT/best: "
     "pawn eval OUT/best) under --out. --resume DIR|auto continues exactly, mid-epoch included; SIGTERM/Ctrl-C "
     "checkpoints and stops. Every option can also come from a PAWN_<NAME> environment variable or a --config file "
-    "(command line > environment > config file > defaults)."
+    "(command line > environment > config file > defaults); an exported PAWN_<NAME> applies to every later command "
+    "with that field, so set it for one command (PAWN_SEED=3 pawn adapt …) or use the flag."
 )
 
 
@@ -44,19 +45,33 @@ def strategy_report(cfg: Optional[AdaptSettings] = None) -> TableReport:
     return rep
 
 
-def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False) -> None:
+def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False,
+          show_config: bool = False) -> None:
     if list_strategies:
         Output().report(strategy_report(cfg))
         return
     if backbone_arg is not None:  # the positional wins over PAWN_BACKBONE and the config file
         fields = cfg.model_dump(include=cfg.user_set_fields)
         cfg = AdaptSettings.load(**{**fields, "backbone": backbone_arg})
+    if show_config:
+        from pawn.cli.pretrain import print_config
+
+        print_config(cfg)
+        return
+    from pawn.cli._paths import check_input, check_output_dir
+
+    # checked before JAX is imported and the backbone loaded
+    if cfg.resume is None:
+        cfg.check_startable()
+        check_input(cfg.backbone, "BACKBONE", what="checkpoint directory")
+    check_input(cfg.data, "--data")
+    check_output_dir(cfg.out)
     from pawn.evaluate.loading import resolve_backbone
     from pawn.train.adapt import run_adapt
     import pawn.report.hook  # noqa: F401  (registers the run's report.html sink, with the report extra)
 
     res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
-                        resolve_backbone=resolve_backbone))
+                        resolve_backbone=resolve_backbone), cfg.out, f"adapt-{cfg.strategy}-*")
     if report_stop(res):
         return
     if res.reason == "patience":
@@ -79,8 +94,9 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
         typer.echo(f"best checkpoint (lowest val loss, step {res.best_step}): {res.run_dir / 'best'}")
 
 
-def _adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False) -> None:
-    adapt(cfg, backbone_arg, overwrite, list_strategies)
+def _adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: bool = False, list_strategies: bool = False,
+           show_config: bool = False) -> None:
+    adapt(cfg, backbone_arg, overwrite, list_strategies, show_config)
 
 
 _backbone = inspect.Parameter("backbone_arg", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
@@ -92,4 +108,7 @@ command = settings_command(AdaptSettings, _adapt, doc=DOC, before=[_backbone], e
     flag("overwrite", bool, False, "--overwrite",
          help="If --out holds another run, move it aside to OUT.old-<time> (never deleted) and start a new run there."),
     flag("list_strategies", bool, False, "--list-strategies", help="Print the strategy table (what trains, parameter formula, defaults) and exit."),
+    flag("show_config", bool, False, "--print-config",
+         help="Print the full resolved settings as JSON and exit (seq_len: the value given, else the field default; the "
+              "run itself uses the backbone's trained context when --seq-len is not given); pass it back with --config FILE."),
 ])

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import typer
+
 import time
 
 from pawn.cli._options import argument, settings_command
 from pawn.cli._output import Column, Output, TableReport, check_outputs, heartbeat, interrupted, write_json
-from pawn.evaluate import runs
 from pawn.metrics import METRICS
 from pawn.evaluate.settings import EvalSettings
 
+if TYPE_CHECKING:  # imported where the command runs: help and argument errors must not import JAX
+    from pawn.evaluate import runs
+
 DOC = """Move accuracy, legality, game completion and the accuracy ceiling on random games.
 
-Reports both conventions of the spec: published (v1 val: terminal PAD slot included, argmax
+Reports both conventions: published (v1 val: terminal PAD slot included, argmax
 over all 1,980 tokens, mean of per-batch means) and moves-only (terminal slot excluded, argmax
 over the 1,968 actions, position-weighted). With --pgn, top-1/top-5/legal rate on human moves
 by Elo band."""
@@ -67,9 +73,14 @@ def lichess_skipped_lines(li: dict) -> list[str]:
 
 
 def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
+    from pawn.evaluate import runs
+
     runs.check_eval(s)
     check_outputs(json=s.json_out)
     heartbeat("pawn eval")
+    from pawn.cli._paths import resolve_checkpoint_arg
+
+    checkpoint = resolve_checkpoint_arg(checkpoint, lambda m: typer.echo(m, err=True))  # a run directory: its best checkpoint
     models = runs.load(checkpoint, s.variant)
     out, t0 = Output(), time.perf_counter()
     record: dict = {"checkpoint": checkpoint, "hub": models[0].hub, "settings": {}, "models": []}

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from pawn.cli._options import settings_command
 from pawn.cli._output import Output, check_outputs, heartbeat, write_json
-from pawn.evaluate import runs
 from pawn.evaluate.settings import GenerateSettings
+
+if TYPE_CHECKING:  # imported where the command runs: help and argument errors must not import JAX
+    from pawn.evaluate import runs
 
 DOC = """Generate games from a checkpoint (autoregressive, Gumbel-max sampling, KV cache) or --random
 games from the engine; report the autoregressive completion (forfeit) rate and where forfeits
@@ -33,6 +37,8 @@ def render(out: Output, r: runs.ModelGames, s: GenerateSettings) -> None:
 
 
 def generate_cmd(s: GenerateSettings) -> None:
+    from pawn.evaluate import runs
+
     runs.check_generate(s)
     check_outputs(json=s.json_out, out=s.out, pgn_out=s.pgn_out)
     heartbeat("pawn generate")
@@ -45,7 +51,9 @@ def generate_cmd(s: GenerateSettings) -> None:
         for p in g.written:
             typer.echo(f"wrote {p}")
     else:
-        models = runs.load(s.checkpoint, s.variant)
+        from pawn.cli._paths import resolve_checkpoint_arg
+
+        models = runs.load(resolve_checkpoint_arg(s.checkpoint, lambda m: typer.echo(m, err=True), "--checkpoint"), s.variant)
         for r in runs.generate_models(models, s):
             render(out, r, s)
             record["models"].append(r.record())

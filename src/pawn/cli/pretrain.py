@@ -14,7 +14,9 @@ from pawn.settings import PretrainConfig
 DOC = (
     "Pretrain a supernet (--supernet tiny|large) or one model (--variant) on random legal games.\n\n"
     "Every option can also come from a PAWN_<NAME> environment variable or a --config file; "
-    "precedence: command line > environment > config file > defaults. "
+    "precedence: command line > environment > config file > defaults. An exported PAWN_<NAME> applies to every "
+    "later command with that field (PAWN_SEED changes pretrain and adapt alike): set it for one command "
+    "(PAWN_SEED=3 pawn pretrain …) or use the flag. "
     "Writes metrics.jsonl, config.json, schedule_health.json, curves.png (with matplotlib), checkpoints/step_NNNNNNNN and "
     "checkpoints/best (lowest val loss) under --out (a directory holding another run is refused unless "
     "--resume or --overwrite); --patience N stops early; SIGTERM/Ctrl-C checkpoints and stops (Ctrl-C twice "
@@ -41,11 +43,37 @@ def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableRepo
     return rep
 
 
-def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
+def print_config(cfg) -> None:
+    """The full resolved settings as JSON on stdout, a file ``--config`` takes back (the
+    command-only flags and ``resume`` left out)."""
+    import json
+
+    data = cfg.model_dump(mode="json")
+    data.pop("resume", None)
+    typer.echo(json.dumps(data, indent=2))
+
+
+def pretrain(cfg: PretrainConfig, overwrite: bool = False, dry_run: bool = False, show_config: bool = False) -> None:
+    if show_config:
+        print_config(cfg)
+        return
+    from pawn.cli._paths import check_output_dir
+
+    check_output_dir(cfg.out)  # before JAX is imported and the step compiled
+    if cfg.init_from is not None and cfg.resume is None:
+        from pawn.cli._paths import check_input, is_run_directory, run_best_checkpoint
+
+        if is_run_directory(cfg.init_from):  # a run directory: its best checkpoint, said in one line
+            ckpt, line = run_best_checkpoint(cfg.init_from)
+            typer.echo(line.replace("using its", "--init-from uses its"), err=True)
+            cfg = cfg.model_copy(update={"init_from": ckpt})
+        check_input(cfg.init_from, "--init-from", hub=False, what="checkpoint directory")
     from pawn.train.pretrain import run_pretrain
     import pawn.report.hook  # noqa: F401  (registers the run's report.html sink, with the report extra)
 
-    res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite)))
+    res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
+                                            dry_run=bool(dry_run)),
+                       cfg.out, "pretrain-*")
     if report_stop(res):
         return
     if res.reason == "patience":
@@ -64,4 +92,10 @@ def pretrain(cfg: PretrainConfig, overwrite: bool = False) -> None:
 pretrain_cmd = settings_command(PretrainConfig, pretrain, doc=DOC, after=[flag(
     "overwrite", bool, False, "--overwrite",
     help="If --out holds another run, move it aside to OUT.old-<time> (never deleted) and start a new run there. "
-         "Without it (or --resume), such a directory is refused.")])
+         "Without it (or --resume), such a directory is refused."),
+    flag("dry_run", bool, False, "--dry-run",
+         help="Print the plan, run the memory check (compiles the step) and the run summary, then stop: nothing is trained or written."),
+    flag("show_config", bool, False, "--print-config",
+         help="Print the full resolved settings as JSON (flags, environment, config file and defaults merged) and exit; "
+              "save it, edit it and pass it back with --config FILE."),
+])

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from pawn.cli._options import argument, settings_command
 from pawn.cli._output import Column, Output, Progress, TableReport, check_outputs, heartbeat, interrupted, write_json
-from pawn.evaluate import runs
 from pawn.evaluate.settings import ProbeSettings
 
-DOC = """Train the nine linear probes of the spec on the embedding output and every layer; report the
+if TYPE_CHECKING:  # imported where the command runs: help and argument errors must not import JAX
+    from pawn.evaluate import runs
+
+DOC = """Train the nine linear probes on the embedding output and every layer; report the
 best layer per probe (accuracy, or R² and MAE) and the whole per-layer table in --json.
 
-Defaults are v2's (spec §2.4): 4,096/1,024 games, 20 epochs, lr 1e-3, weight decay 1e-4,
+Defaults are v2's: 4,096/1,024 games, 20 epochs, lr 1e-3, weight decay 1e-4,
 max_ply min(context, 256). The published v1.0.0 probe table used weight decay 0.01 (see
 --weight-decay and --max-ply). The frozen backbone's hidden states are computed once per
 corpus; progress with ETA goes to stderr."""
@@ -30,9 +34,14 @@ def best_table(r: runs.ModelProbes, s: ProbeSettings) -> TableReport:
 
 
 def probe_cmd(s: ProbeSettings, checkpoint: str) -> None:
+    from pawn.evaluate import runs
+
     runs.probe_names(s)
     check_outputs(json=s.json_out, plot=s.plot)
     heartbeat("pawn probe")
+    from pawn.cli._paths import resolve_checkpoint_arg
+
+    checkpoint = resolve_checkpoint_arg(checkpoint, lambda m: typer.echo(m, err=True))  # a run directory: its best checkpoint
     models = runs.load(checkpoint, s.variant)
     out = Output()
     record: dict = {"checkpoint": checkpoint, "hub": models[0].hub, "models": []}

@@ -18,7 +18,7 @@ DOC = (
     "re-running the same command continues it to --trials finished trials; --workers W runs W processes on it "
     "(or start the command W times by hand); --trials counts finished (completed or pruned) trials, and each run of "
     "the command makes at most that many attempts, so a run of failed trials also ends it (re-run to continue). "
-    "Search spaces follow spec §6.1 per strategy; --space FILE overrides fields; a field set in --base-config is "
+    "Each strategy has a built-in search space; --space FILE overrides fields; a field set in --base-config is "
     "fixed (not searched) unless --space names it. The base config, the space (at each range's ends and each "
     "choice), --checkpoint and a local --data path are checked before any trial. --population P trains P trials "
     "differing only in lr / weight decay / warm-up (and init_scale for adapters) as one vmapped program. "

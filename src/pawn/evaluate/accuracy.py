@@ -93,7 +93,9 @@ def evaluate_pgn(
     skipped = [{"file": label, "game": int(g), "ply": int(p), "reason": str(r)} for g, p, r in games.skipped[:SKIPPED_SHOWN]]
     if len(games) == 0:
         counts = ", ".join(f"{k} {v}" for k, v in games.counts.items() if k not in ("read", "kept") and v)
-        first = skipped_lines([(d["file"], d["game"], d["ply"], d["reason"]) for d in skipped[:1]], 1)
+        first = skipped_lines([(d["file"], d["game"], d["ply"], d["reason"]) for d in skipped[:1]], len(skipped[:1]))
+        if not games.counts.get("read", 0):
+            raise ValueError(f"{pgn}: no PGN game in it (empty, or not a PGN file)")
         raise ValueError(f"{pgn}: no usable game among {games.counts.get('read', 0)} read" + (f" (skipped: {counts})" if counts else "")
                          + (f"; first skipped: {first[0].removeprefix(label + ': ')}" if first else ""))
     band = elo_bands(games.white_elo, games.black_elo, edges)

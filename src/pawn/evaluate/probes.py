@@ -587,11 +587,12 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
     return {"settings": settings, "probes": probes_out, "best": best_out}
 
 
-def plot_probes(result: dict[str, Any], path: str, title: str = "") -> None:
-    """Accuracy (R² for regression probes) by layer, one line per probe, saved to ``path``.
+def probe_figure(result: dict[str, Any], title: str = ""):
+    """The figure of :func:`plot_probes`: an "accuracy" axis (0–1) for the classification probes
+    and, when there are regression probes, an "R²" axis of its own. Returns the matplotlib figure.
 
     Raises:
-        ImportError: matplotlib is not installed (``pip install 'pawn[plot]'``).
+        ImportError: matplotlib is not installed.
     """
     try:
         import matplotlib
@@ -600,17 +601,37 @@ def plot_probes(result: dict[str, Any], path: str, title: str = "") -> None:
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise ImportError("--plot needs matplotlib: pip install 'pawn[plot]' (or pip install matplotlib)") from e
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for k, recs in result["probes"].items():
-        layers = list(recs)
-        ax.plot(range(len(layers)), [recs[n]["best_accuracy"] for n in layers], marker="o",
-                label=k + (" (R²)" if k in REGRESSION else ""))
-        ax.set_xticks(range(len(layers)), layers, rotation=45)
-    ax.set_xlabel("layer")
-    ax.set_ylabel("best accuracy / R²")
-    ax.set_title(title or "linear probes")
-    ax.legend(fontsize=8)
+    groups = [("accuracy", [k for k in result["probes"] if k not in REGRESSION]),
+              ("R²", [k for k in result["probes"] if k in REGRESSION])]
+    groups = [g for g in groups if g[1]]
+    fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 5), squeeze=False)
+    for ax, (label, names) in zip(axes[0], groups):
+        for k in names:
+            recs = result["probes"][k]
+            layers = list(recs)
+            ax.plot(range(len(layers)), [recs[n]["best_accuracy"] for n in layers], marker="o", label=k)
+            ax.set_xticks(range(len(layers)), layers, rotation=45)
+        ax.set_xlabel("layer")
+        ax.set_ylabel(f"best {label}")
+        if label == "accuracy":
+            ax.set_ylim(0, 1)
+        ax.legend(fontsize=8)
+    fig.suptitle(title or "linear probes")
     fig.tight_layout()
+    return fig
+
+
+def plot_probes(result: dict[str, Any], path: str, title: str = "") -> None:
+    """Best accuracy by layer of the classification probes and R² of the regression probes, on
+    two separate axes (R² can be far below 0, which squashed the accuracies on a shared axis),
+    one line per probe, saved to ``path``.
+
+    Raises:
+        ImportError: matplotlib is not installed (``pip install 'pawn[plot]'``).
+    """
+    fig = probe_figure(result, title)
+    import matplotlib.pyplot as plt
+
     from pawn.fileio import atomic_output
 
     with atomic_output(path) as tmp:

@@ -12,14 +12,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from pawn.data.layout import Layout
 from pawn.data.pgn_stream import pgn_files_in
 from pawn.errors import PawnError, UsageError
-from pawn.evaluate.loading import LoadedModel, load_models
 from pawn.evaluate.settings import EvalSettings, GenerateSettings, ProbeSettings
-from pawn.metrics_core import AccuracyReport
+
+if TYPE_CHECKING:  # these import JAX/Equinox: imported where used, so input checks run without them
+    from pawn.metrics_core import AccuracyReport
+    from pawn.evaluate.loading import LoadedModel
 
 Log = Callable[[str], None]
 
@@ -34,6 +36,8 @@ def load(checkpoint: str, variant: Optional[str]) -> list[LoadedModel]:
     Raises:
         pawn.checkpoint.CheckpointError, pawn.convert.ConversionError, EvaluationError.
     """
+    from pawn.evaluate.loading import load_models
+
     try:
         return load_models(checkpoint, variant)
     except (FileNotFoundError, ValueError) as e:

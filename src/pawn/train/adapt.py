@@ -60,7 +60,7 @@ from pawn.train.run import (
     pick_resume_checkpoint,
     to_host,
 )
-from pawn.vocab import VOCAB_SIZE
+from pawn.vocab import MAX_SEQ_LEN, VOCAB_SIZE
 
 BATCH_KEYS = ("input_ids", "targets", "loss_mask", "attn_mask")
 """Per-step batch arrays of every adapter chunk (``legal`` is added when the loss needs it)."""
@@ -521,6 +521,11 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     if unused:
         log(f"WARNING: strategy {st.name} does not use {', '.join('--' + f.replace('_', '-') for f in unused)} (ignored)")
     trained_len = (bb_run or {}).get("seq_len") if st.uses_backbone else None
+    if (isinstance(trained_len, int) and 2 <= trained_len <= MAX_SEQ_LEN and resume_la is None
+            and "seq_len" not in cfg.user_set_fields and cfg.seq_len != trained_len):
+        # no --seq-len given: the backbone's trained context, not the generic default (recorded in config.json)
+        cfg = cfg.model_copy(update={"seq_len": trained_len})
+        log(f"seq_len {trained_len}: the backbone's trained context (--seq-len sets another)")
     if isinstance(trained_len, int) and cfg.seq_len > trained_len:
         log(f"WARNING: --seq-len {cfg.seq_len} is longer than the {trained_len} plies the backbone was trained on; "
             f"positions past {trained_len} are outside its training (use --seq-len {trained_len} or less)")
@@ -732,6 +737,10 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     hk.append(vh)
     hk.append(EarlyStoppingHook(es, checkpointer, monitor=lambda v: {"loss": v.get("loss")}, total_steps=total,
                                 validation_due=val_due, log=log if is_main else None))
+    if progress and is_main:  # one line per validation, when it happens (terminal and log; not sweep trials)
+        from pawn.train.validation_lines import ValidationLineHook, adapt_validation_line
+
+        hk.append(ValidationLineHook(lambda step, val: adapt_validation_line(step, val, spe), bar.note))
     hk.append(BestLinkHook(run_dir))
     hk.append(EpochCheckpointHook(checkpointer, ckpt_due, end))
     hk.append(SignalStopHook(stop))

@@ -115,7 +115,7 @@ class AdaptSettings(RunOutputSettings):
     epochs: int = Field(50, ge=1, description="Passes over steps_per_epoch batches.")
     steps_per_epoch: Optional[int] = Field(None, ge=1, description="Batches per epoch (default all full batches: n_train // batch_size).")
     batch_size: int = Field(64, ge=1, description="Games per step.")
-    seq_len: int = Field(256, ge=2, le=MAX_SEQ_LEN, description="Sequence length (plies kept per game).")
+    seq_len: int = Field(256, ge=2, le=MAX_SEQ_LEN, description="Sequence length (plies kept per game); when not given, the backbone's trained context (its run's seq_len), else this default.")
     lr: float = Field(3e-4, gt=0, description="Peak learning rate.")
     lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = Field("cosine", description="Learning-rate schedule after warmup.")
     warmup_steps: Optional[int] = Field(None, ge=0, description="Warmup steps; default int(warmup_frac · total steps).")

@@ -107,12 +107,18 @@ def find_resume_checkpoint(spec: str, run_dir: Optional[Path]) -> Optional[Path]
 
 
 def write_schedule_health(path: Path, schedule: Schedule, actual_steps: int, reason: str) -> dict:
-    """Write ``schedule_health.json`` (spec §1.10) atomically and return it."""
+    """Write ``schedule_health.json`` (spec §1.10) atomically and return it.
+
+    ``should_reach_zero`` is the spec's per-schedule flag (True for cosine, whose pretraining
+    floor is 0.1 × peak); ``decays_to_ratio`` says where the planned schedule really ends,
+    ``f(T)`` as a fraction of the peak (cosine: ``min_lr_ratio``; wsd, infinite: 0; constant: 1;
+    one_cycle: its 1e-4 floor), so the file does not read as a schedule meant to reach 0."""
     planned = schedule.total_steps
     health = {
         "format_version": 1,
         "schedule": schedule.name,
         "should_reach_zero": SHOULD_REACH_ZERO[schedule.name],
+        "decays_to_ratio": float(f"{float(schedule.factor(planned)):.6g}"),
         "planned_total_steps": planned,
         "actual_total_steps": int(actual_steps),
         "completion_ratio": (actual_steps / planned) if planned > 0 else 0.0,

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import ValidationError
 
-from pawn.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from pawn.checkpoint import MANIFEST, Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from pawn.config import ModelConfig
 from pawn import metrics_core
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
@@ -193,7 +193,16 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
         log(f"WARNING: resuming from {ck.path.name}, the newest intact checkpoint (skipped {', '.join(p.name for p in problems)})")
     stored = ck.run_config
     given = {k: v for k, v in cfg.model_dump(mode="json").items() if k in cfg.user_set_fields}
+    extend = _extension(stored, given, ck)
+    if extend:  # a longer constant-schedule run: the LR of every step done so far is unchanged
+        given = {k: v for k, v in given.items() if k != "total_steps"}
     conflicts = sorted(k for k, v in given.items() if k not in RESUME_MUTABLE and stored.get(k) != v)
+    if "total_steps" in conflicts:
+        raise TrainingError(
+            f"--resume {ck.path}: --total-steps {given['total_steps']} differs from the run's {stored.get('total_steps')}; "
+            f"only a constant-schedule run (--lr-schedule constant) can be extended, since its learning rate so far does "
+            f"not depend on the total; for this {stored.get('lr_schedule')} run, start a new one from its weights with "
+            f"--init-from {ck.path} (a fresh optimizer and schedule)")
     if conflicts:
         raise TrainingError(
             f"--resume {ck.path}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
@@ -203,10 +212,52 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
     merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
     merged["out"] = str(cfg.out) if cfg.out is not None else str(ck.path.parent.parent)
     merged["resume"] = str(ck.path)
+    if extend:
+        merged.update(extend)
+        log(f"extending the run from {stored['total_steps']:,} to {extend['total_steps']:,} steps (constant schedule: "
+            f"warm-up {extend['warmup_steps']} and {extend['steps_per_chunk']} steps per chunk kept)")
     try:
         return PretrainConfig.load(**merged), ck
     except ValidationError as e:  # e.g. --patience on a run without validation
         raise TrainingError(f"--resume {ck.path}: its stored run config is not usable ({format_validation_error(e)})") from None
+
+
+def _finished_resume(cfg: PretrainConfig, ck: Optional[Checkpoint]) -> Optional[tuple[int, str]]:
+    """``(step, why)`` when resuming ``ck`` has no step left to run: the checkpoint is at (or
+    past) ``total_steps`` or ``pause_after_steps``, or early stopping already ended the run;
+    else None. Decided from ``training_state.json`` alone, so ``--resume auto`` on a finished run
+    answers before any compile."""
+    if ck is None or not ck.training_state:
+        return None
+    step = int(ck.training_state.get("step", -1))
+    end = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
+    if step >= end:
+        return step, f"{ck.path}: at step {step} of {cfg.total_steps}; no step left to run"
+    es = EarlyStopping.from_json(ck.training_state.get("early_stopping"), cfg.patience)
+    if es.exhausted:
+        return step, (f"early stopping already ended this run ({es.counter} validations without improvement, "
+                      f"patience {es.patience}); raise --patience to continue it")
+    return None
+
+
+def _extension(stored: dict, given: dict, ck: Checkpoint) -> Optional[dict]:
+    """The settings that extend a resumed run to ``given["total_steps"]``, or None when this is
+    no extension: a larger total for a ``constant``-schedule run, whose LR before the checkpoint
+    (warm-up, then the peak) does not depend on the total once the warm-up length and the chunk
+    size are pinned to the stored run's (``warmup_steps``, ``steps_per_chunk``). The data
+    stream is a function of the step (batch s = games [s·B, (s+1)·B)), so the extended run's
+    steps equal those of a run planned that long from the start."""
+    new_total = given.get("total_steps")
+    old_total = stored.get("total_steps")
+    if new_total is None or old_total is None or new_total <= old_total or stored.get("lr_schedule") != "constant":
+        return None
+    if any(k in given and given[k] != stored.get(k) for k in ("lr_schedule", "warmup_steps", "steps_per_chunk")):
+        return None
+    try:
+        old = PretrainConfig.load(**{k: v for k, v in stored.items() if k not in ("pause_after_steps", "resume")})
+    except ValidationError:
+        return None
+    return {"total_steps": int(new_total), "warmup_steps": old.resolved_warmup_steps, "steps_per_chunk": old.chunk_steps}
 
 
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
@@ -246,9 +297,15 @@ def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainC
         raise TrainingError(f"batch_size {cfg.batch_size} does not split into {cfg.accumulation_steps} micro-batches "
                             f"on each of the {n_dev} devices (needs a multiple of {n_dev * cfg.accumulation_steps})")
     candidates = list(REMAT_MODES) if cfg.remat == "auto" else [cfg.remat]
+    from pawn.config import param_count
+
+    label = f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
+    log(f"plan: {label} ({param_count(stored_cfg):,} parameters), {cfg.total_steps:,} steps of {cfg.batch_size} games × "
+        f"{cfg.seq_len} tokens ({k} steps per compiled chunk), {n_dev} {jax.default_backend()} device(s), remat {cfg.remat}, "
+        f"accumulation {cfg.accumulation_steps}")
     try:
         mode, est, info = check_step_memory(program, stored_cfg, k=k, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
-                                            remat_candidates=candidates, what="this training step")
+                                            remat_candidates=candidates, what="this training step", log=log)
     except InsufficientMemoryError as e:
         raise TrainingError(str(e)) from None
     return {"peak_bytes": est.peak_bytes, "temp_bytes": est.temp_bytes, "fixed_bytes": est.fixed_bytes, "remat": mode,
@@ -287,8 +344,13 @@ def run_pretrain(
     overwrite: bool = False,
     hooks: Sequence[Hook] = (),
     reuse: Optional[PretrainReuse] = None,
+    dry_run: bool = False,
 ) -> PretrainResult:
     """Run (or resume) a pretraining job described by ``cfg``.
+
+    With ``dry_run`` every check runs (resume target, run directory, the plan and the compiled
+    memory check) and the run summary is logged, then it returns ``reason = "dry_run"`` with
+    nothing trained and nothing written.
 
     Args:
         cfg: the run configuration.
@@ -341,18 +403,26 @@ def run_pretrain(
     # instead of killing the process (exit 143).
     stop = StopFlag(install_signal_handlers)
     try:
-        return _run_pretrain(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks, reuse=reuse)
+        return _run_pretrain(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks, reuse=reuse,
+                             dry_run=dry_run)
     finally:
         stop.restore()
 
 
 def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
-                  hooks: Sequence[Hook], reuse: Optional[PretrainReuse] = None) -> PretrainResult:
+                  hooks: Sequence[Hook], reuse: Optional[PretrainReuse] = None, dry_run: bool = False) -> PretrainResult:
     """:func:`run_pretrain`'s body, with ``stop`` (the signal flag) already installed."""
     given_resume = cfg.resume
     maybe_initialize_distributed(cfg.distributed_timeout_s)
     cfg, resume_ck = _resolve_resume(cfg, log)
     resume_dir = resume_ck.path if resume_ck is not None else None
+    done = _finished_resume(cfg, resume_ck)
+    if done is not None:  # before the memory check compiles anything: there is no step to run
+        log(done[1])
+        run_dir = resume_dir.parent.parent
+        best = run_dir / "checkpoints" / BEST_DIR
+        return PretrainResult(run_dir, resume_dir, done[0], "resume_no_op",
+                              best_checkpoint=best if (best / MANIFEST).is_file() else None)
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     is_main = proc == 0
     check_out_path(Path(cfg.out) if cfg.out is not None else Path("runs"))
@@ -371,6 +441,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     K = cfg.chunk_steps
     schedule = cfg.schedule()
     stored_cfg, variants = _variant_list(cfg)
+    init_ck = _load_init_from(cfg, stored_cfg)  # before the compile: a wrong checkpoint fails at once
     monitored = next((c for _, c in variants if c == stored_cfg), variants[-1][1])  # bests follow the stored model
     optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
     dtype = None if cfg.dtype == "auto" else cfg.dtype
@@ -387,8 +458,18 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
         compiled_memory = _check_memory(program, stored_cfg, cfg, K, n_dev, log)
         if reuse is not None:
             reuse.programs[graph_key] = (program, dict(compiled_memory))
-    state, start_step, elapsed0, es = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log)
-    del resume_ck  # the host copy of the weights is no longer needed
+    if dry_run:  # the plan and the memory check only: nothing trained, nothing written
+        start = int(resume_ck.training_state["step"]) if resume_ck is not None else 0
+        end = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
+        for line in summary_lines(run_summary(
+                stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
+                batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start, end_step=end, total_steps=cfg.total_steps,
+                steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+                dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory)):
+            log(line)
+        return PretrainResult(run_dir, None, start, "dry_run")
+    state, start_step, elapsed0, es = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log, init_ck)
+    del resume_ck, init_ck  # the host copy of the weights is no longer needed
     source = _data_source(cfg, log)
     val_set = None
     if cfg.val_games > 0:
@@ -473,15 +554,39 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
                           best_ckpt, es.best_loss_step if best_ckpt is not None else None)
 
 
+def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Checkpoint]:
+    """The ``--init-from`` checkpoint (verified), or None (not given, or a resume).
+
+    Raises:
+        TrainingError: unreadable or damaged, or a model config other than the run's.
+    """
+    if cfg.init_from is None or cfg.resume is not None:
+        return None
+    try:
+        ck = load_checkpoint(cfg.init_from)
+    except (CheckpointError, FileNotFoundError) as e:
+        raise TrainingError(f"--init-from {cfg.init_from}: {e}") from None
+    if ck.config != stored_cfg:
+        raise TrainingError(f"--init-from {cfg.init_from}: its model {ck.config.name} is not this run's {stored_cfg.name} "
+                            f"(--init-from takes the weights of the same model size)")
+    return ck
+
+
 def _initial_state(cfg: PretrainConfig, stored_cfg: ModelConfig, optimizer, resume_ck: Optional[Checkpoint],
-                   log: Callable[[str], None]) -> tuple[TrainState, int, float, EarlyStopping]:
+                   log: Callable[[str], None], init_ck: Optional[Checkpoint] = None) -> tuple[TrainState, int, float, EarlyStopping]:
     """``(state, start step, elapsed seconds so far, early stopping)``: fresh from
-    ``model_seed``, or restored from the resumed checkpoint (weights, Adam moments, step,
+    ``model_seed``, from the ``--init-from`` checkpoint's weights (``init_ck``: a new optimizer
+    state, step 0), or restored from the resumed checkpoint (weights, Adam moments, step,
     bests and patience counter).
 
     Raises:
         TrainingError: the checkpoint's model config or optimizer state does not fit the run.
     """
+    if resume_ck is None and init_ck is not None:  # --init-from: the weights only, a fresh optimizer and step 0
+        log(f"weights from {init_ck.path}" + (f" (its step {init_ck.training_state['step']})" if init_ck.training_state
+                                             and "step" in init_ck.training_state else "")
+            + "; optimizer, schedule and step counter start fresh")
+        return init_state(PAWNModel(init_ck.config, params=init_ck.params), optimizer), 0, 0.0, EarlyStopping(cfg.patience)
     if resume_ck is None:
         model_seed = cfg.model_seed if cfg.model_seed is not None else cfg.seed
         return init_state(PAWNModel(stored_cfg, jax.random.key(model_seed)), optimizer), 0, 0.0, EarlyStopping(cfg.patience)
@@ -539,7 +644,7 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
         loss_name = "joint loss" if len(variants) > 1 else "loss"
         bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
                                every_s=cfg.log_every_s).start()
-        hooks.append(ProgressHook(bar, loss_name))
+        hooks.append(ProgressHook(bar, loss_name, precompiled=True))  # the memory check compiled the chunk
     validation = None
     if val_set is not None and is_main:
         validation = ValidationHook(lambda state, step: _validate(state, val_set, variants, cfg, dtype, monitored),
@@ -552,6 +657,11 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
         monitor=lambda val: {"loss": val.get("loss"), "late_legal_move_rate": val.get("late_legal_rate"),
                              "game_completion_rate": val.get("completion_rate"),
                              "avg_plies_completed": val.get("avg_plies_completed")}))
+    if validation is not None and progress:  # one line per validation, when it happens (terminal and log; not sweep trials)
+        from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
+
+        shown = [(n, n) for n, c in sorted(variants, key=lambda nc: nc[1].d_model)]
+        hooks.append(ValidationLineHook(lambda step, val: pretrain_validation_line(step, val, shown), bar.note))
     hooks.append(CheckpointHook(checkpointer, every=cfg.checkpoint_every, end_step=end_step))
     hooks.append(SignalStopHook(stop))
     hooks.extend(extra)

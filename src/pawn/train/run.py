@@ -347,14 +347,20 @@ class EarlyStoppingHook(Hook):
 
 
 class ProgressHook(Hook):
-    """Moves a :class:`~pawn.progress.ProgressReporter` (loss and tokens/s) every chunk."""
+    """Moves a :class:`~pawn.progress.ProgressReporter` (loss and tokens/s) every chunk, and
+    gives it each timed chunk's seconds per step, so the ETA appears after the first timed
+    chunk. ``precompiled``: the program was compiled before the loop (pretrain's memory check),
+    so the first chunk's time is compute, not compilation."""
 
-    def __init__(self, bar, loss_name: str = "loss"):
-        self.bar, self.loss_name = bar, loss_name
+    def __init__(self, bar, loss_name: str = "loss", precompiled: bool = False):
+        self.bar, self.loss_name, self.precompiled = bar, loss_name, precompiled
 
     def on_chunk(self, ctx: ChunkContext) -> None:
         r = ctx.result
-        self.bar.update(ctx.step, **{self.loss_name: f"{r.loss:.4f}", "tok/s": f"{r.tokens_per_s:,.0f}"})
+        steps = r.step - r.step_start
+        timed = steps > 0 and (self.precompiled or not r.includes_compile)
+        self.bar.update(ctx.step, unit_s=r.chunk_wall_s / steps if timed else None,
+                        **{self.loss_name: f"{r.loss:.4f}", "tok/s": f"{r.tokens_per_s:,.0f}"})
 
     def on_end(self, reason: str) -> None:
         self.bar.stop()
