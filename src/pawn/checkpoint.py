@@ -28,6 +28,7 @@ from safetensors.numpy import load_file
 
 from pawn.config import ModelConfig
 from pawn.fileio import save_safetensors
+from pawn.hubref import is_hub_id  # noqa: F401  (re-exported: callers ask the checkpoint layer)
 
 FORMAT_VERSION = 1
 
@@ -477,15 +478,6 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if run_config is not None and not isinstance(run_config, dict):
         raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: run_config is not a JSON object")
     return Checkpoint(d, config, params, run_config, opt, ts)
-
-
-def is_hub_id(source: str) -> bool:
-    """True if ``source`` looks like a Hugging Face Hub id (``owner/name``, optionally
-    ``@revision``: a branch, tag or commit id, and ``/sub/folder``: a checkpoint folder in the repo;
-    grammar in :func:`pawn.hub.fetch.parse_hub_ref`) and is not an existing local path."""
-    from pawn.hub.fetch import parse_hub_ref
-
-    return parse_hub_ref(str(source)) is not None
 
 
 def load_model(path: str | os.PathLike):

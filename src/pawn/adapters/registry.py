@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Union
 
 import equinox as eqx
@@ -165,16 +166,6 @@ def _film(s: C.FiLMConfig, bb: PAWNModel, key) -> M.FiLM:
     return M.FiLM(bb, C.check_layers(s.layers, bb.config.n_layers, "film layers"), s.use_output_film)
 
 
-def _bottleneck(s: C.BottleneckConfig, bb: PAWNModel, key) -> M.Bottleneck:
-    L = bb.config.n_layers
-    placement = {}
-    if s.adapt_attn:
-        placement["attn"] = C.check_layers(s.attn_layers if s.attn_layers is not None else s.layers, L, "bottleneck attn layers")
-    if s.adapt_ffn:
-        placement["ffn"] = C.check_layers(s.ffn_layers if s.ffn_layers is not None else s.layers, L, "bottleneck ffn layers")
-    return M.Bottleneck(bb, placement, s.bottleneck_dim, s.n_hidden, key, s.init_scale)
-
-
 class Hybrid(M.Composite):
     """LoRA + FiLM; report ``lora/layer{i}.{proj}.B`` and ``film/…`` (spec §4.4)."""
 
@@ -291,7 +282,7 @@ for _row in (
              "2·L_sel·d (+ 2·V with use_output_film)", C.FiLMConfig, _film, False,
              module=M.FiLM, random_init=False, space={"use_output_film": choice(False, True)}),
     Strategy("bottleneck", "Houlsby down/hidden/up after attention and/or FFN of the selected layers",
-             "positions·L_sel·(2·d·bn + n_hidden·bn²)", C.BottleneckConfig, _bottleneck, False,
+             "positions·L_sel·(2·d·bn + n_hidden·bn²)", C.BottleneckConfig, M.build_bottleneck, False,
              module=M.Bottleneck, random_init=True,
              space={"bottleneck_dim": choice(4, 8, 16, 32, 64, 128), "n_hidden": choice(0, 1, 2),
                     "no_adapt_attn": choice(False, True), "no_adapt_ffn": choice(False, True)}),
@@ -325,11 +316,11 @@ for _row in (
 
 
 def _discover() -> None:
-    """Import every module of :mod:`pawn.adapters.strategies` (each registers its row)."""
-    from pawn.adapters import strategies
-
-    for info in sorted(pkgutil.iter_modules(strategies.__path__), key=lambda i: i.name):
-        importlib.import_module(f"{strategies.__name__}.{info.name}")
+    """Import every module of :mod:`pawn.adapters.strategies` (each registers its row; by file
+    path, so this module has no import edge to the strategies that import it)."""
+    folder = Path(__file__).parent / "strategies"
+    for info in sorted(pkgutil.iter_modules([str(folder)]), key=lambda i: i.name):
+        importlib.import_module(f"{__package__}.strategies.{info.name}")
 
 
 def get_strategy(name: str) -> Strategy:

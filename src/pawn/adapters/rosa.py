@@ -34,6 +34,7 @@ from pydantic import Field, model_validator
 
 from pawn.adapters import configs as C
 from pawn.adapters import modules as M
+from pawn.adapters.errors import AdapterError
 from pawn.config import ModelConfig
 from pawn.model import PAWNModel, param_shapes
 
@@ -251,8 +252,6 @@ class RoSAAdapter(M.Adapter):
         Raises:
             AdapterError: before phase 3, or ``retro-bottleneck`` (acts on activations).
         """
-        from pawn.adapters.errors import AdapterError
-
         if self.phase != PHASE_TRAIN:
             raise AdapterError(f"a {self.mode} adapter in phase {self.phase} has no mask yet and cannot be merged")
         if self.bottleneck is not None:
@@ -273,8 +272,6 @@ class RoSAAdapter(M.Adapter):
         Raises:
             AdapterError: an unknown phase value.
         """
-        from pawn.adapters.errors import AdapterError
-
         phase = state.get("phase", PHASE_WARMUP)
         if phase not in (PHASE_WARMUP, PHASE_MASK, PHASE_TRAIN):
             raise AdapterError(f"{self.mode} adapter checkpoint records phase {phase!r}; expected 1, 2 or 3")
@@ -301,9 +298,7 @@ def build(mode: str) -> Callable[[RoSAConfig, PAWNModel, jax.Array], RoSAAdapter
         sparse = M.Sparse(bb, s.target_names(), layers, {n: np.zeros((len(layers),) + sh, bool) for n, sh in shapes.items()})
         bottleneck = None
         if mode == "retro-bottleneck":
-            from pawn.adapters.registry import _bottleneck
-
-            bottleneck = _bottleneck(s.bottleneck(), bb, jax.random.fold_in(key, 2))
+            bottleneck = M.build_bottleneck(s.bottleneck(), bb, jax.random.fold_in(key, 2))
         return RoSAAdapter(lora, sparse, bottleneck, mode, PHASE_WARMUP)
 
     return _build

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from pawn.bench.settings import BenchSettings, set_section_names
@@ -88,11 +89,9 @@ _NOT_SECTIONS = frozenset({"runner", "section", "engine_child", "__main__"})
 
 def discover() -> None:
     """Import every module of :mod:`pawn.bench` (each section module registers its row)."""
-    import pawn.bench as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if info.name not in _NOT_SECTIONS:
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+            importlib.import_module(f"{__package__}.{info.name}")
 
 
 def train_step_work(s: BenchSettings) -> float:
