@@ -98,9 +98,8 @@ def _strategy_flag_fields(rows: dict[str, Strategy]) -> dict[str, tuple[Any, Any
             extra = [NoDecode, BeforeValidator(_layers if elem is int else _names)]
         elif typing.get_origin(inner) is Literal and all(isinstance(a, int) for a in typing.get_args(inner)):
             extra = [BeforeValidator(_int_literal)]
-        typ = Optional[Annotated[ann, *info.metadata]] if info.metadata and not sp["negated"] else Optional[ann]
-        if extra:
-            typ = Annotated[typ, *extra]
+        meta = [] if sp["negated"] else list(info.metadata)  # constraints on the Optional: flags get click ranges
+        typ = Annotated[Optional[ann], *meta, *extra] if meta or extra else Optional[ann]
         values = set(map(_shown, defaults.values()))
         if all(v is None for v in defaults.values()):
             shown = ""
