@@ -229,7 +229,11 @@ def test_sparse_count_is_the_exact_mask_count_near_density_times_numel(density, 
 
 
 def test_counts_from_shapes_equal_built_adapters(bb):
+    from pawn.adapters.rosa import MODES  # phased: the count is the main phase's, the build is the warm-up's (spec §4.6)
+
     for name, settings in ALL + [("specialized_clm", {})]:
+        if name in MODES:
+            continue
         assert count_params(name, settings, CFG) == build_adapted(name, settings, bb, jax.random.PRNGKey(0)).num_trainable_params(), name
 
 
