@@ -304,7 +304,6 @@ def test_unused_strategy_flags_and_a_longer_seq_len_than_the_backbone_warn(backb
 
 @pytest.mark.parametrize("fields,unused", [
     (dict(strategy="film", lora_rank=8, adapter_layers="0"), ["lora_rank"]),
-    (dict(strategy="unfreeze", unfreeze_layers="0", n_unfreeze=3), ["n_unfreeze"]),
     (dict(strategy="bottleneck", bottleneck_dim=16, density=0.1), ["density"]),
     (dict(strategy="retro-bottleneck", bottleneck_dim=16, density=0.1, lora_rank=2, seed=3), []),
     (dict(strategy="lora", lora_rank=2, init_scale=0.5, seed=3), []),

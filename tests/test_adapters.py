@@ -22,6 +22,8 @@ ALL = [
     ("lora", {}), ("lora", {"ffn": True, "layers": [0, 2]}), ("film", {"use_output_film": True}),
     ("bottleneck", {"n_hidden": 2}), ("bottleneck", {"layers": [2], "adapt_attn": False}), ("hybrid", {"use_output_film": True}),
     ("sparse", {"density": 0.2}), ("unfreeze", {"top_n": 1, "include_lm_head": True, "include_embeddings": True}),
+    # ... and every strategy of the table with its defaults (a new strategy joins the matrix by registering)
+    *[(name, {}) for name, row in STRATEGIES.items() if row.uses_backbone],
 ]
 
 
@@ -227,7 +229,11 @@ def test_sparse_count_is_the_exact_mask_count_near_density_times_numel(density, 
 
 
 def test_counts_from_shapes_equal_built_adapters(bb):
+    from pawn.adapters.rosa import MODES  # phased: the count is the main phase's, the build is the warm-up's (spec §4.6)
+
     for name, settings in ALL + [("specialized_clm", {})]:
+        if name in MODES:
+            continue
         assert count_params(name, settings, CFG) == build_adapted(name, settings, bb, jax.random.PRNGKey(0)).num_trainable_params(), name
 
 
@@ -251,12 +257,13 @@ def test_weight_reports_use_the_spec_names(bb):
 
 
 def test_strategy_table_rows():
-    assert list(STRATEGIES) == ["lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze", "specialized_clm",
-                                "rosa", "retro-sparse", "retro-bottleneck"]
+    first = ["lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze", "specialized_clm", "rosa", "retro-sparse",
+             "retro-bottleneck"]
+    assert list(STRATEGIES)[:10] == first  # strategies added as modules (pawn.adapters.strategies) follow
     assert STRATEGIES["lora"].defaults() == {"targets": ["q", "k", "v", "o"], "ffn": False, "layers": None, "rank": 4, "alpha": None,
                                            "init_scale": 1.0}
     assert STRATEGIES["bottleneck"].defaults()["bottleneck_dim"] == 8 and STRATEGIES["sparse"].defaults()["density"] == 0.01
-    assert {n for n, s in STRATEGIES.items() if s.mergeable} == {"lora", "sparse", "unfreeze", "specialized_clm", "rosa", "retro-sparse"}
+    assert {n for n in first if STRATEGIES[n].mergeable} == {"lora", "sparse", "unfreeze", "specialized_clm", "rosa", "retro-sparse"}
 
 
 @pytest.mark.parametrize("name,settings,needle", [

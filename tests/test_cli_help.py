@@ -43,12 +43,13 @@ def test_command_descriptions_keep_square_brackets():
 
 
 def test_list_strategies_shows_the_settings_pawn_adapt_uses():
-    """The table once showed the library's v1 defaults (bottleneck_dim=8), which `pawn adapt`
-    does not use (its --bottleneck-dim default is 32); flags given alongside are reflected."""
+    """The table shows the strategy table's defaults, which `pawn adapt` now uses too (its
+    --bottleneck-dim once defaulted to 32 against the table's 8, issue 22); flags given
+    alongside are reflected."""
     res = CliRunner().invoke(app, ["adapt", "--list-strategies"], env={"COLUMNS": "400", "TERM": "dumb"})
     assert res.exit_code == 0, res.output
     row = next(line for line in res.output.splitlines() if line.startswith("│ bottleneck "))
-    assert "bottleneck_dim=32" in row and "bottleneck_dim=8" not in row
+    assert "bottleneck_dim=8" in row and "bottleneck_dim=32" not in row
     res = CliRunner().invoke(app, ["adapt", "--list-strategies", "--lora-rank", "8", "--bottleneck-dim", "16"],
                              env={"COLUMNS": "400", "TERM": "dumb"})
     rows = {line.split("│")[1].strip(): line for line in res.output.splitlines() if line.startswith("│ ")}

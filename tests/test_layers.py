@@ -1,4 +1,6 @@
 """One-way import layers (issue 12): engine → data → model → checkpoint → train → evaluate → cli.
+The same order is enforced in CI by import-linter (``pyproject.toml`` ``[tool.importlinter]``,
+``lint-imports`` in ``.ci/run``, issue 22); this test keeps the two in step.
 
 Every ``import`` in ``src/pawn`` — module level or inside a function — is parsed with ``ast``; a
 module may import its own layer or a lower one, never a higher one. The checkpoint *format*
@@ -17,12 +19,12 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "pawn"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pawn._engine", "pawn.engine", "pawn.vocab", "pawn.dtypes", "pawn.fileio", "pawn.progress", "pawn.errors",
+    ("pawn._engine", "pawn.engine", "pawn.vocab", "pawn.dtypes", "pawn.fileio", "pawn.progress", "pawn.errors", "pawn.hubref",
      "pawn.metrics"),
     ("pawn.data",),
     ("pawn.config", "pawn.model", "pawn.metrics_core"),
-    ("pawn.adapters",),
-    ("pawn.checkpoint", "pawn.hub", "pawn.adapters.io", "pawn.runs"),
+    ("pawn.checkpoint", "pawn.runs"),
+    ("pawn.adapters", "pawn.hub"),
     ("pawn.schedules", "pawn.settings"),
     ("pawn.train",),
     ("pawn.convert",),
@@ -119,3 +121,28 @@ def test_a_back_edge_is_caught(tmp_path):
     assert pawn_imports(bad, pkg="pawn.train") == [(4, "pawn.evaluate.accuracy")]
     assert layer_of("pawn.evaluate.accuracy") > layer_of("pawn.train.pretrain")
     assert layer_of("pawn.data.layout") < layer_of("pawn.model") < layer_of("pawn.train.loop")
+
+
+def test_the_import_linter_contract_is_this_order_and_kept():
+    """The CI contract lists the same layers as :data:`LAYERS` (top-level packages, high to low)
+    and passes; ``checkpoint`` no longer imports ``hub`` (the Hub-id grammar is ``pawn.hubref``)."""
+    import subprocess
+    import sys
+    import tomllib
+
+    cfg = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text())["tool"]["importlinter"]
+    main = cfg["contracts"][0]
+    declared = [tuple(sorted(m.strip() for m in layer.replace("|", ":").split(":"))) for layer in main["layers"]]
+    ours = [tuple(sorted(p for p in layer if p not in ("pawn", "pawn._engine"))) for layer in LAYERS]
+    flat = lambda layers: [m for layer in layers for m in layer]  # noqa: E731
+    order = {m: i for i, layer in enumerate(reversed(declared)) for m in layer}
+    assert set(flat(declared)) == set(flat(ours))
+    for i, layer in enumerate(ours):  # a lower layer here is never above in the contract
+        for m in layer:
+            assert all(order[m] <= order[n] for upper in ours[i + 1:] for n in upper), m
+    assert not {m for _, m in pawn_imports(SRC / "checkpoint.py")} & {"pawn.hub", "pawn.hub.fetch"}
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter is not installed (pip install '.[test]')")
+    r = subprocess.run([str(lint), "--no-cache"], cwd=SRC.parents[1], capture_output=True, text=True)
+    assert r.returncode == 0 and "0 broken" in r.stdout, r.stdout[-2000:]

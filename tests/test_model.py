@@ -234,3 +234,26 @@ def test_params_wrong_shape_is_named():
     p["wq"] = p["wq"][:, :, :8]
     with pytest.raises(ValueError, match="wq"):
         PAWNModel(TOY, params=p)
+
+
+def test_the_parameter_table_is_the_one_tensor_schema():
+    """Issue 22: names, shapes, counts, slices and v1 names all come from pawn.config.PARAMS;
+    the counts still equal spec §3.3's formula and the slices spec §3.5's table."""
+    from pawn.config import PARAMS, SUPERNETS, TOY, VARIANTS, param_count
+    from pawn.model import PARAM_NAMES, param_shapes
+
+    assert PARAM_NAMES == ("src_embed", "dst_embed", "promo_embed", "pad_embed", "outcome_embed", "attn_norm", "wq", "wk",
+                           "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down", "final_norm", "lm_head")
+    for cfg in (TOY, *VARIANTS.values()):
+        d, L, F, V = cfg.d_model, cfg.n_layers, cfg.d_ff, cfg.vocab_size
+        assert param_count(cfg) == 145 * d + L * (4 * d * d + 3 * d * F + 2 * d) + d + V * d
+    assert param_count(VARIANTS["base"]) == 34_651_136 and param_count(VARIANTS["large"]) == 66_909_440
+    assert param_shapes(VARIANTS["base"])["w_down"] == (8, 2048, 512) and param_shapes(VARIANTS["base"])["lm_head"] == (512, 1980)
+    small = VARIANTS["small"]
+    slices = {p.name: p.nested_slice(small) for p in PARAMS}
+    assert slices["lm_head"] == (slice(0, 256), slice(None)) and slices["outcome_embed"] == (slice(None), slice(0, 256))
+    assert slices["w_down"] == (slice(0, 8), slice(0, 1024), slice(0, 256))
+    v1 = {p.name: (p.v1_name, p.v1_transposed, p.v1_shape(small)) for p in PARAMS}
+    assert v1["pad_embed"] == ("embed.pad_embed", False, (256,))
+    assert v1["w_gate"] == ("layers.{i}.ffn.w_gate.weight", True, (1024, 256))
+    assert v1["lm_head"] == ("lm_head.weight", True, (1980, 256))

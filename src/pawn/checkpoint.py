@@ -28,8 +28,18 @@ from safetensors.numpy import load_file
 
 from pawn.config import ModelConfig
 from pawn.fileio import save_safetensors
+from pawn.hubref import is_hub_id  # noqa: F401  (re-exported: callers ask the checkpoint layer)
 
 FORMAT_VERSION = 1
+"""Version of the model checkpoint format (``config.json`` ``format_version``, spec §5.3) that
+:func:`save_checkpoint` writes. Adapter checkpoints version their own part separately
+(:data:`pawn.adapters.io.ADAPTER_FORMAT_VERSION`), so bumping one does not strand the other."""
+
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+"""``config.json`` migrations: ``MIGRATIONS[v]`` turns the contents of a format-``v`` checkpoint
+into format ``v + 1`` (tensors are read by name after the config is migrated). Bumping
+:data:`FORMAT_VERSION` from ``n`` to ``n + 1`` adds ``MIGRATIONS[n]``, so every checkpoint
+written before still loads (:func:`migrate_config`)."""
 
 RUN_MARKERS: tuple[str, ...] = ("config.json", "metrics.jsonl", "schedule_health.json", "checkpoints", "variants")
 """Entries whose presence means a directory holds a run (what a run writes at its top level);
@@ -55,7 +65,35 @@ class CheckpointIntegrityError(CheckpointError):
 
 
 class UnsupportedCheckpointVersionError(CheckpointError):
-    """``config.json`` has a ``format_version`` other than 1 (spec §5.3)."""
+    """``config.json`` has a ``format_version`` this PAWN cannot read: newer than
+    :data:`FORMAT_VERSION`, not an integer, or older with no migration path (spec §5.3)."""
+
+
+def migrate_config(cfg_json: dict, where: Path, current: Optional[int] = None,
+                   migrations: Optional[dict[int, Callable[[dict], dict]]] = None) -> dict:
+    """``config.json`` contents brought to format ``current`` (default :data:`FORMAT_VERSION`)
+    by applying ``migrations`` (default :data:`MIGRATIONS`) ``v → v + 1`` in order; the result
+    has ``format_version == current``. The input is not modified.
+
+    Raises:
+        UnsupportedCheckpointVersionError: a version that is not a positive integer, newer than
+            ``current`` (written by a newer PAWN), or older with a missing migration step.
+    """
+    current = FORMAT_VERSION if current is None else current
+    migrations = MIGRATIONS if migrations is None else migrations
+    version = cfg_json.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UnsupportedCheckpointVersionError(f"{where}: format_version {version!r} is not supported (expected 1..{current})")
+    if version > current:
+        raise UnsupportedCheckpointVersionError(
+            f"{where}: format_version {version} is newer than this PAWN reads ({current}); upgrade PAWN")
+    out = dict(cfg_json)
+    for v in range(version, current):
+        if v not in migrations:
+            raise UnsupportedCheckpointVersionError(f"{where}: format_version {version} has no migration from {v} to {v + 1}")
+        out = dict(migrations[v](out))
+        out["format_version"] = v + 1
+    return out
 
 
 class IncompatibleCheckpointError(CheckpointError):
@@ -384,14 +422,15 @@ def write_checkpoint_dir(path: str | os.PathLike, fill: Callable[[Path], None]) 
 def read_model_config(cfg_json: dict, where: Path) -> ModelConfig:
     """Parse ``config.json`` contents per spec §5.3.
 
+    An older ``format_version`` is migrated first (:func:`migrate_config`).
+
     Raises:
-        UnsupportedCheckpointVersionError: ``format_version`` ≠ 1.
+        UnsupportedCheckpointVersionError: a ``format_version`` that cannot be migrated (see
+            :func:`migrate_config`).
         CheckpointError: no ``model_config``, unknown fields (e.g. v1's ``dropout``: convert the
             checkpoint first), missing required fields or invalid values.
     """
-    version = cfg_json.get("format_version")
-    if version != FORMAT_VERSION:
-        raise UnsupportedCheckpointVersionError(f"{where}: format_version {version!r} is not supported (expected 1)")
+    cfg_json = migrate_config(cfg_json, where)
     if "model_config" not in cfg_json:
         raise CheckpointError(f"{where}: no model_config")
     mc = cfg_json["model_config"]
@@ -457,6 +496,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     cfg_json = _read_json(d / CONFIG_FILE)
     if not isinstance(cfg_json, dict):
         raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: the top level is not a JSON object")
+    cfg_json = migrate_config(cfg_json, d / CONFIG_FILE)  # run_config and model_config as of this format
     config = read_model_config(cfg_json, d / CONFIG_FILE)
     params = _read_tensors(d / MODEL_FILE)
     if set(params) != set(PARAM_NAMES):
@@ -477,15 +517,6 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if run_config is not None and not isinstance(run_config, dict):
         raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: run_config is not a JSON object")
     return Checkpoint(d, config, params, run_config, opt, ts)
-
-
-def is_hub_id(source: str) -> bool:
-    """True if ``source`` looks like a Hugging Face Hub id (``owner/name``, optionally
-    ``@revision``: a branch, tag or commit id, and ``/sub/folder``: a checkpoint folder in the repo;
-    grammar in :func:`pawn.hub.fetch.parse_hub_ref`) and is not an existing local path."""
-    from pawn.hub.fetch import parse_hub_ref
-
-    return parse_hub_ref(str(source)) is not None
 
 
 def load_model(path: str | os.PathLike):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -66,12 +68,72 @@ class ModelConfig(BaseModel):
         return self.model_dump()
 
 
+@dataclass(frozen=True)
+class ParamSpec:
+    """One row of the parameter table (spec model §2, §3.5, §5.2, §6.1).
+
+    Attributes:
+        name: the canonical v2 name (``model.safetensors`` key, :class:`pawn.model.PAWNModel` field).
+        dims: the v2 shape in symbols — ``"L"`` layers, ``"d"`` d_model, ``"F"`` d_ff, ``"V"``
+            vocab_size, ``"O"`` n_outcomes — or fixed ints; linear weights ``[in, out]``.
+        init: ``"normal"`` (N(0, 0.02), spec §2.7), ``"ones"`` (RMSNorm scales) or ``"zeros"``.
+        v1_name: the v1 (PyTorch) state-dict key; ``{i}`` marks a per-layer tensor (stacked on
+            the leading ``L`` axis in v2).
+        v1_transposed: v1 stores it ``[out, in]`` (every linear weight, ``lm_head`` included).
+    """
+
+    name: str
+    dims: tuple[str | int, ...]
+    init: str
+    v1_name: str
+    v1_transposed: bool = False
+
+    def shape(self, cfg: "ModelConfig") -> tuple[int, ...]:
+        """The v2 shape for ``cfg``."""
+        sizes = {"L": cfg.n_layers, "d": cfg.d_model, "F": cfg.d_ff, "V": cfg.vocab_size, "O": cfg.n_outcomes}
+        return tuple(sizes[x] if isinstance(x, str) else x for x in self.dims)
+
+    def nested_slice(self, variant: "ModelConfig") -> tuple[slice, ...]:
+        """The prefix slice taking ``variant``'s array out of a supernet's (spec §3.5): ``L``,
+        ``d`` and ``F`` axes cut to the variant's sizes, every other axis whole."""
+        sizes = {"L": variant.n_layers, "d": variant.d_model, "F": variant.d_ff}
+        return tuple(slice(0, sizes[x]) if x in sizes else slice(None) for x in self.dims)
+
+    def v1_shape(self, cfg: "ModelConfig") -> tuple[int, ...]:
+        """The shape of one v1 tensor (one layer's, for per-layer rows; transposed if stored so)."""
+        s = self.shape(cfg)[1:] if "{i}" in self.v1_name else self.shape(cfg)
+        return s[::-1] if self.v1_transposed else s
+
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("src_embed", (64, "d"), "normal", "embed.src_embed.weight"),
+    ParamSpec("dst_embed", (64, "d"), "normal", "embed.dst_embed.weight"),
+    ParamSpec("promo_embed", (5, "d"), "normal", "embed.promo_embed.weight"),
+    ParamSpec("pad_embed", ("d",), "zeros", "embed.pad_embed"),  # no ``.weight`` in v1 (spec §8.5)
+    ParamSpec("outcome_embed", ("O", "d"), "normal", "embed.outcome_embed.weight"),
+    ParamSpec("attn_norm", ("L", "d"), "ones", "layers.{i}.attn_norm.weight"),
+    ParamSpec("wq", ("L", "d", "d"), "normal", "layers.{i}.attn.wq.weight", True),
+    ParamSpec("wk", ("L", "d", "d"), "normal", "layers.{i}.attn.wk.weight", True),
+    ParamSpec("wv", ("L", "d", "d"), "normal", "layers.{i}.attn.wv.weight", True),
+    ParamSpec("wo", ("L", "d", "d"), "normal", "layers.{i}.attn.wo.weight", True),
+    ParamSpec("ffn_norm", ("L", "d"), "ones", "layers.{i}.ffn_norm.weight"),
+    ParamSpec("w_gate", ("L", "d", "F"), "normal", "layers.{i}.ffn.w_gate.weight", True),
+    ParamSpec("w_up", ("L", "d", "F"), "normal", "layers.{i}.ffn.w_up.weight", True),
+    ParamSpec("w_down", ("L", "F", "d"), "normal", "layers.{i}.ffn.w_down.weight", True),
+    ParamSpec("final_norm", ("d",), "ones", "final_norm.weight"),
+    ParamSpec("lm_head", ("d", "V"), "normal", "lm_head.weight", True),
+)
+"""The parameter table, the one home of the tensor schema: the 16 canonical arrays in declaration
+order (spec §5.2). The model's names, shapes, init and slicing (:mod:`pawn.model`), the counts
+(:func:`param_count`), the torch loader (:mod:`pawn.torch`) and the v1 converter
+(:mod:`pawn.convert`) derive from it."""
+
+
 def param_count(cfg: ModelConfig) -> int:
     """Number of parameters, ``P = 145·d + L·(4d² + 3·d·F + 2d) + d + V·d`` (spec §3.3):
     embeddings (64 + 64 + 5 + 1 pad + O outcome rows, with O = 11 giving 145), per layer q/k/v/o,
     SwiGLU and two norms, the final norm and the untied ``lm_head``."""
-    d, L, F, V = cfg.d_model, cfg.n_layers, cfg.d_ff, cfg.vocab_size
-    return (64 + 64 + 5 + 1 + cfg.n_outcomes) * d + L * (4 * d * d + 3 * d * F + 2 * d) + d + V * d
+    return sum(math.prod(p.shape(cfg)) for p in PARAMS)  # the table's shapes; equals the formula (tested)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> int:

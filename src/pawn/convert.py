@@ -47,7 +47,7 @@ from pawn.checkpoint import (
     save_checkpoint,
     verify_manifest,
 )
-from pawn.config import ModelConfig
+from pawn.config import PARAMS, ModelConfig
 from pawn.hub.fetch import (HubDownloadError, HubRef, HubSnapshot, clear_cache_hint, fetch_snapshot, materialise_v2, parse_hub_ref,
                             verify_v1_download)
 from pawn.vocab import N_OUTCOMES, NUM_ACTIONS, OUTCOME_TOKEN_BASE, PAD_TOKEN, VOCAB_SIZE, action_table
@@ -117,21 +117,11 @@ def cache_key(source: str, commit: Optional[str] = None, ref: Optional[HubRef] =
 
 def v1_tensor_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
     """Expected v1 tensor names and PyTorch shapes (spec §4.2), from the source's model_config."""
-    d, L, F, V, O = cfg["d_model"], cfg["n_layers"], cfg["d_ff"], cfg["vocab_size"], cfg["n_outcomes"]
-    shapes: dict[str, tuple[int, ...]] = {
-        "embed.src_embed.weight": (64, d), "embed.dst_embed.weight": (64, d),
-        "embed.promo_embed.weight": (5, d), "embed.pad_embed": (d,),
-        "embed.outcome_embed.weight": (O, d), "final_norm.weight": (d,), "lm_head.weight": (V, d),
-    }
-    for i in range(L):
-        p = f"layers.{i}."
-        shapes[p + "attn_norm.weight"] = (d,)
-        shapes[p + "ffn_norm.weight"] = (d,)
-        for w in ("wq", "wk", "wv", "wo"):
-            shapes[p + f"attn.{w}.weight"] = (d, d)
-        shapes[p + "ffn.w_gate.weight"] = (F, d)
-        shapes[p + "ffn.w_up.weight"] = (F, d)
-        shapes[p + "ffn.w_down.weight"] = (d, F)
+    mc = ModelConfig.model_construct(**{k: cfg[k] for k in ("d_model", "n_layers", "d_ff", "vocab_size", "n_outcomes")})
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in PARAMS:  # the parameter table's v1 names (spec §4.2, §6.1)
+        for i in range(cfg["n_layers"]) if "{i}" in spec.v1_name else (None,):
+            shapes[spec.v1_name.format(i=i)] = spec.v1_shape(mc)
     return shapes
 
 
@@ -213,22 +203,13 @@ def v1_to_v2(tensors: dict[str, np.ndarray], n_layers: int) -> dict[str, np.ndar
     """Map v1 tensors to the 16 v2 arrays (spec §6.1): embeddings copied, every linear weight
     (lm_head included) transposed ``[out, in] → [in, out]``, per-layer tensors stacked in layer
     order on a new leading axis."""
-    def stack(fmt: str, transpose: bool) -> np.ndarray:
-        arrs = [tensors[fmt.format(i=i)] for i in range(n_layers)]
-        return np.stack([a.T if transpose else a for a in arrs])
-
-    out = {
-        "src_embed": tensors["embed.src_embed.weight"], "dst_embed": tensors["embed.dst_embed.weight"],
-        "promo_embed": tensors["embed.promo_embed.weight"], "pad_embed": tensors["embed.pad_embed"],
-        "outcome_embed": tensors["embed.outcome_embed.weight"],
-        "attn_norm": stack("layers.{i}.attn_norm.weight", False),
-        "ffn_norm": stack("layers.{i}.ffn_norm.weight", False),
-        "final_norm": tensors["final_norm.weight"], "lm_head": tensors["lm_head.weight"].T,
-    }
-    for w in ("wq", "wk", "wv", "wo"):
-        out[w] = stack("layers.{i}.attn." + w + ".weight", True)
-    for w in ("w_gate", "w_up", "w_down"):
-        out[w] = stack("layers.{i}.ffn." + w + ".weight", True)
+    out = {}
+    for spec in PARAMS:  # the parameter table's v1 names and orientation
+        fix = (lambda a: a.T) if spec.v1_transposed else (lambda a: a)
+        if "{i}" in spec.v1_name:
+            out[spec.name] = np.stack([fix(tensors[spec.v1_name.format(i=i)]) for i in range(n_layers)])
+        else:
+            out[spec.name] = fix(tensors[spec.v1_name])
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 from jaxtyping import Array, Bool, Float, Int
 
-from pawn.config import ModelConfig, validate_nested
+from pawn.config import PARAMS, ModelConfig, validate_nested
 from pawn.vocab import NUM_ACTIONS, OUTCOME_TOKEN_BASE, PAD_TOKEN, action_table
 
 RMS_EPS = 1e-6
@@ -29,24 +29,14 @@ MASK_FILL = -1e30
 """Score given to masked keys before the fp32 softmax (exp underflows to exactly 0)."""
 """Standard deviation of the normal init of every matrix (spec §2.7)."""
 
-PARAM_NAMES: tuple[str, ...] = (
-    "src_embed", "dst_embed", "promo_embed", "pad_embed", "outcome_embed",
-    "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down",
-    "final_norm", "lm_head",
-)
-"""The 16 canonical parameter names, in declaration order (spec §5.2)."""
+PARAM_NAMES: tuple[str, ...] = tuple(p.name for p in PARAMS)
+"""The 16 canonical parameter names, in declaration order (spec §5.2; :data:`pawn.config.PARAMS`)."""
 
 
 def param_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Shape of every canonical parameter for ``cfg`` (spec §5.2; linear weights ``[in, out]``)."""
-    d, L, F = cfg.d_model, cfg.n_layers, cfg.d_ff
-    return {
-        "src_embed": (64, d), "dst_embed": (64, d), "promo_embed": (5, d), "pad_embed": (d,),
-        "outcome_embed": (cfg.n_outcomes, d), "attn_norm": (L, d),
-        "wq": (L, d, d), "wk": (L, d, d), "wv": (L, d, d), "wo": (L, d, d),
-        "ffn_norm": (L, d), "w_gate": (L, d, F), "w_up": (L, d, F), "w_down": (L, F, d),
-        "final_norm": (d,), "lm_head": (d, cfg.vocab_size),
-    }
+    """Shape of every canonical parameter for ``cfg`` (spec §5.2; linear weights ``[in, out]``;
+    :data:`pawn.config.PARAMS`)."""
+    return {p.name: p.shape(cfg) for p in PARAMS}
 
 
 @functools.cache
@@ -383,14 +373,14 @@ class PAWNModel(eqx.Module):
         shapes = param_shapes(config)
         if params is None:
             params = {}
-            for i, name in enumerate(PARAM_NAMES):
-                shape = shapes[name]
-                if name in ("attn_norm", "ffn_norm", "final_norm"):
-                    params[name] = jnp.ones(shape, jnp.float32)
-                elif name == "pad_embed":
-                    params[name] = jnp.zeros(shape, jnp.float32)
+            for i, spec in enumerate(PARAMS):
+                shape = shapes[spec.name]
+                if spec.init == "ones":
+                    params[spec.name] = jnp.ones(shape, jnp.float32)
+                elif spec.init == "zeros":
+                    params[spec.name] = jnp.zeros(shape, jnp.float32)
                 else:
-                    params[name] = INIT_STD * jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32)
+                    params[spec.name] = INIT_STD * jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32)
         else:
             missing = [n for n in PARAM_NAMES if n not in params]
             extra = sorted(set(params) - set(PARAM_NAMES))
@@ -650,16 +640,6 @@ def sliced(model: PAWNModel, variant: ModelConfig) -> PAWNModel:
             :func:`pawn.config.validate_nested`).
     """
     validate_nested(variant, model.config)
-    d, L, F = variant.d_model, variant.n_layers, variant.d_ff
     p = model.params()
-    out = {
-        "src_embed": p["src_embed"][:, :d], "dst_embed": p["dst_embed"][:, :d],
-        "promo_embed": p["promo_embed"][:, :d], "outcome_embed": p["outcome_embed"][:, :d],
-        "pad_embed": p["pad_embed"][:d], "final_norm": p["final_norm"][:d],
-        "attn_norm": p["attn_norm"][:L, :d], "ffn_norm": p["ffn_norm"][:L, :d],
-        "w_gate": p["w_gate"][:L, :d, :F], "w_up": p["w_up"][:L, :d, :F], "w_down": p["w_down"][:L, :F, :d],
-        "lm_head": p["lm_head"][:d, :],
-    }
-    for n in ("wq", "wk", "wv", "wo"):
-        out[n] = p[n][:L, :d, :d]
+    out = {spec.name: p[spec.name][spec.nested_slice(variant)] for spec in PARAMS}
     return PAWNModel(variant, params=out)

@@ -36,7 +36,7 @@ from pawn.checkpoint import (
     read_model_config,
     verify_manifest,
 )
-from pawn.config import ModelConfig
+from pawn.config import PARAMS, ModelConfig
 from pawn.vocab import NUM_ACTIONS, OUTCOME_TOKEN_BASE, PAD_TOKEN, action_table
 
 RMS_EPS = 1e-6
@@ -182,32 +182,22 @@ class PAWNTorch(nn.Module):
 
 
 def _shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """The 16 canonical v2 tensor shapes for ``c`` (spec §5.2), without importing JAX."""
-    d, L, F = c.d_model, c.n_layers, c.d_ff
-    return {"src_embed": (64, d), "dst_embed": (64, d), "promo_embed": (5, d), "pad_embed": (d,),
-            "outcome_embed": (c.n_outcomes, d), "attn_norm": (L, d), "wq": (L, d, d), "wk": (L, d, d),
-            "wv": (L, d, d), "wo": (L, d, d), "ffn_norm": (L, d), "w_gate": (L, d, F), "w_up": (L, d, F),
-            "w_down": (L, F, d), "final_norm": (d,), "lm_head": (d, c.vocab_size)}
+    """The 16 canonical v2 tensor shapes for ``c`` (spec §5.2, :data:`pawn.config.PARAMS`), without importing JAX."""
+    return {p.name: p.shape(c) for p in PARAMS}
 
 
 def state_dict_from_v2(params: dict[str, np.ndarray], n_layers: int) -> dict[str, torch.Tensor]:
     """v2 arrays (spec §5.2: stacked ``[L, ...]``, ``[in, out]``) → v1-named ``[out, in]`` tensors
     (the inverse of spec §6.1)."""
     t = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)) for k, v in params.items()}
-    sd = {
-        "embed.src_embed.weight": t["src_embed"], "embed.dst_embed.weight": t["dst_embed"],
-        "embed.promo_embed.weight": t["promo_embed"], "embed.pad_embed": t["pad_embed"],
-        "embed.outcome_embed.weight": t["outcome_embed"], "final_norm.weight": t["final_norm"],
-        "lm_head.weight": t["lm_head"].T.contiguous(),
-    }
-    for i in range(n_layers):
-        p = f"layers.{i}."
-        sd[p + "attn_norm.weight"] = t["attn_norm"][i]
-        sd[p + "ffn_norm.weight"] = t["ffn_norm"][i]
-        for w in ("wq", "wk", "wv", "wo"):
-            sd[p + f"attn.{w}.weight"] = t[w][i].T.contiguous()
-        for w in ("w_gate", "w_up", "w_down"):
-            sd[p + f"ffn.{w}.weight"] = t[w][i].T.contiguous()
+    sd = {}
+    for spec in PARAMS:  # the v1 names and orientation of the parameter table (spec §6.1)
+        fix = (lambda x: x.T.contiguous()) if spec.v1_transposed else (lambda x: x)
+        if "{i}" in spec.v1_name:
+            for i in range(n_layers):
+                sd[spec.v1_name.format(i=i)] = fix(t[spec.name][i])
+        else:
+            sd[spec.v1_name] = fix(t[spec.name])
     return sd
 
 

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
+from pawn.adapters.configs import AdapterConfigError
 from pawn.adapters.modules import Adapter
 from pawn.adapters.registry import get_strategy, specialized_config
 from pawn.config import ModelConfig
@@ -125,8 +126,6 @@ def build_adapted(strategy: str, settings: Any, backbone: Optional[PAWNModel], k
         cfg = specialized_config(s, None if backbone is None else backbone.config)
         backbone = PAWNModel(cfg, jax.random.fold_in(key, s.seed))
     elif backbone is None:
-        from pawn.adapters.configs import AdapterConfigError
-
         raise AdapterConfigError(f"the {strategy} strategy needs a backbone")
     return AdaptedModel(backbone, st.build(s, backbone, key), st.name, s)
 

@@ -40,6 +40,15 @@ from pawn.model import PAWNModel, sliced
 
 ADAPTER_FILE = "adapter.safetensors"
 
+ADAPTER_FORMAT_VERSION = 1
+"""Version of the adapter part of an adapter checkpoint (``config.json`` ``adapter.format_version``;
+absent in checkpoints written before it existed, which are version 1), separate from the model
+format (:data:`pawn.checkpoint.FORMAT_VERSION`, the top-level ``format_version``)."""
+
+ADAPTER_MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+"""``adapter`` section migrations, as :data:`pawn.checkpoint.MIGRATIONS`: ``ADAPTER_MIGRATIONS[v]``
+turns a version-``v`` ``adapter`` section into version ``v + 1``."""
+
 
 class BackboneMismatchError(ck.CheckpointError):
     """The backbone found for an adapter checkpoint is not the one it was trained on: its
@@ -181,6 +190,7 @@ def save_adapter(
         "format_version": ck.FORMAT_VERSION,
         "model_config": model.config.to_json_dict(),
         "adapter": {
+            "format_version": ADAPTER_FORMAT_VERSION,
             "strategy": model.strategy,
             "settings": model.settings.model_dump(mode="json"),
             "backbone": None if backbone is None else backbone.to_json(),
@@ -253,8 +263,10 @@ def load_adapter(
     cfg = ck._read_json(d / ck.CONFIG_FILE)
     if not isinstance(cfg, dict) or not isinstance(cfg.get("adapter"), dict):
         raise ck.CheckpointIntegrityError(f"{d / ck.CONFIG_FILE}: no adapter section")
+    cfg = ck.migrate_config(cfg, d / ck.CONFIG_FILE)
     config = ck.read_model_config(cfg, d / ck.CONFIG_FILE)
-    meta = cfg["adapter"]
+    meta = ck.migrate_config({"format_version": 1, **cfg["adapter"]}, d / ck.CONFIG_FILE / "adapter",
+                             current=ADAPTER_FORMAT_VERSION, migrations=ADAPTER_MIGRATIONS)
     st = get_strategy(str(meta.get("strategy")))
     settings = st.parse(meta.get("settings") or {})
     ref, bb, bb_run = None, None, None

@@ -17,7 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from pawn.model import LayerAdapter, PAWNModel, dense
+from pawn.adapters import configs as C
+from pawn.adapters.errors import AdapterError
+from pawn.model import PARAM_NAMES, LayerAdapter, PAWNModel, dense
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -80,8 +82,6 @@ class Adapter(LayerAdapter):
         Raises:
             AdapterError: the strategy acts on activations and cannot be merged.
         """
-        from pawn.adapters.errors import AdapterError
-
         raise AdapterError(f"a {type(self).__name__} adapter acts on activations and cannot be merged into the weights")
 
     def checkpoint_state(self) -> dict:
@@ -120,8 +120,6 @@ class LoRA(Adapter):
 
     def __init__(self, backbone: PAWNModel, targets: tuple[str, ...], rank: int, scale: float, layers: tuple[int, ...], key,
                  init_scale: float = 1.0):
-        from pawn.model import PARAM_NAMES
-
         cfg = backbone.config
         shapes = {n: getattr(backbone, n).shape[1:] for n in targets}
         idx = np.asarray(layers)
@@ -364,10 +362,8 @@ class Unfreeze(Adapter):
     uses_layer_hooks = False
 
     def __init__(self, backbone: PAWNModel, layers: tuple[int, ...], include_lm_head: bool, include_embeddings: bool):
-        from pawn.adapters.configs import LAYER_WEIGHTS
-
         idx = np.asarray(layers)
-        self.blocks = {n: jnp.asarray(getattr(backbone, n))[idx] for n in LAYER_WEIGHTS}
+        self.blocks = {n: jnp.asarray(getattr(backbone, n))[idx] for n in C.LAYER_WEIGHTS}
         self.head = {n: jnp.asarray(getattr(backbone, n)) for n in ("final_norm", "lm_head")} if include_lm_head else {}
         emb = ("src_embed", "dst_embed", "promo_embed", "pad_embed", "outcome_embed")
         self.embeddings = {n: jnp.asarray(getattr(backbone, n)) for n in emb} if include_embeddings else {}
@@ -476,3 +472,19 @@ class Composite(Adapter):
         for p in self.parts:
             params = p.merge(params)
         return params
+
+
+def build_bottleneck(s: C.BottleneckConfig, bb: PAWNModel, key) -> "Bottleneck":
+    """The Houlsby bottleneck of settings ``s`` on ``bb`` (the ``bottleneck`` row's builder, and
+    the bottleneck half of ``retro-bottleneck``).
+
+    Raises:
+        AdapterConfigError: layers outside the backbone.
+    """
+    L = bb.config.n_layers
+    placement = {}
+    if s.adapt_attn:
+        placement["attn"] = C.check_layers(s.attn_layers if s.attn_layers is not None else s.layers, L, "bottleneck attn layers")
+    if s.adapt_ffn:
+        placement["ffn"] = C.check_layers(s.ffn_layers if s.ffn_layers is not None else s.layers, L, "bottleneck ffn layers")
+    return Bottleneck(bb, placement, s.bottleneck_dim, s.n_hidden, key, s.init_scale)

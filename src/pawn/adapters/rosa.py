@@ -24,7 +24,7 @@ Every phase starts as the identity (``B = 0``, ``Δ = 0`` / mask all False, bott
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Literal, Optional
+from typing import Any, Callable, ClassVar, Iterable, Literal, Optional
 
 import equinox as eqx
 import jax
@@ -34,6 +34,7 @@ from pydantic import Field, model_validator
 
 from pawn.adapters import configs as C
 from pawn.adapters import modules as M
+from pawn.adapters.errors import AdapterError
 from pawn.config import ModelConfig
 from pawn.model import PAWNModel, param_shapes
 
@@ -55,10 +56,12 @@ class RoSAConfig(C.LoRAConfig):
     diagonal; 1 = gradient magnitude), ``density = 0.01``.
     """
 
-    density: float = Field(0.01, gt=0.0, le=1.0, description="kept fraction of each matrix, k = max(1, int(density·numel))")
-    rosa_warmup_steps: int = Field(128, ge=0, description="LoRA warm-up optimizer steps (not counted in the main step counter)")
-    mask_samples: int = Field(32, ge=1, description="batches whose |∂L/∂Δ|^α are summed into the mask score")
-    grad_alpha: Literal[1, 2] = Field(2, description="exponent α of the mask score (2 = Fisher diagonal, 1 = magnitude)")
+    density: float = Field(0.01, gt=0.0, le=1.0, description="Fraction of each targeted matrix that trains (RoSA family: exactly "
+                                                             "max(1, int(density·numel)) per matrix).")
+    rosa_warmup_steps: int = Field(128, ge=0, description="RoSA family: LoRA warm-up steps before the gradient masks (own counter, "
+                                                         "not main steps; constant --lr).")
+    mask_samples: int = Field(32, ge=1, description="RoSA family: batches whose |∂L/∂Δ|^α are summed into the mask score.")
+    grad_alpha: Literal[1, 2] = Field(2, description="RoSA family: mask score exponent α (2 = Fisher diagonal, 1 = gradient magnitude).")
 
 
 class RetroSparseConfig(RoSAConfig):
@@ -71,11 +74,16 @@ class RetroBottleneckConfig(RetroSparseConfig):
     trained together with Δ. ``bottleneck_layers`` places the bottlenecks (e.g. ``6,7,8,9`` = top-4
     on large); ``layers`` places the LoRA warm-up and Δ (default all — the published combos)."""
 
-    bottleneck_dim: int = Field(8, ge=1, description="bn (v1 default 8)")
-    n_hidden: int = Field(0, ge=0, description="extra bn x bn stages")
-    adapt_attn: bool = True
-    adapt_ffn: bool = True
-    bottleneck_layers: Optional[tuple[int, ...]] = Field(None, min_length=1, description="bottleneck layers (default: all)")
+    flag_names: ClassVar[dict[str, str]] = {**C.LoRAConfig.flag_names, "n_hidden": "bottleneck_n_hidden", "adapt_attn": "no_adapt_attn",
+                                            "adapt_ffn": "no_adapt_ffn"}
+    negated_flags: ClassVar[frozenset[str]] = frozenset({"adapt_attn", "adapt_ffn"})
+
+    bottleneck_dim: int = Field(8, ge=1, description="Bottleneck width bn (spec §4.3 default 8).")
+    n_hidden: int = Field(0, ge=0, description="Extra bn×bn hidden stages in each bottleneck.")
+    adapt_attn: bool = Field(True, description="Bottleneck after attention (off: --no-adapt-attn).")
+    adapt_ffn: bool = Field(True, description="Bottleneck after the FFN (off: --no-adapt-ffn).")
+    bottleneck_layers: Optional[tuple[int, ...]] = Field(None, min_length=1, description="retro-bottleneck: comma list of layers with "
+                                                         "bottlenecks (e.g. the top 4; default all); --adapter-layers places the LoRA warm-up and Δ.")
 
     @model_validator(mode="after")
     def _some_position(self):
@@ -246,8 +254,6 @@ class RoSAAdapter(M.Adapter):
         Raises:
             AdapterError: before phase 3, or ``retro-bottleneck`` (acts on activations).
         """
-        from pawn.adapters.errors import AdapterError
-
         if self.phase != PHASE_TRAIN:
             raise AdapterError(f"a {self.mode} adapter in phase {self.phase} has no mask yet and cannot be merged")
         if self.bottleneck is not None:
@@ -268,8 +274,6 @@ class RoSAAdapter(M.Adapter):
         Raises:
             AdapterError: an unknown phase value.
         """
-        from pawn.adapters.errors import AdapterError
-
         phase = state.get("phase", PHASE_WARMUP)
         if phase not in (PHASE_WARMUP, PHASE_MASK, PHASE_TRAIN):
             raise AdapterError(f"{self.mode} adapter checkpoint records phase {phase!r}; expected 1, 2 or 3")
@@ -296,9 +300,7 @@ def build(mode: str) -> Callable[[RoSAConfig, PAWNModel, jax.Array], RoSAAdapter
         sparse = M.Sparse(bb, s.target_names(), layers, {n: np.zeros((len(layers),) + sh, bool) for n, sh in shapes.items()})
         bottleneck = None
         if mode == "retro-bottleneck":
-            from pawn.adapters.registry import _bottleneck
-
-            bottleneck = _bottleneck(s.bottleneck(), bb, jax.random.fold_in(key, 2))
+            bottleneck = M.build_bottleneck(s.bottleneck(), bb, jax.random.fold_in(key, 2))
         return RoSAAdapter(lora, sparse, bottleneck, mode, PHASE_WARMUP)
 
     return _build

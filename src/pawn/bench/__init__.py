@@ -5,7 +5,9 @@ One module per section (:mod:`~pawn.bench.memory`, :mod:`~pawn.bench.engine` wit
 process :mod:`~pawn.bench.engine_child`, :mod:`~pawn.bench.step`, :mod:`~pawn.bench.mfu`,
 :mod:`~pawn.bench.data`, :mod:`~pawn.bench.concurrency`, :mod:`~pawn.bench.evaluation`,
 :mod:`~pawn.bench.decode`); each returns a typed record (:mod:`~pawn.bench.records`).
-:mod:`~pawn.bench.runner` runs the sections into one :class:`BenchReport`, whose ``to_dict()``
+:mod:`~pawn.bench.section` holds one :class:`Section` row per section, registered by the section's
+own module (adding a section is a module plus its test); :mod:`~pawn.bench.runner` runs the
+sections into one :class:`BenchReport`, whose ``to_dict()``
 is the ``--json`` document, and :mod:`~pawn.bench.report` prints it through one metric table.
 
 Timings are medians over repeated runs after warm-up, with min and max, and every timed call ends
@@ -30,6 +32,7 @@ from pawn.bench.records import Measurement, to_json
 from pawn.bench.report import METRICS, print_report
 from pawn.bench.runner import (REFERENCE_MACHINE, REFERENCE_SECTION_S, SECTIONS, BenchReport, estimate_line,
                                estimate_seconds, header, parse_only, run_bench)
+from pawn.bench.section import Section, SectionContext, register
 from pawn.bench.settings import QUICK_PRESET, BenchSettings, pretrain_optimizer
 from pawn.bench.step import StepSetup, bench_step, fresh_state, make_setup
 from pawn.bench.timing import common_window_rate, per_repetition_rates, rates, time_call, timing_stats
@@ -37,9 +40,9 @@ from pawn.config import flops_per_token
 
 __all__ = [
     "BenchReport", "BenchSettings", "FLOPS_FORMULA", "GPU_PEAKS", "METRICS", "Measurement", "PEAK_SOURCE", "QUICK_PRESET",
-    "REFERENCE_MACHINE", "REFERENCE_SECTION_S", "SECTIONS", "StepSetup", "bench_adapt", "bench_concurrency", "bench_data", "bench_decode",
+    "REFERENCE_MACHINE", "REFERENCE_SECTION_S", "SECTIONS", "Section", "SectionContext", "StepSetup", "bench_adapt", "bench_concurrency", "bench_data", "bench_decode",
     "bench_engine", "bench_eval", "bench_memory", "bench_mfu", "bench_population", "bench_step", "common_window_rate", "decode_step_timing",
     "estimate_line", "estimate_seconds", "flops_per_token", "fresh_state", "header", "lookup_gpu_peak", "make_setup",
-    "measure_matmul_peak", "parse_only", "per_repetition_rates", "pretrain_optimizer", "print_report", "rates",
+    "measure_matmul_peak", "parse_only", "per_repetition_rates", "pretrain_optimizer", "print_report", "rates", "register",
     "resolve_pgn_files", "run_bench", "step_flops_per_token", "time_call", "timing_stats", "to_json",
 ]

@@ -21,6 +21,8 @@ from typing import Optional
 
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
+from pawn.bench.report import Metric, TableView, _n, _range
+from pawn.bench.section import Section, register, train_step_work
 from pawn.bench.timing import time_call
 from pawn.errors import UsageError
 
@@ -176,7 +178,6 @@ def bench_adapt(s: BenchSettings) -> AdaptResult:
 
 def adapt_view(r: AdaptResult):
     """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
-    from pawn.bench.report import Metric, TableView, _n, _range
 
     v = TableView(f"adapter step vs full fine-tuning: {r.backbone} ({r.backbone_params:,} params), batch {r.batch_size} × "
                   f"seq {r.seq_len}, K = {r.steps_per_chunk}, legal-masked loss, {r.train_games:,} games of {Path(r.data).name}",
@@ -193,3 +194,13 @@ def adapt_view(r: AdaptResult):
                        f"{w.wait_s:.3f} s of {w.wall_s:.2f} s = {100 * w.wait_frac:.1f}%, {_n(w.tokens_per_s)} tokens/s")
     v.notes.append("time ms = one K-step chunk; tokens = padded positions K·B·T")
     return v
+
+
+def _work(s: BenchSettings) -> float:
+    """One chunk per strategy (+ full fine-tuning) per repeat, plus the data-wait chunks."""
+    return train_step_work(s) * ((len(s.adapt_strategies) + 1) * (s.repeats + s.warmup) + s.data_chunks)
+
+
+SECTION = register(Section("adapt", 90, lambda s, ctx: bench_adapt(s), adapt_view, (40.0, 240.0),
+                           _work))
+"""The ``adapt`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -11,6 +11,8 @@ from typing import Any, Optional
 
 from pawn.bench.records import OMIT_NONE
 from pawn.bench.settings import BenchSettings
+from pawn.bench.section import Section, register, train_step_work
+from pawn.bench import report as R
 from pawn.bench.step import make_setup
 from pawn.bench.timing import common_window_rate
 
@@ -131,3 +133,8 @@ def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0) -> Concurrency
         else:
             os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = saved
     return out
+
+
+SECTION = register(Section("concurrency", 60, lambda s, ctx: bench_concurrency(s), R._concurrency, (9.0, 46.0),
+                           lambda s: train_step_work(s) * s.concurrency_chunks))
+"""The ``concurrency`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -13,6 +13,8 @@ from typing import Any, Optional
 
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
+from pawn.bench.section import Section, register, train_step_work
+from pawn.bench import report as R
 from pawn.bench.step import StepSetup, fresh_state, make_setup
 from pawn.bench.timing import timing_stats
 
@@ -93,3 +95,8 @@ def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None) -> DataResul
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+SECTION = register(Section("data", 50, lambda s, ctx: bench_data(s, ctx.setup), R._data, (1.0, 50.0),
+                           lambda s: train_step_work(s) * s.data_chunks, shared_setup=True))
+"""The ``data`` row of the section table (:mod:`pawn.bench.section`)."""

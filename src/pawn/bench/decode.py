@@ -10,6 +10,9 @@ import numpy as np
 
 from pawn.bench.records import OMIT_NONE, Measurement
 from pawn.bench.settings import BenchSettings
+from pawn.bench.section import Section, register
+from pawn.bench import report as R
+from pawn.config import flops_per_token
 from pawn.bench.timing import time_call
 
 
@@ -114,3 +117,8 @@ def bench_decode(s: BenchSettings) -> DecodeResult:
             w.kv_speedup = w.forms["kv_cache"].rates["tokens_per_s"] / w.forms["recompute"].rates["tokens_per_s"]
         out.workloads.append(w)
     return out
+
+
+SECTION = register(Section("decode", 80, lambda s, ctx: bench_decode(s), R._decode, (5.0, 60.0),
+                           lambda s: flops_per_token(s.model()[0], s.decode_len) / 3 * s.decode_games * s.decode_len * s.decode_len))
+"""The ``decode`` row of the section table (:mod:`pawn.bench.section`)."""

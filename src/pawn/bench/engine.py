@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Sequence, Union
 
 from pawn.bench.records import Measurement
-from pawn.bench.settings import BenchSettings
+from pawn.bench.settings import BenchSettings, resolve_pgn_files
+from pawn.bench.section import Section, register
+from pawn.bench import report as R
 from pawn.bench.timing import timing_stats
 from pawn.errors import EngineFailure, UsageError
 
@@ -44,26 +46,6 @@ class EngineResult:
 
     threads: list[EngineThreads] = field(default_factory=list)
     python_chess: Union[Measurement, dict, None] = None
-
-
-def resolve_pgn_files(paths: Sequence[Path]) -> tuple[str, ...]:
-    """``--pgn`` values (files, or directories of ``*.pgn``) → the files, in order.
-
-    Raises:
-        UsageError: a path that does not exist, or a directory with no ``.pgn`` file.
-    """
-    files: list[Path] = []
-    for f in paths:
-        if f.is_dir():
-            found = sorted(f.glob("*.pgn"))
-            if not found:
-                raise UsageError(f"--pgn: no .pgn file in directory {f}")
-            files.extend(found)
-        elif f.is_file():
-            files.append(f)
-        else:
-            raise UsageError(f"--pgn: no such file {f}")
-    return tuple(str(f) for f in files)
 
 
 def python_chess_games(n_games: int, max_ply: int, seed: int) -> tuple[int, int]:
@@ -134,3 +116,6 @@ def bench_engine(s: BenchSettings) -> EngineResult:
     return out
 
 
+SECTION = register(Section("engine", 20, lambda s, ctx: bench_engine(s), R._engine, (2.0, 10.0),
+                           lambda s: float(s.engine_games * s.engine_max_ply * s.repeats)))
+"""The ``engine`` row of the section table (:mod:`pawn.bench.section`)."""

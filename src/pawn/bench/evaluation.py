@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 from pawn.bench.records import FLATTEN, Measurement
 from pawn.bench.settings import BenchSettings
+from pawn.bench.section import Section, register
+from pawn.bench import report as R
+from pawn.config import flops_per_token
 from pawn.bench.timing import time_call
 from pawn.settings import VAL_SEED_PUBLISHED
 
@@ -54,3 +57,8 @@ def bench_eval(s: BenchSettings) -> EvalResult:
     n_pos = int(res["r"].n_positions)
     timing = Measurement.of(st).per(n_pos, "positions_per_s").per(s.eval_games, "games_per_s")
     return EvalResult(label, cfg.name, s.eval_games, s.seq_len, s.batch_size, n_pos, timing)
+
+
+SECTION = register(Section("eval", 70, lambda s, ctx: bench_eval(s), R._eval, (3.0, 10.0),
+                           lambda s: flops_per_token(s.model()[0], s.seq_len) / 3 * s.eval_games * s.seq_len * s.repeats))
+"""The ``eval`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -9,6 +9,8 @@ from typing import Any, Optional
 
 from pawn.errors import UsageError
 from pawn.bench.settings import BenchSettings, pretrain_optimizer
+from pawn.bench.section import Section, register
+from pawn.bench import report as R
 
 
 @dataclass
@@ -90,3 +92,9 @@ def bench_memory(s: BenchSettings) -> MemoryResult:
                                   None if cap is None else fits(est.peak_bytes, cap),
                                   {name: fits(est.peak_bytes, size) for name, size in NAMED_DEVICES}))
     return out
+
+
+# memory: three compilations of 10–25 s (toy to large supernet).
+SECTION = register(Section("memory", 10, lambda s, ctx: bench_memory(s), R._memory, (30.0, 60.0),
+                           lambda s: float(len(s.remat_candidates()))))
+"""The ``memory`` row of the section table (:mod:`pawn.bench.section`)."""

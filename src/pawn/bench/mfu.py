@@ -8,6 +8,8 @@ from typing import Any, Optional, Sequence
 
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
+from pawn.bench.section import Section, register, train_step_work
+from pawn.bench import report as R
 from pawn.bench.step import StepResult, StepSetup, chunk_timing, make_setup
 from pawn.bench.timing import time_call
 from pawn.config import flops_per_token
@@ -161,3 +163,6 @@ def bench_mfu(s: BenchSettings, step: Optional[StepResult] = None, setup: Option
     return out
 
 
+SECTION = register(Section("mfu", 40, lambda s, ctx: bench_mfu(s, ctx.results.get("step"), ctx.setup), R._mfu, (2.0, 3.0),
+                           lambda s: train_step_work(s) * s.repeats, shared_setup=True))
+"""The ``mfu`` row of the section table (:mod:`pawn.bench.section`)."""

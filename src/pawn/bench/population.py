@@ -45,6 +45,8 @@ from typing import Any, Callable, Optional
 
 from pawn.bench.records import OMIT_NONE, Measurement
 from pawn.bench.settings import BenchSettings
+from pawn.bench.report import Metric, TableView, _n
+from pawn.bench.section import Section, register, train_step_work
 from pawn.bench.timing import timing_stats
 from pawn.errors import UsageError
 
@@ -370,7 +372,6 @@ def bench_population(s: BenchSettings) -> PopulationResult:
 
 def population_view(r: PopulationResult):
     """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
-    from pawn.bench.report import Metric, TableView, _n
 
     v = TableView(f"population of {r.population_size} (one vmapped program) vs {r.population_size} sequential trials: {r.model}, "
                   f"batch {r.batch_size} × seq {r.seq_len}, K = {r.steps_per_chunk}, {r.steps_per_trial} steps per trial; "
@@ -398,3 +399,16 @@ def population_view(r: PopulationResult):
 
 
 __all__ = ["MEMBERS", "RUN_TYPES", "PopulationResult", "PopulationRow", "bench_population", "member_settings", "population_view"]
+
+
+def _work(s: BenchSettings) -> float:
+    """Per run type: P sequential + 1 vmapped chunk per round (+ the first calls), and with end to
+    end 2·P trials of population_steps steps."""
+    e2e = 2 * s.population_size * s.population_steps if s.population_end_to_end else 0
+    return 2 * train_step_work(s) / s.steps_per_chunk * (2 * s.population_size * s.steps_per_chunk * (s.repeats + 1) + e2e)
+
+
+# measured on the shared 2-core CPU at load ~5: quick ~100 s, default ~20 min
+SECTION = register(Section("population", 100, lambda s, ctx: bench_population(s), population_view, (60.0, 600.0),
+                           _work))
+"""The ``population`` row of the section table (:mod:`pawn.bench.section`)."""

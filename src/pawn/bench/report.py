@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Callable, Optional, Sequence
 
 from pawn.bench.records import Measurement
+from pawn.bench.section import SECTIONS
 
 
 def _n(x: Optional[float], digits: int = 0) -> str:
@@ -189,22 +191,22 @@ def _decode(d) -> TableView:
     return v
 
 
-def _adapt(r) -> TableView:
-    from pawn.bench.adapt import adapt_view  # the section module lays out its own record
+class _Views(Mapping):
+    """Section name → its :attr:`~pawn.bench.section.Section.view` (a live view of the section table)."""
 
-    return adapt_view(r)
+    def __getitem__(self, name: str) -> Callable[[Any], TableView]:
+        return SECTIONS[name].view
+
+    def __iter__(self):
+        return iter(SECTIONS)
+
+    def __len__(self) -> int:
+        return len(SECTIONS)
 
 
-def _population(r) -> TableView:
-    from pawn.bench.population import population_view  # the section module lays out its own record
-
-    return population_view(r)
-
-
-VIEWS: dict[str, Callable[[Any], TableView]] = {
-    "memory": _memory, "engine": _engine, "step": _step, "mfu": _mfu, "data": _data, "concurrency": _concurrency,
-    "eval": _eval, "decode": _decode, "adapt": _adapt, "population": _population}
-"""Section name → the function that lays out its record as a :class:`TableView`."""
+VIEWS: Mapping[str, Callable[[Any], TableView]] = _Views()
+"""Section name → the function that lays out its record as a :class:`TableView` (from the
+section table, :data:`pawn.bench.section.SECTIONS`)."""
 
 
 def render(view: TableView):

@@ -1,5 +1,6 @@
 """The ``pawn bench`` driver: section selection, the run header, the time estimate and
-:func:`run_bench`, which runs the chosen sections in order into one :class:`BenchReport`."""
+:func:`run_bench`, which runs the chosen sections in order into one :class:`BenchReport`. What a
+section is (how it runs, its estimate, its table) is its row of :mod:`pawn.bench.section`."""
 
 from __future__ import annotations
 
@@ -11,32 +12,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from pawn.bench.engine import cpus_available
-from pawn.errors import UsageError
-from pawn.bench.mfu import step_flops_per_token
 from pawn.bench.records import to_json
-from pawn.bench.settings import BenchSettings
-from pawn.config import flops_per_token
+from pawn.bench.section import SECTIONS as SECTION_TABLE
+from pawn.bench.section import SectionContext, discover
+from pawn.bench.settings import BenchSettings, parse_only
+from pawn.bench.step import make_setup
 
-SECTIONS: tuple[str, ...] = ("memory", "engine", "step", "mfu", "data", "concurrency", "eval", "decode", "adapt", "population")
-"""Section names accepted by ``--only``, in run order. Section ``x`` runs ``pawn.bench.bench_x``."""
+discover()  # a section module not imported above registers its row now
 
-SHARED_SETUP = ("step", "mfu", "data")
+SECTIONS: tuple[str, ...] = tuple(SECTION_TABLE)
+"""Section names accepted by ``--only``, in run order (the section table, :mod:`pawn.bench.section`)."""
+
+SHARED_SETUP: tuple[str, ...] = tuple(n for n, row in SECTION_TABLE.items() if row.shared_setup)
 """Sections that share one compiled :class:`~pawn.bench.step.StepSetup`."""
-
-
-def parse_only(values: Optional[Sequence[str]]) -> list[str]:
-    """``--only`` values (repeatable, comma lists) → section names in run order.
-
-    Raises:
-        ValueError: an unknown name (listing the valid ones).
-    """
-    if not values:
-        return list(SECTIONS)
-    names = {x.strip() for v in values for x in v.split(",") if x.strip()}
-    bad = sorted(names - set(SECTIONS))
-    if bad:
-        raise UsageError(f"unknown section(s) {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
-    return [n for n in SECTIONS if n in names]
 
 
 def cpu_model() -> str:
@@ -113,17 +101,6 @@ class BenchReport:
         return d
 
 
-def _run_section(name: str, s: BenchSettings, report: BenchReport, setup):
-    """Call ``pawn.bench.bench_<name>`` (looked up on the package at call time, so a section can
-    be replaced there) with what it shares with the other sections."""
-    import pawn.bench as pkg
-
-    fn = getattr(pkg, f"bench_{name}")
-    if name == "mfu":
-        return fn(s, report.results.get("step"), setup)
-    return fn(s, setup) if name in SHARED_SETUP else fn(s)
-
-
 def run_bench(
     s: BenchSettings,
     sections: Sequence[str],
@@ -142,8 +119,6 @@ def run_bench(
         RuntimeError: the engine child process failed.
         pawn.train.memory.InsufficientMemoryError: the train step does not fit the device.
     """
-    from pawn.bench.step import make_setup
-
     report = BenchReport(header(), s, list(sections))
     setup = None
     t_all = time.perf_counter()
@@ -152,9 +127,10 @@ def run_bench(
         for name in sections:
             progress(name)
             t0 = time.perf_counter()
-            if name in SHARED_SETUP and setup is None:
+            row = SECTION_TABLE[name]
+            if row.shared_setup and setup is None:
                 setup = make_setup(s)
-            report.results[name] = _run_section(name, s, report, setup)
+            report.results[name] = row.run(s, SectionContext(setup if row.shared_setup else None, report.results))
             report.section_wall_s[name] = time.perf_counter() - t0
             report.completed_sections.append(name)
             if on_section is not None:
@@ -165,47 +141,23 @@ def run_bench(
     return report
 
 
-# Rough wall seconds of each section on an otherwise idle 2-core CPU: (--quick, default settings =
-# tiny supernet, batch 16 × 128, K 10, 5 repeats). Concurrency is the one-process row (see
-# estimate_seconds). Derived from CPU seconds measured per section on a busy 2-core machine
-# (quick: engine 0.5, step 29.8, mfu 0.4, data 0.1, concurrency 28.2 for rows 1 and 2, decode 3.2;
-# default: engine 12.2, step 168.5, mfu 0.7, data 71.4), and, for the default concurrency and
-# decode sections, from a whole default run with --concurrency 4 taking about 7.5 minutes there.
-# memory: three compilations of 10–25 s (toy to large supernet); eval and the decode section's
-# 64 × 257 workload are guesses from their first timings.
-# Only used for the estimate printed before a run.
-REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {
-    "memory": (30.0, 60.0), "engine": (2.0, 10.0), "step": (25.0, 120.0), "mfu": (2.0, 3.0), "data": (1.0, 50.0),
-    "concurrency": (9.0, 46.0), "eval": (3.0, 10.0), "decode": (5.0, 60.0), "adapt": (40.0, 240.0),
-    "population": (60.0, 600.0),  # measured on the shared 2-core CPU at load ~5: quick ~100 s, default ~20 min
-}
+# Rough wall seconds of each section on an otherwise idle 2-core CPU (each row's reference_s:
+# --quick, default settings = tiny supernet, batch 16 × 128, K 10, 5 repeats). Concurrency is the
+# one-process row (see estimate_seconds). Derived from CPU seconds measured per section on a busy
+# 2-core machine (quick: engine 0.5, step 29.8, mfu 0.4, data 0.1, concurrency 28.2 for rows 1
+# and 2, decode 3.2; default: engine 12.2, step 168.5, mfu 0.7, data 71.4), and, for the default
+# concurrency and decode sections, from a whole default run with --concurrency 4 taking about 7.5
+# minutes there. eval and the decode section's 64 × 257 workload are guesses from their first
+# timings. Only used for the estimate printed before a run.
+REFERENCE_SECTION_S: dict[str, tuple[float, float]] = {n: row.reference_s for n, row in SECTION_TABLE.items()}
+"""Section name → (``--quick``, default) reference wall seconds (from the section table)."""
 REFERENCE_MACHINE = "a 2-core CPU"
 """Where :data:`REFERENCE_SECTION_S` was measured."""
 
 
 def _work(s: BenchSettings, name: str) -> float:
-    """Relative amount of work of a section (its dominant loop), for :func:`estimate_seconds`."""
-    if name == "engine":
-        return s.engine_games * s.engine_max_ply * s.repeats
-    if name == "memory":  # compile only: about one compilation per remat mode, whatever the sizes
-        return float(len(s.remat_candidates()))
-    stored, variants, _ = s.model()
-    if name == "decode":
-        return flops_per_token(stored, s.decode_len) / 3 * s.decode_games * s.decode_len * s.decode_len
-    if name == "eval":
-        return flops_per_token(stored, s.seq_len) / 3 * s.eval_games * s.seq_len * s.repeats
-    step = step_flops_per_token(variants, s.seq_len) * s.batch_size * s.seq_len * s.steps_per_chunk
-    if name == "concurrency":
-        return step * s.concurrency_chunks
-    if name == "data":
-        return step * s.data_chunks
-    if name == "adapt":  # one chunk per strategy (+ full fine-tuning) per repeat, plus the data-wait chunks
-        return step * ((len(s.adapt_strategies) + 1) * (s.repeats + s.warmup) + s.data_chunks)
-    if name == "population":  # per run type: P sequential + 1 vmapped chunk per round (+ the first calls), and
-        # with end to end 2·P trials of population_steps steps
-        e2e = 2 * s.population_size * s.population_steps if s.population_end_to_end else 0
-        return 2 * step / s.steps_per_chunk * (2 * s.population_size * s.steps_per_chunk * (s.repeats + 1) + e2e)
-    return step * s.repeats
+    """Relative amount of work of a section (its row's ``work``), for :func:`estimate_seconds`."""
+    return float(SECTION_TABLE[name].work(s))
 
 
 def estimate_seconds(s: BenchSettings, sections: Sequence[str], cores: int = 2) -> dict[str, float]:
@@ -217,7 +169,7 @@ def estimate_seconds(s: BenchSettings, sections: Sequence[str], cores: int = 2) 
     ref = BenchSettings.defaults(quick=s.quick)
     out = {}
     for name in sections:
-        base = REFERENCE_SECTION_S[name][0 if s.quick else 1]
+        base = SECTION_TABLE[name].reference_s[0 if s.quick else 1]
         ratio = _work(s, name) / max(_work(ref, name), 1.0)
         t = 0.5 * base + 0.5 * base * ratio
         if name == "concurrency":

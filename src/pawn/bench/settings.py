@@ -11,14 +11,60 @@ the pretraining one, read from :class:`~pawn.settings.PretrainConfig`'s defaults
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Sequence
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from pawn.config import NAMED_CONFIGS, SUPERNETS, ModelConfig
+from pawn.dtypes import canonical_dtype
+from pawn.errors import UsageError
 from pawn.settings import LAPTOP_PRESET, PretrainConfig, _Settings
 from pawn.vocab import MAX_SEQ_LEN
+
+_SECTION_NAMES: list[str] = []
+"""The registered section names in run order, handed over by :func:`pawn.bench.section.register`
+(which sits above this module), for ``--only``'s validation."""
+
+
+def set_section_names(names: tuple[str, ...]) -> None:
+    """Replace the section names ``--only`` accepts (called by :func:`pawn.bench.section.register`)."""
+    _SECTION_NAMES[:] = names
+
+
+def parse_only(values: Optional[Sequence[str]]) -> list[str]:
+    """``--only`` values (repeatable, comma lists) → section names in run order.
+
+    Raises:
+        UsageError: an unknown name (listing the valid ones).
+    """
+    if not values:
+        return list(_SECTION_NAMES)
+    names = {x.strip() for v in values for x in v.split(",") if x.strip()}
+    bad = sorted(names - set(_SECTION_NAMES))
+    if bad:
+        raise UsageError(f"unknown section(s) {', '.join(bad)}; choose from {', '.join(_SECTION_NAMES)}")
+    return [n for n in _SECTION_NAMES if n in names]
+
+
+def resolve_pgn_files(paths: Sequence[Path]) -> tuple[str, ...]:
+    """``--pgn`` values (files, or directories of ``*.pgn``) → the files, in order.
+
+    Raises:
+        UsageError: a path that does not exist, or a directory with no ``.pgn`` file.
+    """
+    files: list[Path] = []
+    for f in paths:
+        if f.is_dir():
+            found = sorted(f.glob("*.pgn"))
+            if not found:
+                raise UsageError(f"--pgn: no .pgn file in directory {f}")
+            files.extend(found)
+        elif f.is_file():
+            files.append(f)
+        else:
+            raise UsageError(f"--pgn: no such file {f}")
+    return tuple(str(f) for f in files)
 
 QUICK_PRESET: dict[str, Any] = dict(
     variant="toy", supernet=None, batch_size=4, seq_len=32, steps_per_chunk=2, repeats=2, engine_games=200,
@@ -114,11 +160,7 @@ class BenchSettings(_Settings):
     @field_validator("pgn_files", mode="before")
     @classmethod
     def _pgn_folders(cls, v: Any) -> Any:
-        """Directories expand to their ``*.pgn`` files (see :func:`pawn.bench.engine.resolve_pgn_files`)."""
-        from pathlib import Path
-
-        from pawn.bench.engine import resolve_pgn_files
-
+        """Directories expand to their ``*.pgn`` files (see :func:`resolve_pgn_files`)."""
         if isinstance(v, str):
             v = [v]
         return resolve_pgn_files([Path(p) for p in v]) if v else ()
@@ -127,10 +169,7 @@ class BenchSettings(_Settings):
     @classmethod
     def _sections(cls, v: Any) -> Any:
         """``--only`` values (repeated flags, comma lists, a config-file list or a comma string)
-        → the section names in run order (see :func:`pawn.bench.runner.parse_only`); None = all."""
-        from pawn.bench.runner import parse_only
-        from pawn.errors import UsageError
-
+        → the section names in run order (see :func:`parse_only`); None = all."""
         if v is None or v == "":
             return None
         try:
@@ -142,8 +181,6 @@ class BenchSettings(_Settings):
     @classmethod
     def _dtype_spelling(cls, v: Any) -> Any:
         """Accept the common spellings (bf16, fp32, …); see :func:`pawn.dtypes.canonical_dtype`."""
-        from pawn.dtypes import canonical_dtype
-
         return canonical_dtype(v, allow_auto=True) if isinstance(v, str) else v
 
     @model_validator(mode="after")

@@ -13,6 +13,8 @@ import numpy as np
 from pawn.errors import UsageError
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings, pretrain_optimizer
+from pawn.bench.section import Section, register, train_step_work
+from pawn.bench import report as R
 from pawn.bench.timing import time_call, timing_stats
 
 
@@ -160,3 +162,8 @@ def bench_step(s: BenchSettings, setup: StepSetup | None = None) -> StepResult:
     out.forms["jit_step"] = Measurement.of(st).per(B * T, "tokens_per_s").per(1, "steps_per_s")
     out.forms["scan_chunk"] = chunk_timing(setup, s, s.repeats).per(B * T * K, "tokens_per_s").per(K, "steps_per_s")
     return out
+
+
+SECTION = register(Section("step", 30, lambda s, ctx: bench_step(s, ctx.setup), R._step, (25.0, 120.0),
+                           lambda s: train_step_work(s) * s.repeats, shared_setup=True))
+"""The ``step`` row of the section table (:mod:`pawn.bench.section`)."""

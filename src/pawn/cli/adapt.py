@@ -28,20 +28,19 @@ DOC = (
 
 def strategy_report(cfg: Optional[AdaptSettings] = None) -> TableReport:
     """The strategy table (``--list-strategies``): what trains, the parameter formula, and the
-    adapter settings ``pawn adapt`` would use for each strategy — its defaults (e.g. bottleneck
-    ``bottleneck_dim=32``, the v2 CLI default, not the library's v1 8) overridden by the flags,
+    adapter settings ``pawn adapt`` would use for each strategy — its defaults (the strategy
+    table's, the same as :func:`pawn.adapters.build_adapted`'s) overridden by the flags,
     environment and config file of ``cfg``."""
-    from pawn.adapters import strategy_table
-    from pawn.train.adapt_config import STRATEGY_SETTINGS
+    from pawn.adapters import STRATEGIES
 
     cfg = cfg if cfg is not None else AdaptSettings.model_construct()
     rep = TableReport("adapter strategies", [Column("strategy", justify="left"), Column("trains", justify="left"),
                                              Column("parameters", justify="left"), Column("mergeable", justify="left"),
                                              Column("settings pawn adapt uses", justify="left")])
-    for row in strategy_table():
-        used = STRATEGY_SETTINGS[row["name"]](cfg.model_copy(update={"strategy": row["name"]}))
-        rep.add(row["name"], row["trains"], row["formula"], "yes" if row["mergeable"] else "no",
-                ", ".join(f"{k}={v}" for k, v in used.items()))
+    for row in STRATEGIES.values():
+        used = row.parse(cfg.strategy_settings(row.name)).model_dump(mode="json")
+        rep.add(row.name, row.trains, row.formula, "yes" if row.mergeable else "no",
+                ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in used.items()))
     return rep
 
 

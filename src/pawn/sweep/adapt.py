@@ -1,9 +1,9 @@
 """Adapter trials: ``pawn adapt`` (:func:`pawn.train.adapt.run_adapt`) in process, one run
 directory per trial, the objective its ``val_loss`` (spec §6.1: best val loss).
 
-The §6.1 search spaces use v1's sweep names; :func:`adapt_fields` maps them to ``pawn adapt``'s
-settings (``rank`` → ``lora_rank``, ``targets = "qv"`` → ``lora_targets = ["q", "v"]``, ``dim`` →
-``bottleneck_dim``, ...). The Lichess games come from the memory-mapped cache that the first trial
+The §6.1 search spaces (the strategy table's rows, :mod:`pawn.sweep.space`) name strategy
+settings; :func:`adapt_fields` maps them to ``pawn adapt``'s through the row (``rank`` →
+``lora_rank``, ``targets = "qv"`` → ``lora_targets = ["q", "v"]``). The Lichess games come from the memory-mapped cache that the first trial
 builds (later trials parse nothing); the backbone is loaded once per worker process and the
 train chunk and validation are compiled once for all trials that differ only in array-valued
 hyperparameters (:class:`pawn.train.adapt.AdaptReuse`, issue 15).
@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from pawn.adapters.registry import STRATEGIES
 from pawn.errors import PawnError
 from pawn.sweep.trials import TrialOutcome, _one_line
 from pawn.train.run import Hook
@@ -22,22 +23,35 @@ STRATEGY_OF_SPACE = {"tiny": "specialized_clm", "rosa-ratio": "retro-bottleneck"
 """§6.1 space names whose ``pawn adapt`` strategy has another name (rosa-ratio sets a RoSA bottleneck
 size and density: retro-bottleneck)."""
 
-_RENAMES = {
-    "rank": "lora_rank", "dim": "bottleneck_dim", "n_hidden": "bottleneck_n_hidden",
-}
+LEGACY_NAMES = {"dim": "bottleneck_dim"}
+"""§6.1 names that are no strategy setting (v1's bottleneck space said ``dim``), still accepted in
+``--space`` files and old studies."""
+
+
+def _setting(space_name: str, name: str) -> str:
+    """The ``pawn adapt`` setting of §6.1 parameter ``name``: through the strategy row's
+    :meth:`~pawn.adapters.Strategy.setting_of` (``rank`` → ``lora_rank``, ``targets`` →
+    ``sparse_targets`` for sparse), else the name itself (trainer-wide settings such as ``lr``)."""
+    row = STRATEGIES.get(STRATEGY_OF_SPACE.get(space_name, space_name))
+    name = LEGACY_NAMES.get(name, name)
+    if row is None:
+        return name
+    try:
+        return row.setting_of(name)
+    except KeyError:
+        return name
 
 
 def adapt_fields(space_name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """§6.1 parameter names → ``pawn adapt`` settings fields. ``targets`` (``"qkvo"``,
-    ``"qv"``, ``"qkv"``) becomes ``sparse_targets`` for ``sparse`` and ``lora_targets``
-    otherwise, as a list of projection letters. Other names pass through unchanged (an unknown
-    one is refused by the settings model, which fails that trial with the field named)."""
+    """§6.1 parameter names → ``pawn adapt`` settings fields (:func:`_setting`). A ``targets``
+    preset (``"qkvo"``, ``"qv"``, ``"qkv"``) becomes a list of projection letters. Other names
+    pass through unchanged (an unknown one is refused by the settings model, which fails that
+    trial with the field named)."""
     out: dict[str, Any] = {}
     for k, v in params.items():
-        if k == "targets":
-            out["sparse_targets" if space_name == "sparse" else "lora_targets"] = list(v)
-        else:
-            out[_RENAMES.get(k, k)] = v
+        if k == "targets" and isinstance(v, str) and "," not in v:
+            v = list(v)
+        out[_setting(space_name, k)] = v
     return out
 
 
@@ -47,9 +61,7 @@ def setting_names(space_name: str, name: str) -> tuple[str, ...]:
     ``bottleneck_ratio`` together set ``bottleneck_dim`` and ``density``, :func:`pawn.sweep.space.derive`)."""
     if space_name == "rosa-ratio" and name in ("total_budget", "bottleneck_ratio"):
         return ("bottleneck_dim", "density")
-    if name == "targets":
-        return ("sparse_targets" if space_name == "sparse" else "lora_targets",)
-    return (_RENAMES.get(name, name),)
+    return (_setting(space_name, name),)
 
 
 def _resolved(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Union
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from pawn.adapters.registry import STRATEGIES, Choice, FloatRange, IntRange
 from pawn.errors import UsageError
 from pawn.settings import read_config_file
 
@@ -43,33 +44,42 @@ def _c(*choices):
     return CategoricalDistribution(list(choices))
 
 
-_TARGETS = _c("qkvo", "qv", "qkv")
 _ADAPTER_COMMON: Space = {"lr": _f(1e-5, 1e-2, log=True), "batch_size": _c(32, 64, 128, 256),
                           "weight_decay": _f(0.0, 0.1), "warmup_frac": _f(0.0, 0.15), "patience": _i(5, 20)}
-_ROSA: Space = {"density": _f(1e-3, 0.1, log=True), "rank": _c(2, 4, 8, 16), "targets": _TARGETS,
-                "rosa_warmup_steps": _i(32, 256, step=32), "mask_samples": _c(16, 32, 64), "grad_alpha": _c(1, 2)}
+
+
+def _distribution(entry: Any) -> BaseDistribution:
+    """An Optuna distribution from a strategy row's space entry (:mod:`pawn.adapters.registry`)."""
+    if isinstance(entry, Choice):
+        return CategoricalDistribution(list(entry.choices))
+    if isinstance(entry, FloatRange):
+        return FloatDistribution(entry.low, entry.high, log=entry.log)
+    if isinstance(entry, IntRange):
+        return IntDistribution(entry.low, entry.high, step=entry.step)
+    raise TypeError(f"not a space entry: {entry!r}")
+
+
+def strategy_space(strategy: str) -> Space:
+    """The §6.1 space of an adapter strategy: the trainer-wide dimensions (lr, batch size, weight
+    decay, warmup, patience) plus the strategy row's own :attr:`~pawn.adapters.Strategy.space`."""
+    return {**_ADAPTER_COMMON, **{k: _distribution(v) for k, v in STRATEGIES[strategy].space.items()}}
+
 
 SPACES: dict[str, Space] = {
-    "lora": {**_ADAPTER_COMMON, "rank": _c(2, 4, 8, 16, 32), "targets": _TARGETS, "lora_ffn": _c(False, True)},
-    "bottleneck": {**_ADAPTER_COMMON, "dim": _c(4, 8, 16, 32, 64, 128), "n_hidden": _c(0, 1, 2),
-                   "no_adapt_attn": _c(False, True), "no_adapt_ffn": _c(False, True)},
-    "film": {**_ADAPTER_COMMON, "use_output_film": _c(False, True)},
-    "sparse": {**_ADAPTER_COMMON, "density": _f(1e-3, 0.1, log=True), "targets": _TARGETS, "sparse_ffn": _c(False, True)},
-    "hybrid": {**_ADAPTER_COMMON, "rank": _c(2, 4, 8, 16), "targets": _TARGETS, "use_output_film": _c(False, True)},
-    "rosa": {**_ADAPTER_COMMON, **_ROSA},
-    "retro-sparse": {**_ADAPTER_COMMON, **_ROSA},
-    "retro-bottleneck": {**_ADAPTER_COMMON, **_ROSA, "dim": _c(4, 8, 16), "n_hidden": _c(0, 1, 2)},
+    **{name: strategy_space(name) for name in STRATEGIES},
+    "tiny": strategy_space("specialized_clm"),
     "rosa-ratio": {**_ADAPTER_COMMON, "total_budget": _c(100_000, 250_000, 500_000), "bottleneck_ratio": _f(0.05, 0.95),
                    "lr": _f(1e-4, 3e-3, log=True), "batch_size": _c(64, 128), "rosa_warmup_steps": _c(64, 128)},
-    "tiny": {**_ADAPTER_COMMON, "d_model": _c(32, 64, 84, 128), "n_layers": _i(1, 4), "n_heads": _c(1, 2, 4)},
     "pretrain": {"lr": _f(1e-5, 1e-3, log=True), "batch_size": _c(128, 256, 512), "weight_decay": _f(0.0, 0.1),
                  "warmup_steps": _i(500, 5000, step=500), "total_steps": _c(50_000, 100_000)},
     "architecture": {"d_model": _c(512, 640, 768, 896, 1024, 1152, 1280), "n_layers": _i(8, 24, step=2),
                      "n_heads": _c(8, 16), "d_ff_mult": _c(3, 4, 5), "lr": _f(1e-5, 1e-3, log=True),
                      "batch_size": _c(128, 256), "weight_decay": _f(0.0, 0.1), "warmup_steps": _i(500, 3000)},
 }
-"""The §6.1 search spaces, by strategy (adapter strategies) or run type (``pretrain``,
-``architecture``). The adapter spaces use the spec's v1 field names."""
+"""The §6.1 search spaces: one per adapter strategy (derived from the strategy table, so a new
+strategy has its space here with no edit), ``tiny`` (= ``specialized_clm``), ``rosa-ratio``, and
+the run types ``pretrain`` and ``architecture``. The adapter spaces use the strategy settings'
+names (``rank``, ``targets``, ``bottleneck_dim``) or ``pawn adapt``'s (``lora_ffn``)."""
 
 ROSA_RATIO_BASE = (16_384, 8_388_608)
 """rosa-ratio's base constants (§6.1): parameters per bottleneck unit, and the number of

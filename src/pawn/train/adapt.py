@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from pawn.settings import format_validation_error
-from pawn.train.adapt_config import AdaptSettings
+from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, step_dir_name
 from pawn.train.loop import (
     TrainProgram,
@@ -347,6 +347,10 @@ def _resolve_resume(cfg: AdaptSettings, log: Callable[[str], None], resolve: Opt
         raise TrainingError(f"--resume {la.path}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
                             "resume continues the stored run exactly, so drop those flags")
     stored.pop("pause_after_steps", None)
+    # The adapter is rebuilt from the checkpoint's own settings (config.json "adapter"), so the
+    # stored strategy flags are not re-applied: a run written before the flags defaulted to None
+    # stores every one, and re-setting them made each resume warn about flags nobody gave.
+    stored = {k: v for k, v in stored.items() if k not in STRATEGY_FLAGS}
     merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
     merged["out"] = str(cfg.out) if cfg.out is not None else str(la.path.parent.parent)
     merged["resume"] = str(la.path)

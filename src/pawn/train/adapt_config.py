@@ -2,20 +2,26 @@
 one pydantic-settings model, so every field is a flag (``--lora-rank 8``), a ``PAWN_*`` variable
 (``PAWN_LORA_RANK=8``) and a ``--config`` file key, exactly as for ``pawn pretrain``.
 
-The strategy's own settings (:mod:`pawn.adapters.configs`) are built from the flat v1 field names
-(``lora_rank``, ``bottleneck_dim``, ``adapter_layers``, …) by :data:`STRATEGY_SETTINGS`, one entry
-per strategy; a strategy added to :data:`pawn.adapters.STRATEGIES` (``rosa``, issue 14) adds its
-entry there (and its fields here, or passes them through ``adapter_settings``).
+The strategy settings are not declared here: they are derived from the strategy table
+(:data:`pawn.adapters.STRATEGIES`), one setting per distinct :meth:`~pawn.adapters.Strategy.flags`
+name (v1's flat names: ``lora_rank``, ``bottleneck_dim``, ``adapter_layers``, …), with the
+strategies' own help text. Their default here is None, meaning "the strategy's own default"
+(``--bottleneck-dim`` unset builds the same adapter as ``build_adapted("bottleneck")``), so a
+strategy's defaults have one home, its settings model. A strategy added to the table gets its
+flags, environment variables and config keys with no edit here.
 """
 
 from __future__ import annotations
 
 import math
+import typing
 from pathlib import Path
-from typing import Annotated, Any, Callable, ClassVar, Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, create_model, field_validator, model_validator
 from pydantic_settings import NoDecode
+
+from pawn.adapters.registry import STRATEGIES, Strategy, get_strategy
 
 from pawn.data.layout import Layout
 from pawn.schedules import Schedule, build_schedule
@@ -46,7 +52,82 @@ def _names(v: Any) -> Any:
     return tuple(v)
 
 
-class AdaptSettings(RunOutputSettings):
+COMMON_SETTINGS = frozenset({"seed"})
+"""Strategy settings fields set by a trainer-wide :class:`AdaptSettings` field of the same name
+(``specialized_clm``'s ``seed`` is the run's ``--seed``) instead of a derived flag."""
+
+
+def _int_literal(v: Any) -> Any:
+    """``"2"`` → 2 for an integer ``Literal`` (flags and variables arrive as strings)."""
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return v
+
+
+def _shown(v: Any) -> str:
+    """A default as a user types it (``q,k,v,o``, not a tuple repr)."""
+    if isinstance(v, (tuple, list)):
+        return ",".join(map(str, v))
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _strategy_flag_fields(rows: dict[str, Strategy]) -> dict[str, tuple[Any, Any]]:
+    """One settings field per distinct ``pawn adapt`` name of the rows' :meth:`~pawn.adapters.Strategy.flags`
+    (less :data:`COMMON_SETTINGS`), for :func:`pydantic.create_model`: the strategy field's
+    type and constraints, made optional (None = the strategy's own default), its description
+    plus the strategies that read it and their defaults, comma-list parsing for tuples."""
+    specs: dict[str, dict] = {}
+    for row in rows.values():
+        for f, flag in row.flags().items():
+            if flag.name in COMMON_SETTINGS:
+                continue
+            info = row.settings.model_fields[f]
+            sp = specs.setdefault(flag.name, {"info": info, "negated": flag.negated, "defaults": {}})
+            d = info.get_default(call_default_factory=True)
+            sp["defaults"][row.name] = (not d) if flag.negated else d
+    out: dict[str, tuple[Any, Any]] = {}
+    for name, sp in specs.items():
+        info, defaults = sp["info"], sp["defaults"]
+        ann = bool if sp["negated"] else info.annotation
+        inner = ann
+        if typing.get_origin(inner) is typing.Union:
+            inner = next(a for a in typing.get_args(inner) if a is not type(None))
+        extra: list[Any] = []
+        if typing.get_origin(inner) is tuple:
+            elem = typing.get_args(inner)[0]
+            extra = [NoDecode, BeforeValidator(_layers if elem is int else _names)]
+        elif typing.get_origin(inner) is Literal and all(isinstance(a, int) for a in typing.get_args(inner)):
+            extra = [BeforeValidator(_int_literal)]
+        meta = [] if sp["negated"] else list(info.metadata)  # constraints on the Optional: flags get click ranges
+        typ = Annotated[Optional[ann], *meta, *extra] if meta or extra else Optional[ann]
+        values = set(map(_shown, defaults.values()))
+        if all(v is None for v in defaults.values()):
+            shown = ""
+        elif len(values) == 1:
+            shown = f"; default {values.pop()}"
+        else:
+            shown = "; default " + ", ".join(f"{k} {_shown(v)}" for k, v in defaults.items())
+        desc = f"{(info.description or '').strip()} ({', '.join(defaults)}{shown})"
+        schema = {"flag": f"--{name.replace('_', '-')}/--{name[3:].replace('_', '-')}"} if name.startswith("no_") and ann is bool else None
+        out[name] = (typ, Field(None, description=desc, json_schema_extra=schema))
+    return out
+
+
+class _AdaptHead(RunOutputSettings):
+    # ------------------------------------------------------------------ backbone and strategy
+    backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).")
+    variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).")
+    strategy: Optional[str] = Field(None, description="Adapter strategy (see --list-strategies): lora, film, bottleneck, hybrid, sparse, unfreeze, specialized_clm, rosa, retro-sparse, retro-bottleneck.")
+    seed: int = Field(0, ge=0, description="Adapter initialisation seed (LoRA A, bottleneck down, specialized_clm weights).")
+
+
+STRATEGY_FLAGS: dict[str, tuple[Any, Any]] = _strategy_flag_fields(STRATEGIES)
+"""The derived strategy settings: ``pawn adapt`` name → (type, field), from :data:`pawn.adapters.STRATEGIES`."""
+
+_StrategySettings = create_model("_StrategySettings", __base__=_AdaptHead, __module__=__name__, **STRATEGY_FLAGS)
+
+
+class AdaptSettings(_StrategySettings):
     """Configuration of ``pawn adapt`` (spec §3 AdapterConfig, v1 names canonical; §5 training).
 
     Defaults decided here: AdamW with v1's library betas (0.9, 0.999), weight decay 0 and clip 1.0
@@ -69,38 +150,6 @@ class AdaptSettings(RunOutputSettings):
                        "at start with HF_HUB_OFFLINE=1.",
     }
 
-    # ------------------------------------------------------------------ backbone and strategy
-    backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).")
-    variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).")
-    strategy: Optional[str] = Field(None, description="Adapter strategy (see --list-strategies): lora, film, bottleneck, hybrid, sparse, unfreeze, specialized_clm, rosa, retro-sparse, retro-bottleneck.")
-    adapter_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="Comma list of 0-based layers to adapt (default: all; unfreeze: see --unfreeze-layers).")
-    lora_rank: int = Field(4, ge=1, description="LoRA / hybrid rank r.")
-    lora_alpha: Optional[float] = Field(None, gt=0, description="LoRA α (default r, i.e. scale 1).")
-    lora_targets: Annotated[tuple[Literal["q", "k", "v", "o"], ...], NoDecode] = Field(("q", "k", "v", "o"), description="Comma list of attention projections LoRA adapts (q,k,v,o).")
-    lora_ffn: bool = Field(False, description="LoRA also adapts the SwiGLU projections w_gate, w_up, w_down.")
-    use_output_film: bool = Field(False, description="FiLM / hybrid: also γ/β on the output logits (2·V parameters).")
-    film_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="Hybrid: comma list of blocks with FiLM γ/β (default all).")
-    bottleneck_dim: int = Field(32, ge=1, description="Bottleneck width bn.")
-    bottleneck_n_hidden: int = Field(0, ge=0, description="Extra bn×bn hidden stages in each bottleneck.")
-    no_adapt_attn: bool = Field(False, description="Bottleneck: no adapter after attention.", json_schema_extra={"flag": "--no-adapt-attn/--adapt-attn"})
-    no_adapt_ffn: bool = Field(False, description="Bottleneck: no adapter after the FFN.", json_schema_extra={"flag": "--no-adapt-ffn/--adapt-ffn"})
-    density: float = Field(0.01, gt=0, le=1, description="Sparse and the RoSA family: fraction of each targeted matrix that trains (RoSA: exactly max(1, int(density·numel)) per matrix).")
-    sparse_targets: Annotated[tuple[Literal["q", "k", "v", "o"], ...], NoDecode] = Field(("q", "k", "v", "o"), description="Comma list of projections the sparse Δ covers.")
-    sparse_ffn: bool = Field(False, description="Sparse also covers the SwiGLU projections.")
-    rosa_warmup_steps: int = Field(128, ge=0, description="RoSA family: LoRA warm-up steps before the gradient masks (own counter, not main steps; constant --lr).")
-    mask_samples: int = Field(32, ge=1, description="RoSA family: batches whose |∂L/∂Δ|^α are summed into the mask score.")
-    grad_alpha: int = Field(2, ge=1, le=2, description="RoSA family: mask score exponent α (2 = Fisher diagonal, 1 = gradient magnitude).")
-    bottleneck_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="retro-bottleneck: comma list of layers with bottlenecks (e.g. the top 4; default all); --adapter-layers places the LoRA warm-up and Δ.")
-    unfreeze_layers: Annotated[Optional[tuple[int, ...]], NoDecode] = Field(None, description="Unfreeze: comma list of layers (v1); default the top --n-unfreeze.")
-    n_unfreeze: int = Field(2, ge=1, description="Unfreeze: the top N layers (when --unfreeze-layers is not given).")
-    include_lm_head: bool = Field(False, description="Unfreeze: also train final_norm and lm_head.")
-    include_embeddings: bool = Field(False, description="Unfreeze: also train the embedding tables.")
-    d_model: int = Field(84, ge=2, description="specialized_clm: model width.")
-    n_layers: int = Field(2, ge=1, description="specialized_clm: layers.")
-    n_heads: int = Field(2, ge=1, description="specialized_clm: attention heads.")
-    specialized_d_ff: int = Field(192, ge=1, description="specialized_clm: FFN width.")
-    seed: int = Field(0, ge=0, description="Adapter initialisation seed (LoRA A, bottleneck down, specialized_clm weights).")
-    init_scale: float = Field(1.0, gt=0, description="Multiplier on the random init bound 1/√fan_in of LoRA A and the bottleneck down/hidden weights (lora, hybrid, bottleneck, RoSA family; v1: 1). The adapter stays the identity at init (B and up are zero).")
     # ------------------------------------------------------------------ data (spec §6)
     data: str = Field(DEFAULT_DATA, description="Lichess games: a PGN file or folder, a parquet file or folder (pawn-lichess-full schema), or a Hub dataset id.")
     split: str = Field("train", description="Training split of a Hub or split parquet dataset.")
@@ -144,9 +193,6 @@ class AdaptSettings(RunOutputSettings):
     pause_after_steps: Optional[int] = Field(None, ge=1, description="Checkpoint and stop once this many steps are done (resume later).")
     log_every_s: float = Field(30.0, ge=0, description="When the output is not a terminal: seconds between plain progress lines.")
 
-    _split_layers = field_validator("adapter_layers", "film_layers", "unfreeze_layers", "bottleneck_layers", mode="before")(classmethod(lambda cls, v: _layers(v)))
-    _split_names = field_validator("lora_targets", "sparse_targets", mode="before")(classmethod(lambda cls, v: _names(v)))
-
     @field_validator("dtype", mode="before")
     @classmethod
     def _dtype_spelling(cls, v: Any) -> Any:
@@ -156,23 +202,24 @@ class AdaptSettings(RunOutputSettings):
 
     @model_validator(mode="after")
     def _cross_field(self) -> "AdaptSettings":
-        if self.strategy is not None and self.strategy not in STRATEGY_SETTINGS:
-            from pawn.adapters import STRATEGIES
-
+        if self.strategy is not None and self.strategy not in STRATEGIES:
             raise ValueError(f"strategy: unknown {self.strategy!r}; choose from {', '.join(STRATEGIES)}")
         if self.illegal_penalty > 0 and not self.disable_legal_mask:
             raise ValueError("illegal_penalty > 0 needs --no-legal-mask (under the hard mask illegal moves have no mass)")
         if self.elo_min is not None and self.elo_max is not None and self.elo_min >= self.elo_max:
             raise ValueError(f"elo_min ({self.elo_min}) must be below elo_max ({self.elo_max}): the band is [min, max)")
-        if self.init_scale != 1.0 and self.strategy in NO_RANDOM_INIT:
-            raise ValueError(f"init_scale: strategy {self.strategy} has no random adapter weights to scale (it starts at "
-                             f"exactly the backbone); leave init_scale at 1")
-        if self.no_adapt_attn and self.no_adapt_ffn:
-            raise ValueError("no_adapt_attn and no_adapt_ffn together leave the bottleneck nothing to adapt")
-        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"specialized_clm: d_model ({self.d_model}) / n_heads ({self.n_heads}) must be an even integer head_dim")
         if self.steps_per_epoch is not None and self.steps_per_chunk is not None and self.steps_per_epoch % self.steps_per_chunk:
             raise ValueError(f"steps_per_chunk ({self.steps_per_chunk}) must divide steps_per_epoch ({self.steps_per_epoch})")
+        if self.strategy is not None:
+            row = STRATEGIES[self.strategy]
+            init_scale = getattr(self, "init_scale", None)
+            if init_scale is not None and init_scale != 1.0 and not row.random_init:
+                raise ValueError(f"init_scale: strategy {self.strategy} has no random adapter weights to scale (it starts at "
+                                 f"exactly the backbone); leave init_scale at 1")
+            try:  # the strategy's own checks, at parse time (a run refuses before it loads anything)
+                row.parse(self.strategy_settings(self.strategy))
+            except Exception as e:  # AdapterConfigError: one line naming the strategy and field
+                raise ValueError(str(e)) from None
         return self
 
     # ------------------------------------------------------------------ resolved values
@@ -200,17 +247,34 @@ class AdaptSettings(RunOutputSettings):
         if self.strategy is None:
             raise UsageError("strategy: required (--strategy; see --list-strategies)")
 
+    def strategy_settings(self, strategy: str) -> dict:
+        """The settings dict of ``strategy`` (its :class:`~pawn.adapters.Strategy` settings model's
+        field names) from this configuration: every strategy setting that is set (not None),
+        mapped through the row's :meth:`~pawn.adapters.Strategy.flags` (``lora_rank`` → ``rank``,
+        ``no_adapt_attn`` → ``adapt_attn = False``); unset ones take the strategy's defaults.
+
+        Raises:
+            AdapterConfigError: unknown strategy.
+        """
+        out = {}
+        for f, flag in get_strategy(strategy).flags().items():
+            v = getattr(self, flag.name, None)
+            if v is not None:
+                out[f] = (not v) if flag.negated else v
+        return out
+
     def adapter_settings(self) -> dict:
-        """The strategy's settings dict (:mod:`pawn.adapters.configs`) from the flat fields."""
-        return STRATEGY_SETTINGS[self.strategy](self)
+        """The settings dict of this run's strategy (:meth:`strategy_settings`)."""
+        return self.strategy_settings(self.strategy)
 
     def unused_strategy_fields(self) -> list[str]:
         """Strategy settings given by flag, environment or config file that this run's strategy
         does not read (``--lora-rank`` with ``--strategy film``), sorted; empty without a
-        strategy. Which fields a strategy reads is taken from :data:`STRATEGY_SETTINGS` itself."""
+        strategy. Which settings a strategy reads is its row's :meth:`~pawn.adapters.Strategy.flags`."""
         if self.strategy is None:
             return []
-        return sorted((self.user_set_fields & strategy_specific_fields()) - strategy_fields(self.strategy, self))
+        used = {flag.name for flag in STRATEGIES[self.strategy].flags().values()}
+        return sorted((self.user_set_fields & set(STRATEGY_FLAGS)) - used)
 
     def chunk_steps(self, steps_per_epoch: int) -> int:
         """K: ``steps_per_chunk``, else the largest divisor ≤ 32 of gcd(steps_per_epoch,
@@ -233,75 +297,3 @@ class AdaptSettings(RunOutputSettings):
         return build_schedule(self.lr_schedule, self.lr, total_steps, warm, min_ratio=self.min_lr_ratio,
                               decay_frac=self.decay_frac, cooldown_frac=self.cooldown_frac,
                               stable_ratio=self.stable_lr_ratio, decay_shape=self.wsd_decay_shape)
-
-
-NO_RANDOM_INIT = frozenset({"film", "sparse", "unfreeze", "specialized_clm"})
-"""Strategies whose trainable weights start at fixed values (γ = 1, β = 0, Δ = 0, the backbone's
-own weights, or a model initialised by its own ``seed``): ``init_scale`` does not apply."""
-
-
-def _lora(c: AdaptSettings) -> dict:
-    return {"rank": c.lora_rank, "alpha": c.lora_alpha, "targets": list(c.lora_targets), "ffn": c.lora_ffn,
-            "layers": c.adapter_layers, "init_scale": c.init_scale}
-
-
-def _rosa(c: AdaptSettings) -> dict:
-    """RoSA family (spec §4.6): the LoRA fields (warm-up LoRA, and the targets/layers of Δ) + mask settings."""
-    return {**_lora(c), "density": c.density, "rosa_warmup_steps": c.rosa_warmup_steps, "mask_samples": c.mask_samples,
-            "grad_alpha": c.grad_alpha}
-
-
-def _unfreeze(c: AdaptSettings) -> dict:
-    sel = {"layers": c.unfreeze_layers} if c.unfreeze_layers is not None else {"top_n": c.n_unfreeze}
-    return {**sel, "include_lm_head": c.include_lm_head, "include_embeddings": c.include_embeddings}
-
-
-STRATEGY_SETTINGS: dict[str, Callable[[AdaptSettings], dict]] = {
-    "lora": _lora,
-    "film": lambda c: {"layers": c.adapter_layers, "use_output_film": c.use_output_film},
-    "bottleneck": lambda c: {"bottleneck_dim": c.bottleneck_dim, "n_hidden": c.bottleneck_n_hidden,
-                             "adapt_attn": not c.no_adapt_attn, "adapt_ffn": not c.no_adapt_ffn, "layers": c.adapter_layers,
-                             "init_scale": c.init_scale},
-    "hybrid": lambda c: {**_lora(c), "film_layers": c.film_layers, "use_output_film": c.use_output_film},
-    "sparse": lambda c: {"density": c.density, "targets": list(c.sparse_targets), "ffn": c.sparse_ffn,
-                         "layers": c.adapter_layers, "seed": 42},
-    "unfreeze": _unfreeze,
-    "specialized_clm": lambda c: {"d_model": c.d_model, "n_layers": c.n_layers, "n_heads": c.n_heads,
-                                  "d_ff": c.specialized_d_ff, "seed": c.seed},
-    "rosa": lambda c: _rosa(c),
-    "retro-sparse": lambda c: _rosa(c),
-    "retro-bottleneck": lambda c: {**_rosa(c), "bottleneck_dim": c.bottleneck_dim, "n_hidden": c.bottleneck_n_hidden,
-                                   "adapt_attn": not c.no_adapt_attn, "adapt_ffn": not c.no_adapt_ffn,
-                                   "bottleneck_layers": c.bottleneck_layers},
-}
-"""Strategy name → ``AdaptSettings -> settings dict`` of :mod:`pawn.adapters.configs`. A new
-strategy (e.g. ``rosa``) registers its mapping here."""
-
-
-class _ReadFields:
-    """Stands in for an :class:`AdaptSettings` and records the fields read from it."""
-
-    def __init__(self, cfg: AdaptSettings):
-        self._cfg, self.read = cfg, set()
-
-    def __getattr__(self, name: str) -> Any:
-        self.read.add(name)
-        return getattr(self._cfg, name)
-
-
-def strategy_fields(strategy: str, cfg: Optional[AdaptSettings] = None) -> frozenset[str]:
-    """The :class:`AdaptSettings` fields that ``strategy``'s :data:`STRATEGY_SETTINGS` mapping
-    reads from ``cfg`` (default: the defaults), found by running it on a recording stand-in (so
-    ``n_unfreeze`` is not read when ``unfreeze_layers`` is given).
-
-    Raises:
-        KeyError: an unknown strategy.
-    """
-    rec = _ReadFields(cfg if cfg is not None else AdaptSettings.model_construct())
-    STRATEGY_SETTINGS[strategy](rec)  # type: ignore[arg-type]
-    return frozenset(rec.read)
-
-
-def strategy_specific_fields() -> frozenset[str]:
-    """Fields some strategy reads, less ``seed`` (every strategy's adapter init seed)."""
-    return frozenset().union(*(strategy_fields(s) for s in STRATEGY_SETTINGS)) - {"seed"}

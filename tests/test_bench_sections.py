@@ -1,0 +1,67 @@
+"""The ``pawn bench`` section table (issue 22): one :class:`pawn.bench.Section` row per section is
+its only home — ``--only``, the run order, the estimate, the printed table and the ``--json``
+document follow from it, so a section is its own module plus its test."""
+
+from __future__ import annotations
+
+import io
+import pkgutil
+from dataclasses import dataclass
+
+import pytest
+from rich.console import Console
+
+import pawn.bench as bench
+from pawn.bench import BenchSettings, Section, estimate_seconds, parse_only, print_report, register, run_bench
+from pawn.bench.report import VIEWS, Metric, TableView
+from pawn.bench.section import SECTIONS as TABLE
+
+
+def test_every_module_of_the_package_that_is_a_section_registers_one_row():
+    modules = {m.name for m in pkgutil.iter_modules(bench.__path__)}
+    registered = {row.run.__module__.rsplit(".", 1)[-1] for row in TABLE.values()}
+    assert registered <= modules
+    assert list(TABLE) == ["memory", "engine", "step", "mfu", "data", "concurrency", "eval", "decode", "adapt", "population"]
+    assert [n for n, r in TABLE.items() if r.shared_setup] == ["step", "mfu", "data"]
+    assert list(VIEWS) == list(TABLE) == list(bench.SECTIONS) == parse_only(None)
+
+
+@dataclass
+class _Echo:
+    games: int
+
+
+@pytest.fixture
+def echo_section():
+    """A section added the way a new module adds one: a record, run, view, estimate — one row."""
+    row = register(Section("echo", 55, lambda s, ctx: _Echo(s.engine_games), lambda r: TableView(
+        "echo", [Metric("games", lambda v: f"{v:,}")], [{"games": r.games}]), (1.0, 4.0),
+        lambda s: float(s.engine_games)))
+    yield row
+    del TABLE["echo"]
+    bench.settings.set_section_names(tuple(TABLE))
+
+
+def test_a_new_section_is_one_row(echo_section):
+    s = BenchSettings.load(quick=True, engine_games=400)
+    assert parse_only(["echo"]) == ["echo"] and parse_only(None).index("echo") == 5  # order 55: after data
+    assert BenchSettings.load(quick=True, only="echo").only == ("echo",)  # --only accepts it
+    assert estimate_seconds(s, ["echo"]) == {"echo": 0.5 * 1.0 + 0.5 * 1.0 * 400 / 200}  # quick reference: 200 games
+    rep = run_bench(s, ["echo"])
+    assert rep.completed_sections == ["echo"] and rep.to_dict()["echo"]["games"] == 400
+    buf = io.StringIO()
+    print_report(rep, Console(file=buf, width=120), header=False)
+    assert "echo" in buf.getvalue() and "400" in buf.getvalue()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(name="step"), "registered twice"),
+    (dict(order=30), "order 30 is taken"),
+    (dict(view=None), "view is not callable"),
+    (dict(reference_s=(1.0,)), "reference_s"),
+])
+def test_a_half_added_section_is_refused(kwargs, match):
+    base = dict(name="half", order=999, run=lambda s, c: None, view=lambda r: None, reference_s=(1.0, 2.0), work=lambda s: 1.0)
+    with pytest.raises(TypeError, match=match):
+        register(Section(**{**base, **kwargs}))
+    assert "half" not in TABLE
