@@ -80,4 +80,4 @@ def test_eval_pgn_without_a_usable_game_is_an_error_not_an_empty_table(toy_check
     pgn = tmp_path / "junk.pgn"
     pgn.write_bytes(content)
     res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--games", "2", "--max-ply", "16", "--pgn", str(pgn)])
-    one_line_error(res, 1, str(pgn), "no usable game")
+    one_line_error(res, 1, str(pgn), "not a PGN file")

@@ -155,12 +155,12 @@ _CTRL_C_DURING_IMPORT = """
 import builtins, os, signal, sys
 real_import = builtins.__import__
 def hooked(name, *args, **kwargs):
-    if name == "pawn.cli._options":  # first imported while the commands are being registered
+    if name == "pawn.cli._options":  # first imported while the command is being loaded
         builtins.__import__ = real_import
         os.kill(os.getpid(), signal.SIGINT)
     return real_import(name, *args, **kwargs)
 builtins.__import__ = hooked
-sys.argv = ["pawn", "--version"]
+sys.argv = ["pawn", "pretrain", "--help"]
 from pawn.cli import run
 run()
 """

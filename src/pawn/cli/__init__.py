@@ -96,6 +96,18 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "sweep": ("pawn sweep --checkpoint runs/tiny/variants/large --strategy lora --data games/ --trials 20 --out sweeps/lora",
               "pawn sweep --checkpoint runs/tiny/variants/large --strategy lora --data games/ --workers 2 --out sweeps/lora",
               "pawn sweep --run-type pretrain --base-config base.json --trials 8 --out sweeps/pre"),
+    "uci": ("pawn uci runs/lora/best",
+            "pawn uci runs/tiny --variant large --log uci.log",
+            "pawn uci thomas-schweich/pawn-base"),
+    "report": ("pawn report runs/ -o report.html",
+               "pawn report runs/lora runs/bottleneck -o compare.html",
+               "pawn report runs/ sweeps/lora -o report.html"),
+    "dashboard": ("pawn dashboard runs/",
+                  "pawn dashboard runs/ --port 8080 --host 0.0.0.0",
+                  "pawn dashboard runs/ --sweep sweeps/lora"),
+    "lab": ("pawn lab",
+            "pawn lab --dir ~/pawn-work",
+            "pawn lab --http 127.0.0.1:8765"),
 }
 """Three example command lines per command, shown at the end of its ``--help``."""
 
@@ -105,13 +117,58 @@ def _examples(name: str) -> str:
     return ("\n\nExamples:\n\n" + "\n\n".join(f"  {line}" for line in ex)) if ex else ""
 
 
-def register(name: str, target: str) -> None:
-    """Add command ``name`` from ``"module:function"`` (a Typer command function) to :data:`app`."""
+def _load_command(name: str, target: str):
+    """The Click command of ``"module:function"`` (a Typer command function), built on first use:
+    only the command being run (or whose ``--help`` is asked) imports its module, so ``pawn
+    --version``, ``pawn --help`` and other commands' help never import JAX through it."""
     module, _, attr = target.partition(":")
-    from pawn.cli._options import user_help
+    starting = (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if starting:  # Ctrl-C while the command's modules (JAX, Equinox…) import: one line, exit 130
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
+    try:
+        from pawn.cli._options import user_help
 
-    fn = getattr(importlib.import_module(module), attr)
-    app.command(name, help=user_help(_reflow(fn.__doc__ or "")) + _examples(name))(fn)
+        fn = getattr(importlib.import_module(module), attr)
+    finally:
+        if starting:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    one = typer.Typer(add_completion=False)
+    one.command(name, help=user_help(_reflow(fn.__doc__ or "")) + _examples(name))(fn)
+    return typer.main.get_command(one)
+
+
+def _summary(target: str) -> str:
+    """The first paragraph of the command function's docstring, read from its source file (no
+    import): the command list of ``pawn --help``."""
+    import ast
+    import importlib.util
+
+    module, _, attr = target.partition(":")
+    spec = importlib.util.find_spec(module)
+    try:
+        tree = ast.parse(open(spec.origin, encoding="utf-8").read()) if spec and spec.origin else None
+    except (OSError, SyntaxError):
+        tree = None
+    consts: dict[str, str] = {}
+    for node in (tree.body if tree else []):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr:
+            return _reflow(ast.get_docstring(node) or "").split("\n\n")[0]
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            var = node.targets[0].id
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                consts[var] = node.value.value
+            elif var == attr and isinstance(node.value, ast.Call):  # NAME = settings_command(..., doc=DOC)
+                for kw in node.value.keywords:
+                    if kw.arg == "doc" and isinstance(kw.value, ast.Name) and kw.value.id in consts:
+                        return _reflow(consts[kw.value.id]).split("\n\n")[0]
+    return ""
+
+
+def register(name: str, target: str) -> None:
+    """Add command ``name`` from ``"module:function"`` (a Typer command function) to :data:`app`;
+    its module is imported when the command is used (:class:`pawn.cli._errors.OneLineErrors`)."""
+    OneLineErrors.lazy_commands[name] = (target, lambda: _load_command(name, target), lambda: _summary(target))
 
 
 register("convert", "pawn.cli.convert:convert_cmd")

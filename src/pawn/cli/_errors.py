@@ -42,7 +42,33 @@ def exit_for(e: BaseException) -> "typer.Exit | None":
 
 
 class OneLineErrors(TyperGroup):
-    """A Typer group whose failures follow the map above (instead of Click's boxed usage block)."""
+    """A Typer group whose failures follow the map above (instead of Click's boxed usage block),
+    and whose commands are loaded on first use (``lazy_commands``: name → (target, load,
+    summary), filled by :func:`pawn.cli.register`): the command list of ``--help`` shows each
+    command's summary without importing it."""
+
+    lazy_commands: dict = {}
+    _listing = False
+
+    def list_commands(self, ctx):
+        return [*super().list_commands(ctx), *(n for n in self.lazy_commands if n not in self.commands)]
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in self.lazy_commands:
+            _, load, summary = self.lazy_commands[name]
+            if self._listing:  # the command list: its summary only, the module is not imported
+                import click
+
+                return click.Command(name, help=summary(), short_help=summary())
+            self.commands[name] = load()
+        return super().get_command(ctx, name)
+
+    def format_help(self, ctx, formatter):
+        self._listing = True
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
