@@ -91,7 +91,7 @@ def test_rosa_warmup_runs_at_the_constant_peak_lr_and_the_backbone_stays_bit_ide
             seen.append(jax.tree_util.tree_map(np.asarray, ctx.result.state.model.backbone))
 
     cfg = AdaptSettings.load(backbone=str(tiny_backbone), data=str(shared_data / PGN), strategy="rosa", epochs=1,
-                             steps_per_epoch=2, batch_size=8, seq_len=64, val_games=8, lr=1e-2, data_seed=3, density=0.05,
+                             steps_per_epoch=4, batch_size=8, seq_len=64, val_games=8, lr=1e-2, data_seed=3, density=0.05,
                              rosa_warmup_steps=4, mask_samples=1, steps_per_chunk=4, cache_dir=str(tmp_path / "cache"),
                              out=str(tmp_path / "run"))
     res = run_adapt(cfg, log=lambda m: None, progress=False, install_signal_handlers=False, hooks=[LastBackbone()])

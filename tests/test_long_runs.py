@@ -81,7 +81,8 @@ def test_a_mistyped_local_path_names_both_readings(tmp_path, monkeypatch):
     errs = error_lines(r)
     assert r.exit_code == 1 and len(errs) == 1, r.output
     msg = errs[0]
-    assert msg.startswith("error: runs/tyni: no such local directory") and "Hugging Face Hub id" in msg
+    # runs/ is a local folder, so runs/tyni is read as a mistyped local path, not a Hub id
+    assert msg.startswith("error: CHECKPOINT runs/tyni: no such checkpoint directory"), msg
     assert "did you mean runs/tiny?" in msg
     r = CliRunner().invoke(app, ["eval", "nobody/nothing"])
     msg = error_lines(r)[0]
@@ -89,15 +90,18 @@ def test_a_mistyped_local_path_names_both_readings(tmp_path, monkeypatch):
 
 
 def test_bench_prints_each_section_as_it_finishes_and_keeps_them_on_ctrl_c(tmp_path, monkeypatch):
-    import pawn.bench as bench
-
     printed_before_interrupt = []
 
     def interrupted(s):
         printed_before_interrupt.append(True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "bench_concurrency", interrupted)
+    import dataclasses
+
+    from pawn.bench.section import SECTIONS, discover
+
+    discover()
+    monkeypatch.setitem(SECTIONS, "concurrency", dataclasses.replace(SECTIONS["concurrency"], run=lambda s, ctx: interrupted(s)))
     out = tmp_path / "bench.json"
     r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine,concurrency", "--json", str(out)])
     assert r.exit_code == 130, r.output

@@ -23,7 +23,11 @@ from pawn.config import TOY
 from pawn.model import PAWNModel
 from pawn.play.ladder import GREEDY_ANCHOR, LR_HALF_CHI2, GreedyMover, RandomMover, _loglik, fit_elo, material, rung
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+import pawn
+
+# the folder holding the pawn these tests import (src/ in an editable install, site-packages after
+# `pip install .`, where src/ has no compiled engine): the subprocess imports the same one
+PAWN_ROOT = str(Path(pawn.__file__).resolve().parents[1])
 
 
 def test_greedy_takes_the_most_material_and_mates_when_it_can():
@@ -114,7 +118,7 @@ def test_pawn_uci_subprocess_plays_a_uci_engine_through_pawn_play(ckpt, fake_eng
     """Player A is ``uci:<python> -m pawn.cli uci CKPT`` (a real subprocess), B the fake engine
     (always its first legal move): every move A makes is legal, B's are B's rule, and the options
     reach only the engine that declares them."""
-    monkeypatch.setenv("PYTHONPATH", str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("PYTHONPATH", PAWN_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     js = tmp_path / "uci.json"
     a = f"uci:{sys.executable} -m pawn.cli uci {ckpt}"
     r = CliRunner().invoke(app, ["play", a, "--vs", f"uci:{fake_engine}", "--games", "2", "--temperatures", "0",

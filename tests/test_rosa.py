@@ -89,10 +89,10 @@ def test_count_matches_the_built_model_in_phase_3(bb, name, settings):
     assert dense_leaves - full_delta == m3.num_trainable_params() - sum_k
 
 
-def test_table_lists_the_ten_strategies_and_rejects_bad_settings(bb):
+def test_table_lists_the_ten_spec_strategies_then_ia3_and_rejects_bad_settings(bb):
     rows = {r["name"]: r for r in strategy_table()}
     assert list(rows) == ["lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze", "specialized_clm",
-                          "rosa", "retro-sparse", "retro-bottleneck"]
+                          "rosa", "retro-sparse", "retro-bottleneck", "ia3"]
     assert rows["rosa"]["defaults"]["rosa_warmup_steps"] == 128 and rows["rosa"]["defaults"]["mask_samples"] == 32
     assert rows["retro-bottleneck"]["defaults"]["grad_alpha"] == 2 and rows["retro-bottleneck"]["defaults"]["bottleneck_dim"] == 8
     assert rows["retro-sparse"]["mergeable"] and not rows["retro-bottleneck"]["mergeable"]

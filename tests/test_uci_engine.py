@@ -28,7 +28,11 @@ from pawn.play.match import _to_token, _token_table
 from pawn.play.players import find_stockfish
 from pawn.play.uci_engine import EngineOptions, prob_to_cp, sample_move, time_budget_ms
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+import pawn
+
+# the folder holding the pawn these tests import (src/ in an editable install, site-packages after
+# `pip install .`, where src/ has no compiled engine): the subprocess imports the same one
+PAWN_ROOT = str(Path(pawn.__file__).resolve().parents[1])
 CONTEXT = 64
 
 
@@ -38,7 +42,7 @@ def _cmd(ckpt: Path) -> list[str]:
 
 def _env() -> dict:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = PAWN_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
 

@@ -41,6 +41,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import struct
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ from pathlib import Path
 from typing import Iterator, Literal, Optional
 
 from pawn.checkpoint import MANIFEST, CheckpointError, CheckpointIntegrityError
-from pawn.hubref import HubRef, is_hub_id, parse_hub_ref  # noqa: F401  (the Hub-id grammar, re-exported)
+from pawn.hubref import _COMMIT, HubRef, is_hub_id, parse_hub_ref  # noqa: F401  (the Hub-id grammar, re-exported)
 
 V1_FILES = ("config.json", "model.safetensors")
 CHECKPOINT_MARKERS = (MANIFEST, "model.safetensors")
