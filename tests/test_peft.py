@@ -77,6 +77,11 @@ def test_all_layers_give_suffix_target_modules_and_integral_alpha_stays_exact(tm
     p = read_peft_lora(out)
     assert p.scaling == m.adapter.scale == 0.3 / 4  # the same float64 PEFT computes (lora_alpha / r)
     assert peft_selects(cfg, "layers.0.attn.wq") and not peft_selects(cfg, "layers.0.ffn.w_up") and not peft_selects(cfg, "lm_head")
+    # PEFT's other forms: layers_to_transform by the index after ".layers.", exclude_modules first
+    nested = {"target_modules": ["wq"], "layers_to_transform": [1], "layers_pattern": "layers"}
+    assert peft_selects(nested, "model.layers.1.attn.wq") and not peft_selects(nested, "model.layers.0.attn.wq")
+    assert not peft_selects(nested, "layers.1.attn.wq")  # no dot before "layers": why PAWN writes full paths
+    assert not peft_selects({"target_modules": ["wq"], "exclude_modules": ["layers.0.attn.wq"]}, "layers.0.attn.wq")
 
 
 def test_pawn_to_peft_to_pawn_is_bit_identical(tmp_path, tiny_backbone):
@@ -201,6 +206,13 @@ def test_cli_peft_round_trip_and_refusals(tmp_path, tiny_backbone):
     assert r.exit_code == 0, r.output
     assert f"{tmp_path / 'run'} is a run directory: using its best checkpoint {best}" in r.output
     assert json.loads((tmp_path / "p4" / "pawn_adapter.json").read_text())["exported_from"] == str(best.resolve())
+    # a PEFT folder given as a model or backbone says what it is and how to use it
+    for argv in (["eval", str(tmp_path / "peft"), "--games", "4"],
+                 ["adapt", str(tmp_path / "peft"), "--strategy", "lora", "--data", str(tmp_path), "--out", str(tmp_path / "r")]):
+        r = CliRunner().invoke(app, argv)
+        (err,) = [line for line in r.output.splitlines() if line.startswith("error: ")]
+        assert r.exit_code == 1 and err.startswith(f"error: {tmp_path / 'peft'}: a PEFT adapter folder for the backbone "
+                                                   f"{ref.source}, not a PAWN checkpoint; read it in with `pawn convert"), err
     r = CliRunner().invoke(app, ["convert", str(adapter), "--peft", str(tmp_path / "p3"), "--merge"])
     assert r.exit_code == 2 and "--merge and --peft cannot be combined" in r.output
 
@@ -237,3 +249,14 @@ def test_real_peft_loads_the_folder_and_pawn_reads_what_peft_writes(tmp_path, ti
     imported = load_adapter(import_peft(tmp_path / "by-peft", tmp_path / "imp", backbone_dir=tiny_backbone)).model
     assert imported.settings.alpha == 7.0 and imported.settings.targets == ("q", "o")
     assert np.abs(np.asarray(_forward(imported, tokens, mask)) - want)[real].max() <= 1e-5
+
+
+def test_the_peft_module_imports_without_jax():
+    """``pawn.torch`` reads PEFT folders through :mod:`pawn.adapters.peft`; neither may pull in JAX
+    (``pawn.adapters`` loads its JAX names on first use)."""
+    import subprocess
+    import sys
+
+    code = "import sys, pawn.adapters.peft, pawn.adapters; print(sorted(m for m in ('jax', 'equinox') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -129,7 +129,10 @@ def peft_selects(config: dict, key: str) -> bool:
     ``config`` — PEFT's ``check_target_module_exists`` (peft 0.21 ``tuners_utils.py``): a string
     ``target_modules`` is a regex that must match the whole key; a list matches a key equal to an
     entry or ending in ``.entry``, then ``layers_to_transform`` (with ``layers_pattern``) filters
-    by the index after ``.<pattern>.``."""
+    by the index after ``.<pattern>.``; ``exclude_modules`` (same forms) wins over both."""
+    ex = config.get("exclude_modules")
+    if isinstance(ex, str) and re.fullmatch(ex, key) or isinstance(ex, list) and (key in ex or any(key.endswith(f".{e}") for e in ex)):
+        return False
     tm = config.get("target_modules")
     if isinstance(tm, str):
         return re.fullmatch(tm, key) is not None
@@ -272,6 +275,19 @@ class PeftLoRA:
 def is_peft_folder(path: str | os.PathLike) -> bool:
     """True if ``path`` is a directory holding ``adapter_config.json``."""
     return (Path(path) / PEFT_CONFIG_FILE).is_file()
+
+
+def not_a_model(path: str | os.PathLike) -> str:
+    """One line for a PEFT folder given where a PAWN checkpoint is expected (was: "model.safetensors
+    is missing"): the backbone it names and the two ways to use it."""
+    d = Path(path)
+    try:
+        base = json.loads((d / PEFT_CONFIG_FILE).read_text("utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        base = None
+    on = f" for the backbone {base}" if base else ""
+    return (f"{d}: a PEFT adapter folder{on}, not a PAWN checkpoint; read it in with `pawn convert {d} --from-peft`, "
+            f"or load it in PyTorch with pawn.torch.load(BACKBONE, adapter=\"{d}\")")
 
 
 def read_peft_lora(path: str | os.PathLike, framework: str = "numpy") -> PeftLoRA:
@@ -558,5 +574,5 @@ def import_peft(
 __all__ = [
     "LORA_TARGETS", "MODULE_PATHS", "PAWN_RECORD_FILE", "PEFT_CONFIG_FILE", "PEFT_KEY_PREFIX", "PEFT_WEIGHTS_FILE",
     "PeftBackboneMismatchError", "PeftFormatError", "PeftLoRA", "export_peft", "import_peft", "is_peft_folder",
-    "lora_adapter_config", "module_path", "peft_key", "peft_selects", "read_peft_lora",
+    "lora_adapter_config", "module_path", "not_a_model", "peft_key", "peft_selects", "read_peft_lora",
 ]
