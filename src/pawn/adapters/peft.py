@@ -388,7 +388,7 @@ def _check_peft_target(out: Path, src: Path) -> None:
     if not (out / ck.MANIFEST).is_file() or not isinstance(rec, dict) or rec.get("exported_from") != str(src):
         origin = rec.get("exported_from") if isinstance(rec, dict) else None
         raise ck.CheckpointTargetError(f"{out}: exists and is not an earlier PEFT export of {src}"
-                                       f"{f' (it is one of {origin})' if origin else ''}; refusing to overwrite it "
+                                       f"{f' (it is an export of {origin})' if origin else ''}; refusing to overwrite it "
                                        "(choose another output)")
 
 
