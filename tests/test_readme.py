@@ -15,7 +15,7 @@ from conftest import REPO_ROOT, _shared_dir
 
 from pawn.config import SUPERNETS
 
-OUTPUT_FLAGS = ("--out", "--pgn-out", "--json", "--plot", "--output", "-o")
+OUTPUT_FLAGS = ("--out", "--pgn-out", "--json", "--plot", "--output", "-o", "--peft")
 READ_FLAGS = ("--checkpoint", "--pgn", "--config", "--resume", "--prefix")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 

@@ -7,7 +7,7 @@ from pawn.errors import PawnError
 import contextlib
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 
 class OutputPathError(PawnError, ValueError):
@@ -124,8 +124,8 @@ def _umask() -> int:
     return mask
 
 
-def save_safetensors(tensors: dict, path: str | os.PathLike) -> Path:
-    """``safetensors.numpy.save_file(tensors, path)`` with the file's mode set as for any file
+def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: Optional[dict[str, str]] = None) -> Path:
+    """``safetensors.numpy.save_file(tensors, path, metadata)`` with the file's mode set as for any file
     this process creates (``0o666 & ~umask``, usually 0644). ``save_file`` itself leaves mode
     0600 (it writes through a private temporary file), so checkpoints and caches were unreadable
     to other users of a shared machine.
@@ -136,6 +136,7 @@ def save_safetensors(tensors: dict, path: str | os.PathLike) -> Path:
     Args:
         tensors: name -> numpy array (any dtype safetensors stores; any memory layout).
         path: the file to write.
+        metadata: the header's string -> string ``__metadata__`` (e.g. PEFT's ``{"format": "pt"}``), or None.
 
     Raises:
         OSError: the write or the chmod failed.
@@ -143,6 +144,6 @@ def save_safetensors(tensors: dict, path: str | os.PathLike) -> Path:
     import numpy as np
     from safetensors.numpy import save_file
 
-    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path))
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=metadata)
     os.chmod(path, 0o666 & ~_umask())
     return Path(path)

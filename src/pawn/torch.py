@@ -10,7 +10,10 @@ Behaviour (§6.6): the ``.complete`` manifest is verified if present (strict rul
 be exactly the 16 canonical names with shapes matching the config. Stacked ``[L, ...]`` tensors
 are un-stacked and linear weights transposed back to PyTorch's ``[out, in]``; module names mirror
 v1 (``embed.src_embed``, ``layers.{i}.attn.wq``, …, ``final_norm``, ``lm_head``) so the state-dict
-keys coincide with a v1 ``model.safetensors``. Numerics follow v2: RMSNorm (ε 1e-6) normalises
+keys coincide with a v1 ``model.safetensors``. ``load(..., adapter=DIR)`` adds a LoRA adapter in
+the Hugging Face PEFT layout (``pawn convert --peft``, or one trained with PEFT on this module;
+:mod:`pawn.adapters.peft`) as PEFT's unmerged LoRA layers do: ``y = x·Wᵀ + (lora_alpha/r)·B(A(x))``.
+Numerics follow v2: RMSNorm (ε 1e-6) normalises
 and multiplies by its scale in fp32, interleaved RoPE (base from the config) in fp32, plain
 attention with the weights of fully-masked query rows set to 0, SwiGLU, untied ``lm_head``.
 """
@@ -25,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pawn.adapters.peft import MODULE_PATHS, PeftBackboneMismatchError, read_peft_lora
 from pawn.checkpoint import (
     CONFIG_FILE,
     MANIFEST,
@@ -34,13 +38,14 @@ from pawn.checkpoint import (
     _read_tensors,
     not_a_checkpoint_dir,
     read_model_config,
+    sha256_file,
     verify_manifest,
 )
 from pawn.config import PARAMS, ModelConfig
 from pawn.vocab import NUM_ACTIONS, OUTCOME_TOKEN_BASE, PAD_TOKEN, action_table
 
 RMS_EPS = 1e-6
-__all__ = ["PAWNTorch", "load"]
+__all__ = ["LoRALinear", "PAWNTorch", "add_lora", "load"]
 
 
 class RMSNorm(nn.Module):
@@ -181,6 +186,72 @@ class PAWNTorch(nn.Module):
         return self.lm_head(self.final_norm(x))
 
 
+class LoRALinear(nn.Linear):
+    """A bias-free ``nn.Linear`` plus an unmerged LoRA delta, as PEFT's ``lora.Linear``:
+    ``forward(x) = x·Wᵀ + scaling · lora_B(lora_A(x))``. The base weight keeps its state-dict key
+    (``….wq.weight``); the factors add ``….wq.lora_A.weight`` [r, in] and ``….wq.lora_B.weight`` [out, r].
+
+    Args:
+        base: the linear layer adapted (its weight is shared, not copied).
+        a: float [r, in_features]; b: float [out_features, r]; scaling: ``lora_alpha / r``.
+    """
+
+    def __init__(self, base: nn.Linear, a: torch.Tensor, b: torch.Tensor, scaling: float):
+        super().__init__(base.in_features, base.out_features, bias=False, device=base.weight.device, dtype=base.weight.dtype)
+        self.weight = base.weight
+        r = a.shape[0]
+        self.lora_A = nn.Linear(base.in_features, r, bias=False, device=base.weight.device, dtype=base.weight.dtype)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False, device=base.weight.device, dtype=base.weight.dtype)
+        with torch.no_grad():
+            self.lora_A.weight.copy_(a)
+            self.lora_B.weight.copy_(b)
+        self.scaling = float(scaling)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + self.lora_B(self.lora_A(x)) * self.scaling
+
+
+def add_lora(model: PAWNTorch, adapter: str | os.PathLike, backbone: Optional[dict] = None) -> PAWNTorch:
+    """Put the LoRA weights of the PEFT folder ``adapter`` on ``model`` (in place) as :class:`LoRALinear` layers.
+
+    Args:
+        model: the backbone, loaded by :func:`load`.
+        adapter: a PEFT LoRA folder (:func:`pawn.adapters.peft.read_peft_lora`).
+        backbone: what is known of the backbone checkpoint: ``{"sha256": model.safetensors digest,
+            "run_config": its run config, "path": its directory}``; checked against the folder's
+            ``pawn_adapter.json`` when both are there.
+
+    Returns:
+        ``model``.
+
+    Raises:
+        pawn.adapters.peft.PeftFormatError: see :func:`~pawn.adapters.peft.read_peft_lora` and
+            :meth:`~pawn.adapters.peft.PeftLoRA.check_model` (shapes, ``target_modules``).
+        pawn.adapters.peft.PeftBackboneMismatchError: the backbone is not the recorded one (the
+            message names both SHA-256s), or is the supernet of a recorded variant (slice it first).
+    """
+    peft = read_peft_lora(adapter, framework="pt")
+    rec = (peft.record or {}).get("backbone")
+    if isinstance(rec, dict) and backbone is not None:
+        where = backbone.get("path")
+        variant = rec.get("variant")
+        run_variant = (backbone.get("run_config") or {}).get("variant")
+        if variant is not None and run_variant != variant:
+            raise PeftBackboneMismatchError(
+                f"{adapter}: trained on variant {variant} of {rec.get('source')}; load that variant as the backbone "
+                f"(`pawn convert {where} --slice {variant}` writes it), not {where}")
+        if variant is None and rec.get("sha256") and backbone.get("sha256") != rec["sha256"]:
+            raise PeftBackboneMismatchError(
+                f"{adapter}: backbone {where} has model.safetensors SHA-256 {backbone.get('sha256')}, "
+                f"but the adapter was trained on {rec['sha256']} ({rec.get('source')})")
+    peft.check_model(model.config)
+    for (target, layer), (a, b) in peft.weights.items():
+        parent_name, _, leaf = MODULE_PATHS[target].format(i=layer).rpartition(".")
+        parent = model.get_submodule(parent_name)
+        setattr(parent, leaf, LoRALinear(getattr(parent, leaf), a.float(), b.float(), peft.scaling))
+    return model
+
+
 def _shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     """The 16 canonical v2 tensor shapes for ``c`` (spec §5.2, :data:`pawn.config.PARAMS`), without importing JAX."""
     return {p.name: p.shape(c) for p in PARAMS}
@@ -201,20 +272,29 @@ def state_dict_from_v2(params: dict[str, np.ndarray], n_layers: int) -> dict[str
     return sd
 
 
-def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> PAWNTorch:
+def load(path: str | os.PathLike, device: str | torch.device = "cpu", adapter: Optional[str | os.PathLike] = None) -> PAWNTorch:
     """Load a v2 checkpoint directory into :class:`PAWNTorch` (eval mode, fp32).
+
+    Args:
+        path: the backbone checkpoint directory.
+        device: where the module is placed.
+        adapter: a LoRA adapter folder in the PEFT layout (``pawn convert RUN --peft DIR``), put
+            on the backbone unmerged (:func:`add_lora`); its logits are the JAX adapted model's
+            to float32 rounding.
 
     Raises:
         FileNotFoundError: no such directory.
         pawn.checkpoint.CheckpointError (and subclasses): manifest mismatch, bad ``config.json``,
             a tensor set other than the 16 canonical names, or a shape that disagrees with the
             config (one line naming the file and tensor).
+        pawn.adapters.peft.PeftFormatError, PeftBackboneMismatchError: see :func:`add_lora`.
     """
     d = Path(path)
     if not d.is_dir():
         raise FileNotFoundError(not_a_checkpoint_dir(d))
+    digest = None
     if (d / MANIFEST).exists():
-        verify_manifest(d)
+        digest = verify_manifest(d).get(MODEL_FILE)
     cfg_json = _read_json(d / CONFIG_FILE)
     if not isinstance(cfg_json, dict):
         raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: the top level is not a JSON object")
@@ -230,4 +310,7 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> PAWNTor
             raise CheckpointIntegrityError(f"{d / MODEL_FILE}: tensor {name} has shape {tuple(params[name].shape)}, model_config needs {shape}")
     model = PAWNTorch(config)
     model.load_state_dict(state_dict_from_v2(params, config.n_layers), strict=True)
+    if adapter is not None:
+        add_lora(model, adapter, {"sha256": digest or sha256_file(d / MODEL_FILE), "path": str(d),
+                                  "run_config": cfg_json.get("run_config") if isinstance(cfg_json.get("run_config"), dict) else None})
     return model.to(device).eval()

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from pawn import checkpoint
 from pawn.adapters.io import is_adapter_checkpoint
+from pawn.adapters.peft import is_peft_folder, not_a_model
 from pawn.config import SUPERNETS, ModelConfig, supernet_of
 from pawn.convert import ConversionError, fetch_source, load_fetched, load_source, not_local_nor_hub, refuse_corrupt
 from pawn.hub.fetch import HubDownloadError
@@ -79,7 +80,20 @@ def load_model(path_or_hub_id: str | os.PathLike):
     if is_adapter_checkpoint(src):
         m = load_adapter_checkpoint(src).model
         return m, m.config
+    _refuse_peft_folder(src)
     return checkpoint.load_model(src)
+
+
+def _refuse_peft_folder(src: str) -> None:
+    """A PEFT adapter folder (no ``model.safetensors``) given as a model: one line saying what it is.
+
+    Raises:
+        pawn.adapters.AdapterError: ``src`` is such a folder.
+    """
+    from pawn.adapters.errors import AdapterError
+
+    if is_peft_folder(src) and not os.path.isfile(os.path.join(src, checkpoint.MODEL_FILE)):
+        raise AdapterError(not_a_model(src))
 
 
 def resolve_backbone(source: str) -> str:
@@ -157,6 +171,7 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, var
         except (ConversionError, HubDownloadError) as e:
             raise ConversionError(not_local_nor_hub(src, str(e))) from None
     elif not is_adapter_checkpoint(src):
+        _refuse_peft_folder(src)
         ckpt = checkpoint.load_checkpoint(src)
     if hub_adapter is not None or (not checkpoint.is_hub_id(src) and is_adapter_checkpoint(src)):
         if variant is not None:

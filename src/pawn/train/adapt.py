@@ -290,9 +290,12 @@ def load_backbone_for(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]
     """
     from pawn.adapters import AdapterError
     from pawn.adapters.io import load_backbone
-    from pawn.checkpoint import CheckpointError, is_hub_id
+    from pawn.adapters.peft import is_peft_folder, not_a_model
+    from pawn.checkpoint import MODEL_FILE, CheckpointError, is_hub_id
 
     src = str(cfg.backbone)
+    if is_peft_folder(src) and not (Path(src) / MODEL_FILE).is_file():
+        raise TrainingError(not_a_model(src))
     try:
         if not Path(src).is_dir() and is_hub_id(src):
             if resolve is None:
