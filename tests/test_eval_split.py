@@ -39,17 +39,19 @@ def _site_ids(text: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def adapted(tiny_backbone, shared_data, tmp_path_factory):
-    """One film adapter trained on the whole shared Lichess folder with a validation and a test split."""
+    """One film adapter trained on (a copy of) the shared Lichess folder with a validation and a test split;
+    ``(run dir, cache dir, output, data folder)``. The copy is what the refusal test touches."""
     from pawn.cli import app
 
     root = tmp_path_factory.mktemp("evalsplit")
-    out, cache = root / "run", root / "cache"
-    r = CliRunner().invoke(app, ["adapt", str(tiny_backbone), "--strategy", "film", "--data", str(shared_data / "lichess"), *ELO,
+    out, cache, data = root / "run", root / "cache", root / "lichess"
+    shutil.copytree(shared_data / "lichess", data)
+    r = CliRunner().invoke(app, ["adapt", str(tiny_backbone), "--strategy", "film", "--data", str(data), *ELO,
                                  "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "8", "--seq-len", "48",
                                  "--val-games", str(VAL), "--test-games", str(TEST), "--cache-dir", str(cache), "--out", str(out),
                                  "--data-seed", "3"])
     assert r.exit_code == 0, r.output
-    return out, cache, r.output
+    return out, cache, r.output, data
 
 
 @pytest.mark.slow
@@ -57,7 +59,7 @@ def test_adapt_records_the_source_fingerprint_rule_and_disjoint_game_ids(adapted
     from pawn.data.split import fingerprint_digest
     from pawn.runs import open_run
 
-    out, _, output = adapted
+    out, _, output, _ = adapted
     rec = open_run(out).split
     # 7,321 games read; 32 repeated ids, 16 FEN starts, 19 without a result, 315 outside the band, 58 short
     assert rec.counts == {"train": 6881 - VAL - TEST, "val": VAL, "test": TEST, "duplicates_dropped": 32}
@@ -87,7 +89,7 @@ def test_eval_split_val_scores_exactly_the_runs_validation_games(adapted, tmp_pa
     from pawn.cli import app
     from pawn.runs import open_run
 
-    out, _, _ = adapted
+    out, _, _, _ = adapted
     js = tmp_path / "e.json"
     r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "val", "--pgn-only", "--json", str(js)])
     assert r.exit_code == 0, r.output
@@ -115,7 +117,7 @@ def test_eval_pgn_on_the_training_source_counts_its_training_games(adapted, shar
     from pawn.engine import parse_pgn
     from pawn.runs import open_run
 
-    out, _, _ = adapted
+    out, _, _, _ = adapted
     tail = "".join(_games((shared_data / "lichess" / KDAVE).read_text())[-300:])
     pgn = tmp_path / "tail300.pgn"
     pgn.write_text(tail)
@@ -165,8 +167,8 @@ def test_eval_pgn_counts_a_game_repeated_in_two_exports_once(tiny_backbone, shar
 def test_eval_split_refuses_in_one_line_when_the_source_changed(adapted, shared_data):
     from pawn.cli import app
 
-    out, _, _ = adapted
-    f = shared_data / "lichess" / KDAVE
+    out, _, _, data = adapted
+    f = data / KDAVE
     st = os.stat(f)
     try:
         os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
@@ -195,7 +197,7 @@ def test_eval_split_of_a_plain_model_or_a_run_without_test_games_is_refused(adap
 
     r = CliRunner().invoke(app, ["eval", str(tiny_backbone), "--split", "val", "--pgn-only"])
     assert r.exit_code != 0 and "--split needs an adapter checkpoint of a pawn adapt run" in r.output
-    out, _, _ = adapted
+    out, _, _, _ = adapted
     run = tmp_path / "run"
     shutil.copytree(out, run, symlinks=True)
     rec = json.loads((run / "split.json").read_text())
