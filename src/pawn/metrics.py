@@ -21,6 +21,16 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+MIN_EVAL_PLY = 10
+"""First sequence position of the legal-masked (MAIA-style) accuracy of ``pawn eval``: v1's
+``min_eval_ply`` (spec eval §1.6); ``pawn adapt``'s validation top-1 counts every position."""
+
+SCOPE_ALL = "all positions"
+SCOPE_FROM = f"position ≥ {MIN_EVAL_PLY}"
+"""Which positions a top-1 counts, as the tables say it: ``pawn adapt``'s validation and the plain
+top-1 of ``pawn eval`` count every position, the legal-masked top-1 of ``pawn eval`` starts at
+:data:`MIN_EVAL_PLY` (for pure moves, position p predicts ply p)."""
+
 UNITS = ("nats", "fraction", "ratio", "plies", "count", "seconds", "tokens/s", "games/s", "GiB", "lr", "norm")
 """Units a metric may have: ``fraction`` is a rate in [0, 1] (shown as a percentage)."""
 
@@ -90,7 +100,10 @@ _ROWS: tuple[Metric, ...] = (
     _M("ceiling", "Ceiling E[1/N_legal]", "ceiling", "fraction", None, (), "ceiling/e_inv_n_legal", ("val", "eval")),
     _M("moves_only_top1", "Top-1, move positions only", "moves-only top-1", "fraction", "max", ("moves_only_top1",),
        "moves_only/top1", ("val", "eval")),
-    _M("legal_masked_top1", "Top-1 legal-masked", "masked top-1", "fraction", "max", (), "legal_masked/top1", ("eval",)),
+    _M("legal_masked_top1", f"Top-1 legal-masked ({SCOPE_FROM})", "masked top-1", "fraction", "max", (), "legal_masked/top1",
+       ("eval",)),
+    _M("legal_masked_top1_all_positions", f"Top-1 legal-masked ({SCOPE_ALL})", "masked top-1 (all)", "fraction", "max", (),
+       "legal_masked/top1_all_positions", ("eval",)),
     # --- game integrity (spec eval §1.2)
     _M("legal_rate", "Legal move rate", "legal rate", "fraction", "max", ("legal_move_rate",), "published/legal_rate", ("val", "eval")),
     _M("late_legal_rate", "Late legal rate", "late legal", "fraction", "max", ("late_legal_move_rate", "late_legal_rate"),

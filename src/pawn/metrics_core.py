@@ -40,9 +40,7 @@ PERPLEXITY_LOSS_CAP = 20.0
 
 _SRC, _DST, _ = (a.astype(np.int64) for a in action_table())
 
-MIN_EVAL_PLY = 10
-"""First sequence position of the legal-masked (MAIA-style) accuracy: v1's ``min_eval_ply``
-(spec eval §1.6)."""
+from pawn.metrics import MIN_EVAL_PLY  # noqa: E402  (the one home: the tables' labels name it)
 
 
 # --------------------------------------------------------------------------- device step
@@ -127,7 +125,9 @@ class AccuracyReport:
     Legal-masked (MAIA-style adapter accuracy, spec eval §1.6) — ``legal_masked/*``: top1/top5
     of the logits restricted to the legal moves (−inf elsewhere; the terminal slot's set is
     {PAD}, always correct), position-weighted over ``loss_mask`` positions at sequence position
-    ≥ :data:`MIN_EVAL_PLY` (10).
+    ≥ :data:`MIN_EVAL_PLY` (10); ``legal_masked/top1_all_positions`` the same top-1 over every
+    ``loss_mask`` position (the position set of ``pawn adapt``'s validation top-1 under its
+    legal mask, so the two agree on the same games and sequence length).
 
     Ceiling — ``ceiling/*``: E[1/N_legal] over every ply < length of the same games (§5),
     ``moves_only`` the same over exactly the plies the moves-only positions predict, and
@@ -169,6 +169,7 @@ class AccuracyReport:
     ceiling_moves_only: float
     n_ceiling_positions: int
     settings: dict[str, Any] = field(default_factory=dict)
+    legal_masked_top1_all_positions: float = 0.0
 
     @property
     def top1_over_ceiling(self) -> float:
@@ -194,6 +195,7 @@ class AccuracyReport:
         out["moves_only/top1_over_ceiling"] = self.moves_only_top1_over_ceiling
         out["legal_masked/top1"] = self.legal_masked_top1
         out["legal_masked/top5"] = self.legal_masked_top5
+        out["legal_masked/top1_all_positions"] = self.legal_masked_top1_all_positions
         for name, ph in self.phases.items():
             for k, v in ph.items():
                 out[f"moves_only/phase/{name}/{k}"] = v
@@ -218,7 +220,7 @@ class _Totals:
         self.s: dict[str, float] = dict.fromkeys(
             ("n_pos", "n_move", "n_late", "illegal_pred", "illegal_mass", "mo_nll", "mo_top1", "mo_top5",
              "mo_top1_full", "mo_top5_full", "mo_legal", "ceil_sum", "ceil_n", "ceil_mo_sum", "ceil_mo_n",
-             "lm_n", "lm_top1", "lm_top5"), 0.0)
+             "lm_n", "lm_top1", "lm_top5", "lm_all_top1"), 0.0)
         self.phase = {name: [0, 0] for name, _, _ in PHASES}
         self.first_forfeit: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
@@ -329,6 +331,7 @@ def evaluate_games(
         s["mo_top1_full"] += int((hit & move).sum())
         s["mo_top5_full"] += int((sc["in_top5"] & move).sum())
         s["mo_legal"] += int((g_legal & move).sum())
+        s["lm_all_top1"] += int((sc["legal_hit"] & lm).sum())
         maia = lm & (pos >= MIN_EVAL_PLY)
         s["lm_n"] += int(maia.sum())
         s["lm_top1"] += int((sc["legal_hit"] & maia).sum())
@@ -398,6 +401,7 @@ def evaluate_games(
         legal_masked_top1=ratio(s["lm_top1"], s["lm_n"]),
         legal_masked_top5=ratio(s["lm_top5"], s["lm_n"]),
         n_legal_masked_positions=int(s["lm_n"]),
+        legal_masked_top1_all_positions=ratio(s["lm_all_top1"], s["n_pos"]),
         phases={k: {"correct": c, "total": t, "accuracy": ratio(c, t)} for k, (c, t) in tot.phase.items()},
         ceiling=ceiling,
         ceiling_moves_only=ratio(s["ceil_mo_sum"], s["ceil_mo_n"]),

@@ -2,7 +2,8 @@
 
 A run directory holds ``config.json`` (the resolved, re-feedable config), ``metrics.jsonl`` (one
 JSON record per line), ``schedule_health.json`` (spec ``training-and-adapters.md`` §1.10),
-``checkpoints/step_NNNNNNNN`` and ``checkpoints/best``, and the ``eval*.json`` reports of
+``checkpoints/step_NNNNNNNN`` and ``checkpoints/best``, an adapter run's ``split.json`` (which games it
+trained, validated and tested on: :mod:`pawn.data.split`), and the ``eval*.json`` reports of
 ``pawn eval --json`` kept beside it. Every consumer (the model card, ``curves.png``, TensorBoard and
 W&B, the sweep objective, ``pawn report``, ``pawn dashboard``, ``pawn lab``) reads runs through
 :func:`open_run`, never by parsing ``metrics.jsonl`` itself.
@@ -494,6 +495,20 @@ class Run:
         return h if isinstance(h, dict) else None
 
     @property
+    def split(self):
+        """An adapter run's :class:`pawn.data.split.SplitRecord` (``split.json``: source
+        fingerprint, filters, train/val/test rule, game ids), or None when the run has none
+        (pretraining, or an adapter run written before PAWN recorded it).
+
+        Raises:
+            pawn.errors.DataError: a ``split.json`` that cannot be read (one line naming it).
+        """
+        from pawn.data.split import SPLIT_FILE, read
+
+        p = self.path / SPLIT_FILE
+        return read(p) if p.is_file() else None
+
+    @property
     def best_val_loss(self) -> Optional[float]:
         """The lowest validation loss of the run's model over its ``val`` records."""
         losses = [r.values.get("loss") for r in self.val]
@@ -619,6 +634,19 @@ def open_run(path: str | os.PathLike) -> Run:
     return run
 
 
+def run_of_checkpoint(path: str | os.PathLike) -> Optional[Run]:
+    """The run a checkpoint directory belongs to: ``<run>/checkpoints/<name>`` or the ``<run>/best``
+    link (symlinks resolved), else None (a checkpoint copied out of its run)."""
+    p = Path(path).resolve()
+    run_dir = p.parent.parent if p.parent.name == CHECKPOINTS_DIR else None
+    if run_dir is None or not (run_dir / METRICS_FILE).is_file():
+        return None
+    try:
+        return open_run(run_dir)
+    except RunError:
+        return None
+
+
 def discover_runs(root: str | os.PathLike) -> list[Run]:
     """Every run directory at or under ``root`` (recursive; checkpoint folders are not
     entered), sorted by path.
@@ -651,5 +679,5 @@ def discover_runs(root: str | os.PathLike) -> list[Run]:
     return found
 
 
-__all__ = ["SCHEMA_VERSION", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs",
+__all__ = ["SCHEMA_VERSION", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
            "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "last_per_step"]

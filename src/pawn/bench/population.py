@@ -314,7 +314,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
     c0 = cfgs[0]
     # the cache is built here, untimed, with run_adapt's arguments: both timed sides then read it
     corpus = load_corpus(c0.data, LichessFilters(c0.elo_min, c0.elo_max, c0.min_ply, c0.max_games), split=c0.split,
-                         val_games=c0.val_games, cache_dir=c0.cache_dir)
+                         val_games=c0.val_games, cache_dir=c0.cache_dir, test_games=c0.test_games)
     out.data, out.train_games = str(data), len(corpus.train)
     batches = GameBatches(corpus.train, c0.layout, T, B, s.seed, legal_mask=True)
     if batches.steps_per_epoch < max(K, half):

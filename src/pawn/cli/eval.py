@@ -21,7 +21,14 @@ DOC = """Move accuracy, legality, game completion and the accuracy ceiling on ra
 Reports both conventions: published (v1 val: terminal PAD slot included, argmax
 over all 1,980 tokens, mean of per-batch means) and moves-only (terminal slot excluded, argmax
 over the 1,968 actions, position-weighted). With --pgn, top-1/top-5/legal rate on human moves
-by Elo band."""
+by Elo band (each Lichess game once). For an adapter of a pawn adapt run, --split val|test
+evaluates the run's held-out games (re-derived from its split.json), and --pgn warns when the
+file holds games the adapter trained on; --pgn-only skips the random-game pass. An adapter
+trained under the legal mask (pawn adapt's default) must be read under it: its column is
+"Top-1 legal-masked"; the plain top-1 and legal rate are of the unmasked argmax.
+
+Example:
+  pawn eval runs/adapt-lora/best --split val --pgn-only"""
 
 # (metric key, published attribute, moves-only attribute or None, format) of the report table.
 _ROWS = (("loss", "loss", "moves_only_loss", ".4f"), ("perplexity", "perplexity", None, ".2f"),
@@ -50,17 +57,62 @@ def accuracy_table(r: runs.ModelEval) -> TableReport:
     return t.add(METRICS["positions"].label, f"{rep.n_positions}", f"{rep.n_move_positions}")
 
 
+def _human_columns(first: str, all_positions: bool = False) -> list[Column]:
+    """Columns of the human-move tables: which positions each top-1 counts is in its label
+    (:data:`pawn.metrics.SCOPE_ALL`, the legal-masked one from :data:`pawn.metrics.MIN_EVAL_PLY`)."""
+    from pawn.metrics import SCOPE_ALL
+
+    cols = [Column(first, ""), Column("games", "d"), Column(METRICS["positions"].label, "d"), Column("Loss", ".4f"),
+            Column(f"Top-1 ({SCOPE_ALL})", "pct"), Column("Top-5", "pct"), Column(METRICS["legal_rate"].label, "pct"),
+            Column(METRICS["legal_masked_top1"].label, "pct")]
+    if all_positions:
+        cols.append(Column(METRICS["legal_masked_top1_all_positions"].label, "pct"))
+    return cols
+
+
 def lichess_table(r: runs.ModelEval, pgn) -> TableReport:
     """One model's Lichess accuracy by Elo band."""
     li = r.lichess
-    t = TableReport(f"{r.name}: Lichess {pgn.name} (parsed {li['parser'].get('kept', 0)} of {li['parser'].get('read', 0)}, "
-                    f"{li['n_out_of_band']} outside the bands)",
-                    [Column(METRICS[k].label if k in METRICS else k, f) for k, f in
-                     (("Elo band", ""), ("games", "d"), ("Positions", "d"), ("Loss", ".4f"), ("Top-1", "pct"), ("Top-5", "pct"), ("Legal rate", "pct"),
-                      ("Top-1 legal-masked", "pct"))])
+    dup = li.get("n_duplicates", 0)
+    t = TableReport(f"{r.name}: Lichess {pgn.name} (parsed {li['parser'].get('kept', 0)} of {li['parser'].get('read', 0)}"
+                    f"{f', {dup} repeated' if dup else ''}, {li['n_out_of_band']} outside the bands)", _human_columns("Elo band"))
     for key, b in li["bands"].items():
         t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"], b["top1_legal_masked"])
     return t
+
+
+def held_out_table(r: runs.ModelEval) -> TableReport:
+    """One model's accuracy on its run's held-out (validation or test) games."""
+    h = r.held_out
+    band = h["filters"]
+    lo, hi = band.get("elo_min"), band.get("elo_max")
+    elo = "" if lo is None and hi is None else f", Elo [{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}) both players"
+    t = TableReport(f"{r.name}: the {h['split']} games of {h['run']} ({h['source']}{elo}), seq_len {r.seq_len}",
+                    _human_columns("split", all_positions=True))
+    t.add(h["split"], h["n_games"], h["n_positions"], h["loss"], h["top1"], h["top5"], h["legal_rate"], h["top1_legal_masked"],
+          h["top1_legal_masked_all_positions"])
+    return t
+
+
+def pgn_lines(r: runs.ModelEval) -> list[str]:
+    """The one-line notes of ``--pgn``: repeated games dropped, and an adapter's training games among the scored ones."""
+    li, out = r.lichess, []
+    if li.get("n_duplicates"):
+        out.append(f"dropped {li['n_duplicates']:,} repeated games of --pgn (a Lichess game id seen earlier in it); "
+                   "each game is counted once")
+    ov = li.get("overlap")
+    if ov is None and r.split_hint and r.split_hint.startswith("note:"):
+        out.append(r.split_hint)
+    if ov is not None:
+        n = li.get("n_evaluated", 0)
+        if ov.get("train"):
+            also = f" (and {ov['val']:,} were its validation games)" if ov.get("val") else ""
+            out.append(f"warning: {ov['train']:,} of the {n:,} evaluated games were training games of this adapter{also}; "
+                       f"these numbers are not held-out: evaluate with {r.split_hint} ({r.split_run})")
+        elif ov.get("val") or ov.get("test"):
+            out.append(f"note: of the {n:,} evaluated games, {ov.get('val', 0):,} are this adapter's validation and "
+                       f"{ov.get('test', 0):,} its test games; none were training games")
+    return out
 
 
 def lichess_skipped_lines(li: dict) -> list[str]:
@@ -88,12 +140,17 @@ def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
     try:
         for r in runs.eval_models(models, s, log=out.line):
             record["models"].append(r.record())
-            out.report(accuracy_table(r))
+            if r.report is not None:
+                out.report(accuracy_table(r))
+            if r.held_out is not None:
+                out.report(held_out_table(r))
             if r.lichess is not None:
                 out.report(lichess_table(r, s.pgn))
                 if not done:  # the same games for every model: name the skipped ones once
                     for line in lichess_skipped_lines(r.lichess):
                         out.line(f"skipped {line}" if not line.startswith("…") else line)
+                for line in pgn_lines(r):
+                    out.line(line)
             done.append(r.name)
     except KeyboardInterrupt:
         raise interrupted(done, [lm.name for lm in models], s.json_out, record)

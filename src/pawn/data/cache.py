@@ -5,7 +5,9 @@ A cache directory holds one filtered game set:
 - ``tokens_flat.bin``: raw little-endian int16, every game's move tokens concatenated in scan
   order; memory-mapped on load, never read whole into memory.
 - ``index.safetensors``: ``offsets`` int64 [n_games + 1] and ``outcome_tokens`` int16 [n_games];
-  game i is ``tokens_flat[offsets[i]:offsets[i+1]]``.
+  game i is ``tokens_flat[offsets[i]:offsets[i+1]]``. PGN caches also hold ``game_ids`` uint64
+  [n_games] (the Lichess id of each game's ``Site`` tag, 0 where it has none; see
+  :func:`pawn.data.lichess.lichess_ids`), so a run can record which games it trained on.
 - ``meta.json``: ``format_version`` (1), ``repo_or_path``, ``split``, ``elo_min``, ``elo_max``,
   ``min_ply``, ``n_games``, ``total_tokens``, ``created_at_unix``; PAWN adds ``max_games`` (the
   cap the cache was read with), ``source_files`` (name, size and mtime of local source files, so
@@ -53,6 +55,7 @@ JOURNAL_FILE = "journal.json"
 LENGTHS_PART = "lengths.part"
 OUTCOME_PART = "outcome.part"
 SEEN_PART = "seen.part"
+IDS_PART = "ids.part"
 PARTIAL_SUFFIX = ".partial"
 CACHE_DIR_NAME = "pawn-lichess-cache"
 
@@ -105,12 +108,14 @@ def _sha256(path: Path) -> str:
 class CsrGames:
     """Games in CSR form: ``tokens_flat`` int16 [total_tokens] (a read-only memmap for a cache),
     ``offsets`` int64 [n + 1], ``outcome`` int16 [n]. Game i is
-    ``tokens_flat[offsets[i]:offsets[i+1]]``. ``meta`` is the cache's ``meta.json`` (or {})."""
+    ``tokens_flat[offsets[i]:offsets[i+1]]``. ``meta`` is the cache's ``meta.json`` (or {}).
+    ``ids``: uint64 [n] Lichess game ids (0 = none) for a PGN cache, else None."""
 
     tokens_flat: np.ndarray
     offsets: np.ndarray
     outcome: np.ndarray
     meta: dict
+    ids: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return int(self.outcome.shape[0])
@@ -122,7 +127,8 @@ class CsrGames:
 
     def slice(self, start: int, stop: int) -> "CsrGames":
         """Games ``start … stop − 1`` as a view (no copy of the tokens)."""
-        return CsrGames(self.tokens_flat, self.offsets[start:stop + 1], self.outcome[start:stop], self.meta)
+        return CsrGames(self.tokens_flat, self.offsets[start:stop + 1], self.outcome[start:stop], self.meta,
+                        None if self.ids is None else self.ids[start:stop])
 
     def gather(self, indices: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Games ``indices`` cut to ``width`` plies.
@@ -175,9 +181,9 @@ class CacheWriter:
             self.done = True
             return
         journal = self._read_journal()
-        sizes = {TOKENS_FILE: 0, LENGTHS_PART: 0, OUTCOME_PART: 0, SEEN_PART: 0}
+        sizes = {TOKENS_FILE: 0, LENGTHS_PART: 0, OUTCOME_PART: 0, SEEN_PART: 0, IDS_PART: 0}
         if journal is not None and journal.get("identity") == self.identity:
-            sizes = {name: int(journal["sizes"][name]) for name in sizes}
+            sizes = {name: int(journal["sizes"].get(name, 0)) for name in sizes}
             self.resumed = journal.get("state")
         else:
             for child in self.tmp.iterdir():
@@ -240,9 +246,21 @@ class CacheWriter:
         flat = np.asarray(tokens)[cols[None, :] < lengths[:, None]].astype("<i2")
         self.add_flat(flat, lengths, outcome)
 
-    def add_flat(self, flat: np.ndarray, lengths: np.ndarray, outcome: np.ndarray) -> None:
-        """Append games already concatenated: ``flat`` int16 [sum(lengths)]."""
+    def add_flat(self, flat: np.ndarray, lengths: np.ndarray, outcome: np.ndarray,
+                 ids: Optional[np.ndarray] = None) -> None:
+        """Append games already concatenated: ``flat`` int16 [sum(lengths)]; ``ids`` uint64 [k]
+        their game ids (give them for every call of a build or for none: the index keeps
+        ``game_ids`` only when every game has one).
+
+        Raises:
+            ValueError: ``ids`` of another length than ``lengths``.
+        """
         lengths = np.asarray(lengths, np.int64)
+        if ids is not None:
+            ids = np.asarray(ids, "<u8")
+            if ids.shape != lengths.shape:
+                raise ValueError(f"{ids.shape[0]} game ids for {lengths.shape[0]} games")
+            self._files[IDS_PART].write(np.ascontiguousarray(ids).tobytes())
         self._files[TOKENS_FILE].write(np.ascontiguousarray(flat, "<i2").tobytes())
         self._files[LENGTHS_PART].write(np.ascontiguousarray(lengths, "<i8").tobytes())
         self._files[OUTCOME_PART].write(np.ascontiguousarray(outcome, "<i2").tobytes())
@@ -283,11 +301,15 @@ class CacheWriter:
         offsets = np.zeros(lengths.size + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         outcome = np.fromfile(self.tmp / OUTCOME_PART, dtype="<i2").astype(np.int16)
-        save_safetensors({"offsets": offsets, "outcome_tokens": outcome}, self.tmp / INDEX_FILE)
+        index = {"offsets": offsets, "outcome_tokens": outcome}
+        ids = np.fromfile(self.tmp / IDS_PART, dtype="<u8")
+        if ids.size and ids.size == outcome.size:
+            index["game_ids"] = ids.astype(np.uint64)
+        save_safetensors(index, self.tmp / INDEX_FILE)
         meta = {"format_version": FORMAT_VERSION, **meta, "n_games": int(outcome.shape[0]),
                 "total_tokens": int(self._total), "created_at_unix": time.time()}
         (self.tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
-        for name in (LENGTHS_PART, OUTCOME_PART, SEEN_PART, JOURNAL_FILE):
+        for name in (LENGTHS_PART, OUTCOME_PART, SEEN_PART, IDS_PART, JOURNAL_FILE):
             (self.tmp / name).unlink(missing_ok=True)
         manifest = {name: _sha256(self.tmp / name) for name in (TOKENS_FILE, INDEX_FILE, META_FILE)}
         with open(self.tmp / COMPLETE_FILE, "w") as f:
@@ -346,9 +368,12 @@ def open_cache(directory: Path) -> CsrGames:
     size = (d / TOKENS_FILE).stat().st_size
     if size != 2 * total:
         raise CacheCorrupt(f"cache {d}: {TOKENS_FILE} has {size} bytes, expected {2 * total}")
+    ids = index.get("game_ids")
+    if ids is not None and (ids.dtype != np.uint64 or ids.shape != (n,)):
+        raise CacheCorrupt(f"cache {d}: {INDEX_FILE} game_ids is not uint64 [{n}]")
     flat = (np.memmap(d / TOKENS_FILE, dtype="<i2", mode="r", shape=(total,)) if total
             else np.zeros(0, np.int16))
-    return CsrGames(flat, offsets, outcome, meta)
+    return CsrGames(flat, offsets, outcome, meta, ids)
 
 
 def remove_cache(directory: Path) -> None:

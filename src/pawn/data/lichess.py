@@ -405,6 +405,8 @@ class Chunk:
     position: Optional[dict] = None
     """For PGN sources: where the scan stands after this piece (file index, decompressed offset,
     games of the file before it, games left under max_games), to continue an interrupted build."""
+    ids: Optional[np.ndarray] = None
+    """For PGN sources: uint64 [k] Lichess game ids of the kept games (0 = none, :func:`lichess_ids`)."""
 
 
 def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats, *,
@@ -440,7 +442,8 @@ def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats, 
                 if reason not in ("read", "kept"):
                     stats.drop(reason, n)
             lengths = g.lengths.astype(np.int64)
-            fresh = np.nonzero(seen.first_seen(lichess_ids(g.header("site"))))[0]
+            site_ids = lichess_ids(g.header("site"))
+            fresh = np.nonzero(seen.first_seen(site_ids))[0]
             stats.drop("duplicate", lengths.size - fresh.size)
             keep = filters.keep(g.white_elo[fresh], g.black_elo[fresh], lengths[fresh], stats)
             rows = fresh[keep]
@@ -455,9 +458,10 @@ def scan_pgn(files: tuple[str, ...], filters: LichessFilters, stats: ScanStats, 
                 cols = np.arange(g.tokens.shape[1])
                 flat = g.tokens[rows][cols[None, :] < lens[:, None]]
                 stats.see_kept(g.white_elo[rows], g.black_elo[rows], lens)
-                yield Chunk(flat.astype(np.int16), lens, g.outcome[rows].astype(np.int16), g, rows, position)
+                yield Chunk(flat.astype(np.int16), lens, g.outcome[rows].astype(np.int16), g, rows, position, site_ids[rows])
             elif every_piece:
-                yield Chunk(np.zeros(0, np.int16), np.zeros(0, np.int64), np.zeros(0, np.int16), g, rows, position)
+                yield Chunk(np.zeros(0, np.int16), np.zeros(0, np.int64), np.zeros(0, np.int16), g, rows, position,
+                            np.zeros(0, np.uint64))
             if left == 0:
                 return
 
@@ -598,7 +602,7 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
             warn(f"{e}; rebuilding it")
             remove_cache(d)
             state = "rebuilt"
-    identity = {"key": key, "source_files": fingerprint, "parser_version": PARSER_VERSION}
+    identity = {"key": key, "source_files": fingerprint, "parser_version": PARSER_VERSION, "game_ids": source.kind == "pgn"}
     try:
         root.mkdir(parents=True, exist_ok=True)
         writer = CacheWriter(root, key, identity)
@@ -637,7 +641,7 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
                 chunks = scan(source, split, filters, stats)
             for c in chunks:
                 try:
-                    w.add_flat(c.flat, c.lengths, c.outcome)
+                    w.add_flat(c.flat, c.lengths, c.outcome, c.ids)
                     if c.position is not None:
                         w.add_seen(seen.drain())
                         w.checkpoint({"position": c.position, "stats": stats.to_json()})
@@ -670,6 +674,8 @@ def _open_hit(source: Source, d: Path, key: str, split: str, fingerprint: list) 
                            f"this is version {PARSER_VERSION}")
     if source.kind == "pgn" and "n_skipped" not in old and any(old.get("dropped", {}).get(r) for r in PARSER_REASONS):
         raise CacheCorrupt(f"cache {d}: built before skipped games were named")
+    if source.kind == "pgn" and games.ids is None:
+        raise CacheCorrupt(f"cache {d}: built before the game ids were kept")
     return games, CacheInfo(key, split, d, "hit", ScanStats.from_json(old))
 
 
@@ -689,13 +695,20 @@ def describe_filters(f: LichessFilters) -> str:
 
 @dataclass(frozen=True)
 class LichessCorpus:
-    """A filtered corpus split into training and validation games (views of the caches).
+    """A filtered corpus split into training, validation and test games (views of the caches).
 
     Attributes:
-        train, val: :class:`pawn.data.cache.CsrGames` (disjoint).
+        train, val, test: :class:`pawn.data.cache.CsrGames` (pairwise disjoint; ``test`` is empty
+            unless ``test_games > 0`` was asked for).
         val_from: ``"validation split"`` or ``"tail"`` (the last ``min(val_games, n // 5)`` games).
         caches: the caches used (the train split's first).
         source, filters: what was read and how.
+        test_from: ``"test split"``, ``"tail"`` (the ``min(test_games, n // 5)`` games just before
+            the validation tail, or the tail of the training split when validation is a split of
+            its own) or ``"none"``.
+        split: the training split's name in the source (``train``).
+        ranges: ``{"train"|"val"|"test": [start, stop)}``, game indices in the cache each part
+            was cut from (the training split's cache, or the validation/test split's own).
     """
 
     train: CsrGames
@@ -704,12 +717,16 @@ class LichessCorpus:
     caches: tuple[CacheInfo, ...]
     source: Source
     filters: LichessFilters
+    test: Optional[CsrGames] = None
+    test_from: str = "none"
+    split: str = "train"
+    ranges: dict = field(default_factory=dict)
 
 
 def load_corpus(data: str | os.PathLike | Source, filters: LichessFilters = LichessFilters(), *,
                 split: str = "train", val_games: int = DEFAULT_VAL_GAMES, cache_dir=None,
                 fetcher: Optional[ShardFetcher] = None,
-                warn: Optional[Callable[[str], None]] = None) -> LichessCorpus:
+                warn: Optional[Callable[[str], None]] = None, test_games: int = 0) -> LichessCorpus:
     """Open ``data`` (see :func:`open_source`), filter, cache and split it (spec §6).
 
     Args:
@@ -719,6 +736,11 @@ def load_corpus(data: str | os.PathLike | Source, filters: LichessFilters = Lich
         val_games: validation size bound. With a ``validation`` split in the source, its first
             ``min(val_games, n)`` filtered games (its cache is read with ``max_games = val_games``);
             otherwise the tail ``min(val_games, n // 5)`` of the training games.
+        test_games: test size bound, carved as validation is: a ``test`` split's first
+            ``min(test_games, n)`` games when the source has one, else ``min(test_games, n // 5)``
+            games of the training split's cache, the ones just before the validation tail (so
+            the validation games do not depend on ``test_games``), or its tail when validation
+            is a split of its own. 0: no test games.
         cache_dir: cache root override (else ``$PAWN_DATA_CACHE``, ``$HF_HOME``, ``~/.cache``).
         fetcher: Hub file access (default :class:`HubFetcher`).
         warn: receives one-line warnings (a cache rebuilt).
@@ -726,20 +748,43 @@ def load_corpus(data: str | os.PathLike | Source, filters: LichessFilters = Lich
     Raises:
         DataError: unreadable source, a missing column, no game left after filtering, or no
             training game left after carving the validation tail.
-        UsageError: ``val_games < 0``.
+        UsageError: ``val_games < 0`` or ``test_games < 0``.
     """
     if val_games < 0:
         raise UsageError(f"val_games must be ≥ 0, got {val_games}")
+    if test_games < 0:
+        raise UsageError(f"test_games must be ≥ 0, got {test_games}")
     source = data if isinstance(data, Source) else open_source(data, fetcher=fetcher)
     games, info = cached_games(source, split, filters, cache_dir=cache_dir, warn=warn)
     n = len(games)
+    caches = [info]
+
+    def own_split(name: str, want: int) -> CsrGames:
+        g, inf = cached_games(source, name, replace(filters, max_games=want), cache_dir=cache_dir, warn=warn)
+        caches.append(inf)
+        return g.slice(0, min(want, len(g)))
+
+    ranges: dict[str, list[int]] = {}
+    hi = n  # the training split's games [0, hi) not yet given to validation or test
     if "validation" in source.splits and split != "validation" and val_games > 0:
-        vf = replace(filters, max_games=val_games)
-        vgames, vinfo = cached_games(source, "validation", vf, cache_dir=cache_dir, warn=warn)
-        return LichessCorpus(games, vgames.slice(0, min(val_games, len(vgames))), "validation split",
-                             (info, vinfo), source, filters)
-    n_val = min(val_games, n // 5)
-    if n - n_val <= 0:
-        raise DataError(f"{source.repo_or_path}: no training games left after carving {n_val} validation games "
+        val, val_from = own_split("validation", val_games), "validation split"
+        ranges["val"] = [0, len(val)]
+    else:
+        n_val = min(val_games, n // 5)
+        val, val_from, hi = games.slice(n - n_val, n), "tail", n - n_val
+        ranges["val"] = [hi, n]
+    test, test_from = games.slice(hi, hi), "none"
+    if test_games > 0:
+        if "test" in source.splits and split != "test":
+            test, test_from = own_split("test", test_games), "test split"
+            ranges["test"] = [0, len(test)]
+        else:
+            n_test = min(test_games, n // 5)
+            test, test_from = games.slice(hi - n_test, hi), "tail"
+            ranges["test"] = [hi - n_test, hi]
+            hi -= n_test
+    if hi <= 0:
+        raise DataError(f"{source.repo_or_path}: no training games left after carving {n - hi} validation/test games "
                         f"from {n}")
-    return LichessCorpus(games.slice(0, n - n_val), games.slice(n - n_val, n), "tail", (info,), source, filters)
+    ranges["train"] = [0, hi]
+    return LichessCorpus(games.slice(0, hi), val, val_from, tuple(caches), source, filters, test, test_from, split, ranges)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
 from pawn.data.layout import Layout
-from pawn.data.lichess import SKIPPED_SHOWN, skipped_lines
+from pawn.data.lichess import SKIPPED_SHOWN, SeenIds, lichess_ids, skipped_lines
 from pawn.data.pgn_stream import codec_of, pgn_files_in, read_pgn_bytes
 from pawn.engine import parse_pgn
 from pawn.engine.pgn import check_pgn
@@ -22,7 +22,7 @@ from pawn.vocab import PLY_LIMIT
 
 __all__ = [
     "PHASES", "PERPLEXITY_LOSS_CAP", "AccuracyReport", "evaluate_games", "grid_legal", "lower_median",
-    "DEFAULT_ELO_EDGES", "MISSING_ELO", "LICHESS_PERPLEXITY_CAP", "elo_bands", "evaluate_pgn",
+    "DEFAULT_ELO_EDGES", "MISSING_ELO", "LICHESS_PERPLEXITY_CAP", "elo_bands", "evaluate_pgn", "evaluate_held_out",
 ]
 
 
@@ -55,11 +55,14 @@ def evaluate_pgn(
     prepend_outcome: bool = False,
     batch_size: int = 64,
     dtype: Optional[str] = None,
+    known_ids: Optional[Mapping[str, np.ndarray]] = None,
 ) -> dict[str, Any]:
     """Accuracy on human moves, stratified by Elo (spec §4.1, v1 definitions).
 
     Games are parsed by the engine (``max_ply = seq_len − offset``, shorter than ``min_ply``
-    skipped), bucketed by the average Elo of both players, and at most ``max_games_per_band``
+    skipped; a game whose Lichess id (``Site`` tag) occurred earlier in ``pgn`` (the same game in
+    two exports) is dropped, so every game counts once), bucketed by the average Elo of both
+    players, and at most ``max_games_per_band``
     per band (file order) are scored. With the outcome prefix, every game gets a dummy
     PLY_LIMIT outcome (v1). Per band, over positions with a move target: ``loss`` (full-vocab
     CE), ``perplexity`` (exp, capped at 1e6), ``top1``/``top5`` (full vocabulary), and
@@ -70,7 +73,9 @@ def evaluate_pgn(
         (the first :data:`pawn.data.lichess.SKIPPED_SHOWN` skipped games: {file, game (1-based),
         ply (from 0), reason}), ``n_skipped`` (all of them), ``n_out_of_band`` and ``bands`` {``elo_<lo>_<hi>``: {elo_range, n_games, n_positions,
         loss, perplexity, top1, top5, legal_rate, top1_legal_masked}} (bands without games are reported with
-        ``n_games`` 0 and NaN metrics).
+        ``n_games`` 0 and NaN metrics), ``n_duplicates`` (games dropped as repeats), ``n_evaluated``
+        (games scored) and ``overlap``: with ``known_ids`` ({name: uint64 Lichess ids, e.g. an
+        adapter's training games}), how many scored games are in each set, else None.
 
     Raises:
         FileNotFoundError: no such PGN file (``pgn`` may be a folder of ``.pgn`` files). ValueError: fewer than two Elo edges or unsorted.
@@ -98,14 +103,19 @@ def evaluate_pgn(
             raise ValueError(f"{pgn}: no PGN game in it (empty, or not a PGN file)")
         raise ValueError(f"{pgn}: no usable game among {games.counts.get('read', 0)} read" + (f" (skipped: {counts})" if counts else "")
                          + (f"; first skipped: {first[0].removeprefix(label + ': ')}" if first else ""))
+    ids = lichess_ids(games.header("site"))
+    first = SeenIds().first_seen(ids)  # a repeated game id (two overlapping exports) counts once
     band = elo_bands(games.white_elo, games.black_elo, edges)
     out: dict[str, Any] = {
         "file": str(pgn), "parser": dict(games.counts), "skipped": skipped, "n_skipped": len(games.skipped),
-        "n_out_of_band": int((band < 0).sum()), "bands": {},
+        "n_duplicates": int((~first).sum()), "n_out_of_band": int(((band < 0) & first).sum()), "bands": {},
     }
+    band = np.where(first, band, -1)
+    scored: list[np.ndarray] = []
     for k in range(len(edges) - 1):
         lo, hi = edges[k], edges[k + 1]
         idx = np.nonzero(band == k)[0][:max_games_per_band]
+        scored.append(idx)
         rec: dict[str, Any] = {"elo_range": [lo, hi], "n_games": int(idx.size)}
         if idx.size:
             r = evaluate_games(
@@ -122,4 +132,34 @@ def evaluate_pgn(
             rec.update(n_positions=0, loss=float("nan"), perplexity=float("nan"), top1=float("nan"),
                        top5=float("nan"), legal_rate=float("nan"), top1_legal_masked=float("nan"))
         out["bands"][f"elo_{lo}_{hi}"] = rec
+    idx = np.concatenate(scored)
+    out["n_evaluated"] = int(idx.size)
+    out["overlap"] = None
+    if known_ids is not None:
+        got = ids[idx]
+        got = got[got != 0]
+        out["overlap"] = {name: int(np.isin(got, np.asarray(v, np.uint64)).sum()) for name, v in known_ids.items()}
     return out
+
+
+def evaluate_held_out(model: Callable, games, *, seq_len: int, batch_size: int = 64, prepend_outcome: bool = False,
+                      dtype: Optional[str] = None) -> dict[str, Any]:
+    """Accuracy on a set of corpus games (an adapter run's validation or test games,
+    :func:`pawn.data.split.rederive`), with the metrics of one Elo band of :func:`evaluate_pgn`
+    plus ``top1_legal_masked_all_positions`` (the position set of ``pawn adapt``'s validation top-1).
+
+    Args:
+        games: :class:`pawn.data.cache.CsrGames` (cut to ``seq_len − offset`` plies here).
+
+    Returns:
+        ``{n_games, n_positions, loss, perplexity, top1, top5, legal_rate, top1_legal_masked,
+        top1_legal_masked_all_positions}`` (position-weighted; loss in nats).
+    """
+    width = Layout.of(prepend_outcome).max_ply(seq_len)
+    tokens, lengths, _ = games.gather(np.arange(len(games)), width)
+    r = evaluate_games(model, tokens, lengths, np.full(len(games), PLY_LIMIT, np.int16), seq_len=seq_len,
+                       batch_size=batch_size, prepend_outcome=prepend_outcome, dtype=dtype)
+    return {"n_games": len(games), "n_positions": r.n_move_positions, "loss": r.moves_only_loss,
+            "perplexity": min(math.exp(min(r.moves_only_loss, 700.0)), LICHESS_PERPLEXITY_CAP),
+            "top1": r.moves_only_top1_full_vocab, "top5": r.moves_only_top5_full_vocab, "legal_rate": r.moves_only_legal_rate,
+            "top1_legal_masked": r.legal_masked_top1, "top1_legal_masked_all_positions": r.legal_masked_top1_all_positions}

@@ -36,6 +36,7 @@ class LoadedModel:
             published models were trained at their full 512-token context).
         hub: for a Hub id, the checkpoint actually used (:meth:`pawn.hub.fetch.HubSnapshot.record`:
             id, resolved commit, pinned id, and why the cache was used without the Hub), else None.
+        adapter: an adapter checkpoint (with its backbone) rather than a plain model.
     """
 
     name: str
@@ -45,6 +46,7 @@ class LoadedModel:
     source: str
     trained_seq_len: Optional[int] = None
     hub: Optional[dict] = None
+    adapter: bool = False
 
     @property
     def prepend_outcome(self) -> Optional[bool]:
@@ -181,7 +183,8 @@ def load_models(source: str | os.PathLike, variant: Optional[str] = None, *, var
         lay = next((Layout.recorded(rc) for rc in rcs if Layout.recorded(rc) is not None), None)
         lens = [rc.get("seq_len") for rc in rcs if isinstance(rc.get("seq_len"), int) and rc.get("seq_len") > 0]
         cfg = la.model.config
-        return [LoadedModel(f"{la.model.strategy}:{cfg.name}", la.model, cfg, lay, src, lens[0] if lens else None, hub)]
+        return [LoadedModel(f"{la.model.strategy}:{cfg.name}", la.model, cfg, lay, src, lens[0] if lens else None, hub,
+                            adapter=True)]
     model, config, run_config = PAWNModel(ckpt.config, params=ckpt.params), ckpt.config, ckpt.run_config
     layout = Layout.recorded(run_config)
     trained = run_config.get("seq_len") if run_config else None

@@ -60,17 +60,30 @@ class ModelEval:
     seq_len: int
     games: int
     seed: int
-    report: AccuracyReport
+    report: Optional[AccuracyReport]
     lichess: Optional[dict]
     wall_s: float
+    held_out: Optional[dict] = None
+    """With ``--split``: :func:`pawn.evaluate.accuracy.evaluate_held_out` plus ``split`` (val/test),
+    ``run`` (the run directory), ``source`` and the rule from the run's ``split.json``."""
+    split_run: Optional[str] = None
+    """The adapter's run directory when it records a split (``split.json``), else None."""
+    split_hint: Optional[str] = None
+    """With ``--pgn`` on an adapter: the ``--split`` choices its run offers, or why the overlap with
+    its training games could not be checked."""
 
     def record(self) -> dict[str, Any]:
-        d = self.report.to_dict()
-        d["settings"].update(games=self.games, seed=self.seed, max_ply=self.max_ply, max_ply_source=self.max_ply_source)
-        rec = {"name": self.name, "model_config": self.model_config, "prepend_outcome": self.layout.prepend_outcome,
-               "random_games": d, "eval_wall_s": self.wall_s}
+        rec: dict[str, Any] = {"name": self.name, "model_config": self.model_config,
+                               "prepend_outcome": self.layout.prepend_outcome}
+        if self.report is not None:  # not with --pgn-only
+            d = self.report.to_dict()
+            d["settings"].update(games=self.games, seed=self.seed, max_ply=self.max_ply, max_ply_source=self.max_ply_source)
+            rec["random_games"] = d
+        rec["eval_wall_s"] = self.wall_s
         if self.lichess is not None:
             rec["lichess"] = self.lichess
+        if self.held_out is not None:
+            rec["held_out"] = self.held_out
         return rec
 
 
@@ -95,9 +108,14 @@ def check_eval(s: EvalSettings) -> None:
 
     Raises:
         EvaluationError: a missing --pgn file; UsageError: bad --elo-edges, a --pgn folder
-            without .pgn files, --pgn-min-ply > --max-ply.
+            without .pgn files, --pgn-min-ply > --max-ply, --pgn with --split, --pgn-only
+            without --pgn or --split.
     """
     elo_edges(s)
+    if s.pgn is not None and s.split is not None:
+        raise UsageError("give --pgn FILE or --split val|test, not both")
+    if s.pgn_only and s.pgn is None and s.split is None:
+        raise UsageError("--pgn-only skips the random-game pass: it needs --pgn FILE or --split val|test")
     if s.pgn is not None and s.pgn.is_dir() and not pgn_files_in(s.pgn):
         raise UsageError(f"--pgn {s.pgn}: no .pgn file in this folder")
     if s.pgn is not None and not (s.pgn.is_file() or s.pgn.is_dir()):
@@ -116,48 +134,116 @@ def eval_max_ply(max_ply: Optional[int], lm: LoadedModel, layout: Layout) -> tup
     return 512, "default: the checkpoint records no training context"
 
 
-def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambda _m: None) -> Iterator[ModelEval]:
-    """Evaluate each model on ``s.games`` random games (one game set per ply cap) and, with
-    ``s.pgn``, on the PGN's games by Elo band; yield each model's result when it is done.
+def adapter_split(lm: LoadedModel, *, required: bool):
+    """``(run, SplitRecord)`` of an adapter checkpoint inside a ``pawn adapt`` run that recorded
+    its split (``split.json``), else ``(run or None, None)``.
 
     Raises:
-        UsageError: --pgn-min-ply above a model's ply cap; EvaluationError: unusable games or PGN.
+        EvaluationError: with ``required`` (``--split``): not an adapter, not inside its run
+            directory, or a run without a split record; any unreadable split record.
+    """
+    from pawn.runs import run_of_checkpoint
+
+    if not lm.adapter:
+        if required:
+            raise EvaluationError(f"--split needs an adapter checkpoint of a pawn adapt run; {lm.source} is a plain model "
+                                  "(evaluate it with --pgn FILE)")
+        return None, None
+    run = run_of_checkpoint(lm.source)
+    if run is None:
+        if required:
+            raise EvaluationError(f"--split: {lm.source} is not inside a pawn adapt run directory (RUN/best or "
+                                  "RUN/checkpoints/NAME), so no split record names its held-out games")
+        return None, None
+    try:
+        rec = run.split
+    except PawnError as e:
+        raise EvaluationError(str(e)) from None
+    if rec is None and required:
+        raise EvaluationError(f"--split: the run {run.path} records no split (split.json; written by pawn adapt since "
+                              "this version), so its held-out games cannot be named; evaluate with --pgn on games it did not train on")
+    return run, rec
+
+
+def _held_out(lm: LoadedModel, rec, run, s: EvalSettings, seq_len: int, layout: Layout, log: Log) -> dict:
+    """``--split``: the run's validation/test games re-derived and evaluated."""
+    from pawn.data.split import rederive
+    from pawn.evaluate.accuracy import evaluate_held_out
+
+    cache_dir = s.cache_dir if s.cache_dir is not None else run.config.get("cache_dir")
+    games = rederive(rec, s.split, cache_dir=cache_dir, warn=lambda m: log(f"warning: {m}"))
+    res = evaluate_held_out(lm.model, games, seq_len=seq_len, batch_size=min(s.batch_size, 64),
+                            prepend_outcome=layout.prepend_outcome, dtype=s.dtype)
+    return {"split": s.split, "run": str(run.path), "source": rec.repo_or_path, "fingerprint_sha256": rec.fingerprint,
+            "filters": rec.filters, "rule": rec.rule, **res}
+
+
+def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambda _m: None) -> Iterator[ModelEval]:
+    """Evaluate each model on ``s.games`` random games (one game set per ply cap; skipped with
+    ``s.pgn_only``) and, with ``s.pgn``, on the PGN's games by Elo band (each Lichess game once;
+    for an adapter whose run records its split, counting the games it trained on), or, with
+    ``s.split``, on an adapter run's held-out games; yield each model's result when it is done.
+
+    Raises:
+        UsageError: --pgn-min-ply above a model's ply cap; EvaluationError: unusable games or PGN,
+            --split on a model without a split record; pawn.errors.DataError: the run's source
+            changed since it recorded its split.
     """
     from pawn.engine import random_games
     from pawn.evaluate.accuracy import evaluate_games, evaluate_pgn
 
     edges, game_cache = elo_edges(s), {}
     for lm in models:
+        run, rec = adapter_split(lm, required=s.split is not None) if (s.split is not None or s.pgn is not None) else (None, None)
         layout = Layout.resolve(s.prepend_outcome, lm.layout)
         plies, source = eval_max_ply(s.max_ply, lm, layout)
         if s.pgn is not None and s.pgn_min_ply > plies:
             raise UsageError(f"--pgn-min-ply ({s.pgn_min_ply}) exceeds the max_ply in use ({plies}, {source}); lower it or set --max-ply")
         log(f"{lm.name}: max_ply {plies} ({source})")
         seq_len = min(lm.config.max_seq_len, layout.seq_len(plies))
-        if plies not in game_cache:
-            game_cache[plies] = random_games(s.games, plies, s.seed)
-        g = game_cache[plies]
         t = time.perf_counter()
         try:
-            lichess = None
+            lichess = held = rep = None
             if s.pgn is not None:  # first: an unusable file fails before the long random-game pass
+                known = rec.ids if rec is not None else None
                 lichess = evaluate_pgn(lm.model, str(s.pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=s.pgn_games_per_band,
-                                       min_ply=s.pgn_min_ply, prepend_outcome=layout.prepend_outcome, batch_size=min(s.batch_size, 64), dtype=s.dtype)
-            rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=s.batch_size,
-                                 prepend_outcome=layout.prepend_outcome, dtype=s.dtype, late_ply=s.late_ply)
+                                       min_ply=s.pgn_min_ply, prepend_outcome=layout.prepend_outcome, batch_size=min(s.batch_size, 64),
+                                       dtype=s.dtype, known_ids=known)
+            if s.split is not None:
+                held = _held_out(lm, rec, run, s, seq_len, layout, log)
+            if not s.pgn_only:
+                if plies not in game_cache:
+                    game_cache[plies] = random_games(s.games, plies, s.seed)
+                g = game_cache[plies]
+                rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=s.batch_size,
+                                     prepend_outcome=layout.prepend_outcome, dtype=s.dtype, late_ply=s.late_ply)
         except ValueError as e:
             if isinstance(e, PawnError):
                 raise
             raise EvaluationError(str(e)) from None
+        hint = None
+        if s.pgn is not None and lm.adapter:
+            if rec is None:
+                hint = (f"note: {lm.source} is not inside its pawn adapt run, so --pgn games were not checked against its "
+                        "training games" if run is None else
+                        f"note: the run {run.path} records no split (split.json), so --pgn games were not checked against "
+                        "its training games")
+            elif rec.ids is None:
+                hint = (f"note: the run's source {rec.repo_or_path} ({rec.kind}) has no game ids, so --pgn games were not "
+                        "checked against its training games; --split val" + (" or --split test" if rec.n("test") else "")
+                        + " evaluates its held-out games")
+            else:
+                hint = "--split val or --split test" if rec.n("test") else "--split val (retrain with --test-games N for a test split)"
         yield ModelEval(lm.name, lm.config.to_json_dict(), layout, plies, source, seq_len, s.games, s.seed, rep, lichess,
-                        time.perf_counter() - t)
+                        time.perf_counter() - t, held, None if rec is None else str(run.path), hint)
 
 
 def eval_settings_record(s: EvalSettings, wall_s: float) -> dict[str, Any]:
     """The ``settings`` entry of the ``pawn eval --json`` file."""
     return {"games": s.games, "seed": s.seed, "max_ply": s.max_ply, "batch_size": s.batch_size, "late_ply": s.late_ply,
             "dtype": s.dtype, "variant": s.variant, "pgn": None if s.pgn is None else str(s.pgn), "elo_edges": list(elo_edges(s)),
-            "pgn_games_per_band": s.pgn_games_per_band, "pgn_min_ply": s.pgn_min_ply, "wall_s": wall_s}
+            "pgn_games_per_band": s.pgn_games_per_band, "pgn_min_ply": s.pgn_min_ply, "split": s.split, "pgn_only": s.pgn_only,
+            "wall_s": wall_s}
 
 
 # ============================================================================ probe

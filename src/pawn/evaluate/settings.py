@@ -49,9 +49,12 @@ class EvalSettings(_ModelCommand):
     batch_size: int = Field(256, ge=1, description="Games per model call; also the batch of the published per-batch means (256 in the published runs).")
     late_ply: Optional[int] = Field(None, description="First sequence position of the late-game legal rate (default: sequence length // 2 = 256).")
     pgn: Optional[Path] = Field(None, description="Also evaluate on Lichess games from this PGN file (or folder of .pgn files), by Elo band.")
-    elo_edges: str = Field("600,1000,1400,1800,2200", description="Comma-separated Elo band edges for --pgn (average of both players).")
+    elo_edges: str = Field("600,1000,1400,1800,2200", description="Comma-separated Elo band edges for --pgn, by the average of both players' Elo (pawn adapt --elo-min/--elo-max bound both players).")
     pgn_games_per_band: int = Field(1000, ge=1, description="At most this many games per Elo band.")
     pgn_min_ply: int = Field(10, ge=0, description="Skip PGN games shorter than this.")
+    split: Optional[Literal["val", "test"]] = Field(None, description="For an adapter checkpoint of a pawn adapt run: evaluate on that run's held-out validation or test games (pawn adapt --test-games), re-derived from the source and rule its split.json records; refused if the source changed since.")
+    pgn_only: bool = Field(False, description="Skip the random-game pass (it says nothing about a player model); needs --pgn or --split.")
+    cache_dir: Optional[Path] = Field(None, description="Game cache root for --split (default: the run's --cache-dir, else $PAWN_DATA_CACHE, $HF_HOME or ~/.cache).")
     prepend_outcome: Optional[bool] = Field(None, description=_PREFIX_HELP, json_schema_extra={"flag": "--prepend-outcome/--pure-moves"})
 
 

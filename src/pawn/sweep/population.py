@@ -342,7 +342,7 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     configs = [{**c, "data_seed": data_seed} for c in configs]
     corpus = load_corpus(base.data, LichessFilters(base.elo_min, base.elo_max, base.min_ply, base.max_games),
                          split=base.split, val_games=base.val_games, cache_dir=base.cache_dir,
-                         warn=lambda m: log(f"WARNING: {m}"))
+                         warn=lambda m: log(f"WARNING: {m}"), test_games=base.test_games)  # never trains on test games
     need_legal = (not base.disable_legal_mask) or base.illegal_penalty > 0
     train = GameBatches(corpus.train, base.layout, base.seq_len, base.batch_size, data_seed,
                         steps_per_epoch=base.steps_per_epoch, legal_mask=need_legal)

@@ -262,6 +262,8 @@ class AdaptResult:
         best_step: its step. step: steps done. reason: ``reason_for_stop`` (spec §1.10).
         strategy, trainable_params: the adapter. steps_per_epoch, total_steps: the sizing.
         baseline_val: the step-0 validation (fresh runs). last_val, last_train: last records.
+        legal_mask: the loss (and the validation top-1) was under the hard legal mask.
+        split: the run's :class:`pawn.data.split.SplitRecord` (which games were train/val/test).
     """
 
     run_dir: Path
@@ -278,6 +280,8 @@ class AdaptResult:
     last_val: Optional[dict] = None
     last_train: Optional[dict] = None
     extra: dict = field(default_factory=dict)
+    legal_mask: Optional[bool] = None
+    split: Any = None
 
 
 # ============================================================================ backbone, resume
@@ -411,6 +415,37 @@ def link_best(run_dir: Path) -> None:
     os.replace(tmp, link)
 
 
+# ============================================================================ the split record
+def _record_split(corpus, cfg: AdaptSettings, run_dir: Path, *, is_main: bool):
+    """Write ``run_dir/split.json`` (:mod:`pawn.data.split`): the source fingerprint, filters and
+    the train/val/test rule of this run, with the game ids of each part. A resumed run keeps the
+    record it has, and is refused when the games differ from it (the source was edited).
+
+    Raises:
+        TrainingError: the recorded split differs from the games now read, or it cannot be written.
+    """
+    from pawn.data import split as split_record
+
+    rec = split_record.record_of(corpus, cfg.data, val_games=cfg.val_games, test_games=cfg.test_games,
+                                 path=run_dir / split_record.SPLIT_FILE)
+    if rec.path.is_file():
+        try:
+            old = split_record.read(rec.path, with_ids=False)
+        except PawnError as e:
+            raise TrainingError(str(e)) from None
+        changed = [p for p in split_record.PARTS if old.n(p) != rec.n(p) or old.ids_sha256.get(p) != rec.ids_sha256.get(p)]
+        if changed:
+            raise TrainingError(f"{rec.path}: the {', '.join(changed)} games read now differ from the ones this run "
+                                f"recorded (the source {rec.repo_or_path} changed); start a new run")
+        return old
+    if is_main:
+        try:
+            split_record.write(rec)
+        except (OSError, PawnError) as e:
+            raise TrainingError(f"{rec.path}: cannot write the split record ({e})") from None
+    return rec
+
+
 # ============================================================================ the run
 def _default_run_dir(strategy: str) -> Path:
     return Path("runs") / (f"adapt-{strategy}-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
@@ -445,7 +480,8 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
     ``weights/<name>``, patience fields), ``checkpoints/step_N`` (adapter weights, optimizer
     state, ``training_state.json`` with ``step``, ``epoch``, ``best_val_loss``,
     ``patience_counter``, ``data_seed``, ``steps_per_epoch``), ``checkpoints/best`` and the
-    ``best`` link to it, ``schedule_health.json``.
+    ``best`` link to it, ``schedule_health.json``, ``split.json`` and ``split_ids.safetensors``
+    (which games were train / val / test: :mod:`pawn.data.split`).
 
     Raises:
         TrainingError: bad backbone, resume target or sizing; a non-finite loss; a failed write.
@@ -545,7 +581,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         data_seed = secrets.randbelow(2**31)
     filters = LichessFilters(cfg.elo_min, cfg.elo_max, cfg.min_ply, cfg.max_games)
     corpus = load_corpus(cfg.data, filters, split=cfg.split, val_games=cfg.val_games, cache_dir=cfg.cache_dir,
-                         warn=lambda m: log(f"WARNING: {m}"))
+                         warn=lambda m: log(f"WARNING: {m}"), test_games=cfg.test_games)
     need_legal = (not cfg.disable_legal_mask) or cfg.illegal_penalty > 0
     train = GameBatches(corpus.train, cfg.layout, cfg.seq_len, cfg.batch_size, data_seed,
                         steps_per_epoch=cfg.steps_per_epoch, legal_mask=need_legal)
@@ -561,7 +597,9 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
                     ("checkpoint_interval", cfg.checkpoint_interval), ("pause_after_steps", cfg.pause_after_steps)):
         if v is not None and v % K:
             raise TrainingError(f"{name} ({v}) must be a multiple of steps_per_chunk ({K})")
-    log(f"data: {len(corpus.train):,} training games, {len(corpus.val):,} validation games ({corpus.val_from}); "
+    n_test = 0 if corpus.test is None else len(corpus.test)
+    log(f"data: {len(corpus.train):,} training games, {len(corpus.val):,} validation games ({corpus.val_from})"
+        + (f", {n_test:,} test games ({corpus.test_from})" if n_test else "") + "; "
         f"{spe} steps per epoch × {cfg.epochs} epochs = {total} steps of {cfg.batch_size} games; data seed {data_seed}")
     for info in corpus.caches:  # the games the PGN parser skipped, named (file, game number, ply, reason)
         for line in info.stats.skipped_lines():
@@ -645,6 +683,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
                                                start_step=start, job_type="adapt", log=log),
              start_step=start, resumed_from=Path(cfg.resume) if cfg.resume else None, elapsed_offset=elapsed0)
     run_dir = run.run_dir
+    split_rec = _record_split(corpus, cfg, run_dir, is_main=is_main)
     if hub is not None:
         hub.attach(run)
         hooks = [*hooks, hub]
@@ -658,7 +697,8 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
                              trainable_params=n_trainable, backbone_params=n_backbone, model_config=model.config.to_json_dict(),
                              backbone=None if ref is None else ref.to_json(), steps_per_epoch=spe, total_steps=total,
                              steps_per_chunk=K, n_train_games=len(corpus.train), n_val_games=len(corpus.val),
-                             val_from=corpus.val_from, data_seed=data_seed, backend=jax.default_backend(),
+                             val_from=corpus.val_from, n_test_games=n_test, test_from=corpus.test_from,
+                             split=split_rec.summary(), data_seed=data_seed, backend=jax.default_backend(),
                              jax_version=jax.__version__)
         if fresh and run.logger:  # baseline validation before the first step (spec §5)
             t = time.perf_counter()
@@ -788,7 +828,8 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         link_best(run_dir)
     return AdaptResult(run_dir, outcome.checkpoint, best, es.best_loss_step if best is not None else None, outcome.step,
                        outcome.reason, st.name, n_trainable, spe, total, baseline,
-                       metrics_hook.last_val if metrics_hook else None, metrics_hook.last_train if metrics_hook else None)
+                       metrics_hook.last_val if metrics_hook else None, metrics_hook.last_train if metrics_hook else None,
+                       legal_mask=not cfg.disable_legal_mask, split=split_rec)
 
 
 __all__ = ["AdaptResult", "AdaptSettings", "BatchChunks", "VAL_FIELDS", "make_adapter_loss", "make_validator",

@@ -1,0 +1,267 @@
+"""Held-out evaluation of adapters (issue 26, "a methodology trap"): ``pawn adapt`` records which
+games it trained, validated and tested on (``split.json``: source fingerprint + rule + game ids);
+``pawn eval --split val|test`` re-derives and scores exactly those games, refusing when the source
+changed; ``pawn eval --pgn`` counts the adapter's training games among the games it scores and
+counts every Lichess game once. All on the shared Lichess games, through the CLI.
+
+The tests that need a trained adapter share one ``pawn adapt`` run (about 20 s on the shared CPU,
+most of it the XLA compile), so they are marked slow; the split rule, the record and its refusal
+of a changed source, the duplicate count and the flag checks run by default."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+ELO = ("--elo-min", "1200", "--elo-max", "2200")
+VAL, TEST = 64, 48
+KDAVE = "lichess_db_2021-10-01_first1000_kdave-pgn-toys.pgn"
+
+
+def _games(text: str) -> list[str]:
+    """The games of a PGN text, each from its ``[Event`` line."""
+    starts = [m.start() for m in re.finditer(r"^\[Event ", text, re.M)]
+    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+
+
+def _site_ids(text: str) -> list[int]:
+    """The Lichess ids of the games' Site tags, as :func:`pawn.data.lichess.lichess_ids` encodes them
+    (8 ASCII bytes, little-endian), found by a regex of this test's own."""
+    return [int.from_bytes(m.encode(), "little") for m in re.findall(r'^\[Site "https://lichess\.org/(\w{8})\w*"\]', text, re.M)]
+
+
+@pytest.fixture(scope="module")
+def adapted(tiny_backbone, shared_data, tmp_path_factory):
+    """One film adapter trained on (a copy of) the shared Lichess folder with a validation and a test split;
+    ``(run dir, cache dir, output, data folder)``. The copy is what the refusal test touches."""
+    from pawn.cli import app
+
+    root = tmp_path_factory.mktemp("evalsplit")
+    out, cache, data = root / "run", root / "cache", root / "lichess"
+    shutil.copytree(shared_data / "lichess", data)
+    r = CliRunner().invoke(app, ["adapt", str(tiny_backbone), "--strategy", "film", "--data", str(data), *ELO,
+                                 "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "8", "--seq-len", "48",
+                                 "--val-games", str(VAL), "--test-games", str(TEST), "--cache-dir", str(cache), "--out", str(out),
+                                 "--data-seed", "3"])
+    assert r.exit_code == 0, r.output
+    return out, cache, r.output, data
+
+
+@pytest.mark.slow
+def test_adapt_records_the_source_fingerprint_rule_and_disjoint_game_ids(adapted, shared_data):
+    from pawn.data.split import fingerprint_digest
+    from pawn.runs import open_run
+
+    out, _, output, _ = adapted
+    rec = open_run(out).split
+    # 7,321 games read; 32 repeated ids, 16 FEN starts, 19 without a result, 315 outside the band, 58 short
+    assert rec.counts == {"train": 6881 - VAL - TEST, "val": VAL, "test": TEST, "duplicates_dropped": 32}
+    assert rec.rule["ranges"] == {"train": [0, 6769], "test": [6769, 6817], "val": [6817, 6881]}
+    assert (rec.rule["val_from"], rec.rule["test_from"]) == ("tail", "tail")
+    files = sorted(p.name for p in (shared_data / "lichess").glob("*.pgn"))
+    assert [row[0] for row in rec.files["train"]] == files
+    assert [row[1] for row in rec.files["train"]] == [(shared_data / "lichess" / f).stat().st_size for f in files]
+    assert rec.fingerprint == fingerprint_digest(rec.files)
+    ids = rec.ids
+    assert {k: v.size for k, v in ids.items()} == {"train": 6769, "val": VAL, "test": TEST}  # every kept game has an id
+    assert not np.intersect1d(ids["train"], ids["val"]).size and not np.intersect1d(ids["train"], ids["test"]).size
+    assert not np.intersect1d(ids["val"], ids["test"]).size
+    # the validation and test games are the last 112 kept games of the last file that keeps any (kdave's)
+    kdave = (shared_data / "lichess" / KDAVE).read_text()
+    assert set(ids["val"].tolist()) | set(ids["test"].tolist()) <= set(_site_ids(kdave))
+    # the config record carries the same summary (no file list), readable through pawn.runs
+    cfg = open_run(out).config_record.fields
+    assert cfg["split"]["counts"] == rec.counts and "files" not in cfg["split"]["source"]
+    assert cfg["n_test_games"] == TEST
+    assert "6,769 training, 64 validation, 48 test games" in output and "--split test" in output
+    assert "val top-1 (legal-masked, all positions)" in output
+
+
+@pytest.mark.slow
+def test_eval_split_val_scores_exactly_the_runs_validation_games(adapted, tmp_path):
+    from pawn.cli import app
+    from pawn.runs import open_run
+
+    out, _, _, _ = adapted
+    js = tmp_path / "e.json"
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "val", "--pgn-only", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    assert "random games" not in r.output  # --pgn-only: no random-game table
+    h = json.loads(js.read_text())["models"][0]
+    assert "random_games" not in h
+    h = h["held_out"]
+    assert h["split"] == "val" and h["n_games"] == VAL
+    # the same games, sequence length and mask as the run's own validation: the legal-masked top-1
+    # over every position is the run's val top-1 of the best checkpoint
+    best = min(open_run(out).val, key=lambda v: v.values["loss"])
+    assert h["top1_legal_masked_all_positions"] == pytest.approx(best.values["top1"], abs=1e-9)
+    assert h["n_positions"] + VAL == best.values["positions"]  # eval leaves out each game's terminal slot
+    assert "Top-1 legal-masked (position ≥ 10)" in r.output and "Top-1 legal-masked (all positions)" in r.output
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "test", "--pgn-only", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(js.read_text())["models"][0]["held_out"]["n_games"] == TEST
+
+
+@pytest.mark.slow
+def test_eval_pgn_on_the_training_source_counts_its_training_games(adapted, shared_data, tmp_path):
+    """The last 300 games of kdave's file hold the run's 112 validation and test games and some
+    training games; eval scores every kept game of them in one band and says how many it trained on."""
+    from pawn.cli import app
+    from pawn.engine import parse_pgn
+    from pawn.runs import open_run
+
+    out, _, _, _ = adapted
+    tail = "".join(_games((shared_data / "lichess" / KDAVE).read_text())[-300:])
+    pgn = tmp_path / "tail300.pgn"
+    pgn.write_text(tail)
+    ids = open_run(out).split.ids
+    site = np.array(_site_ids(tail), np.uint64)
+    g = parse_pgn(str(pgn), max_ply=48, min_ply=10)
+    both = (g.white_elo >= 1200) & (g.white_elo < 2200) & (g.black_elo >= 1200) & (g.black_elo < 2200)
+    want_train = int(np.isin(site, ids["train"]).sum())
+    assert int(np.isin(site, ids["val"]).sum()) == VAL and int(np.isin(site, ids["test"]).sum()) == TEST
+    assert want_train + VAL + TEST == int(both.sum())  # every kept in-band game is in exactly one part
+    js = tmp_path / "e.json"
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--pgn", str(pgn), "--pgn-only", "--elo-edges", "0,4000",
+                                 "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    li = json.loads(js.read_text())["models"][0]["lichess"]
+    assert li["n_evaluated"] == len(g) and li["n_duplicates"] == 0
+    assert li["overlap"] == {"train": want_train, "val": VAL, "test": TEST}
+    line = next(ln for ln in r.output.splitlines() if ln.startswith("warning:"))
+    assert f"{want_train:,} of the {len(g):,} evaluated games were training games" in line and "--split val" in line
+
+
+def test_eval_pgn_counts_a_game_repeated_in_two_exports_once(tiny_backbone, shared_data, tmp_path):
+    """The 32 games of mliebelt's file are the first 32 of chess.js's re-export (README of shared/data)."""
+    from pawn.cli import app
+    from pawn.engine import parse_pgn
+
+    d = tmp_path / "two-exports"
+    d.mkdir()
+    for name in ("lichess_db_2013-01_first100_reexported_chess.js-benchmark.pgn", "lichess_db_2013-01_first32_mliebelt-pgn-parser.pgn"):
+        shutil.copy(shared_data / "lichess" / name, d / name)
+    kept = sum(len(parse_pgn(str(f), max_ply=48, min_ply=10)) for f in sorted(d.iterdir()))
+    js = tmp_path / "e.json"
+    r = CliRunner().invoke(app, ["eval", str(tiny_backbone), "--pgn", str(d), "--pgn-only", "--elo-edges", "0,4000",
+                                 "--max-ply", "48", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(js.read_text())["models"][0]
+    assert "random_games" not in rec and "random games" not in r.output  # --pgn-only
+    li = rec["lichess"]
+    assert li["overlap"] is None  # a plain model has no training split to check against
+    assert "Top-1 (all positions)" in r.output and "Top-1 legal-masked (position ≥ 10)" in r.output
+    assert li["n_duplicates"] == 32 and li["n_evaluated"] == kept - 32
+    assert "dropped 32 repeated games of --pgn" in r.output
+    assert sum(b["n_games"] for b in li["bands"].values()) == kept - 32
+
+
+@pytest.mark.slow
+def test_eval_split_refuses_in_one_line_when_the_source_changed(adapted, shared_data):
+    from pawn.cli import app
+
+    out, _, _, data = adapted
+    f = data / KDAVE
+    st = os.stat(f)
+    try:
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "val", "--pgn-only"])
+    finally:
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    err = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "the source changed" in err[0] and f"{KDAVE}: its modification time changed" in err[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--pgn-only"], "--pgn-only skips the random-game pass: it needs --pgn FILE or --split val|test"),
+    (["--split", "val", "--pgn", "x.pgn"], "give --pgn FILE or --split val|test, not both"),
+])
+def test_eval_split_flag_combinations_are_refused_before_any_model_loads(argv, message, tmp_path):
+    from pawn.cli import app
+
+    r = CliRunner().invoke(app, ["eval", str(tmp_path / "no-such-checkpoint"), *argv])
+    assert r.exit_code == 2 and message in r.output, r.output
+
+
+@pytest.mark.slow
+def test_eval_split_of_a_plain_model_or_a_run_without_test_games_is_refused(adapted, tiny_backbone, tmp_path):
+    from pawn.cli import app
+
+    r = CliRunner().invoke(app, ["eval", str(tiny_backbone), "--split", "val", "--pgn-only"])
+    assert r.exit_code != 0 and "--split needs an adapter checkpoint of a pawn adapt run" in r.output
+    out, _, _, _ = adapted
+    run = tmp_path / "run"
+    shutil.copytree(out, run, symlinks=True)
+    rec = json.loads((run / "split.json").read_text())
+    rec["counts"]["test"] = 0
+    (run / "split.json").write_text(json.dumps(rec))
+    r = CliRunner().invoke(app, ["eval", str(run / "best"), "--split", "test", "--pgn-only"])
+    assert r.exit_code != 0 and "carved no test games (train it with --test-games N)" in r.output, r.output
+    (run / "split.json").unlink()
+    r = CliRunner().invoke(app, ["eval", str(run / "best"), "--split", "val", "--pgn-only"])
+    assert r.exit_code != 0 and "records no split" in r.output, r.output
+
+
+def test_test_split_is_carved_before_the_validation_tail_and_leaves_it_unchanged(shared_data, tmp_path):
+    from pawn.data.lichess import LichessFilters, load_corpus
+
+    f = LichessFilters(1200, 2200)
+    plain = load_corpus(shared_data / "lichess", f, val_games=VAL, cache_dir=tmp_path)
+    c = load_corpus(shared_data / "lichess", f, val_games=VAL, test_games=TEST, cache_dir=tmp_path)
+    # 7,321 read − 32 repeated − 16 FEN starts − 19 without a result − 315 outside the band − 58 short = 6,881
+    assert (len(plain.train), len(plain.val)) == (6881 - VAL, VAL)
+    assert (len(c.train), len(c.val), len(c.test)) == (6881 - VAL - TEST, VAL, TEST)
+    assert c.ranges == {"val": [6817, 6881], "test": [6769, 6817], "train": [0, 6769]}
+    assert np.array_equal(c.val.ids, plain.val.ids) and np.array_equal(c.test.ids, plain.train.ids[-TEST:])
+    assert c.caches[0].stats.dropped["duplicate"] == 32
+    big = load_corpus(shared_data / "lichess", f, val_games=VAL, test_games=10**6, cache_dir=tmp_path)
+    assert len(big.test) == 6881 // 5  # min(test_games, n // 5), as for validation
+
+
+def test_split_record_round_trips_and_refuses_a_changed_source(shared_data, tmp_path):
+    from pawn.data import split
+    from pawn.data.lichess import LichessFilters, load_corpus
+    from pawn.errors import DataError
+
+    src = tmp_path / "games"
+    src.mkdir()
+    for p in (shared_data / "lichess").glob("lichess_db_2013-01_*.pgn"):
+        shutil.copy(p, src / p.name)
+    c = load_corpus(src, LichessFilters(), val_games=15, test_games=10, cache_dir=tmp_path / "cache")
+    rec = split.record_of(c, str(src), val_games=15, test_games=10, path=tmp_path / "run" / split.SPLIT_FILE)
+    split.write(rec)
+    back = split.read(rec.path)
+    # 132 games read: the 32 of mliebelt's file repeat chess.js's first 32, one game is under 10 plies
+    assert c.caches[0].stats.dropped == {"duplicate": 32, "too_short": 1}
+    assert back.counts == {"train": 99 - 15 - 10, "val": 15, "test": 10, "duplicates_dropped": 32}
+    assert {k: v.size for k, v in back.ids.items()} == {"train": 74, "val": 15, "test": 10}
+    assert back.rule["ranges"] == {"val": [84, 99], "test": [74, 84], "train": [0, 74]}
+    assert np.array_equal(split.rederive(back, "test", cache_dir=tmp_path / "cache").ids, c.test.ids)
+    assert split.overlap(back, c.val.ids[:7]) == {"train": 0, "val": 7, "test": 0}
+    f = src / "lichess_db_2013-01_first32_mliebelt-pgn-parser.pgn"
+    f.write_text(f.read_text() + "\n")
+    with pytest.raises(DataError, match="first32_mliebelt-pgn-parser.pgn: its size changed"):
+        split.rederive(back, "val", cache_dir=tmp_path / "cache")
+    f.unlink()
+    with pytest.raises(DataError, match="first32_mliebelt-pgn-parser.pgn is gone"):
+        split.check_source(back)
+
+
+def test_helps_say_how_to_read_a_legal_masked_adapter_and_name_the_split_flags():
+    from pawn.cli import app
+
+    env = {"COLUMNS": "400", "TERM": "dumb"}
+    adapt = " ".join(CliRunner().invoke(app, ["adapt", "--help"], env=env).output.split())
+    ev = " ".join(CliRunner().invoke(app, ["eval", "--help"], env=env).output.split())
+    assert "An adapter trained under the legal mask (the default) only learned to rank legal moves: decode it under the mask too" in adapt
+    assert "--test-games" in adapt and "pawn eval OUT/best --split val|test" in adapt
+    assert "An adapter trained under the legal mask (pawn adapt's default) must be read under it" in ev
+    assert "--split" in ev and "--pgn-only" in ev and "average of both players' Elo" in ev
