@@ -29,10 +29,10 @@ MUTATIONS = {
         'schedule = build_schedule("constant", lr, W, 0)',
         'schedule = build_schedule("cosine", lr, W, 0)',
         ["tests/test_adapt_pins.py::test_rosa_warmup_runs_at_the_constant_peak_lr_and_the_backbone_stays_bit_identical"]),
-    "pawn adapt's default LoRA rank is not the spec's 4 (the CLI's default, not the library's)": (
-        "pawn/train/adapt_config.py",
-        '    lora_rank: int = Field(4, ge=1, description="LoRA / hybrid rank r.")',
-        '    lora_rank: int = Field(8, ge=1, description="LoRA / hybrid rank r.")',
+    "pawn adapt's default LoRA rank is not the spec's 4 (the strategy row, the CLI default's only home)": (
+        "pawn/adapters/configs.py",
+        '    rank: int = Field(4, ge=1, description="LoRA rank r.")',
+        '    rank: int = Field(8, ge=1, description="LoRA rank r.")',
         ["tests/test_adapt_pins.py::test_cli_adapt_trains_the_spec_defaults"]),
     "the backbone trains during pawn adapt": (
         "pawn/adapters/adapted.py",

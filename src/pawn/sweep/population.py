@@ -195,6 +195,7 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     base = cfgs[0]
     stored_cfg, variants = base.model_configs()
     variants = list(variants.items())
+    monitored = next((c for _, c in variants if c == stored_cfg), variants[-1][1])  # as pawn pretrain: the stored model
     dtype = None if base.dtype == "auto" else base.dtype
     sched = base.schedule()
     program = TrainProgram(make_optimizer(sched, b1=base.beta1, b2=base.beta2, weight_decay=base.weight_decay,
@@ -215,7 +216,7 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
         return _train_population(
             pop, state, stream, program.place_chunk, table, None, T, configs, reporters,
             val_due=(lambda s: s % base.val_every == 0 or s == T) if val_set is not None else (lambda s: False),
-            validate=lambda m: _validate(TrainState(jax.device_put(m), None, None), val_set, variants, base, dtype))
+            validate=lambda m: _validate(TrainState(jax.device_put(m), None, None), val_set, variants, base, dtype, monitored))
     finally:
         stream.close()
 
