@@ -18,7 +18,7 @@ import pawn.data.lichess as lichess
 from pawn.data.cache import TOKENS_FILE, cache_key
 from pawn.data.layout import Layout
 from pawn.data.lichess import LichessFilters, load_corpus, open_source
-from pawn.data.lichess_batches import GameBatches, epoch_seed, unpack_legal
+from pawn.data.lichess_batches import LEGAL_BYTES, GameBatches, ValidationBatches, epoch_seed, unpack_legal
 from pawn.data.lichess_export import export_parquet
 from pawn.errors import DataError, UsageError
 from pawn.vocab import PAD_TOKEN, uci_to_token
@@ -239,6 +239,43 @@ def test_batches_are_pure_functions_of_seed_and_step_and_resume_mid_epoch(two_fi
     idx = np.concatenate([x.game_index for x in batches])
     assert idx[idx >= 0].tolist() == list(range(len(corpus.val)))
     assert not batches[-1].loss_mask[batches[-1].game_index < 0].any()
+
+
+def test_validation_holds_token_batches_only_and_gives_bit_identical_metrics(two_files: Path):
+    """Issue 27: validation builds each batch's legal sets when it evaluates that batch; the set
+    keeps only the token arrays, so its mask bytes do not grow with the number of val games."""
+    import jax
+
+    from pawn.config import ModelConfig
+    from pawn.model import PAWNModel
+    from pawn.train.adapt import BATCH_KEYS, batch_dict, make_validator
+
+    corpus = load_corpus(two_files, LichessFilters(min_ply=10))
+    B, T = 16, 64
+    # what validation held before: every batch with its dense bit-packed legal sets
+    dense = [batch_dict(b, (*BATCH_KEYS, "legal"))
+             for b in GameBatches(corpus.val, Layout(False), T, B, shuffle=False, drop_last=False).iter_from(0, prefetch=0)]
+    lazy = ValidationBatches(corpus.val, Layout(False), T, B, BATCH_KEYS)
+    assert len(lazy) == len(dense) >= 3
+    got = list(lazy)
+    for a, b in zip(got, dense):
+        assert a.keys() == b.keys()
+        for k in b:
+            np.testing.assert_array_equal(a[k], b[k])
+    assert got[-1]["legal"].any() and not got[-1]["loss_mask"].all()  # a padded last batch
+    model = PAWNModel(ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64), jax.random.key(3))
+    validate = make_validator(legal_mask=True, illegal_penalty=0.0, dtype="float32")
+    before, now = validate(model, dense), validate(model, lazy)
+    assert now == before and before["positions"] > 0 and 0 < before["top1"] < 1  # to the last bit, every field
+    # held: int32 input_ids/targets + bool masks = 10 bytes per position, no legal sets
+    dense_bytes = sum(a.nbytes for b in dense for a in b.values())
+    assert lazy.held_bytes == len(lazy) * B * T * 10 and lazy.held_bytes * 25 < dense_bytes
+    assert lazy.legal_bytes_per_batch == B * T * LEGAL_BYTES
+    # a third of the games: token bytes shrink with the set, the mask bytes (one batch) do not
+    small = ValidationBatches(corpus.val.slice(0, len(corpus.val) // 3), Layout(False), T, B, BATCH_KEYS)
+    assert len(small) < len(lazy) and small.held_bytes == len(small) * B * T * 10
+    assert small.legal_bytes_per_batch == lazy.legal_bytes_per_batch
+    assert ValidationBatches(corpus.val, Layout(False), T, B, BATCH_KEYS, legal=False).legal_bytes_per_batch == 0
 
 
 @pytest.mark.parametrize("prepend_outcome", [False, True])

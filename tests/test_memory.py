@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from pawn.config import TOY
-from pawn.model import REMAT_MODES, PAWNModel, _attend, causal_attention
+import pawn.model as pm
+from pawn.model import REMAT_MODES, PAWNModel, _attend, attention_path, causal_attention
 from pawn.settings import PretrainConfig
 from pawn.train import memory as memmod
 from pawn.train.loop import TrainProgram, counter_value, init_state, make_mesh, make_optimizer
@@ -56,6 +57,45 @@ def test_blockwise_attention_equals_materialised_softmax_in_value_and_gradient()
     for g_new, g_ref in zip(vjp_new(do), vjp_ref(do)):
         assert bool(jnp.isfinite(g_new).all())
         np.testing.assert_allclose(np.asarray(g_new), np.asarray(g_ref), atol=5e-6)
+
+
+def test_plain_path_and_blockwise_path_are_the_same_function_in_logits_and_gradients(monkeypatch):
+    """Issue 27: short sequences without remat run plain attention and unrolled layers; the
+    blockwise custom-VJP attention with a rolled scan must compute the same logits and gradients,
+    padded query rows and rows with no key at all included."""
+    B, T = 4, 40
+    model = PAWNModel(TOY, jax.random.key(2))
+    tokens = jax.random.randint(jax.random.key(3), (B, T), 1, 1968)
+    mask = jnp.arange(T)[None, :] < jnp.array([T, 17, 0, T])[:, None]  # full, padded, empty game
+    mask = mask.at[3, :5].set(False)  # leading masked keys: rows 0-4 of game 3 see no key
+    tokens = jnp.where(mask, tokens, 0)
+    cot = jax.random.normal(jax.random.key(4), (B, T, TOY.vocab_size))
+
+    def run():  # a fresh function per call: jax caches traces by function, and the path is read at trace time
+        def loss(m):
+            lg = m(tokens, mask, dtype="float32")
+            return (lg * cot).sum() / 100.0, lg
+
+        fn = jax.jit(jax.value_and_grad(loss, has_aux=True))
+        (_, lg), g = fn(model)
+        return lg, jax.tree_util.tree_leaves(g), str(jax.make_jaxpr(loss)(model))
+
+    assert attention_path(T, "none") == "plain" and attention_path(T, False) == "plain"
+    assert attention_path(T, "attention") == attention_path(T, "full") == "blockwise"
+    assert attention_path(pm.PLAIN_ATTENTION_MAX_T + 1, "none") == "blockwise"
+    lg_plain, g_plain, jaxpr_plain = run()
+    monkeypatch.setattr(pm, "PLAIN_ATTENTION_MAX_T", 0)
+    assert attention_path(T, "none") == "blockwise"
+    lg_block, g_block, jaxpr_block = run()
+    # the two programs really differ: custom VJP + rolled scan against XLA's VJP + unrolled layers
+    assert "custom_vjp" in jaxpr_block and "custom_vjp" not in jaxpr_plain
+    np.testing.assert_allclose(np.asarray(lg_plain), np.asarray(lg_block), atol=1e-5, rtol=1e-5)
+    assert bool(jnp.isfinite(lg_plain).all())
+    assert float(jnp.abs(lg_plain[2] - lg_plain[2, :1]).max()) < 1e-5  # no key anywhere: one constant row
+    for a, c in zip(g_plain, g_block):
+        assert bool(jnp.isfinite(a).all())
+        np.testing.assert_allclose(np.asarray(a), np.asarray(c), atol=1e-5, rtol=1e-5)
+    assert max(float(jnp.abs(a).max()) for a in g_plain) > 1e-2
 
 
 @pytest.mark.parametrize("mode", [pytest.param("attention", marks=pytest.mark.slow), "full"])

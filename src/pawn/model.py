@@ -236,25 +236,78 @@ def _causal_attention_bwd(block, res, do):
 causal_attention.defvjp(_causal_attention_fwd, _causal_attention_bwd)
 
 
+def plain_attention(q, k, v, attn_mask):
+    """Causal scaled dot-product attention with a key-padding mask (spec §2.3) in one piece: the
+    full masked fp32 score matrix [B, H, T, T], one softmax, and XLA's own VJP (which keeps the
+    fp32 weights [B, H, T, T] for the backward pass).
+
+    The same function as :func:`causal_attention` (same fp32 scores, same finite fill, same
+    softmax, weights cast to ``v.dtype`` for ``AV``; a row with no key kept gets uniform weights
+    and the caller zeroes it), so the two agree to float rounding in value and gradient. Used for
+    short sequences without remat (:func:`attention_path`), where the ``[T, T]`` weights are small
+    and XLA may fuse the softmax and its VJP with the neighbouring ops; on CPU at T ≤ 128 it
+    measured as fast as the blockwise path (a single block there), so the short-T speed-up of that
+    path comes from the unrolled layers.
+
+    Args:
+        q, k, v: [B, T, H, hd] in the compute dtype.
+        attn_mask: bool [B, T], true at real keys.
+
+    Returns:
+        [B, T, H, hd] in ``v.dtype``.
+    """
+    sc = _block_scores(q, k, attn_mask, 0, q.shape[-1] ** -0.5)
+    w = jax.nn.softmax(sc, axis=-1).astype(v.dtype)
+    return jnp.einsum("bhqk,bkhd->bqhd", w, v)
+
+
+PLAIN_ATTENTION_MAX_T = ATTENTION_BLOCK
+"""Longest sequence for which the training forward without remat uses :func:`plain_attention`
+and an unrolled layer scan (see :func:`attention_path`); 0 always takes the blockwise path."""
+
+
+def attention_path(seq_len: int, remat: bool | str) -> str:
+    """Which attention and layer loop a forward of ``seq_len`` tokens with ``remat`` runs:
+
+    * ``"plain"`` — remat ``none`` and ``seq_len ≤`` :data:`PLAIN_ATTENTION_MAX_T`:
+      :func:`plain_attention` and the layers unrolled (``lax.scan(..., unroll=True)``), so XLA
+      fuses across layers. At ``T ≤ 128`` the blockwise path scores one block of the full
+      ``[T, T]`` matrix anyway; the plain path keeps its fp32 weights for the backward instead of
+      recomputing them (L·B·H·T² · 4 bytes more, e.g. 3 MiB per layer at B 16, H 3, T 128).
+    * ``"blockwise"`` — otherwise: :func:`causal_attention` (no ``[T, T]`` tensor kept) and a
+      rolled scan. With remat, unrolling would let XLA hoist every recomputation to the start of
+      the backward pass, so nothing would be freed; at long T the kept ``[T, T]`` weights would
+      dominate the activation memory.
+
+    Both compute the same function (float rounding). ``pawn pretrain --remat auto`` tries
+    ``none`` first, so short sequences get the plain path when it fits.
+
+    Raises:
+        ValueError: an unknown ``remat`` mode.
+    """
+    return "plain" if remat_mode(remat) == "none" and seq_len <= PLAIN_ATTENTION_MAX_T else "blockwise"
+
+
 FUSED_ATTENTION = True
 """Use cuDNN's fused attention where :func:`_attend_full` allows it (set False to force the
-blockwise XLA attention, e.g. when cuDNN fails to compile a shape)."""
+XLA attention, e.g. when cuDNN fails to compile a shape)."""
 
 ATTENTION_IMPL: dict[str, str] = {}
 """The attention implementation chosen at the last trace of the full forward, by compute dtype
 (``"cudnn"`` or ``"xla"``); reported by ``pawn bench`` and ``benchmarks/gpu_check.sh``."""
 
 
-def _attend_full(q, k, v, attn_mask, all_masked, prefix_mask: bool):
+def _attend_full(q, k, v, attn_mask, all_masked, prefix_mask: bool, path: str = "blockwise"):
     """Attention of the full forward: q, k, v [B, T, H, hd]; returns [B, T, H, hd].
 
     On an NVIDIA GPU with a bf16/fp16 compute dtype and a prefix ``attn_mask`` (true exactly on
     positions ``< sum(attn_mask[b])``, which is what packed games are), this is
     ``jax.nn.dot_product_attention(..., is_causal=True, key_value_seq_lengths=...,
     implementation="cudnn")``: cuDNN's fused flash attention, which keeps no ``[T, T]`` tensor for
-    the backward. Elsewhere (CPU, fp32, or when cuDNN refuses the shapes at trace time) it is the
-    blockwise :func:`causal_attention`. Rows with no real key at or before the query (``all_masked``
-    bool [B, T]) output exactly 0 in both paths (spec §2.3)."""
+    the backward. Elsewhere (CPU, fp32, or when cuDNN refuses the shapes at trace time) it is
+    :func:`plain_attention` for ``path == "plain"`` and the blockwise :func:`causal_attention`
+    otherwise (:func:`attention_path`). Rows with no real key at or before the query
+    (``all_masked`` bool [B, T]) output exactly 0 in every path (spec §2.3)."""
     out = None
     if FUSED_ATTENTION and prefix_mask and jax.default_backend() == "gpu" and q.dtype in (jnp.bfloat16, jnp.float16):
         # A game of length 0 has no real key at all; give the kernel one (slot 0) so its rows stay
@@ -265,10 +318,10 @@ def _attend_full(q, k, v, attn_mask, all_masked, prefix_mask: bool):
             ATTENTION_IMPL[jnp.dtype(q.dtype).name] = "cudnn"
         except (NotImplementedError, ValueError, RuntimeError, TypeError):
             # jax raises these at trace time when cuDNN cannot take the shapes, dtype or GPU
-            # generation; the blockwise attention below computes the same function.
+            # generation; the XLA attention below computes the same function.
             out = None
     if out is None:
-        out = causal_attention(q, k, v, attn_mask)
+        out = plain_attention(q, k, v, attn_mask) if path == "plain" else causal_attention(q, k, v, attn_mask)
         ATTENTION_IMPL[jnp.dtype(q.dtype).name] = "xla"
     return jnp.where(all_masked[:, :, None, None], jnp.zeros((), out.dtype), out)
 
@@ -453,6 +506,7 @@ class PAWNModel(eqx.Module):
         if T > cfg.max_seq_len:
             raise ValueError(f"sequence length {T} exceeds max_seq_len {cfg.max_seq_len}")
         mode = remat_mode(remat)
+        path = attention_path(T, mode)
         if attn_mask is None:
             attn_mask = tokens != PAD_TOKEN
         attn_mask = attn_mask.astype(bool)
@@ -470,7 +524,7 @@ class PAWNModel(eqx.Module):
             x = rms_norm(h, lw["attn_norm"])
             q, k, v = self._qkv(x, lw, cos, sin, ad)
             q, k, v = checkpoint_name(q, "attn_q"), checkpoint_name(k, "attn_k"), checkpoint_name(v, "attn_v")
-            ctx = _attend_full(q, k, v, attn_mask, all_masked, prefix_mask).reshape(B, T, cfg.d_model)
+            ctx = _attend_full(q, k, v, attn_mask, all_masked, prefix_mask, path).reshape(B, T, cfg.d_model)
             h = h + self._proj(ctx, lw, "wo", ad)
             if ad is not None:
                 h = adapter.after_attn(h, ap)
@@ -482,11 +536,10 @@ class PAWNModel(eqx.Module):
 
         if mode != "none":
             layer = jax.checkpoint(layer, policy=_remat_policy(mode), prevent_cse=False)
-        # A rolled scan: with remat, unrolling would let XLA hoist every recomputation to the start
-        # of the backward pass, so nothing would be freed; without remat, rolled measured faster
-        # than unrolled on CPU with the blockwise attention (TINY supernet, B 16, T 128).
+        # Unrolled on the plain path (XLA fuses across layers), rolled on the blockwise one (see
+        # attention_path); the weights stay stacked either way.
         xs = self._layer_weights(dtype) if adapter is None else (self._layer_weights(dtype), ap_all)
-        h, (hidden, kv) = jax.lax.scan(layer, h0, xs)
+        h, (hidden, kv) = jax.lax.scan(layer, h0, xs, unroll=path == "plain")
         return h0, h, hidden, kv
 
     @staticmethod

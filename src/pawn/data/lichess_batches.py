@@ -155,6 +155,17 @@ class GameBatches:
         return Batch(packed["input_ids"], packed["targets"], packed["loss_mask"], packed["attn_mask"], legal, idx,
                      int(step), int(step) // self.steps_per_epoch)
 
+    def legal_at(self, step: int) -> np.ndarray:
+        """uint8 [B, T, 248]: the bit-packed legal sets of batch ``step``, what :meth:`batch_at`
+        puts in ``Batch.legal`` with ``legal_mask=True`` (the same bytes), built now by the engine.
+
+        Raises:
+            DataError: a game of the batch is not a legal move sequence (names its index).
+        """
+        idx = self.indices(step)
+        tokens, lengths, _ = self.games.gather(idx, self.layout.max_ply(self.seq_len))
+        return self._legal(tokens, lengths, idx)
+
     def _legal(self, tokens: np.ndarray, lengths: np.ndarray, idx: np.ndarray) -> np.ndarray:
         b, w = tokens.shape
         t_len = self.seq_len
@@ -214,6 +225,56 @@ class GameBatches:
                     q.get_nowait()
                 except queue.Empty:
                     t.join(0.01)
+
+
+class ValidationBatches:
+    """The validation batches of a game set (fixed order, last batch padded with empty games),
+    holding only their token arrays; each batch's legal sets are built by the engine when that
+    batch is reached in iteration, as training builds them, and dropped after it.
+
+    Host memory for the legal sets is therefore one batch (``B·T·248`` bytes) however many games
+    the set holds, instead of 248 bytes per position of the whole set (≈ 3.2 GB for 50,000 games ×
+    256 plies). The cost is one engine call per batch per validation pass.
+
+    Args:
+        games, layout, seq_len, batch_size: as for :class:`GameBatches`.
+        keys: the :class:`Batch` token fields each batch dict holds (e.g. ``input_ids``,
+            ``targets``, ``loss_mask``, ``attn_mask``).
+        legal: add ``legal`` (uint8 [B, T, 248], :meth:`GameBatches.legal_at`) to each dict.
+
+    Iterating yields ``{key: array} | {"legal": uint8 [B, T, 248]}`` per batch, equal to the
+    fields of ``GameBatches(..., shuffle=False, drop_last=False).batch_at(i)``.
+
+    Raises:
+        UsageError: as :class:`GameBatches`.
+        DataError: (while iterating) a game is not a legal move sequence (names its index).
+    """
+
+    def __init__(self, games: CsrGames, layout: Layout, seq_len: int, batch_size: int, keys: tuple[str, ...], *,
+                 legal: bool = True):
+        self.source = GameBatches(games, layout, seq_len, batch_size, shuffle=False, drop_last=False, legal_mask=False)
+        self.keys, self.legal = tuple(k for k in keys if k != "legal"), bool(legal)
+        self.tokens: list[dict[str, np.ndarray]] = [{k: getattr(b, k) for k in self.keys}
+                                                    for b in self.source.iter_from(0, prefetch=0)]
+
+    def __len__(self) -> int:
+        """Number of batches."""
+        return len(self.tokens)
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        for i, b in enumerate(self.tokens):
+            yield {**b, "legal": self.source.legal_at(i)} if self.legal else dict(b)
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the arrays held between passes (the token batches; no legal sets)."""
+        return int(sum(a.nbytes for b in self.tokens for a in b.values()))
+
+    @property
+    def legal_bytes_per_batch(self) -> int:
+        """Bytes of one batch's legal sets, alive only while that batch is evaluated (0 without
+        ``legal``)."""
+        return self.source.batch_size * self.source.seq_len * LEGAL_BYTES if self.legal else 0
 
 
 def _count(start: int) -> Iterator[int]:

@@ -320,8 +320,8 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
 
     from pawn.adapters import build_adapted, get_strategy, rosa
     from pawn.data.lichess import LichessFilters, load_corpus
-    from pawn.data.lichess_batches import GameBatches
-    from pawn.train.adapt import BATCH_KEYS, BatchChunks, batch_dict, load_backbone_for, make_adapter_loss, make_validator
+    from pawn.data.lichess_batches import GameBatches, ValidationBatches
+    from pawn.train.adapt import BATCH_KEYS, BatchChunks, load_backbone_for, make_adapter_loss, make_validator
     from pawn.train.adapt_config import AdaptSettings
     from pawn.train.loop import make_mesh, make_optimizer, partition_model
     from pawn.train.run import TrainingError
@@ -356,8 +356,8 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
         schedules = [c.schedule(total) for c in cfgs]
     except ValueError as e:
         raise TrainingError(f"learning-rate schedule over {total} steps: {e}") from None
-    val_src = GameBatches(corpus.val, base.layout, base.seq_len, base.batch_size, shuffle=False, drop_last=False)
-    val_batches = [batch_dict(b, (*BATCH_KEYS, "legal")) for b in val_src.iter_from(0, prefetch=0)]
+    # token arrays only; each batch's legal sets are built when it is validated (O(one batch))
+    val_batches = ValidationBatches(corpus.val, base.layout, base.seq_len, base.batch_size, BATCH_KEYS)
     dtype = None if base.dtype == "auto" else base.dtype
     loss_kw = dict(legal_mask=not base.disable_legal_mask, illegal_penalty=base.illegal_penalty, dtype=dtype)
     program = TrainProgram(make_optimizer(schedules[0], b1=base.beta1, b2=base.beta2, weight_decay=base.weight_decay,

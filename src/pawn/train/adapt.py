@@ -152,7 +152,8 @@ def make_adapter_loss(*, legal_mask: bool, illegal_penalty: float, dtype: Option
 def make_validator(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[str]):
     """``validate(model, batches) -> {loss, top1, top5, illegal_pred_rate, illegal_prob_mass,
     positions}`` (:mod:`pawn.metrics` keys; v1's ``val_loss``…): position-weighted over every supervised position
-    of ``batches`` (dicts as the loss takes, with ``legal``), one jitted forward per batch
+    of ``batches`` (an iterable of dicts as the loss takes, with ``legal``, e.g.
+    :class:`~pawn.data.lichess_batches.ValidationBatches`), one jitted forward per batch
     (spec §5 "Validation metrics"; the same masking and penalty as training)."""
 
     @eqx.filter_jit
@@ -166,9 +167,19 @@ def make_validator(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[
 
     def validate(model, batches) -> dict:
         tot: dict[str, float] = {}
-        for b in batches:
-            for k, v in to_host(sums(model, b)).items():
+
+        def add(out):
+            for k, v in to_host(out).items():
                 tot[k] = tot.get(k, 0.0) + float(v)
+
+        pending = None
+        for b in batches:  # batch i is dispatched before i − 1 is read back, so building batch
+            out = sums(model, b)  # i + 1 (its legal sets) overlaps the device work of batch i
+            if pending is not None:
+                add(pending)
+            pending = out
+        if pending is not None:
+            add(pending)
         n = max(tot.get("n", 0.0), 1.0)
         return {"loss": tot["loss"] / n, "top1": tot["top1"] / n, "top5": tot["top5"] / n,
                 "illegal_pred_rate": tot["illegal_pred"] / n, "illegal_prob_mass": tot["illegal_mass"] / n,
@@ -507,7 +518,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     from pawn.adapters import rosa
     from pawn.adapters.io import save_adapter
     from pawn.data.lichess import LichessFilters, load_corpus
-    from pawn.data.lichess_batches import GameBatches
+    from pawn.data.lichess_batches import GameBatches, ValidationBatches
     from pawn.progress import ProgressReporter
     from pawn.train.hooks import HookError, check_extras, open_run_hooks
 
@@ -608,9 +619,8 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         schedule = cfg.schedule(total)
     except ValueError as e:
         raise TrainingError(f"learning-rate schedule over {total} steps: {e}") from None
-    val_keys = (*BATCH_KEYS, "legal")
-    val_batches_src = GameBatches(corpus.val, cfg.layout, cfg.seq_len, cfg.batch_size, shuffle=False, drop_last=False)
-    val_batches = [batch_dict(b, val_keys) for b in val_batches_src.iter_from(0, prefetch=0)]
+    # token arrays only; each batch's legal sets are built when it is validated (O(one batch))
+    val_batches = ValidationBatches(corpus.val, cfg.layout, cfg.seq_len, cfg.batch_size, BATCH_KEYS)
 
     # ---- program and state
     dtype = None if cfg.dtype == "auto" else cfg.dtype
