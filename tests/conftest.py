@@ -13,6 +13,10 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist sets COLUMNS=80 in its workers; PAWN's output to a pipe or file is LOG_WIDTH wide unless
+    # COLUMNS is set, so a worker would see tables and lines wrapped where a user's log is not
+    os.environ.pop("COLUMNS", None)
 
 import pytest
 

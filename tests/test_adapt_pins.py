@@ -70,7 +70,11 @@ def test_cli_adapt_trains_the_spec_defaults(tiny_backbone, shared_data, tmp_path
     unf = _records(_adapt(tiny_backbone, shared_data, cache, tmp_path / "unf", "--strategy", "unfreeze"), "config")[0]
     s = unf["adapter_settings"]
     # README "Where pawn adapt differs from the spec": the head stays frozen unless --include-lm-head (v1's rule)
-    assert s["top_n"] == 2 and s["layers"] is None and s["include_lm_head"] is False and s["include_embeddings"] is False, s
+    assert s["include_lm_head"] is False and s["include_embeddings"] is False, s
+    # neither a layer list nor --n-unfreeze given: the recorded settings resolve to the top 2 layers (spec §4.7)
+    from pawn.adapters.configs import UnfreezeConfig
+
+    assert UnfreezeConfig(**s).selected(2) == (0, 1) and UnfreezeConfig(**s).selected(5) == (3, 4), s  # tiny: 2 layers
 
 
 def test_rosa_warmup_runs_at_the_constant_peak_lr_and_the_backbone_stays_bit_identical(tiny_backbone, shared_data, tmp_path):
