@@ -51,4 +51,4 @@ def test_slow_tests_exist_are_deselected_by_default_and_the_readme_runs_them():
     assert marked, "the README promises slow tests; none is marked"
     readme = (REPO_ROOT / "README.md").read_text()
     tests_block = re.findall(r"```bash\n(.*?)```", readme, re.S)[1]
-    assert _commands(tests_block)[-2:] == ["pytest", "pytest -m slow"]
+    assert _commands(tests_block)[-2:] == ["pytest -n 2 --dist loadfile", "pytest -n 2 --dist loadfile -m slow"]
