@@ -77,6 +77,7 @@ def test_cli_adapt_trains_the_spec_defaults(tiny_backbone, shared_data, tmp_path
     assert UnfreezeConfig(**s).selected(2) == (0, 1) and UnfreezeConfig(**s).selected(5) == (3, 4), s  # tiny: 2 layers
 
 
+@pytest.mark.slow  # CI budget: a RoSA warm-up and main phase compiled through pawn adapt
 def test_rosa_warmup_runs_at_the_constant_peak_lr_and_the_backbone_stays_bit_identical(tiny_backbone, shared_data, tmp_path):
     """Spec §4.6 phase 1 (v1): a separate AdamW at constant ``lr`` (no schedule). Every warm-up step's
     lr is recorded; a cosine (or any decaying) warm-up fails. And the backbone a run trains with is the

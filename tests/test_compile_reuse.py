@@ -112,6 +112,7 @@ def _summary(run_dir: Path):
             [(r["step"], r["loss"]) for r in recs if r.get("type") == "val"])
 
 
+@pytest.mark.slow  # CI budget: a sweep-sized program compiled twice
 def test_second_adapter_trial_compiles_neither_chunk_nor_validation(tiny_backbone, shared_data, tmp_path, monkeypatch):
     import pawn.train.adapt as adapt_mod
     from pawn.sweep.adapt import AdaptTrialRunner
@@ -146,6 +147,7 @@ def test_second_adapter_trial_compiles_neither_chunk_nor_validation(tiny_backbon
 
 
 
+@pytest.mark.slow  # CI budget: a sweep-sized program compiled twice
 def test_second_rosa_trial_compiles_neither_warmup_nor_mask_scores(tiny_backbone, shared_data, tmp_path):
     from pawn.sweep.adapt import AdaptTrialRunner
     from pawn.train.adapt_config import AdaptSettings
@@ -210,6 +212,7 @@ def _val_losses(run_dir: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in recs if r.get("type") == "val"]  # the toy variant (schema 2)
 
 
+@pytest.mark.slow  # CI budget: a sweep-sized program compiled twice
 def test_second_pretraining_trial_compiles_no_chunk_and_trains_its_own_schedule(tmp_path):
     from pawn.settings import PretrainConfig
     from pawn.sweep.trials import PretrainTrialRunner
