@@ -320,7 +320,9 @@ def test_init_scale_scales_the_random_factors_and_keeps_the_identity(bb, tokens,
     for a, b in zip(leaves(ref.adapter), leaves(big.adapter), strict=True):
         assert float(jnp.abs(a).max()) > 0
         np.testing.assert_allclose(np.asarray(b), 2.5 * np.asarray(a), rtol=1e-6)
-    np.testing.assert_array_equal(np.asarray(big(tokens)), np.asarray(bb(tokens)))
+    # the identity up to float rounding: at T <= 128 the unrolled layer loop lets XLA fuse the adapted program
+    # differently from the bare one (1e-7 apart for hybrid); a non-identity adapter moves logits by > 1e-3
+    np.testing.assert_allclose(np.asarray(big(tokens)), np.asarray(bb(tokens)), rtol=0, atol=1e-6)
 
 
 def test_rosa_main_phase_reinitialises_lora_at_its_init_scale(bb):
