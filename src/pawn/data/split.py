@@ -80,6 +80,7 @@ class SplitRecord:
     ids: Optional[dict] = None
 
     def to_json(self) -> dict[str, Any]:
+        """The ``split.json`` document (JSON-ready; the game ids go in their own file, named here)."""
         return {"format_version": FORMAT_VERSION, "data": self.data,
                 "source": {"kind": self.kind, "repo_or_path": self.repo_or_path, "split": self.source_split,
                            "files": self.files, "fingerprint_sha256": self.fingerprint},
@@ -93,6 +94,7 @@ class SplitRecord:
         return d
 
     def n(self, part: str) -> int:
+        """Games in ``part`` (``"train"``, ``"val"`` or ``"test"``); 0 for a part the run does not have."""
         return int(self.counts.get(part, 0))
 
 
