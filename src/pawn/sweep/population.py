@@ -188,14 +188,14 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     from pawn.model import PAWNModel
     from pawn.settings import PretrainConfig
     from pawn.train.loop import TrainState, make_mesh, make_optimizer
-    from pawn.train.pretrain import _data_source, _validate
+    from pawn.train.pretrain import _data_source, _monitored, _validate
 
     check_population(configs)
     cfgs = [PretrainConfig.load(**c) for c in configs]
     base = cfgs[0]
     stored_cfg, variants = base.model_configs()
     variants = list(variants.items())
-    monitored = next((c for _, c in variants if c == stored_cfg), variants[-1][1])  # as pawn pretrain: the stored model
+    monitored = _monitored(stored_cfg, variants)  # as pawn pretrain
     dtype = None if base.dtype == "auto" else base.dtype
     sched = base.schedule()
     program = TrainProgram(make_optimizer(sched, b1=base.beta1, b2=base.beta2, weight_decay=base.weight_decay,

@@ -442,7 +442,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     schedule = cfg.schedule()
     stored_cfg, variants = _variant_list(cfg)
     init_ck = _load_init_from(cfg, stored_cfg)  # before the compile: a wrong checkpoint fails at once
-    monitored = next((c for _, c in variants if c == stored_cfg), variants[-1][1])  # bests follow the stored model
+    monitored = _monitored(stored_cfg, variants)
     optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
     dtype = None if cfg.dtype == "auto" else cfg.dtype
     # sweep trials: lr and weight decay are data of one compiled chunk per graph and shape (issue 15)
@@ -687,6 +687,12 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
 
         hooks.append(MetricsHook(run.logger, train_fields))
     return hooks
+
+
+def _monitored(stored_cfg: ModelConfig, variants: list[tuple[str, ModelConfig]]) -> ModelConfig:
+    """The variant whose validation fields are the run's top-level ones (bests, early stopping): the
+    stored model's shape when it is one of ``variants`` (``[(name, ModelConfig)]``), else the last."""
+    return next((c for _, c in variants if c == stored_cfg), variants[-1][1])
 
 
 def _validate(state: TrainState, val_set, variants, cfg: PretrainConfig, dtype, monitored) -> dict:
