@@ -428,7 +428,8 @@ def test_a_killed_workers_stale_trial_stops_counting_and_is_retried(tmp_path):
 
 def test_journal_storage_study_is_created_once_and_checked(tmp_path):
     from pawn.sweep.storage import fail_running_trials
-    from pawn.sweep.study import SweepError, open_shared, open_study
+    from pawn.sweep.study import open_shared, open_study
+    from pawn.sweep.trials import SweepError
 
     s = SweepSettings.load(run_type="pretrain", storage=str(tmp_path / "study.log"), out=tmp_path / "sw")
     a, url = open_study(s)
@@ -466,6 +467,9 @@ def test_workers_flag_spawns_processes_on_one_study(tmp_path):
     trials = _study(out).trials
     assert sum(t.state == TrialState.COMPLETE for t in trials) >= 2 and not any(t.state == TrialState.RUNNING for t in trials)
     assert "2 completed" in r.stdout or "3 completed" in r.stdout
+    # one summary (table, best, storage), the parent's; each worker only says it is done (issue 26)
+    assert r.stdout.count(" completed, ") == 1 and r.stdout.count("best: trial") == 1 and r.stdout.count("storage: ") == 1, r.stdout
+    assert sorted(line.split(" done:")[0] for line in r.stderr.splitlines() if " done: the study holds" in line) == ["worker 0", "worker 1"]
 
 
 def test_spawned_workers_do_not_share_a_sampler_seed(monkeypatch):

@@ -17,7 +17,8 @@ from pawn.cli import app
 from pawn.sweep import study as study_mod
 from pawn.sweep.settings import SweepSettings
 from pawn.sweep.space import SPACES
-from pawn.sweep.study import SweepError, prepare_space, run_sweep
+from pawn.sweep.study import prepare_space, run_sweep
+from pawn.sweep.trials import SweepError
 from pawn.sweep.trials import TrialOutcome
 
 

@@ -27,6 +27,7 @@ reuses the cached result; ``force=True`` reconverts.
 from __future__ import annotations
 
 from pawn.errors import PawnError
+import difflib
 import hashlib
 import json
 import os
@@ -558,8 +559,6 @@ def not_local_nor_hub(source: str, hub_error: str) -> str:
     """One line for a ``source`` that is neither a local directory nor a loadable Hub id: both
     readings, the Hub's reason, and local names close to it (a mistyped path is the likelier
     case when its parent directory exists)."""
-    import difflib
-    from pathlib import Path
 
     reason = hub_error.removeprefix(f"{source}: ")
     p = Path(source)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pawn.errors import PawnError
 import contextlib
+import dataclasses
+import json
+import math
 import os
 from pathlib import Path
 from typing import Iterator, Optional
@@ -70,8 +73,6 @@ def json_safe(value):
     """Convert a nested structure to plain JSON values: NumPy/JAX scalars and arrays become
     Python numbers and lists, paths strings, dict keys strings, dataclasses dicts, and NaN/±Inf
     ``None`` (JSON has no NaN). The one JSON sanitizer of PAWN's report files."""
-    import dataclasses
-    import math
 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return json_safe(dataclasses.asdict(value))
@@ -99,7 +100,6 @@ def write_json(path: str | os.PathLike, data, what: str = "output") -> Path:
     Raises:
         OutputPathError: the file cannot be written (the message names ``what`` and ``path``).
     """
-    import json
 
     p = Path(path)
     try:

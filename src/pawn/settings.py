@@ -29,6 +29,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from pawn.config import NAMED_CONFIGS, SUPERNETS, ModelConfig
 from pawn.data.layout import Layout
+from pawn.dtypes import canonical_dtype
 from pawn.schedules import Schedule, build_schedule
 from pawn.vocab import MAX_SEQ_LEN
 
@@ -194,7 +195,78 @@ class RunOutputSettings(_Settings):
         return self
 
 
-class PretrainConfig(RunOutputSettings):
+class OptimizerSettings(_Settings):
+    """The AdamW optimizer and learning-rate schedule settings shared by the training commands
+    (:class:`PretrainConfig`, :class:`pawn.train.adapt_config.AdaptSettings`; spec
+    ``training-and-adapters.md`` §2 for the schedules, §1.1 and §5 for the optimizer): one
+    definition of each field's type, range, help text, flag (``--lr``), ``PAWN_*`` variable
+    and config-file key, which stay flat (``lr``, not ``optimizer.lr``), as in every run's
+    ``config.json``.
+
+    The defaults here are the adapter trainer's (spec §5 and the spec's shared run-config
+    defaults: AdamW betas (0.9, 0.999), weight decay 0, cosine to 0); a trainer whose spec
+    default differs overrides only that default with :meth:`default_for` (pretraining: β2 0.95,
+    weight decay 0.01, cosine floor 0.1, spec §1.1).
+
+    Class variable read by the flag generator (``pawn.cli._options.settings_parameters``):
+    ``cli_fields_after`` places these flags right after the command's ``--seq-len``, where
+    both commands have always listed them.
+
+    Raises (on construction):
+        pydantic.ValidationError: a value out of its range (lr ≤ 0, a fraction or ratio outside
+            [0, 1], β outside [0, 1), weight decay < 0, clip ≤ 0, warm-up steps < 0).
+    """
+
+    cli_fields_after: ClassVar[str] = "seq_len"
+
+    lr: float = Field(3e-4, gt=0, description="Peak learning rate.")
+    lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = Field("cosine", description="Learning-rate schedule after warmup.")
+    warmup_steps: Optional[int] = Field(None, ge=0, description="Warmup steps; default int(warmup_frac · total_steps).")
+    warmup_frac: float = Field(0.05, ge=0, le=1, description="Warmup as a fraction of total steps (when --warmup-steps is not given).")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Cosine floor as a fraction of the peak.")
+    decay_frac: float = Field(0.1, ge=0, le=1, description="Final decay as a fraction of total steps (wsd, infinite).")
+    wsd_decay_shape: Literal["linear", "cosine"] = Field("linear", description="Shape of the final decay (wsd, infinite).")
+    cooldown_frac: float = Field(0.2, ge=0, le=1, description="Cooldown from the peak to the plateau, as a fraction of total steps (infinite).")
+    stable_lr_ratio: float = Field(0.1, ge=0, le=1, description="Plateau as a fraction of the peak (infinite).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW β1.")
+    beta2: float = Field(0.999, ge=0, lt=1, description="AdamW β2.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Global-norm gradient clip.")
+
+    @classmethod
+    def default_for(cls, name: str, default: Any, **changes: Any) -> FieldInfo:
+        """Field ``name`` as declared here (type, range, flag) with another ``default`` (and
+        optionally another ``description``): a subclass writes ``beta2: float =
+        OptimizerSettings.default_for("beta2", 0.95)``.
+
+        Raises:
+            KeyError: ``name`` is no field of this model.
+        """
+        return FieldInfo.merge_field_infos(OptimizerSettings.model_fields[name], default=default, **changes)
+
+    def warmup_for(self, total_steps: int) -> int:
+        """W over ``total_steps``: ``warmup_steps`` if given, else ``int(warmup_frac · total_steps)`` (spec §2)."""
+        return self.warmup_steps if self.warmup_steps is not None else int(self.warmup_frac * total_steps)
+
+    def lr_schedule_over(self, total_steps: int) -> Schedule:
+        """The resolved LR schedule over ``total_steps`` (spec §2; :func:`pawn.schedules.build_schedule`).
+
+        Raises:
+            ValueError: warm-up, decay or cooldown lengths that do not fit ``total_steps`` (named).
+        """
+        return build_schedule(
+            self.lr_schedule, self.lr, total_steps, self.warmup_for(total_steps),
+            min_ratio=self.min_lr_ratio, decay_frac=self.decay_frac, cooldown_frac=self.cooldown_frac,
+            stable_ratio=self.stable_lr_ratio, decay_shape=self.wsd_decay_shape,
+        )
+
+    def optimizer_kwargs(self) -> dict[str, float]:
+        """The keyword arguments of :func:`pawn.train.loop.make_optimizer` besides the schedule:
+        ``b1``, ``b2``, ``weight_decay``, ``max_grad_norm``."""
+        return {"b1": self.beta1, "b2": self.beta2, "weight_decay": self.weight_decay, "max_grad_norm": self.max_grad_norm}
+
+
+class PretrainConfig(OptimizerSettings, RunOutputSettings):
     """Configuration of ``pawn pretrain``. Defaults follow the published v1.0.0 run (spec
     training §1.1): lr 3e-4 peak, AdamW (β 0.9/0.95, ε 1e-8) with decoupled weight decay 0.01 on
     all parameters, global-norm clip 1.0, batch 256, 512-ply sequences, cosine schedule floored at
@@ -220,19 +292,10 @@ class PretrainConfig(RunOutputSettings):
     total_steps: Optional[int] = Field(None, description="Optimizer steps to run (required, except with --resume, which reads it from the checkpoint).")
     batch_size: int = Field(256, description="Games per step (global, over all devices).")
     seq_len: int = Field(512, description="Sequence length in tokens (pure moves: = max plies).")
-    lr: float = Field(3e-4, description="Peak learning rate.")
-    lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = Field("cosine", description="Learning-rate schedule after warmup.")
-    warmup_steps: Optional[int] = Field(None, description="Warmup steps; default int(warmup_frac · total_steps).")
-    warmup_frac: float = Field(0.05, description="Warmup as a fraction of total steps (when --warmup-steps is not given).")
-    min_lr_ratio: float = Field(0.1, description="Cosine floor as a fraction of the peak (pretraining: 0.1).")
-    decay_frac: float = Field(0.1, description="Final decay as a fraction of total steps (wsd, infinite).")
-    wsd_decay_shape: Literal["linear", "cosine"] = Field("linear", description="Shape of the final decay (wsd, infinite).")
-    cooldown_frac: float = Field(0.2, description="Cooldown from the peak to the plateau, as a fraction of total steps (infinite).")
-    stable_lr_ratio: float = Field(0.1, description="Plateau as a fraction of the peak (infinite).")
-    weight_decay: float = Field(0.01, description="AdamW weight decay.")
-    beta1: float = Field(0.9, description="AdamW β1.")
-    beta2: float = Field(0.95, description="AdamW β2.")
-    max_grad_norm: float = Field(1.0, description="Global-norm gradient clip.")
+    # lr, the schedule and AdamW: OptimizerSettings's fields; the pretraining defaults (spec §1.1):
+    min_lr_ratio: float = OptimizerSettings.default_for("min_lr_ratio", 0.1, description="Cosine floor as a fraction of the peak (pretraining: 0.1).")
+    weight_decay: float = OptimizerSettings.default_for("weight_decay", 0.01)
+    beta2: float = OptimizerSettings.default_for("beta2", 0.95)
     steps_per_chunk: Optional[int] = Field(None, description="K: optimizer steps per compiled lax.scan chunk; default: the largest divisor ≤ 50 of gcd(total_steps, val_every, checkpoint_every).")
     # data
     seed: int = Field(42, description="Game stream seed: batch s = games [s·B, (s+1)·B).")
@@ -260,8 +323,6 @@ class PretrainConfig(RunOutputSettings):
     @classmethod
     def _dtype_spelling(cls, v: Any) -> Any:
         """Accept the common spellings (bf16, fp32, …); see :func:`pawn.dtypes.canonical_dtype`."""
-        from pawn.dtypes import canonical_dtype
-
         return canonical_dtype(v, allow_auto=True) if isinstance(v, str) else v
 
     @model_validator(mode="before")
@@ -321,16 +382,8 @@ class PretrainConfig(RunOutputSettings):
             raise ValueError(f"seq_len ({self.seq_len}) exceeds the model context max_seq_len ({MAX_SEQ_LEN})")
         if self.prepend_outcome and self.seq_len < 2:
             raise ValueError("seq_len must be ≥ 2 with prepend_outcome (outcome token + at least one move)")
-        for name in ("warmup_frac", "decay_frac", "cooldown_frac", "min_lr_ratio", "stable_lr_ratio", "mate_boost"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {v}")
-        if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
-            raise ValueError(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
-        if self.weight_decay < 0 or self.max_grad_norm <= 0:
-            raise ValueError("weight_decay must be ≥ 0 and max_grad_norm > 0")
-        if self.warmup_steps is not None and self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be ≥ 0, got {self.warmup_steps}")
+        if not 0.0 <= self.mate_boost <= 1.0:  # the optimizer and schedule ranges are OptimizerSettings's fields
+            raise ValueError(f"mate_boost must be in [0, 1], got {self.mate_boost}")
         self.schedule()  # raises ValueError naming warmup/decay/cooldown vs total_steps
         k = self.chunk_steps
         for name in ("total_steps", "val_every", "checkpoint_every", "pause_after_steps"):
@@ -343,7 +396,7 @@ class PretrainConfig(RunOutputSettings):
     @property
     def resolved_warmup_steps(self) -> int:
         """W: ``warmup_steps`` if given, else ``int(warmup_frac · total_steps)``."""
-        return self.warmup_steps if self.warmup_steps is not None else int(self.warmup_frac * self.total_steps)
+        return self.warmup_for(self.total_steps)
 
     @property
     def chunk_steps(self) -> int:
@@ -356,12 +409,8 @@ class PretrainConfig(RunOutputSettings):
         return max(d for d in range(1, min(g, 50) + 1) if g % d == 0)
 
     def schedule(self) -> Schedule:
-        """The resolved LR schedule (spec §2)."""
-        return build_schedule(
-            self.lr_schedule, self.lr, self.total_steps, self.resolved_warmup_steps,
-            min_ratio=self.min_lr_ratio, decay_frac=self.decay_frac, cooldown_frac=self.cooldown_frac,
-            stable_ratio=self.stable_lr_ratio, decay_shape=self.wsd_decay_shape,
-        )
+        """The resolved LR schedule over ``total_steps`` (spec §2; :meth:`OptimizerSettings.lr_schedule_over`)."""
+        return self.lr_schedule_over(self.total_steps)
 
     def model_configs(self) -> tuple[ModelConfig, dict[str, ModelConfig]]:
         """``(stored model config, {variant name: config})``. For a supernet the stored model

@@ -5,6 +5,7 @@ aggregate tokens/s over one common wall window (spec ``eval-probe-generate-sweep
 from __future__ import annotations
 
 import os
+import queue
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -77,7 +78,6 @@ def concurrency_worker(settings: dict, index: int, barrier, results) -> None:
 
 def _collect(procs, results, n: int, timeout_s: float) -> list[dict[str, Any]]:
     """What the ``n`` processes report before ``timeout_s`` (or until all died); then join them."""
-    import queue
 
     got, deadline = [], time.monotonic() + timeout_s
     while len(got) < n and time.monotonic() < deadline:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -52,7 +53,6 @@ def python_chess_games(n_games: int, max_ply: int, seed: int) -> tuple[int, int]
     """Play ``n_games`` uniformly random games in python-chess with the engine's stopping rules
     (checkmate, stalemate, insufficient material, 75-move rule, fivefold repetition, ply cap).
     Returns ``(games, plies)``."""
-    import random
 
     import chess
 

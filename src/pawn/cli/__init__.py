@@ -7,15 +7,16 @@ A new command is one line below: ``register("NAME", "pawn.cli.MODULE:FUNCTION")`
 
 from __future__ import annotations
 
+import ast
+import os
 import signal
+import sys
 import threading
 
 
 def _interrupted_while_starting(signum, frame) -> None:
     """SIGINT while the command modules (JAX, Equinox, …) are still importing: one line and exit
     130 at once (was a KeyboardInterrupt traceback from deep inside an import); nothing has run."""
-    import os
-    import sys
 
     sys.stderr.write("error: interrupted (Ctrl-C) while starting; nothing was done\n")
     sys.stderr.flush()
@@ -141,7 +142,6 @@ def _load_command(name: str, target: str):
 def _summary(target: str) -> str:
     """The first paragraph of the command function's docstring, read from its source file (no
     import): the command list of ``pawn --help``."""
-    import ast
     import importlib.util
 
     module, _, attr = target.partition(":")
@@ -195,8 +195,6 @@ def run() -> None:
     leaves at once with ``os._exit`` once its message is flushed. A Ctrl-C that lands while XLA
     is compiling leaves native compiler threads running, and tearing the interpreter down under
     them crashed the process (SIGSEGV) after the message; nothing remains to be written then."""
-    import os
-    import sys
 
     try:
         app()

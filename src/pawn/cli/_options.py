@@ -20,13 +20,12 @@ import typer
 from pydantic import BaseModel, ValidationError
 from rich.markup import escape as rich_escape
 
+from pawn.dtypes import canonical_dtype
 from pawn.settings import LAPTOP_PRESET, PretrainConfig, SettingsError, format_validation_error
 
 
 def dtype_option(value: Optional[str]) -> Optional[str]:
     """--dtype callback: map bf16/fp32/... to the canonical name, or fail in one line listing them."""
-    from pawn.dtypes import canonical_dtype
-
     try:
         return canonical_dtype(value)
     except ValueError as e:
@@ -105,6 +104,22 @@ def format_default(value: Any) -> str:
     return str(value)
 
 
+def _place_groups(model: type[BaseModel], fields: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``fields`` with each shared group that names an anchor (a base class's
+    ``cli_fields_after = "seq_len"``, e.g. :class:`pawn.settings.OptimizerSettings`) moved to
+    just after that field, in the group's declaration order; a group whose anchor the model
+    lacks stays where it is."""
+    for base in model.__mro__[1:]:
+        anchor = vars(base).get("cli_fields_after")
+        if not anchor or anchor not in model.model_fields:
+            continue
+        group = [kv for kv in fields if kv[0] in base.model_fields]
+        rest = [kv for kv in fields if kv[0] not in base.model_fields]
+        i = next(j for j, kv in enumerate(rest) if kv[0] == anchor) + 1
+        fields = rest[:i] + group + rest[i:]
+    return fields
+
+
 def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> list[inspect.Parameter]:
     """One keyword parameter per model field, default ``None`` (= not given on the command line,
     so environment, config file and defaults apply in that order). Each help text ends with the
@@ -112,13 +127,15 @@ def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> 
     Fields named in ``exclude`` get no flag (the command sets them from its own options).
 
     Shared field groups (a base class with ``cli_fields_last = True``, e.g.
-    :class:`pawn.settings.RunOutputSettings`) come after the command's own fields, and a
-    model's ``field_help`` dict replaces the description of such an inherited field."""
+    :class:`pawn.settings.RunOutputSettings`) come after the command's own fields, a group with
+    ``cli_fields_after`` (:class:`pawn.settings.OptimizerSettings`) right after that field, and
+    a model's ``field_help`` dict replaces the description of a field."""
     env_prefix = model.model_config.get("env_prefix", "PAWN_")
     preset = LAPTOP_PRESET if model is PretrainConfig else {}
     field_help = getattr(model, "field_help", {})
     shared = {n for base in model.__mro__[1:] if vars(base).get("cli_fields_last") for n in base.model_fields}
     fields = sorted(model.model_fields.items(), key=lambda kv: kv[0] in shared)  # stable: declaration order within each part
+    fields = _place_groups(model, fields)
     params = []
     for name, f in fields:
         if name in exclude:

@@ -3,6 +3,8 @@ JSON and PGN (also after Ctrl-C, with the games that finished)."""
 
 from __future__ import annotations
 
+import math
+
 import typer
 
 from pawn.cli._errors import fail
@@ -12,7 +14,6 @@ from pawn.play.config import PlayConfig
 
 
 def _fmt(x, spec: str = "+.0f") -> str:
-    import math
 
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"

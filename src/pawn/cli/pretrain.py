@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import typer
@@ -46,7 +47,6 @@ def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableRepo
 def print_config(cfg) -> None:
     """The full resolved settings as JSON on stdout, a file ``--config`` takes back (the
     command-only flags and ``resume`` left out)."""
-    import json
 
     data = cfg.model_dump(mode="json")
     data.pop("resume", None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -21,8 +23,6 @@ def uci_cmd(
     at Temperature 0, else sampled (TopK, TopP, Seed). MultiPV reports the most likely moves with
     score cp = 10000 × probability. A supernet plays --variant (default: its largest). Options,
     the rules for FEN starts, long games and time budgets: README "Playing in a GUI or on Lichess"."""
-    import os
-    import sys
 
     from pawn import checkpoint as ckpt_mod
     from pawn.cli._errors import fail

@@ -1,5 +1,7 @@
-"""PAWN on the Hugging Face Hub: background pushing of run checkpoints (:mod:`pawn.hub.push`) and
-model cards (:mod:`pawn.hub.card`).
+"""PAWN on the Hugging Face Hub: background pushing of run checkpoints (:mod:`pawn.hub.push`),
+model cards (:mod:`pawn.hub.card`), verified downloads (:mod:`pawn.hub.fetch`) and the Hub error
+rules both directions share (:mod:`pawn.hub.errors`). Inside the package imports run one way
+(push → card, errors; fetch → errors): the ``pawn.hub`` layers contract in ``pyproject.toml``.
 
 Layer: imports :mod:`pawn.checkpoint`, :mod:`pawn.config`, :mod:`pawn.errors` and
 :mod:`pawn.fileio` only (never the trainer or evaluation), so ``pawn pretrain``, ``pawn adapt``

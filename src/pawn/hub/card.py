@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
+from urllib.parse import quote
 
 from pawn.checkpoint import CONFIG_FILE, CheckpointError, read_model_config
 from pawn.config import ModelConfig, param_count
@@ -187,8 +188,6 @@ def model_card(
         body += _eval_section(eval_report, eval_source)
     body += ["## Use", "", "```python", "import pawn"]
     if repo_id:  # a Hub id (pawn.hub.fetch): the folder alone is downloaded and verified
-        from urllib.parse import quote
-
         rev = f"@{quote(branch, safe='')}" if branch and branch != "main" else ""
         body += [f"model, config = pawn.load_model({(repo_id + rev + ('/' + checkpoint_path if checkpoint_path else ''))!r})"]
     else:

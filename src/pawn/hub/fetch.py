@@ -38,17 +38,20 @@ the checkpoint folders the commit does have.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal, Optional
 
 from pawn.checkpoint import MANIFEST, CheckpointError, CheckpointIntegrityError
+from pawn.hub.errors import classify_error, is_offline, one_line
 from pawn.hubref import _COMMIT, HubRef, is_hub_id, parse_hub_ref  # noqa: F401  (the Hub-id grammar, re-exported)
 
 V1_FILES = ("config.json", "model.safetensors")
@@ -187,12 +190,10 @@ def _unreachable(ref: HubRef, revision: Optional[str]) -> Optional[str]:
     """None when the Hub answers for ``revision`` of ``ref``'s repo (one ``repo_info`` call), else
     the one-line reason it cannot be reached (connection refused or timed out, HTTP 5xx/429).
     Other answers (no such repo or revision, gated) are left to the download to report."""
-    from pawn.hub.push import _one_line, classify_error
-
     try:
         _api().repo_info(ref.repo_id, revision=revision)
     except Exception as e:
-        return _one_line(e, 160) if classify_error(e) == "transient" else None
+        return one_line(e, 160) if classify_error(e) == "transient" else None
     return None
 
 
@@ -202,8 +203,6 @@ _WARNED: set[tuple[str, str]] = set()
 def warn_cached_commit(ref: HubRef, commit: str, reason: str) -> None:
     """One ``warning:`` line on stderr (once per process for each id and commit): the Hub could
     not be reached, so ``commit`` from the local cache is used, which may be older than the Hub's."""
-    import sys
-
     if (str(ref), commit) in _WARNED:
         return
     _WARNED.add((str(ref), commit))
@@ -225,8 +224,6 @@ def _snapshot(ref: HubRef, revision: Optional[str], patterns: list[str], *, forc
         ``(snapshot folder, reason the cache was used instead of the Hub or None)``.
     """
     from huggingface_hub import snapshot_download
-
-    from pawn.hub.push import is_offline
 
     offline = is_offline()
     fallback = None
@@ -266,8 +263,6 @@ def resolve_ref(ref: HubRef) -> HubRef:
     """
     if not ref.ambiguous:
         return ref
-    from pawn.hub.push import is_offline
-
     parts = ref.revision.split("/")
     names: set[str] = set()
     listed: Optional[list[str]] = None
@@ -302,8 +297,6 @@ def checkpoint_folders(ref: HubRef, commit: str) -> Optional[list[str]]:
     """Folders of the repo at ``commit`` that hold a checkpoint (a ``.complete`` manifest or a
     ``model.safetensors``; ``"."`` for the root), from one ``list_repo_tree`` call; None when the
     Hub cannot be asked (offline, unreachable)."""
-    from pawn.hub.push import is_offline
-
     if is_offline():
         return None
     try:
@@ -352,8 +345,6 @@ def fetch_snapshot(source: str | HubRef, *, force: bool = False) -> HubSnapshot:
             CheckpointIntegrityError: a truncated or malformed safetensors file (e.g. a partial
             download left in the cache).
     """
-    from pawn.hub.push import is_offline
-
     ref = source if isinstance(source, HubRef) else parse_hub_ref(source)
     if ref is None:
         raise HubDownloadError(f"{source}: not a Hugging Face Hub id (owner/name[@revision][/folder])")
@@ -414,8 +405,6 @@ def blob_mismatch(path: Path) -> bool:
     its blob name: SHA-256 for a 64-hex name (LFS files, e.g. every published ``model.safetensors``),
     git's blob SHA-1 or plain SHA-1 for a 40-hex name. False when the name is neither (nothing to
     compare with)."""
-    import hashlib
-
     name = Path(os.path.realpath(path)).name
     if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", name):
         return False
@@ -440,8 +429,6 @@ def verify_v1_download(snap: HubSnapshot) -> HubSnapshot:
         CheckpointIntegrityError: still mismatching, or it cannot be downloaded again (offline or
             unreachable); the line says how to clear the cache.
     """
-    from pawn.hub.push import is_offline
-
     bad = [n for n in snap.files if blob_mismatch(snap.path / n)]
     if not bad:
         return snap

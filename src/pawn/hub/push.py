@@ -35,6 +35,7 @@ Offline mode (``HF_HUB_OFFLINE=1``) is refused before the run starts (:func:`che
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import json
@@ -48,6 +49,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from pawn.errors import PawnError, UsageError
+from pawn.hub.card import card_for_checkpoint, latest_eval_json, read_eval_report
+from pawn.hub.errors import classify_error, is_offline, one_line
+from pawn.runs import parse_bytes
 
 STAGING_DIR = ".hub-staging"
 """Folder (inside the checkpoints folder) holding hard-linked snapshots of checkpoints waiting to
@@ -62,23 +66,6 @@ class HubPushError(PawnError, RuntimeError):
 
 
 # ----------------------------------------------------------------------------- checks
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
-
-
-def is_offline() -> bool:
-    """True when huggingface_hub is in offline mode (``HF_HUB_OFFLINE``, or the legacy
-    ``TRANSFORMERS_OFFLINE``, set to 1/ON/YES/TRUE now or when huggingface_hub was imported)."""
-    if _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE"):
-        return True
-    try:
-        from huggingface_hub import constants
-
-        return bool(constants.HF_HUB_OFFLINE)
-    except ImportError:  # pragma: no cover - huggingface_hub is a core dependency
-        return False
-
-
 def check_repo_id(repo_id: str, flag: str = "--push-to-hub") -> str:
     """Validate a Hub repo id (``owner/name``) with huggingface_hub's own rules.
 
@@ -129,7 +116,7 @@ def check_can_push(repo_id: str, flag: str = "--push-to-hub", *, network: bool =
     try:
         get_session().get(f"{endpoint}/api/models/{repo_id}", timeout=10)
     except Exception as e:
-        raise HubPushError(f"{flag} {repo_id}: the Hub at {endpoint} cannot be reached ({_one_line(e, 160)}); "
+        raise HubPushError(f"{flag} {repo_id}: the Hub at {endpoint} cannot be reached ({one_line(e, 160)}); "
                            "check the network, or drop the flag and upload later with `hf upload`") from None
     _REACHED.add(endpoint)
 
@@ -137,52 +124,6 @@ def check_can_push(repo_id: str, flag: str = "--push-to-hub", *, network: bool =
 def default_branch(run_dir: Path) -> str:
     """``run/<run directory name>`` (spec §1.11)."""
     return f"run/{Path(run_dir).resolve().name}"
-
-
-# ----------------------------------------------------------------------------- errors
-TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-STORAGE_WORDS = ("storage", "quota", "exceeded", "too large", "limit")
-
-
-def classify_error(e: BaseException) -> str:
-    """``"transient"`` (retry: connection errors, timeouts, 408/409/429/5xx), ``"permanent"``
-    (stop pushing: 401/403, 404, 402/413, storage/quota messages, offline mode) or ``"item"``
-    (this checkpoint fails, later ones are tried: other HTTP 4xx, a local file error)."""
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
-
-    if isinstance(e, OfflineModeIsEnabled):
-        return "permanent"
-    if isinstance(e, HfHubHTTPError):
-        resp = getattr(e, "response", None)
-        status = getattr(resp, "status_code", None)
-        text = str(e).lower()
-        if status in (401, 402, 403, 404, 413) or (status is not None and 400 <= status < 500 and any(w in text for w in STORAGE_WORDS)):
-            return "permanent"
-        if status in TRANSIENT_STATUS or (status is not None and status >= 500):
-            return "transient"
-        if status is None:
-            return "transient"
-        return "item"
-    try:
-        import httpx2 as _httpx
-    except ImportError:  # older huggingface_hub releases use requests / httpx
-        _httpx = None
-    if _httpx is not None and isinstance(e, _httpx.TransportError):
-        return "transient"
-    if isinstance(e, (ConnectionError, TimeoutError)):
-        return "transient"
-    if type(e).__module__.split(".")[0] in ("httpx", "requests", "urllib3") and "Error" in type(e).__name__:
-        return "transient"
-    return "item"
-
-
-def _one_line(e: BaseException, limit: int = 300) -> str:
-    resp = getattr(e, "response", None)
-    status = getattr(resp, "status_code", None)
-    server = getattr(e, "server_message", None)
-    text = " ".join(str(server or e).split()) or type(e).__name__
-    prefix = f"HTTP {status}: " if status else f"{type(e).__name__}: "
-    return (prefix + text)[:limit]
 
 
 # ----------------------------------------------------------------------------- outcomes
@@ -340,7 +281,7 @@ class CheckpointUploader:
             except Exception as e:
                 if classify_error(e) != "transient" or attempt == self.max_attempts or self._abandon.is_set():
                     raise
-                self.log(f"hub: {what} failed ({_one_line(e, 160)}); retry {attempt}/{self.max_attempts - 1} in {delay:.3g} s")
+                self.log(f"hub: {what} failed ({one_line(e, 160)}); retry {attempt}/{self.max_attempts - 1} in {delay:.3g} s")
                 if self._abandon.wait(delay):
                     raise
                 delay = min(self.max_backoff_s, delay * 2)
@@ -358,7 +299,7 @@ class CheckpointUploader:
                 self._retry("creating the branch", lambda: self.api.create_branch(self.repo_id, branch=self.branch, exist_ok=True, repo_type="model"))
         except Exception as e:
             hint = " (log in with `hf auth login` or set HF_TOKEN with write access)" if classify_error(e) == "permanent" else ""
-            raise HubPushError(f"--push-to-hub {self.repo_id}: cannot create the repo or branch {self.branch!r}: {_one_line(e)}{hint}") from None
+            raise HubPushError(f"--push-to-hub {self.repo_id}: cannot create the repo or branch {self.branch!r}: {one_line(e)}{hint}") from None
         self._thread = threading.Thread(target=self._work, name=f"hub-push {self.repo_id}", daemon=True)
         self._thread.start()
         self.log(f"hub: pushing each checkpoint to {self.repo_id} (branch {self.branch}) in the background")
@@ -470,9 +411,9 @@ class CheckpointUploader:
                                    attempts=attempts, seconds=time.monotonic() - t0, bytes=size)
             except Exception as e:
                 kind = classify_error(e)
-                msg = _one_line(e)
+                msg = one_line(e)
                 if kind == "transient" and attempts < self.max_attempts and not self._abandon.is_set():
-                    self.log(f"hub: pushing {job.what} failed ({_one_line(e, 160)}); retry {attempts}/{self.max_attempts - 1} in {delay:.3g} s")
+                    self.log(f"hub: pushing {job.what} failed ({one_line(e, 160)}); retry {attempts}/{self.max_attempts - 1} in {delay:.3g} s")
                     if not self._abandon.wait(delay):
                         delay = min(self.max_backoff_s, delay * 2)
                         continue
@@ -507,7 +448,7 @@ class CheckpointUploader:
             try:
                 outcome = self._push(job)
             except BaseException as e:  # never let the worker die silently
-                outcome = PushOutcome(job.step, job.source, "failed", job.path_in_repo, error=_one_line(e))
+                outcome = PushOutcome(job.step, job.source, "failed", job.path_in_repo, error=one_line(e))
             with self._lock:
                 self._in_flight = None
                 abandoned = self._abandon.is_set()
@@ -561,8 +502,6 @@ class CheckpointUploader:
         still = left_behind if (left_behind is not None and self._thread is not None and self._thread.is_alive()) else None
         self._remove_roots(keep=None if still is None else still.staged)
         if still is not None:
-            import atexit
-
             self._left_behind = still
             atexit.register(self._release_left_behind, still, "the process exited before its upload was confirmed")
             self.log(f"hub: the staging copy {still.staged} is removed when its upload ends or at exit")
@@ -652,9 +591,6 @@ def run_card(run_dir: Path, repo_id: str, branch: str) -> Callable[[Path, int, b
     """The model card of a pushed run checkpoint: :func:`pawn.hub.card.card_for_checkpoint` with the
     latest ``val`` record of the pushed ``metrics.jsonl`` and the newest ``eval*.json`` of the run
     directory (``pawn eval --json`` reports), if any."""
-    from pawn.hub.card import card_for_checkpoint, latest_eval_json, read_eval_report
-    from pawn.runs import parse_bytes
-
     def card(checkpoint: Path, step: int, metrics: bytes) -> str:
         vals = [r for r in parse_bytes(metrics if metrics.endswith(b"\n") else metrics + b"\n")[0] if r.type == "val"]
         last_val = vals[-1].to_json() if vals else None

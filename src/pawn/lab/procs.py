@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -236,7 +237,6 @@ def stop(run_dir: Path, info: Optional[dict], sig: int = signal.SIGTERM) -> int:
 
 def wait(info: dict, timeout_s: float) -> bool:
     """Wait up to ``timeout_s`` for the process of ``info`` to end; True when it has."""
-    import time
 
     deadline = time.monotonic() + max(0.0, timeout_s)
     while True:

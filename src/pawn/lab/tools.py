@@ -9,8 +9,10 @@ relative to the lab server's working directory.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+import tempfile
 from collections import deque
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -204,7 +206,6 @@ def validate_config(command: str, config: dict[str, Any], out: str) -> Any:
             variable, or as ``config: FIELD`` for a key of ``config``.
         LabError: ``config`` is not an object, or sets ``out`` / ``resume`` (arguments of their own).
     """
-    import tempfile
 
     from pawn.settings import SettingsError, format_validation_error
 
@@ -601,7 +602,6 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
 
 
 def _read_json(path: Path) -> Optional[dict]:
-    import json
 
     try:
         d = json.loads(path.read_text("utf-8"))

@@ -8,6 +8,7 @@ estimate against Stockfish is UCI_Elo + the Elo difference of the score rate (:m
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -76,7 +77,6 @@ def _player(source: str, variant: Optional[str], cfg: PlayConfig, flag: str = "-
 def _uci_player(source: str, cfg: PlayConfig, name: Optional[str] = None) -> UciPool:
     """``uci:COMMAND`` as a player: one ``COMMAND`` process per slot (split like a shell does),
     ``--uci-options`` set on each, ``go movetime --uci-movetime-ms`` per move."""
-    import shlex
 
     import chess.engine
 

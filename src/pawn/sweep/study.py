@@ -13,9 +13,12 @@ stale trials and claims WAITING ones without a lock between processes, and its
 from __future__ import annotations
 
 import contextlib
+import gc
+import importlib.util
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,31 +26,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
 import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 from pydantic import ValidationError
 
 from pawn.errors import PawnError
 from pawn.fileio import write_json
 from pawn.settings import format_validation_error, read_config_file
+from pawn.sweep.objective import ask_quietly, failed_elsewhere, log_stale, make_objective, n_counted, n_finished
 from pawn.sweep.settings import SweepSettings
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
 from pawn.sweep.space import Space, derive, load_space, suggest
 from pawn.sweep.storage import (SharedStudy, creation_lock, fail_running_trials, open_storage, retry_parent,
                                 storage_url)
-from pawn.sweep.trials import PrunerHook, PretrainTrialRunner, TrialOutcome, TrialRunner
+from pawn.sweep.trials import PretrainTrialRunner, SweepError, TrialRunner
 
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-COUNTED = FINISHED + (TrialState.RUNNING,)
-"""The states that count toward ``--trials`` (:func:`n_counted`)."""
 BEST_CONFIG = "best_config.json"
-INTERRUPTED = "interrupted (Ctrl-C)"
-"""``fail_reason`` of the trial(s) a Ctrl-C stopped."""
-
-
-class SweepError(PawnError):
-    """A sweep that cannot start or whose workers failed; one line naming the cause."""
 
 
 @dataclass
@@ -91,8 +86,6 @@ def sampler_seed(seed: Optional[int], worker: int, n_trials: int) -> Optional[in
     workers of ``--workers`` apart."""
     if seed is None:
         return None
-    import numpy as np
-
     return int(np.random.SeedSequence([seed, worker, n_trials]).generate_state(1)[0])
 
 
@@ -231,8 +224,6 @@ def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
             return PretrainTrialRunner(base, log=log)
     except ValidationError as e:
         raise SweepError(f"--base-config {s.base_config}: {format_validation_error(e)}") from None
-    import importlib.util
-
     if importlib.util.find_spec("pawn.train.adapt") is None:
         raise SweepError("adapter sweeps need pawn adapt, which this build does not have yet; use --run-type pretrain")
     from pawn.sweep.adapt import AdaptTrialRunner
@@ -334,109 +325,6 @@ def prepare_space(s: SweepSettings, runner: TrialRunner, log: Callable[[str], No
     return space
 
 
-def _fail(trial: optuna.Trial, reason: str, log: Callable[[str], None]) -> float:
-    """Record ``reason`` on ``trial`` and return NaN, which Optuna records as FAILED (without a
-    traceback) before the study goes on."""
-    trial.set_user_attr("fail_reason", reason)
-    log(f"trial {trial.number} failed: {reason}")
-    return float("nan")
-
-
-def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Callable[[str], None]):
-    """The Optuna objective: sample → the trial's settings → run in process with a
-    :class:`PrunerHook` → best val loss. Pruned → ``TrialPruned``; a refused config, an error
-    or a non-finite loss → NaN with ``fail_reason`` (FAILED; the study goes on)."""
-
-    def objective(trial: optuna.Trial) -> float:
-        params = derive(s.space_name, suggest(trial, space))
-        same = earlier_duplicate(trial)
-        if same is not None:
-            return _duplicate(trial, same, log)
-        trial_dir = s.out / s.resolved_study_name / f"trial_{trial.number:04d}"
-        try:
-            config = runner.config(params, trial_dir)
-        except ValidationError as e:
-            return _fail(trial, f"settings refused: {format_validation_error(e)}", log)
-        except PawnError as e:
-            return _fail(trial, f"settings refused: {e}", log)
-        trial.set_user_attr("run_dir", str(trial_dir))
-        trial.set_user_attr("config", config)
-        hook = PrunerHook(trial, lambda m: m[runner.objective_key])
-        log(f"trial {trial.number}: {json.dumps(params, default=str)}")
-        try:
-            outcome = runner.run(config, [hook])
-        except KeyboardInterrupt:  # Optuna records the trial FAILED and re-raises
-            trial.set_user_attr("fail_reason", INTERRUPTED)
-            raise
-        return finish_trial(trial, outcome, log)
-
-    return objective
-
-
-def earlier_duplicate(trial: optuna.Trial) -> Optional[optuna.trial.FrozenTrial]:
-    """An earlier trial (lower number; COMPLETE, PRUNED, RUNNING or WAITING) with the same
-    parameters as ``trial``, when ``trial``'s parameters were drawn by the sampler; None for an
-    enqueued trial (a retry, a population member, ``study.enqueue_trial``: asked for) and when
-    no earlier trial has them."""
-    trials = trial.study.get_trials(deepcopy=False)
-    if any(t.number == trial.number and "fixed_params" in t.system_attrs for t in trials):
-        return None
-    params = trial.params
-    for t in trials:
-        if (t.number < trial.number and t.state in COUNTED + (TrialState.WAITING,)
-                and (t.params or t.system_attrs.get("fixed_params")) == params):
-            return t
-    return None
-
-
-def _duplicate(trial: optuna.Trial, same: optuna.trial.FrozenTrial, log: Callable[[str], None]) -> float:
-    """A sampled trial with the parameters of the earlier trial ``same`` is not trained again
-    (Optuna FAQ, "How can I ignore duplicated samples?"): a COMPLETE one's value is reused, a
-    PRUNED one is pruned, a running or waiting one fails this trial; ``duplicate_of`` records it."""
-    trial.set_user_attr("duplicate_of", same.number)
-    if same.state == TrialState.COMPLETE:
-        log(f"trial {trial.number}: the parameters of trial {same.number}; its value {same.value:.4f} is reused, "
-            "not trained again")
-        trial.set_user_attr("reason", f"duplicate of trial {same.number}")
-        return float(same.value)
-    if same.state == TrialState.PRUNED:
-        log(f"trial {trial.number}: the parameters of trial {same.number}, which was pruned; pruned, not trained again")
-        raise optuna.TrialPruned(f"duplicate of pruned trial {same.number}")
-    return _fail(trial, f"the parameters of trial {same.number} ({same.state.name.lower()}); not trained twice", log)
-
-
-def finish_trial(trial: optuna.Trial, outcome: TrialOutcome, log: Callable[[str], None]) -> float:
-    """Turn a :class:`TrialOutcome` into Optuna's verdict: the best val loss, ``TrialPruned``,
-    or NaN + ``fail_reason``. ``outcome.config`` replaces the trial's stored config: it holds
-    what the run resolved (the ``data_seed`` of an adapter run), so :func:`best_config` repeats it."""
-    if outcome.config:
-        trial.set_user_attr("config", outcome.config)
-    if outcome.run_dir is not None:
-        trial.set_user_attr("run_dir", str(outcome.run_dir))
-    trial.set_user_attr("reason", outcome.reason)
-    trial.set_user_attr("steps", outcome.step)
-    if outcome.error is not None:
-        return _fail(trial, outcome.error, log)
-    if outcome.reason == "pruned":
-        raise optuna.TrialPruned(f"pruned at step {max(outcome.val_losses, default=0)}")
-    if not math.isfinite(outcome.best_val_loss):
-        return _fail(trial, "no finite validation loss was reported", log)
-    return outcome.best_val_loss
-
-
-def n_finished(study: optuna.Study) -> int:
-    """COMPLETE + PRUNED trials in the study."""
-    return len(study.get_trials(deepcopy=False, states=FINISHED))
-
-
-def n_counted(study: optuna.Study) -> int:
-    """COMPLETE + PRUNED + RUNNING trials: what counts toward ``--trials``. The RUNNING trials of
-    other workers count, so that W workers on one study stop at the total together. Call
-    :meth:`SharedStudy.fail_stale` first: a killed worker's trial stops counting once its
-    heartbeat is stale (it is failed and its retry, WAITING, is run by whichever worker asks next)."""
-    return len(study.get_trials(deepcopy=False, states=COUNTED))
-
-
 def run_worker(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None,
                space: Optional[Space] = None) -> optuna.Study:
     """One worker: run trials until the study holds ``s.trials`` finished ones, counting the trials
@@ -468,7 +356,7 @@ def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRu
             failed = fail_running_trials(shared, "marked failed by --fail-running")
             if failed:
                 log(f"marked RUNNING trials {failed} as failed (--fail-running)")
-        _log_stale(shared.fail_stale(), shared, log)
+        log_stale(shared.fail_stale(), shared, log)
         finished, counted = n_finished(study), n_counted(study)
     remaining = s.trials - finished
     if remaining <= 0:
@@ -504,43 +392,19 @@ def _log_short(s: SweepSettings, study: optuna.Study, log: Callable[[str], None]
             f"other worker runs them, re-run after --grace-s ({s.grace_s} s) to retry them, or use --fail-running")
 
 
-def _log_stale(failed: list[int], shared: SharedStudy, log: Callable[[str], None]) -> None:
-    if failed:
-        log(f"trials {failed} had no heartbeat for over --grace-s ({shared.grace_s:g} s; a killed or suspended "
-            "worker): marked failed, each retried once")
-
-
-def ask_quietly(study: optuna.Study) -> optuna.Trial:
-    """``study.ask()`` without Optuna's warning that heartbeats belong to ``study.optimize``
-    (PAWN's loops record them: :meth:`SharedStudy.beating`)."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-        return study.ask()
-
-
 def claim_trial(s: SweepSettings, shared: SharedStudy, space: Space, log: Callable[[str], None]) -> Optional[optuna.Trial]:
     """Under the study's lock: fail stale trials (one retry each), and unless the study already
     holds ``s.trials`` counted trials (:func:`n_counted`), take the next trial — a WAITING one
     (a retry, an enqueued trial) or a new one — record its first heartbeat and draw its
     parameters, so that the next worker's claim sees them. Returns the trial, or None."""
     with shared.lock():
-        _log_stale(shared.fail_stale(), shared, log)
+        log_stale(shared.fail_stale(), shared, log)
         if n_counted(shared.study) >= s.trials:
             return None
         trial = ask_quietly(shared.study)
         shared.begin(trial)
         suggest(trial, space)
         return trial
-
-
-def _failed_elsewhere(shared: SharedStudy, number: int) -> str:
-    retry = next((t.number for t in shared.study.get_trials(deepcopy=False) if retry_parent(t) == number), None)
-    return (f"trial {number} was marked failed while it ran: it had no heartbeat for over --grace-s "
-            f"({shared.grace_s:g} s; this worker was suspended or stalled) and another check failed it"
-            + (f"; its retry is trial {retry}" if retry is not None else "")
-            + "; its run was stopped and this worker goes on")
 
 
 def run_trials(s: SweepSettings, shared: SharedStudy, objective: Callable[[optuna.Trial], float], space: Space,
@@ -556,8 +420,6 @@ def run_trials(s: SweepSettings, shared: SharedStudy, objective: Callable[[optun
     counted among the attempts: its retry usually comes next). An exception from
     ``objective`` (KeyboardInterrupt included) marks the trial FAIL and propagates.
     """
-    import gc
-
     t0, attempts = time.monotonic(), 0
     while attempts < remaining:
         if s.timeout is not None and time.monotonic() - t0 > s.timeout:
@@ -578,7 +440,7 @@ def run_trials(s: SweepSettings, shared: SharedStudy, objective: Callable[[optun
             except BaseException as e:  # noqa: BLE001 -- recorded, then re-raised
                 error = e
         if state is None or shared.trial(trial.number).state.is_finished():
-            log(_failed_elsewhere(shared, trial.number))
+            log(failed_elsewhere(shared, trial.number))
             attempts -= 1  # not this worker's failure: its retry is another attempt
             continue
         shared.study.tell(trial, value if state == TrialState.COMPLETE else None, state=state, skip_if_finished=True)
@@ -601,8 +463,6 @@ def visible_gpus(environ: dict[str, str]) -> list[str]:
     platforms = environ.get("JAX_PLATFORMS", "")
     if platforms and not any(p in platforms for p in ("cuda", "gpu")):
         return []
-    import shutil
-
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return []

@@ -14,11 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-
 from optuna.exceptions import UpdateFinishedTrialError
 
 from pawn.errors import PawnError
+from pawn.settings import PretrainConfig
+from pawn.train.pretrain import PretrainReuse, run_pretrain
 from pawn.train.run import ChunkContext, Hook, ValidationEvent
+
+
+class SweepError(PawnError):
+    """A sweep that cannot start or whose workers failed; one line naming the cause."""
+
 
 FAILED_ELSEWHERE = "trial_failed_elsewhere"
 """Run stop reason: the Optuna trial was marked FAIL by another worker's stale-trial check
@@ -147,9 +153,6 @@ class PretrainTrialRunner:
     command = "pretrain"
 
     def __init__(self, base: dict[str, Any], log: Callable[[str], None] = print):
-        from pawn.settings import PretrainConfig
-        from pawn.train.pretrain import PretrainReuse
-
         self.base, self.log = dict(base), log
         self.reuse = PretrainReuse()
         self.settings_fields = frozenset(PretrainConfig.model_fields)
@@ -162,17 +165,12 @@ class PretrainTrialRunner:
         return (name,)
 
     def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
-        from pawn.settings import PretrainConfig
-
         cfg = PretrainConfig.load(**{**self.base, **params, "out": str(trial_dir), "resume": None})
         if cfg.val_games <= 0:
             raise PawnError("a pretraining sweep needs validation (val_games > 0): the objective is the val loss")
         return cfg.model_dump(mode="json")
 
     def run(self, config: dict[str, Any], hooks: Sequence[Hook]) -> TrialOutcome:
-        from pawn.settings import PretrainConfig
-        from pawn.train.pretrain import run_pretrain
-
         cfg = PretrainConfig.load(**config)
         pruner = next((h for h in hooks if isinstance(h, PrunerHook)), None)
         try:

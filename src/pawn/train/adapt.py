@@ -27,8 +27,18 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import ValidationError
 
+from pawn.adapters import AdapterError, build_adapted, count_params, get_strategy, rosa
+from pawn.adapters.io import BackboneMismatchError, load_adapter, load_backbone, save_adapter
+from pawn.adapters.peft import is_peft_folder, not_a_model
+from pawn.checkpoint import MODEL_FILE, CheckpointError, is_hub_id
+from pawn.data import split as split_record
+from pawn.data.lichess import LichessFilters, load_corpus
+from pawn.data.lichess_batches import GameBatches, ValidationBatches
+from pawn.hub.push import check_can_push
+from pawn.progress import ProgressReporter
 from pawn.settings import format_validation_error
 from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
+from pawn.train.hooks import HookError, check_extras, open_run_hooks
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, step_dir_name
 from pawn.train.loop import (
     TrainProgram,
@@ -42,6 +52,7 @@ from pawn.train.loop import (
     step_counter,
 )
 from pawn.train.rosa_phases import FlagStopHook, run_warmup_and_masks, warmup_data_seed
+from pawn.train.validation_lines import ValidationLineHook, adapt_validation_line
 from pawn.errors import PawnError
 from pawn.train.run import (
     CheckpointEvent,
@@ -303,11 +314,6 @@ def load_backbone_for(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]
     Raises:
         TrainingError: missing, damaged or unusable backbone, or a Hub id without ``resolve`` (one line).
     """
-    from pawn.adapters import AdapterError
-    from pawn.adapters.io import load_backbone
-    from pawn.adapters.peft import is_peft_folder, not_a_model
-    from pawn.checkpoint import MODEL_FILE, CheckpointError, is_hub_id
-
     src = str(cfg.backbone)
     if is_peft_folder(src) and not (Path(src) / MODEL_FILE).is_file():
         raise TrainingError(not_a_model(src))
@@ -325,9 +331,6 @@ def _load_resumable(d: Path, backbone_dir: Optional[str], resolve: Optional[Call
     """One resume candidate: the adapter checkpoint with a step in its training state, loaded
     against its backbone (hash verified; a different backbone is a :class:`TrainingError`, not
     a damaged checkpoint to skip)."""
-    from pawn.adapters.io import BackboneMismatchError, load_adapter
-    from pawn.checkpoint import CheckpointError
-
     try:
         la = load_adapter(d, backbone_dir=backbone_dir, resolve=resolve)
     except BackboneMismatchError as e:
@@ -435,8 +438,6 @@ def _record_split(corpus, cfg: AdaptSettings, run_dir: Path, *, is_main: bool):
     Raises:
         TrainingError: the recorded split differs from the games now read, or it cannot be written.
     """
-    from pawn.data import split as split_record
-
     rec = split_record.record_of(corpus, cfg.data, val_games=cfg.val_games, test_games=cfg.test_games,
                                  path=run_dir / split_record.SPLIT_FILE)
     if rec.path.is_file():
@@ -513,50 +514,89 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
 def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
                hooks: Sequence[Hook], build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]],
                resolve_backbone: Optional[Callable[[str], str]], reuse: Optional[AdaptReuse] = None) -> AdaptResult:
-    """:func:`run_adapt` with its :class:`~pawn.train.lifecycle.StopFlag` already installed."""
-    from pawn.adapters import build_adapted, count_params, get_strategy
-    from pawn.adapters import rosa
-    from pawn.adapters.io import save_adapter
-    from pawn.data.lichess import LichessFilters, load_corpus
-    from pawn.data.lichess_batches import GameBatches, ValidationBatches
-    from pawn.progress import ProgressReporter
-    from pawn.train.hooks import HookError, check_extras, open_run_hooks
-
-    if cfg.resume is None:
-        cfg.check_startable()
-    cfg, resume_la = _resolve_resume(cfg, log, resolve_backbone)
+    """:func:`run_adapt` with its :class:`~pawn.train.lifecycle.StopFlag` already installed: the
+    checks (:func:`_preflight`), the adapter (:func:`_build_model`), the data (:func:`_build_data`),
+    the program (:func:`_build_program`), the state (:func:`_initial_state`), the run directory
+    (:func:`_open_run`), the RoSA warm-up when due (:func:`_rosa_warmup`), the hooks
+    (:func:`_adapt_hooks`) and the loop (:func:`_train`), in that order."""
+    cfg, resume_la, out = _preflight(cfg, log, resolve_backbone)
     given_resume = cfg.resume
     is_main = jax.process_index() == 0
+    mb = _build_model(cfg, resume_la, build_model, resolve_backbone, reuse, log)
+    cfg = _fit_seq_len(cfg, mb, resume_la, log)
+    data = _build_data(cfg, resume_la, log)
+    prog = _build_program(cfg, mb.model, data.schedule, reuse)
+    init = _initial_state(cfg, mb.model, prog.optimizer, resume_la, mb.rosa_resume, data, log)
+    del resume_la
+    r = _open_run(cfg, out, given_resume, overwrite, is_main, mb, data, prog, init, hooks, log)
+    if rosa.is_phased(mb.model) and mb.model.adapter.phase == rosa.PHASE_WARMUP:
+        early = _rosa_warmup(r, mb, stop, reuse, log)
+        if early is not None:
+            return early
+    return _train(r, stop, progress, given_resume, log)
+
+
+def _preflight(cfg: AdaptSettings, log: Callable[[str], None], resolve: Optional[Callable[[str], str]]):
+    """``(config, resumed adapter or None, run directory)``: the resume target resolved and every
+    check that needs no backbone or data (startable, logging extras, Hub push, ``--out``).
+
+    Raises:
+        TrainingError / UsageError: one line naming the problem.
+    """
+    if cfg.resume is None:
+        cfg.check_startable()
+    cfg, resume_la = _resolve_resume(cfg, log, resolve)
     try:
         check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
         if cfg.push_to_hub is not None:  # offline mode: refused before any work
-            from pawn.hub.push import check_can_push
-
             check_can_push(cfg.push_to_hub)
     except (HookError, PawnError) as e:
         raise TrainingError(str(e)) from None
     out = Path(cfg.out) if cfg.out is not None else _default_run_dir(cfg.strategy)
     check_out_path(out)
+    return cfg, resume_la, out
 
-    # ---- backbone and adapter
+
+@dataclass
+class _ModelSetup:
+    """The adapted model of a run (:func:`_build_model`): the strategy row, the model, its
+    backbone reference (None for a from-scratch strategy), the backbone's run config, the RoSA
+    warm-up resume point ``(warm-up step, optimizer arrays)`` and the parameter counts."""
+
+    st: Any
+    model: Any
+    ref: Any
+    bb_run: Optional[dict]
+    rosa_resume: Optional[tuple]
+    n_trainable: int
+    n_backbone: int
+
+
+def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Optional[AdaptReuse],
+                 log: Callable[[str], None]) -> _ModelSetup:
+    """The backbone and adapter: the resumed checkpoint's, or ``cfg.backbone`` loaded (through
+    ``reuse`` when given) and the strategy built on it (``build_model`` in place of the
+    strategy's builder). Logs the trainable parameter count and unused strategy flags.
+
+    Raises:
+        TrainingError: a checkpoint without its backbone, an outcome-prefix backbone, a RoSA
+            warm-up checkpoint without its step.
+    """
     st = get_strategy(cfg.strategy)
     if resume_la is not None:
         model, ref, bb_run = resume_la.model, resume_la.backbone, resume_la.backbone_run_config
         if ref is None and st.uses_backbone:
             raise TrainingError(f"{resume_la.path}: records no backbone")
-        if not st.uses_backbone:
-            ref = None
     else:
-        bb, ref, bb_run = (reuse.backbone(cfg, resolve_backbone) if reuse is not None
-                           else load_backbone_for(cfg, resolve_backbone))
+        bb, ref, bb_run = (reuse.backbone(cfg, resolve) if reuse is not None else load_backbone_for(cfg, resolve))
         if bb_run and bb_run.get("prepend_outcome"):
             raise TrainingError(f"backbone {cfg.backbone} was trained with the outcome prefix; adapters train on pure moves "
                                 "(spec §5), so this backbone is not supported")
         key = jax.random.key(cfg.seed)
         model = (build_model(cfg, bb, key) if build_model is not None
                  else build_adapted(st.name, cfg.adapter_settings(), bb, key))
-        if not st.uses_backbone:
-            ref = None
+    if not st.uses_backbone:
+        ref = None
     rosa_resume = None  # (warm-up step, warm-up optimizer arrays) of a checkpoint inside the RoSA warm-up
     if rosa.is_phased(model):
         if resume_la is not None and model.adapter.phase == rosa.PHASE_WARMUP:
@@ -574,17 +614,54 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     unused = cfg.unused_strategy_fields()
     if unused:
         log(f"WARNING: strategy {st.name} does not use {', '.join('--' + f.replace('_', '-') for f in unused)} (ignored)")
-    trained_len = (bb_run or {}).get("seq_len") if st.uses_backbone else None
+    return _ModelSetup(st, model, ref, bb_run, rosa_resume, n_trainable, n_backbone)
+
+
+def _fit_seq_len(cfg: AdaptSettings, mb: _ModelSetup, resume_la, log: Callable[[str], None]) -> AdaptSettings:
+    """``cfg`` with ``seq_len`` = the backbone's trained context when no ``--seq-len`` was given
+    (a fresh run; recorded in config.json); warns about a ``seq_len`` past that context."""
+    trained_len = (mb.bb_run or {}).get("seq_len") if mb.st.uses_backbone else None
     if (isinstance(trained_len, int) and 2 <= trained_len <= MAX_SEQ_LEN and resume_la is None
             and "seq_len" not in cfg.user_set_fields and cfg.seq_len != trained_len):
-        # no --seq-len given: the backbone's trained context, not the generic default (recorded in config.json)
         cfg = cfg.model_copy(update={"seq_len": trained_len})
         log(f"seq_len {trained_len}: the backbone's trained context (--seq-len sets another)")
     if isinstance(trained_len, int) and cfg.seq_len > trained_len:
         log(f"WARNING: --seq-len {cfg.seq_len} is longer than the {trained_len} plies the backbone was trained on; "
             f"positions past {trained_len} are outside its training (use --seq-len {trained_len} or less)")
+    return cfg
 
-    # ---- data
+
+@dataclass
+class _DataSetup:
+    """The run's data and sizing (:func:`_build_data`): the resolved data seed, the corpus, the
+    training batches, whether batches carry legal sets, steps per epoch, total steps, K (steps
+    per chunk), the test-game count, the LR schedule and the validation batches."""
+
+    data_seed: int
+    corpus: Any
+    train: Any
+    need_legal: bool
+    spe: int
+    total: int
+    k: int
+    n_test: int
+    schedule: Any
+    val_batches: Any
+
+    @property
+    def train_keys(self) -> tuple:
+        """The batch arrays of each training chunk (``legal`` when the loss needs it)."""
+        return (*BATCH_KEYS, "legal") if self.need_legal else BATCH_KEYS
+
+
+def _build_data(cfg: AdaptSettings, resume_la, log: Callable[[str], None]) -> _DataSetup:
+    """Load the corpus (filtered, cached, split), size the run and build the LR schedule (spec §5–§6).
+
+    Raises:
+        TrainingError: steps per epoch that differ from the resumed run's, intervals that are not
+            multiples of K, a schedule that does not fit the total.
+        pawn.errors.DataError: no games left.
+    """
     data_seed = cfg.data_seed
     if resume_la is not None:
         data_seed = int((resume_la.training_state or {}).get("data_seed", data_seed if data_seed is not None else 0))
@@ -621,14 +698,29 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         raise TrainingError(f"learning-rate schedule over {total} steps: {e}") from None
     # token arrays only; each batch's legal sets are built when it is validated (O(one batch))
     val_batches = ValidationBatches(corpus.val, cfg.layout, cfg.seq_len, cfg.batch_size, BATCH_KEYS)
+    return _DataSetup(data_seed, corpus, train, need_legal, spe, total, K, n_test, schedule, val_batches)
 
-    # ---- program and state
+
+@dataclass
+class _ProgramSetup:
+    """The optimizer, the loss, the compiled program, the validator and the graph key they are
+    shared under (:func:`_build_program`)."""
+
+    optimizer: Any
+    loss_fn: Callable
+    program: TrainProgram
+    validator: Callable
+    graph_key: tuple
+
+
+def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReuse]) -> _ProgramSetup:
+    """The AdamW optimizer over ``schedule``, the legal-masked loss (spec §5), the
+    :class:`~pawn.train.loop.TrainProgram` and the validator; with ``reuse``, the program and
+    validator of an earlier run with the same graph key (lr and weight decay as data, issue 15)."""
     dtype = None if cfg.dtype == "auto" else cfg.dtype
-    optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay,
-                               max_grad_norm=cfg.max_grad_norm)
+    optimizer = make_optimizer(schedule, **cfg.optimizer_kwargs())
     loss_kw = dict(legal_mask=not cfg.disable_legal_mask, illegal_penalty=cfg.illegal_penalty, dtype=dtype)
     loss_fn = make_adapter_loss(**loss_kw)
-    # lr and weight decay are data of the compiled chunk: one program per graph key (issue 15)
     graph_key = (tuple(sorted(loss_kw.items())), cfg.beta1, cfg.beta2, cfg.max_grad_norm, cfg.weight_decay == 0.0,
                  tuple(d.id for d in jax.devices()))
     shared = None if reuse is None else reuse.programs.get(graph_key)
@@ -647,6 +739,32 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         validator = make_validator(**loss_kw)
         if reuse is not None:
             reuse.validators[graph_key[0]] = validator
+    return _ProgramSetup(optimizer, loss_fn, program, validator, graph_key)
+
+
+@dataclass
+class _InitialState:
+    """Where the run starts (:func:`_initial_state`): the trainable state and frozen half, the
+    start step, the seconds already trained, early stopping, and whether this is a fresh run
+    (only a fresh run validates at step 0)."""
+
+    state: TrainState
+    frozen: Any
+    start: int
+    elapsed0: float
+    es: EarlyStopping
+    fresh: bool
+
+
+def _initial_state(cfg: AdaptSettings, model, optimizer, resume_la, rosa_resume, data: _DataSetup,
+                   log: Callable[[str], None]) -> _InitialState:
+    """A fresh state at step 0 (also for a resume inside the RoSA warm-up), or the resumed
+    checkpoint's optimizer state, step, elapsed time and early stopping.
+
+    Raises:
+        TrainingError: a checkpoint without optimizer state, one that does not fit, or a resume
+            step that is not a multiple of K.
+    """
     es = EarlyStopping(cfg.patience)
     elapsed0 = 0.0
     if resume_la is None or rosa_resume is not None:
@@ -672,14 +790,86 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
         except ValueError as e:
             raise TrainingError(f"{resume_la.path}: {e}") from None
         state = TrainState(train_half, opt, step_counter(start))
-        log(f"resuming from {resume_la.path} at step {start} (epoch {start // spe}, batch {start % spe})")
-    if start % K:
-        raise TrainingError(f"resume step {start} is not a multiple of steps_per_chunk ({K})")
-    fresh = resume_la is None  # only a fresh run validates at step 0: a resume keeps the step-0 record it has
-    del resume_la
+        log(f"resuming from {resume_la.path} at step {start} (epoch {start // data.spe}, batch {start % data.spe})")
+    if start % data.k:
+        raise TrainingError(f"resume step {start} is not a multiple of steps_per_chunk ({data.k})")
+    return _InitialState(state, frozen, start, elapsed0, es, resume_la is None)
 
-    # ---- run directory
-    snapshot = {**cfg.model_dump(mode="json"), "data_seed": data_seed, "resume": None, "pause_after_steps": None}
+
+@dataclass
+class _AdaptRun:
+    """An opened adapter run (:func:`_open_run`): what the checkpoint writer, the validation,
+    the RoSA warm-up, the hooks and the loop share. ``frozen`` and ``state`` are replaced when
+    the RoSA warm-up hands over to the main phase; ``trainer`` is set by :func:`_train`."""
+
+    cfg: AdaptSettings
+    mb: _ModelSetup
+    data: _DataSetup
+    prog: _ProgramSetup
+    run: Run
+    hub: Optional[HubHook]
+    snapshot: dict
+    split_rec: Any
+    hooks: list
+    is_main: bool
+    state: TrainState
+    frozen: Any
+    start: int
+    end: int
+    es: EarlyStopping
+    baseline: Optional[dict]
+    checkpointer: Optional[Checkpointer] = None
+    trainer: Optional[Trainer] = None
+    last_val: dict = field(default_factory=dict)
+
+    def training_state(self, at_step: int) -> dict:
+        """``training_state.json`` of a checkpoint at ``at_step`` (spec §5)."""
+        spe, es, last_val = self.data.spe, self.es, self.last_val
+        return {"format_version": 1, "step": int(at_step), "epoch": int(at_step) // spe, "steps_per_epoch": spe,
+                "total_steps": self.data.total, "data_seed": self.data.data_seed, "best_val_loss": es.best.get("loss"),
+                "patience_counter": es.counter, "early_stopping": es.to_json(),
+                "val_metrics": {k: last_val[k] for k in VAL_FIELDS if k in last_val}, "elapsed": round(self.run.elapsed, 3)}
+
+    def write_checkpoint(self, path: Path, at_step: int) -> None:
+        """Save the trainer's current adapter, optimizer state and training state to ``path``."""
+        st = self.trainer.state
+        m = eqx.combine(to_host(st.model), self.frozen)
+        save_adapter(path, m, self.mb.ref, run_config=self.snapshot, optimizer_state=optimizer_to_arrays(to_host(st.opt_state)),
+                     training_state=self.training_state(at_step))
+
+    def validate(self, st_, at_step: int) -> dict:
+        """The ``val`` fields at ``at_step`` (:data:`VAL_FIELDS`, ``epoch``, the weight report)."""
+        m = eqx.combine(st_.model, self.frozen)
+        fields = self.prog.validator(m, self.data.val_batches)
+        self.last_val.clear()
+        self.last_val.update(fields)
+        report = m.weight_report()
+        return {**fields, "epoch": (at_step - 1) // self.data.spe, "weights": dict(report)}
+
+    def val_due(self, s: int) -> bool:
+        """Validation after step ``s``: every ``eval_interval`` steps, else every ``val_every``-th
+        epoch; and at the last step."""
+        cfg, total, spe = self.cfg, self.data.total, self.data.spe
+        if cfg.eval_interval is not None:
+            return s % cfg.eval_interval == 0 or s == total
+        return s % spe == 0 and ((s // spe) % cfg.val_every == 0 or s == total)
+
+    def ckpt_due(self, s: int) -> bool:
+        """A step checkpoint after step ``s``: after each validation and every ``checkpoint_interval`` steps."""
+        return self.val_due(s) or (self.cfg.checkpoint_interval is not None and s % self.cfg.checkpoint_interval == 0)
+
+
+def _open_run(cfg: AdaptSettings, out: Path, given_resume: Optional[str], overwrite: bool, is_main: bool, mb: _ModelSetup,
+              data: _DataSetup, prog: _ProgramSetup, init: _InitialState, hooks: Sequence[Hook],
+              log: Callable[[str], None]) -> _AdaptRun:
+    """Check and open the run directory (config.json, metrics sinks, ``split.json``), start the
+    Hub push, write the ``config`` record and, for a fresh run, the step-0 validation; place
+    the state on the devices and make the checkpointer.
+
+    Raises:
+        TrainingError: ``--out`` holding another run, a Hub push refused, a metrics write that fails.
+    """
+    snapshot = {**cfg.model_dump(mode="json"), "data_seed": data.data_seed, "resume": None, "pause_after_steps": None}
     run = Run.check(out, resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None, overwrite=overwrite,
                     new_config=snapshot, ignored_fields=RESUME_MUTABLE | {"data_seed"}, is_main=is_main, log=log)
     try:  # the Hub repo and branch are created before the run writes (a 403 fails here)
@@ -687,159 +877,178 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
                             wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
     except PawnError as e:
         raise TrainingError(str(e)) from None
+    start = init.start
     run.open(snapshot=snapshot,
              open_sinks=lambda: open_run_hooks(run.run_dir, config=snapshot, tensorboard=cfg.tensorboard, wandb=cfg.wandb,
                                                wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode,
                                                start_step=start, job_type="adapt", log=log),
-             start_step=start, resumed_from=Path(cfg.resume) if cfg.resume else None, elapsed_offset=elapsed0)
-    run_dir = run.run_dir
-    split_rec = _record_split(corpus, cfg, run_dir, is_main=is_main)
+             start_step=start, resumed_from=Path(cfg.resume) if cfg.resume else None, elapsed_offset=init.elapsed0)
+    split_rec = _record_split(data.corpus, cfg, run.run_dir, is_main=is_main)
+    hooks = list(hooks)
     if hub is not None:
         hub.attach(run)
-        hooks = [*hooks, hub]
-    end = total if cfg.pause_after_steps is None else min(total, cfg.pause_after_steps)
-    end = max(end, start)
-    frozen = program.place_frozen(frozen)
+        hooks.append(hub)
+    end = data.total if cfg.pause_after_steps is None else min(data.total, cfg.pause_after_steps)
+    r = _AdaptRun(cfg, mb, data, prog, run, hub, snapshot, split_rec, hooks, is_main, init.state,
+                  prog.program.place_frozen(init.frozen), start, max(end, start), init.es, None)
+    r.baseline = _write_start_records(r, init.fresh, log)
+    r.state = prog.program.place_state(r.state)
+    best_path = run.checkpoints / BEST_DIR
+    r.checkpointer = Checkpointer(run.checkpoints, r.write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
+                                  best=best_path if best_path.is_dir() else None)
+    return r
+
+
+def _write_start_records(r: _AdaptRun, fresh: bool, log: Callable[[str], None]) -> Optional[dict]:
+    """The ``config`` record and, for a fresh run, the baseline ``val`` record at step 0 (the
+    backbone with the identity adapter, spec §5); returns the baseline (None otherwise).
+
+    Raises:
+        TrainingError: the metrics log cannot be written.
+    """
+    run, mb, data, corpus = r.run, r.mb, r.data, r.data.corpus
     baseline = None
     try:
         if run.logger:
-            run.logger.write("config", run_config=snapshot, strategy=st.name, adapter_settings=model.settings.model_dump(mode="json"),
-                             trainable_params=n_trainable, backbone_params=n_backbone, model_config=model.config.to_json_dict(),
-                             backbone=None if ref is None else ref.to_json(), steps_per_epoch=spe, total_steps=total,
-                             steps_per_chunk=K, n_train_games=len(corpus.train), n_val_games=len(corpus.val),
-                             val_from=corpus.val_from, n_test_games=n_test, test_from=corpus.test_from,
-                             split=split_rec.summary(), data_seed=data_seed, backend=jax.default_backend(),
-                             jax_version=jax.__version__)
+            run.logger.write("config", run_config=r.snapshot, strategy=mb.st.name,
+                             adapter_settings=mb.model.settings.model_dump(mode="json"),
+                             trainable_params=mb.n_trainable, backbone_params=mb.n_backbone,
+                             model_config=mb.model.config.to_json_dict(),
+                             backbone=None if mb.ref is None else mb.ref.to_json(), steps_per_epoch=data.spe,
+                             total_steps=data.total, steps_per_chunk=data.k, n_train_games=len(corpus.train),
+                             n_val_games=len(corpus.val), val_from=corpus.val_from, n_test_games=data.n_test,
+                             test_from=corpus.test_from, split=r.split_rec.summary(), data_seed=data.data_seed,
+                             backend=jax.default_backend(), jax_version=jax.__version__)
         if fresh and run.logger:  # baseline validation before the first step (spec §5)
             t = time.perf_counter()
-            baseline = {**validator(eqx.combine(state.model, frozen), val_batches), "epoch": -1,
-                        "weights": dict(model.weight_report())}
+            baseline = {**r.prog.validator(eqx.combine(r.state.model, r.frozen), data.val_batches), "epoch": -1,
+                        "weights": dict(mb.model.weight_report())}
             run.logger.write("val", step=0, **baseline, val_wall_s=time.perf_counter() - t)
             log(f"step 0 (backbone + identity adapter): val loss {baseline['loss']:.4f}, val top-1 {baseline['top1']:.4f}")
     except OSError as e:
         raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
-    state = program.place_state(state)
+    return baseline
 
-    best_path = run.checkpoints / BEST_DIR
-    last_val: dict = {}
 
-    def training_state(at_step: int) -> dict:
-        return {"format_version": 1, "step": int(at_step), "epoch": int(at_step) // spe, "steps_per_epoch": spe,
-                "total_steps": total, "data_seed": data_seed, "best_val_loss": es.best.get("loss"),
-                "patience_counter": es.counter, "early_stopping": es.to_json(),
-                "val_metrics": {k: last_val[k] for k in VAL_FIELDS if k in last_val}, "elapsed": round(run.elapsed, 3)}
+def _rosa_warmup(r: _AdaptRun, mb: _ModelSetup, stop: StopFlag, reuse: Optional[AdaptReuse],
+                 log: Callable[[str], None]) -> Optional[AdaptResult]:
+    """RoSA phases 1–2 (spec §4.6) on the same :class:`Trainer` machinery, with their own step
+    counter: the LoRA warm-up and the mask. Returns the result when the warm-up stopped early
+    (signal, pause, pruner); else switches ``r`` (model, state, frozen half) to the main phase
+    at step 0, checkpointed so a resume never regenerates the masks, and returns None."""
+    cfg, data, prog, run = r.cfg, r.data, r.prog, r.run
+    warm_src = GameBatches(data.corpus.train, cfg.layout, cfg.seq_len, cfg.batch_size, warmup_data_seed(data.data_seed),
+                           legal_mask=data.need_legal)
+    train_keys_w = data.train_keys
 
-    def write_checkpoint(path: Path, at_step: int) -> None:
-        m = eqx.combine(to_host(trainer.state.model), frozen)
-        save_adapter(path, m, ref, run_config=snapshot, optimizer_state=optimizer_to_arrays(to_host(trainer.state.opt_state)),
-                     training_state=training_state(at_step))
+    def save_warm(path: Path, m, opt_arrays: dict, rosa_state: dict) -> None:
+        save_adapter(path, m, mb.ref, run_config=r.snapshot, optimizer_state=opt_arrays,
+                     training_state={**r.training_state(0), "rosa": rosa_state})
 
-    def validate(st_, at_step: int) -> dict:
-        m = eqx.combine(st_.model, frozen)
-        fields = validator(m, val_batches)
-        last_val.clear()
-        last_val.update(fields)
-        report = m.weight_report()
-        return {**fields, "epoch": (at_step - 1) // spe, "weights": dict(report)}
+    def log_warm(rec: dict) -> None:
+        if run.logger:
+            run.logger.write("train", step=0, **rec)
 
-    if cfg.eval_interval is not None:
-        val_due = lambda s: s % cfg.eval_interval == 0 or s == total  # noqa: E731
-    else:
-        val_due = lambda s: s % spe == 0 and ((s // spe) % cfg.val_every == 0 or s == total)  # noqa: E731
-    ckpt_due = lambda s: val_due(s) or (cfg.checkpoint_interval is not None and s % cfg.checkpoint_interval == 0)  # noqa: E731
+    wo = run_warmup_and_masks(
+        eqx.combine(to_host(r.state.model), r.frozen), loss_fn=prog.loss_fn,
+        batch_at=lambda w: batch_dict(warm_src.batch_at(w), train_keys_w), lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2,
+        weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, steps_per_chunk=data.k, save=save_warm,
+        checkpoint_root=run.checkpoints, key=jax.random.fold_in(jax.random.key(cfg.seed), 3), resume=mb.rosa_resume,
+        hooks=[FlagStopHook(stop), *r.hooks], log_metrics=log_warm, log=log, checkpoint_every=cfg.checkpoint_interval,
+        is_main=r.is_main, programs=None if reuse is None else reuse.programs, program_key=("rosa-warmup", *prog.graph_key))
+    if wo.reason != "completed":
+        stop.restore()
+        if r.hub is not None:
+            r.hub.close(log)
+        run.finish(data.schedule, 0, wo.reason)
+        return AdaptResult(run.run_dir, None, None, None, 0, wo.reason, mb.st.name, mb.n_trainable, data.spe, data.total,
+                           r.baseline, extra={"rosa_warmup_step": wo.warmup_step})
+    mb.model = wo.model
+    state, frozen = init_partitioned_state(mb.model, prog.optimizer, trainable=mb.model.trainable_filter(), step=0)
+    r.frozen, r.state = prog.program.place_frozen(frozen), prog.program.place_state(state)
+    if r.is_main:  # step 0 in phase 3: a resume from here never regenerates the masks
+        save_adapter(run.checkpoints / step_dir_name(0), eqx.combine(to_host(r.state.model), r.frozen), mb.ref,
+                     run_config=r.snapshot, optimizer_state=optimizer_to_arrays(to_host(r.state.opt_state)),
+                     training_state={**r.training_state(0), "rosa": {"phase": rosa.PHASE_TRAIN}})
+    return None
 
-    checkpointer = Checkpointer(run.checkpoints, write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
-                                best=best_path if best_path.is_dir() else None)
-    if rosa.is_phased(model) and model.adapter.phase == rosa.PHASE_WARMUP:
-        # RoSA phases 1-2 (spec §4.6) on the same Trainer, with their own step counter; then the main phase from step 0.
-        warm_src = GameBatches(corpus.train, cfg.layout, cfg.seq_len, cfg.batch_size, warmup_data_seed(data_seed),
-                               legal_mask=need_legal)
-        train_keys_w = (*BATCH_KEYS, "legal") if need_legal else BATCH_KEYS
 
-        def save_warm(path: Path, m, opt_arrays: dict, rosa_state: dict) -> None:
-            save_adapter(path, m, ref, run_config=snapshot, optimizer_state=opt_arrays,
-                         training_state={**training_state(0), "rosa": rosa_state})
-
-        def log_warm(rec: dict) -> None:
-            if run.logger:
-                run.logger.write("train", step=0, **rec)
-
-        wo = run_warmup_and_masks(
-            eqx.combine(to_host(state.model), frozen), loss_fn=loss_fn,
-            batch_at=lambda w: batch_dict(warm_src.batch_at(w), train_keys_w), lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2,
-            weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, steps_per_chunk=K, save=save_warm,
-            checkpoint_root=run.checkpoints, key=jax.random.fold_in(jax.random.key(cfg.seed), 3), resume=rosa_resume,
-            hooks=[FlagStopHook(stop), *hooks], log_metrics=log_warm, log=log, checkpoint_every=cfg.checkpoint_interval,
-            is_main=is_main, programs=None if reuse is None else reuse.programs, program_key=("rosa-warmup", *graph_key))
-        if wo.reason != "completed":
-            stop.restore()
-            if hub is not None:
-                hub.close(log)
-            run.finish(schedule, 0, wo.reason)
-            return AdaptResult(run_dir, None, None, None, 0, wo.reason, st.name, n_trainable, spe, total, baseline,
-                               extra={"rosa_warmup_step": wo.warmup_step})
-        model = wo.model
-        state, frozen = init_partitioned_state(model, optimizer, trainable=model.trainable_filter(), step=0)
-        frozen, state = program.place_frozen(frozen), program.place_state(state)
-        if is_main:  # step 0 in phase 3: a resume from here never regenerates the masks
-            save_adapter(run.checkpoints / step_dir_name(0), eqx.combine(to_host(state.model), frozen), ref,
-                         run_config=snapshot, optimizer_state=optimizer_to_arrays(to_host(state.opt_state)),
-                         training_state={**training_state(0), "rosa": {"phase": rosa.PHASE_TRAIN}})
+def _adapt_hooks(r: _AdaptRun, stop: StopFlag, progress: bool, log: Callable[[str], None]) -> tuple[list[Hook], Optional[MetricsHook]]:
+    """Adapter training's hooks, in order: progress, validation (spec §5), best checkpoint and
+    patience, the validation line, the ``best`` link, epoch/interval checkpoints, signal stop,
+    the caller's hooks (and the Hub push), and the metrics records last. Returns ``(hooks,
+    the metrics hook or None)``."""
+    cfg, spe, total, is_main = r.cfg, r.data.spe, r.data.total, r.is_main
     hk: list[Hook] = []
+    bar = None
     if progress and is_main:
-        bar = ProgressReporter("adapt", end, start=start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s).start()
+        bar = ProgressReporter("adapt", r.end, start=r.start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s).start()
         hk.append(ProgressHook(bar))
-    vh = ValidationHook(validate, every=1, final_step=total)
-    vh.due = val_due  # type: ignore[method-assign]
+    vh = ValidationHook(r.validate, every=1, final_step=total)
+    vh.due = r.val_due  # type: ignore[method-assign]
     hk.append(vh)
-    hk.append(EarlyStoppingHook(es, checkpointer, monitor=lambda v: {"loss": v.get("loss")}, total_steps=total,
-                                validation_due=val_due, log=log if is_main else None))
-    if progress and is_main:  # one line per validation, when it happens (terminal and log; not sweep trials)
-        from pawn.train.validation_lines import ValidationLineHook, adapt_validation_line
-
+    hk.append(EarlyStoppingHook(r.es, r.checkpointer, monitor=lambda v: {"loss": v.get("loss")}, total_steps=total,
+                                validation_due=r.val_due, log=log if is_main else None))
+    if bar is not None:  # one line per validation, when it happens (terminal and log; not sweep trials)
         hk.append(ValidationLineHook(lambda step, val: adapt_validation_line(step, val, spe), bar.note))
-    hk.append(BestLinkHook(run_dir))
-    hk.append(EpochCheckpointHook(checkpointer, ckpt_due, end))
+    hk.append(BestLinkHook(r.run.run_dir))
+    hk.append(EpochCheckpointHook(r.checkpointer, r.ckpt_due, r.end))
     hk.append(SignalStopHook(stop))
-    hk.extend(hooks)
+    hk.extend(r.hooks)
     metrics_hook = None
-    if run.logger is not None:
-        def train_fields(r) -> dict:
-            m, dt = r.metrics, r.chunk_wall_s
-            losses = np.asarray(m["loss"])
-            return {"loss": float(losses[-1]), "loss_mean": float(losses.mean()), "top1": float(np.mean(m["top1"])),
-                    "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
-                    "grad_norm_mean": float(np.mean(m["grad_norm"])), "epoch": (r.step - 1) // spe,
-                    "chunk_wall_s": dt, "tokens_per_s": r.tokens / dt, "games_per_s": r.games / dt,
-                    "data_wait_s": r.data_wait_s, "data_wait_frac": r.data_wait_s / dt if dt > 0 else 0.0,
-                    "step_start": r.step_start, "includes_compile": r.includes_compile}
-
-        metrics_hook = MetricsHook(run.logger, train_fields)
+    if r.run.logger is not None:
+        metrics_hook = MetricsHook(r.run.logger, lambda rec: _train_fields(rec, spe))
         hk.append(metrics_hook)
-    train_keys = (*BATCH_KEYS, "legal") if need_legal else BATCH_KEYS
-    chunks = BatchChunks(train, start=start, end=end, k=K, keys=train_keys)
-    trainer = Trainer(program, checkpointer, hk, total_steps=total, end_step=end, completed_reason="step_limit")
+    return hk, metrics_hook
+
+
+def _train_fields(r, spe: int) -> dict:
+    """The ``train`` record of one chunk result ``r`` (spec §5; ``epoch`` from ``spe`` steps per epoch)."""
+    m, dt = r.metrics, r.chunk_wall_s
+    losses = np.asarray(m["loss"])
+    return {"loss": float(losses[-1]), "loss_mean": float(losses.mean()), "top1": float(np.mean(m["top1"])),
+            "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
+            "grad_norm_mean": float(np.mean(m["grad_norm"])), "epoch": (r.step - 1) // spe,
+            "chunk_wall_s": dt, "tokens_per_s": r.tokens / dt, "games_per_s": r.games / dt,
+            "data_wait_s": r.data_wait_s, "data_wait_frac": r.data_wait_s / dt if dt > 0 else 0.0,
+            "step_start": r.step_start, "includes_compile": r.includes_compile}
+
+
+def _train(r: _AdaptRun, stop: StopFlag, progress: bool, given_resume: Optional[str],
+           log: Callable[[str], None]) -> AdaptResult:
+    """Run the main phase from ``r.start`` to ``r.end`` on the :class:`Trainer`, then drain the
+    Hub push, finish the run (``schedule_health.json``) and link ``best``.
+
+    Raises:
+        TrainingError: an I/O error (one line naming the last complete checkpoint), a non-finite loss.
+    """
+    hk, metrics_hook = _adapt_hooks(r, stop, progress, log)
+    data, es, start, run = r.data, r.es, r.start, r.run
+    chunks = BatchChunks(data.train, start=start, end=r.end, k=data.k, keys=data.train_keys)
+    trainer = r.trainer = Trainer(r.prog.program, r.checkpointer, hk, total_steps=data.total, end_step=r.end,
+                                  completed_reason="step_limit")
     if es.exhausted:
         log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience})")
-        chunks = BatchChunks(train, start=start, end=start, k=K, keys=train_keys)
+        chunks = BatchChunks(data.train, start=start, end=start, k=data.k, keys=data.train_keys)
         trainer.end_step = start
     try:
-        outcome = trainer.run(state, chunks, frozen=frozen, start_step=start, resumed=start > 0 or given_resume is not None)
+        outcome = trainer.run(r.state, chunks, frozen=r.frozen, start_step=start, resumed=start > 0 or given_resume is not None)
     except OSError as e:
         raise TrainingError(f"I/O error on {e.filename or run.metrics_path} ({e.strerror or e}); "
-                            f"last complete checkpoint: {checkpointer.last}") from None
+                            f"last complete checkpoint: {r.checkpointer.last}") from None
     finally:
         chunks.close()
-        if hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
-            hub.close(log)
-        run.finish(schedule, trainer.step if trainer.step is not None else start, trainer.reason or "exception")
-    best = checkpointer.best
-    if best is not None and is_main and (run_dir / "best").exists() is False:
+        if r.hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
+            r.hub.close(log)
+        run.finish(data.schedule, trainer.step if trainer.step is not None else start, trainer.reason or "exception")
+    best = r.checkpointer.best
+    run_dir = run.run_dir
+    if best is not None and r.is_main and (run_dir / "best").exists() is False:
         link_best(run_dir)
     return AdaptResult(run_dir, outcome.checkpoint, best, es.best_loss_step if best is not None else None, outcome.step,
-                       outcome.reason, st.name, n_trainable, spe, total, baseline,
+                       outcome.reason, r.mb.st.name, r.mb.n_trainable, data.spe, data.total, r.baseline,
                        metrics_hook.last_val if metrics_hook else None, metrics_hook.last_train if metrics_hook else None,
-                       legal_mask=not cfg.disable_legal_mask, split=split_rec)
+                       legal_mask=not r.cfg.disable_legal_mask, split=r.split_rec)
 
 
 __all__ = ["AdaptResult", "AdaptSettings", "BatchChunks", "VAL_FIELDS", "make_adapter_loss", "make_validator",

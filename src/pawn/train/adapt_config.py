@@ -24,8 +24,10 @@ from pydantic_settings import NoDecode
 from pawn.adapters.registry import STRATEGIES, Strategy, get_strategy
 
 from pawn.data.layout import Layout
-from pawn.schedules import Schedule, build_schedule
-from pawn.settings import RunOutputSettings
+from pawn.dtypes import canonical_dtype
+from pawn.errors import UsageError
+from pawn.schedules import Schedule
+from pawn.settings import OptimizerSettings, RunOutputSettings
 from pawn.vocab import MAX_SEQ_LEN
 
 DEFAULT_DATA = "thomas-schweich/pawn-lichess-full"
@@ -113,7 +115,7 @@ def _strategy_flag_fields(rows: dict[str, Strategy]) -> dict[str, tuple[Any, Any
     return out
 
 
-class _AdaptHead(RunOutputSettings):
+class _AdaptHead(OptimizerSettings, RunOutputSettings):
     # ------------------------------------------------------------------ backbone and strategy
     backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).")
     variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).")
@@ -148,6 +150,9 @@ class AdaptSettings(_StrategySettings):
         "push_to_hub": "Push every checkpoint (adapter weights, model card) to this Hugging Face model repo (owner/name; created "
                        "if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused "
                        "at start with HF_HUB_OFFLINE=1.",
+        "weight_decay": "AdamW weight decay (trainable leaves only).",
+        "beta2": "AdamW β2 (v1 adapters: 0.999).",
+        "max_grad_norm": "Global-norm gradient clip (trainable leaves only).",
     }
 
     # ------------------------------------------------------------------ data (spec §6)
@@ -166,19 +171,7 @@ class AdaptSettings(_StrategySettings):
     steps_per_epoch: Optional[int] = Field(None, ge=1, description="Batches per epoch (default all full batches: n_train // batch_size).")
     batch_size: int = Field(64, ge=1, description="Games per step.")
     seq_len: int = Field(256, ge=2, le=MAX_SEQ_LEN, description="Sequence length (plies kept per game); when not given, the backbone's trained context (its run's seq_len), else this default.")
-    lr: float = Field(3e-4, gt=0, description="Peak learning rate.")
-    lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = Field("cosine", description="Learning-rate schedule after warmup.")
-    warmup_steps: Optional[int] = Field(None, ge=0, description="Warmup steps; default int(warmup_frac · total steps).")
-    warmup_frac: float = Field(0.05, ge=0, le=1, description="Warmup as a fraction of total steps.")
-    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Cosine floor as a fraction of the peak.")
-    decay_frac: float = Field(0.1, ge=0, le=1, description="Final decay fraction (wsd, infinite).")
-    wsd_decay_shape: Literal["linear", "cosine"] = Field("linear", description="Final decay shape (wsd, infinite).")
-    cooldown_frac: float = Field(0.2, ge=0, le=1, description="Cooldown to the plateau (infinite).")
-    stable_lr_ratio: float = Field(0.1, ge=0, le=1, description="Plateau as a fraction of the peak (infinite).")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (trainable leaves only).")
-    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW β1.")
-    beta2: float = Field(0.999, ge=0, lt=1, description="AdamW β2 (v1 adapters: 0.999).")
-    max_grad_norm: float = Field(1.0, gt=0, description="Global-norm gradient clip (trainable leaves only).")
+    # lr, the schedule and AdamW (lr … max_grad_norm): OptimizerSettings's fields, with its defaults (spec §5)
     disable_legal_mask: bool = Field(False, description="Plain full-vocabulary cross-entropy instead of the legal-move mask. An adapter trained under the mask (the default) must be decoded under it (pawn eval's legal-masked top-1, pawn generate --mask-illegal).", json_schema_extra={"flag": "--no-legal-mask/--legal-mask"})
     illegal_penalty: float = Field(0.0, ge=0, description="With --no-legal-mask: add λ · mean softmax mass on illegal moves to the loss.")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators (never fp16).")
@@ -197,8 +190,6 @@ class AdaptSettings(_StrategySettings):
     @field_validator("dtype", mode="before")
     @classmethod
     def _dtype_spelling(cls, v: Any) -> Any:
-        from pawn.dtypes import canonical_dtype
-
         return canonical_dtype(v, allow_auto=True) if isinstance(v, str) else v
 
     @model_validator(mode="after")
@@ -241,8 +232,6 @@ class AdaptSettings(_StrategySettings):
         Raises:
             UsageError: naming the missing one.
         """
-        from pawn.errors import UsageError
-
         if self.backbone is None:
             raise UsageError("backbone: required (the BACKBONE argument, PAWN_BACKBONE or the config file)")
         if self.strategy is None:
@@ -289,12 +278,9 @@ class AdaptSettings(_StrategySettings):
         return max(d for d in range(1, min(g, 32) + 1) if g % d == 0)
 
     def schedule(self, total_steps: int) -> Schedule:
-        """The LR schedule over ``total_steps`` (spec §2).
+        """The LR schedule over ``total_steps`` (spec §2; :meth:`~pawn.settings.OptimizerSettings.lr_schedule_over`).
 
         Raises:
             ValueError: warmup/decay lengths that do not fit (named).
         """
-        warm = self.warmup_steps if self.warmup_steps is not None else int(self.warmup_frac * total_steps)
-        return build_schedule(self.lr_schedule, self.lr, total_steps, warm, min_ratio=self.min_lr_ratio,
-                              decay_frac=self.decay_frac, cooldown_frac=self.cooldown_frac,
-                              stable_ratio=self.stable_lr_ratio, decay_shape=self.wsd_decay_shape)
+        return self.lr_schedule_over(total_steps)

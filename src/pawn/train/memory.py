@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from pawn.errors import PawnError
 
+import math
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -162,7 +164,6 @@ def round_batch(b: int, multiple: int = 1) -> int:
     devices × micro-batches it must split into) times the largest power of two ≤
     b / (4 · multiple), so 177 becomes 160 and 210 becomes 192 on one device, sizes a user
     would pick, at most a quarter below ``b``; 0 when no multiple of ``multiple`` is ≤ b."""
-    import math
 
     step = 1
     while step * 2 <= b / (4 * multiple):
@@ -296,7 +297,6 @@ def check_step_memory(program, stored_config, *, k: int, batch_size: int, seq_le
         InsufficientMemoryError: no candidate fits (one line, see :func:`refusal`). When the
             device's memory is unknown the first candidate is used without a check.
     """
-    import time
 
     import jax
 

@@ -22,13 +22,16 @@ import numpy as np
 from pydantic import ValidationError
 
 from pawn.checkpoint import MANIFEST, Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from pawn.config import ModelConfig
+from pawn.config import ModelConfig, param_count
 from pawn import metrics_core
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
-from pawn.model import PAWNModel, resolve_dtype, sliced
+from pawn.engine import random_games
+from pawn.model import REMAT_MODES, PAWNModel, resolve_dtype, sliced
 from pawn.progress import ProgressReporter
 from pawn.settings import PretrainConfig, format_validation_error
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
+from pawn.train import distributed
+from pawn.train.memory import InsufficientMemoryError, check_step_memory
 from pawn.train.loop import (
     TrainProgram,
     TrainState,
@@ -61,6 +64,7 @@ from pawn.train.run import (
     to_host,
 )
 from pawn.train.summary import run_summary, summary_lines
+from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
 from pawn.metrics import eval_values
 
 
@@ -124,8 +128,6 @@ def maybe_initialize_distributed(timeout_s: int = 300) -> None:
             raise TrainingError("JAX_NUM_PROCESSES and JAX_PROCESS_ID must be integers") from None
         # CPU processes exchange gradients through gloo (accelerators use their own collectives).
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        from pawn.train import distributed
-
         try:  # a failed join raises here instead of aborting the process (pawn.train.distributed)
             distributed.initialize(int(timeout_s), **kwargs)
         except Exception as e:  # the backend's runtime error: report it in one line
@@ -222,6 +224,11 @@ def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> 
         raise TrainingError(f"--resume {ck.path}: its stored run config is not usable ({format_validation_error(e)})") from None
 
 
+def _end_step(cfg: PretrainConfig) -> int:
+    """The step this invocation stops at: ``total_steps``, or ``pause_after_steps`` when that is sooner."""
+    return cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
+
+
 def _finished_resume(cfg: PretrainConfig, ck: Optional[Checkpoint]) -> Optional[tuple[int, str]]:
     """``(step, why)`` when resuming ``ck`` has no step left to run: the checkpoint is at (or
     past) ``total_steps`` or ``pause_after_steps``, or early stopping already ended the run;
@@ -230,7 +237,7 @@ def _finished_resume(cfg: PretrainConfig, ck: Optional[Checkpoint]) -> Optional[
     if ck is None or not ck.training_state:
         return None
     step = int(ck.training_state.get("step", -1))
-    end = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
+    end = _end_step(cfg)
     if step >= end:
         return step, f"{ck.path}: at step {step} of {cfg.total_steps}; no step left to run"
     es = EarlyStopping.from_json(ck.training_state.get("early_stopping"), cfg.patience)
@@ -290,15 +297,10 @@ def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainC
     ``remat = auto`` take the first of none, attention, full that fits. The program keeps the
     executable, so the run does not compile twice. Returns the figures for the run summary
     (:func:`pawn.train.summary.run_summary`'s ``compiled_memory``)."""
-    from pawn.model import REMAT_MODES
-    from pawn.train.memory import InsufficientMemoryError, check_step_memory
-
     if cfg.batch_size % (n_dev * cfg.accumulation_steps):
         raise TrainingError(f"batch_size {cfg.batch_size} does not split into {cfg.accumulation_steps} micro-batches "
                             f"on each of the {n_dev} devices (needs a multiple of {n_dev * cfg.accumulation_steps})")
     candidates = list(REMAT_MODES) if cfg.remat == "auto" else [cfg.remat]
-    from pawn.config import param_count
-
     label = f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
     log(f"plan: {label} ({param_count(stored_cfg):,} parameters), {cfg.total_steps:,} steps of {cfg.batch_size} games × "
         f"{cfg.seq_len} tokens ({k} steps per compiled chunk), {n_dev} {jax.default_backend()} device(s), remat {cfg.remat}, "
@@ -419,19 +421,10 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     done = _finished_resume(cfg, resume_ck)
     if done is not None:  # before the memory check compiles anything: there is no step to run
         log(done[1])
-        run_dir = resume_dir.parent.parent
-        best = run_dir / "checkpoints" / BEST_DIR
-        return PretrainResult(run_dir, resume_dir, done[0], "resume_no_op",
-                              best_checkpoint=best if (best / MANIFEST).is_file() else None)
+        return _no_op_result(resume_dir, done[0])
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     is_main = proc == 0
-    check_out_path(Path(cfg.out) if cfg.out is not None else Path("runs"))
-    try:
-        check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
-        if cfg.push_to_hub is not None:  # offline mode or a bad repo id: refused before any work
-            check_can_push(cfg.push_to_hub)
-    except (HookError, HubPushError) as e:
-        raise TrainingError(str(e)) from None
+    _check_outputs(cfg)
     run = Run.check(Path(cfg.out) if cfg.out is not None else _default_run_dir(), resume=given_resume,
                     resume_from=resume_dir, overwrite=overwrite, new_config=cfg.model_dump(mode="json"),
                     ignored_fields=RESUME_MUTABLE, is_main=is_main, log=log)
@@ -443,77 +436,24 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     stored_cfg, variants = _variant_list(cfg)
     init_ck = _load_init_from(cfg, stored_cfg)  # before the compile: a wrong checkpoint fails at once
     monitored = _monitored(stored_cfg, variants)
-    optimizer = make_optimizer(schedule, b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
+    optimizer = make_optimizer(schedule, **cfg.optimizer_kwargs())
     dtype = None if cfg.dtype == "auto" else cfg.dtype
-    # sweep trials: lr and weight decay are data of one compiled chunk per graph and shape (issue 15)
-    graph_key = (tuple((n, c.to_json_dict().__repr__()) for n, c in variants), dtype, cfg.remat, cfg.accumulation_steps,
-                 cfg.beta1, cfg.beta2, cfg.max_grad_norm, cfg.weight_decay == 0.0, K, cfg.batch_size, cfg.seq_len,
-                 tuple(d.id for d in jax.devices()))
-    shared = None if reuse is None else reuse.programs.get(graph_key)
-    if shared is not None:
-        program, compiled_memory = shared[0].with_hyperparams(schedule, cfg.weight_decay), dict(shared[1])
-    else:
-        program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", make_mesh(),
-                               cfg.accumulation_steps, weight_decay=cfg.weight_decay if reuse is not None else None)
-        compiled_memory = _check_memory(program, stored_cfg, cfg, K, n_dev, log)
-        if reuse is not None:
-            reuse.programs[graph_key] = (program, dict(compiled_memory))
+    program, compiled_memory = _pretrain_program(cfg, stored_cfg, variants, optimizer, schedule, dtype, K, n_dev, reuse, log)
+    plan = lambda start, end: _summary(cfg, stored_cfg, variants, start, end, K, n_dev, n_proc, dtype, compiled_memory)  # noqa: E731
     if dry_run:  # the plan and the memory check only: nothing trained, nothing written
         start = int(resume_ck.training_state["step"]) if resume_ck is not None else 0
-        end = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
-        for line in summary_lines(run_summary(
-                stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
-                batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start, end_step=end, total_steps=cfg.total_steps,
-                steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
-                dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory)):
+        for line in summary_lines(plan(start, _end_step(cfg))):
             log(line)
         return PretrainResult(run_dir, None, start, "dry_run")
     state, start_step, elapsed0, es = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log, init_ck)
     del resume_ck, init_ck  # the host copy of the weights is no longer needed
     source = _data_source(cfg, log)
-    val_set = None
-    if cfg.val_games > 0:
-        from pawn.engine import random_games
-
-        val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed)
-
-    try:  # the Hub repo and branch are created before the run writes (a 403 or offline mode fails here)
-        hub = HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
-                            wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
-    except PawnError as e:
-        raise TrainingError(str(e)) from None
-
+    val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed) if cfg.val_games > 0 else None
+    hub = _start_hub(cfg, run_dir, is_main, log)
     # ---- run directory (only now: every check above has passed)
-    run.open(  # config.json: re-feedable with --config, without the checkpoint resumed (that would rewind the run)
-        snapshot={**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None},
-        open_sinks=lambda: open_run_hooks(run_dir, config=cfg.model_dump(mode="json"), tensorboard=cfg.tensorboard,
-                                          wandb=cfg.wandb, wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode,
-                                          start_step=start_step, log=log),
-        start_step=start_step, resumed_from=resume_dir, elapsed_offset=elapsed0,
-    )
-    end_step = cfg.total_steps if cfg.pause_after_steps is None else min(cfg.total_steps, cfg.pause_after_steps)
-    summary = run_summary(
-        stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
-        batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start_step, end_step=end_step,
-        total_steps=cfg.total_steps, steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
-        dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory,
-    )
-    if hub is not None:
-        hub.attach(run)
-    logger = run.logger
-    try:
-        if logger:
-            for line in summary_lines(summary):
-                log(line)
-            logger.write(
-                "config", summary=summary, run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
-                variants={n: c.to_json_dict() for n, c in variants}, param_count=int(state.model.num_params()),
-                steps_per_chunk=K, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
-                jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
-            )
-    except OSError as e:
-        raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
-
+    end_step = _end_step(cfg)
+    _open_pretrain_run(run, cfg, hub, plan(start_step, end_step), stored_cfg, variants, int(state.model.num_params()),
+                       K, n_dev, n_proc, start_step, resume_dir, elapsed0, log)
     state = program.place_state(state)
     if es.exhausted:  # resuming a run that early stopping already ended
         log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience}); "
@@ -544,6 +484,34 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
         if hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
             hub.close(log)
         run.finish(schedule, trainer.step, trainer.reason or "exception")
+    return _result(cfg, run_dir, outcome, trainer, checkpointer, es, variants, is_main)
+
+
+def _no_op_result(resume_dir: Path, step: int) -> PretrainResult:
+    """The result of a resume with no step left to run (``reason = "resume_no_op"``)."""
+    run_dir = resume_dir.parent.parent
+    best = run_dir / "checkpoints" / BEST_DIR
+    return PretrainResult(run_dir, resume_dir, step, "resume_no_op", best_checkpoint=best if (best / MANIFEST).is_file() else None)
+
+
+def _start_hub(cfg: PretrainConfig, run_dir: Path, is_main: bool, log: Callable[[str], None]) -> Optional[HubHook]:
+    """The Hub push hook (None without ``--push-to-hub``): the repo and branch are created before
+    the run writes, so a 403 or offline mode fails here.
+
+    Raises:
+        TrainingError: the push cannot start (one line).
+    """
+    try:
+        return HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
+                             wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
+    except PawnError as e:
+        raise TrainingError(str(e)) from None
+
+
+def _result(cfg: PretrainConfig, run_dir: Path, outcome, trainer: Trainer, checkpointer: Checkpointer, es: EarlyStopping,
+            variants, is_main: bool) -> PretrainResult:
+    """The :class:`PretrainResult` of a finished loop: the last records, the best checkpoint and,
+    for a supernet run that completed, its exported variants."""
     step, reason, last_ckpt = outcome.step, outcome.reason, outcome.checkpoint
     metrics_hook = next((h for h in trainer.hooks if isinstance(h, MetricsHook)), None)
     last_train, last_val = (metrics_hook.last_train, metrics_hook.last_val) if metrics_hook else (None, None)
@@ -552,6 +520,85 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     best_ckpt = checkpointer.best
     return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val,
                           best_ckpt, es.best_loss_step if best_ckpt is not None else None)
+
+
+def _check_outputs(cfg: PretrainConfig) -> None:
+    """The checks that need nothing built: ``--out``, the logging extras, the Hub push (offline
+    mode or a bad repo id is refused before any work).
+
+    Raises:
+        TrainingError: one line naming the problem.
+    """
+    check_out_path(Path(cfg.out) if cfg.out is not None else Path("runs"))
+    try:
+        check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
+        if cfg.push_to_hub is not None:
+            check_can_push(cfg.push_to_hub)
+    except (HookError, HubPushError) as e:
+        raise TrainingError(str(e)) from None
+
+
+def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, optimizer, schedule, dtype, k: int, n_dev: int,
+                      reuse: Optional["PretrainReuse"], log: Callable[[str], None]) -> tuple[TrainProgram, dict]:
+    """``(program, compiled-memory figures)``: the K-step chunk over ``variants``, memory-checked
+    (:func:`_check_memory`), or with ``reuse`` the program of an earlier run with the same graph
+    and shapes, this run's learning rates and weight decay as data (sweep trials, issue 15)."""
+    graph_key = (tuple((n, c.to_json_dict().__repr__()) for n, c in variants), dtype, cfg.remat, cfg.accumulation_steps,
+                 cfg.beta1, cfg.beta2, cfg.max_grad_norm, cfg.weight_decay == 0.0, k, cfg.batch_size, cfg.seq_len,
+                 tuple(d.id for d in jax.devices()))
+    shared = None if reuse is None else reuse.programs.get(graph_key)
+    if shared is not None:
+        return shared[0].with_hyperparams(schedule, cfg.weight_decay), dict(shared[1])
+    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", make_mesh(),
+                           cfg.accumulation_steps, weight_decay=cfg.weight_decay if reuse is not None else None)
+    compiled_memory = _check_memory(program, stored_cfg, cfg, k, n_dev, log)
+    if reuse is not None:
+        reuse.programs[graph_key] = (program, dict(compiled_memory))
+    return program, compiled_memory
+
+
+def _summary(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, start: int, end: int, k: int, n_dev: int, n_proc: int,
+             dtype, compiled_memory: dict) -> dict:
+    """The run summary (:func:`pawn.train.summary.run_summary`) of steps ``[start, end)``."""
+    return run_summary(
+        stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
+        batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start, end_step=end, total_steps=cfg.total_steps,
+        steps_per_chunk=k, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+        dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory,
+    )
+
+
+def _open_pretrain_run(run: Run, cfg: PretrainConfig, hub: Optional[HubHook], summary: dict, stored_cfg: ModelConfig,
+                       variants, param_count_: int, k: int, n_dev: int, n_proc: int, start_step: int,
+                       resume_dir: Optional[Path], elapsed0: float, log: Callable[[str], None]) -> None:
+    """Open the run directory (config.json, metrics sinks), attach the Hub push, log the
+    summary and write the ``config`` record (spec §1.6).
+
+    Raises:
+        TrainingError: the metrics log cannot be written.
+    """
+    run.open(  # config.json: re-feedable with --config, without the checkpoint resumed (that would rewind the run)
+        snapshot={**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None},
+        open_sinks=lambda: open_run_hooks(run.run_dir, config=cfg.model_dump(mode="json"), tensorboard=cfg.tensorboard,
+                                          wandb=cfg.wandb, wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode,
+                                          start_step=start_step, log=log),
+        start_step=start_step, resumed_from=resume_dir, elapsed_offset=elapsed0,
+    )
+    if hub is not None:
+        hub.attach(run)
+    logger = run.logger
+    try:
+        if logger:
+            for line in summary_lines(summary):
+                log(line)
+            logger.write(
+                "config", summary=summary, run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
+                variants={n: c.to_json_dict() for n, c in variants}, param_count=param_count_,
+                steps_per_chunk=k, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+                jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
+            )
+    except OSError as e:
+        raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
 
 
 def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Checkpoint]:
@@ -658,8 +705,6 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
                              "game_completion_rate": val.get("completion_rate"),
                              "avg_plies_completed": val.get("avg_plies_completed")}))
     if validation is not None and progress:  # one line per validation, when it happens (terminal and log; not sweep trials)
-        from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
-
         shown = [(n, n) for n, c in sorted(variants, key=lambda nc: nc[1].d_model)]
         hooks.append(ValidationLineHook(lambda step, val: pretrain_validation_line(step, val, shown), bar.note))
     hooks.append(CheckpointHook(checkpointer, every=cfg.checkpoint_every, end_step=end_step))
