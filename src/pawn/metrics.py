@@ -153,6 +153,36 @@ for _m in _ROWS:
             raise RuntimeError(f"pawn.metrics: the name {_n!r} maps to both {V1_NAMES[_n]!r} and {_m.key!r}")
         V1_NAMES[_n] = _m.key
 
+EVAL_TABLE: tuple[tuple[str, str, Optional[str]], ...] = (
+    ("loss", "published/loss", "moves_only/loss"), ("perplexity", "published/perplexity", None),
+    ("top1", "published/top1", "moves_only/top1"), ("top5", "published/top5", "moves_only/top5"),
+    ("top1_over_ceiling", "published/top1_over_ceiling", "moves_only/top1_over_ceiling"),
+    ("ceiling", "ceiling/e_inv_n_legal", "ceiling/moves_only"), ("legal_rate", "published/legal_rate", "moves_only/legal_rate"),
+    ("late_legal_rate", "published/late_legal_rate", None), ("illegal_pred_rate", "published/illegal_pred_rate", None),
+    ("illegal_prob_mass", "published/illegal_prob_mass", None), ("completion_rate", "published/completion_rate", None),
+    ("avg_plies_completed", "published/avg_plies_completed", None), ("avg_pct_completion", "published/avg_pct_completion", None),
+)
+"""The rows of ``pawn eval``'s published / moves-only table: (metric key, its key in a model's
+``random_games`` block for the published (v1) convention, for the moves-only (v2) one or None).
+The CLI table and the report's Suite section both read it."""
+
+PROBE_LABELS: dict[str, str] = {
+    "piece_type": "Piece type", "side_to_move": "Side to move", "is_check": "Is check", "castling_rights": "Castling rights",
+    "ep_square": "En passant square", "material_count": "Material count", "legal_move_count": "Legal move count",
+    "halfmove_clock": "Halfmove clock", "game_phase": "Game phase",
+}
+"""The nine linear probes (spec eval §2.1) by name, with the labels of the published table (§2.5);
+:mod:`pawn.evaluate.probes` checks its probe set against these names."""
+
+EDGE_LABELS: dict[str, str] = {
+    "in_check": "In check", "double_check": "Double check", "pin_restricts": "Pin restricts movement",
+    "ep_available": "En passant available", "castle_legal_k": "Castling legal (K-side)",
+    "castle_legal_q": "Castling legal (Q-side)", "castle_blocked_check": "Castling blocked by check",
+    "promotion_available": "Promotion available", "checkmate": "Checkmate (P(PAD))", "stalemate": "Stalemate (P(PAD))",
+}
+"""The edge-case categories of the diagnostics (spec eval §3.5) with the labels of its table;
+:mod:`pawn.evaluate.diagnostics` checks its categories against these names."""
+
 VALIDATION_COLUMNS: tuple[str, ...] = ("loss", "top1", "top5", "legal_rate", "completion_rate")
 """The per-variant columns of the pretrain validation table."""
 

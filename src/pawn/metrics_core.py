@@ -30,6 +30,7 @@ import numpy as np
 
 from pawn.data.layout import Layout
 from pawn.engine import accuracy_ceiling_of
+from pawn.metrics import MIN_EVAL_PLY  # the one home: the tables' labels name it
 from pawn.vocab import NUM_ACTIONS, PAD_TOKEN, action_table
 
 PHASES: tuple[tuple[str, int, Optional[int]], ...] = (("opening", 0, 20), ("midgame", 20, 60), ("endgame", 60, None))
@@ -39,8 +40,6 @@ PERPLEXITY_LOSS_CAP = 20.0
 """``perplexity = exp(min(loss, 20))`` (spec §1.2)."""
 
 _SRC, _DST, _ = (a.astype(np.int64) for a in action_table())
-
-from pawn.metrics import MIN_EVAL_PLY  # noqa: E402  (the one home: the tables' labels name it)
 
 
 # --------------------------------------------------------------------------- device step
@@ -209,9 +208,17 @@ class AccuracyReport:
 
 
 class _Totals:
-    """Host-side accumulators of one evaluation."""
+    """Host-side accumulators of one evaluation: :meth:`add` folds in one scored batch,
+    :meth:`report` turns the sums into an :class:`AccuracyReport`.
 
-    def __init__(self) -> None:
+    Args:
+        seq_len: T. late_ply: first sequence position of the late legal rate. layout: the
+            sequence layout (aligns per-ply ceilings to positions).
+    """
+
+    def __init__(self, seq_len: int, late_ply: int, layout: Layout) -> None:
+        self.seq_len, self.late_ply, self.layout = seq_len, late_ply, layout
+        self.pos = np.arange(seq_len)[None, :]
         self.batch_loss: list[float] = []
         self.batch_top1: list[float] = []
         self.batch_top5: list[float] = []
@@ -224,6 +231,135 @@ class _Totals:
         self.phase = {name: [0, 0] for name, _, _ in PHASES}
         self.first_forfeit: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
+
+    def add(self, tok, lens, packed: dict, legal: np.ndarray, grid: np.ndarray, sc: dict) -> None:
+        """Fold in one batch of :func:`_score_stream` (its ``(tok, lens, packed, legal, grid,
+        scores)``): the published per-batch means, the position sums, the phases, the first
+        forfeit of each game and the ceiling."""
+        lm, tgt = packed["loss_mask"], packed["targets"]
+        move = lm & (tgt < NUM_ACTIONS)
+        argmax = sc["argmax"]
+        g_legal = grid_legal(grid, argmax)
+        tok_legal = np.take_along_axis(legal, argmax[..., None].astype(np.int64), axis=-1)[..., 0]
+        self._add_published(lm, move, argmax == tgt, g_legal, sc)
+        act_hit = self._add_positions(lm, move, tgt, argmax == tgt, g_legal, tok_legal, sc)
+        for name, lo, hi in PHASES:
+            sel = move & (self.pos >= lo) & (self.pos < (hi if hi is not None else self.seq_len))
+            self.phase[name][0] += int((act_hit & sel).sum())
+            self.phase[name][1] += int(sel.sum())
+        # Compound legality (§1.3): first move-target position whose argmax is not a legal token.
+        illegal = move & ~tok_legal
+        self.first_forfeit.append(np.where(illegal.any(axis=1), np.argmax(illegal, axis=1), -1))
+        self.lengths.append(lens.astype(np.int64))
+        self._add_ceiling(tok, lens, move)
+
+    def _add_published(self, lm, move, hit, g_legal, sc: dict) -> None:
+        """The published convention's per-batch means (§1.2): loss, top-1/5, legal and late legal rates."""
+        late = move & (self.pos >= self.late_ply)
+        n_lm = int(lm.sum())
+        self.batch_loss.append(float(sc["nll"][lm].mean()) if n_lm else 0.0)
+        self.batch_top1.append(float(hit[lm].mean()) if n_lm else 0.0)
+        self.batch_top5.append(float(sc["in_top5"][lm].mean()) if n_lm else 0.0)
+        self.batch_legal.append(float(g_legal[move].mean()) if move.any() else 0.0)
+        self.batch_late.append(float(g_legal[late].mean()) if late.any() else 0.0)
+        self.s["n_late"] += int(late.sum())
+
+    def _add_positions(self, lm, move, tgt, hit, g_legal, tok_legal, sc: dict) -> np.ndarray:
+        """The position-weighted sums: counts, illegal prediction and mass, moves-only loss and
+        accuracies, legal-masked (MAIA-style) accuracies. Returns the moves-only hits (actions
+        argmax = target at move positions), bool [B, T]."""
+        s = self.s
+        s["n_pos"] += int(lm.sum())
+        s["n_move"] += int(move.sum())
+        s["illegal_pred"] += int((lm & ~tok_legal).sum())
+        s["illegal_mass"] += float((1.0 - sc["legal_mass"])[lm].astype(np.float64).sum())
+        s["mo_nll"] += float(sc["nll"][move].astype(np.float64).sum())
+        act_hit = (sc["act_argmax"] == tgt) & move
+        s["mo_top1"] += int(act_hit.sum())
+        s["mo_top5"] += int((sc["act_in_top5"] & move).sum())
+        s["mo_top1_full"] += int((hit & move).sum())
+        s["mo_top5_full"] += int((sc["in_top5"] & move).sum())
+        s["mo_legal"] += int((g_legal & move).sum())
+        s["lm_all_top1"] += int((sc["legal_hit"] & lm).sum())
+        maia = lm & (self.pos >= MIN_EVAL_PLY)
+        s["lm_n"] += int(maia.sum())
+        s["lm_top1"] += int((sc["legal_hit"] & maia).sum())
+        s["lm_top5"] += int((sc["legal_in_top5"] & maia).sum())
+        return act_hit
+
+    def _add_ceiling(self, tok, lens, move) -> None:
+        """Ceiling (§5): 1/N_legal over every ply < length, and over the plies moves-only scores."""
+        s = self.s
+        inv = accuracy_ceiling_of(tok, lens)
+        s["ceil_sum"] += float(inv.sum())
+        s["ceil_n"] += int(lens.astype(np.int64).sum())
+        inv_pos = self.layout.align_plies(inv, lens)
+        s["ceil_mo_sum"] += float(inv_pos[move].sum())
+        s["ceil_mo_n"] += int(move.sum())
+
+    def _completion(self, n: int) -> dict[str, Any]:
+        """The game-completion fields of :class:`AccuracyReport` (§1.3) from the first forfeits."""
+        first = np.concatenate(self.first_forfeit) if self.first_forfeit else np.zeros(0, np.int64)
+        lens_all = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
+        forfeited = first >= 0
+        ff = first[forfeited]
+        plies_completed = np.where(forfeited, first, lens_all)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pct = np.where(forfeited, first / np.maximum(lens_all, 1), 1.0)
+        return dict(
+            completion_rate=float(1.0 - forfeited.mean()) if n else 0.0,
+            avg_plies_completed=float(plies_completed.mean()) if n else 0.0,
+            avg_pct_completion=float(pct.mean()) if n else 0.0,
+            n_forfeits=int(forfeited.sum()),
+            min_forfeit_ply=int(ff.min()) if ff.size else 0,
+            median_forfeit_ply=lower_median(ff),
+            max_forfeit_ply=int(ff.max()) if ff.size else 0,
+        )
+
+    def report(self, n: int, settings: dict[str, Any]) -> AccuracyReport:
+        """The :class:`AccuracyReport` of the ``n`` games added (``settings`` recorded as given)."""
+        s = self.s
+        loss = _mean(self.batch_loss)
+        return AccuracyReport(
+            n_games=int(n),
+            n_positions=int(s["n_pos"]),
+            n_move_positions=int(s["n_move"]),
+            n_batches=len(self.batch_loss),
+            loss=loss,
+            top1=_mean(self.batch_top1),
+            top5=_mean(self.batch_top5),
+            perplexity=math.exp(min(loss, PERPLEXITY_LOSS_CAP)),
+            legal_rate=_mean(self.batch_legal),
+            late_legal_rate=_mean(self.batch_late),
+            late_ply=self.late_ply,
+            n_late_positions=int(s["n_late"]),
+            **self._completion(n),
+            illegal_pred_rate=_ratio(s["illegal_pred"], s["n_pos"]),
+            illegal_prob_mass=_ratio(s["illegal_mass"], s["n_pos"]),
+            moves_only_loss=_ratio(s["mo_nll"], s["n_move"]),
+            moves_only_top1=_ratio(s["mo_top1"], s["n_move"]),
+            moves_only_top5=_ratio(s["mo_top5"], s["n_move"]),
+            moves_only_top1_full_vocab=_ratio(s["mo_top1_full"], s["n_move"]),
+            moves_only_top5_full_vocab=_ratio(s["mo_top5_full"], s["n_move"]),
+            moves_only_legal_rate=_ratio(s["mo_legal"], s["n_move"]),
+            legal_masked_top1=_ratio(s["lm_top1"], s["lm_n"]),
+            legal_masked_top5=_ratio(s["lm_top5"], s["lm_n"]),
+            n_legal_masked_positions=int(s["lm_n"]),
+            legal_masked_top1_all_positions=_ratio(s["lm_all_top1"], s["n_pos"]),
+            phases={k: {"correct": c, "total": t, "accuracy": _ratio(c, t)} for k, (c, t) in self.phase.items()},
+            ceiling=_ratio(s["ceil_sum"], s["ceil_n"]),
+            ceiling_moves_only=_ratio(s["ceil_mo_sum"], s["ceil_mo_n"]),
+            n_ceiling_positions=int(s["ceil_n"]),
+            settings=settings,
+        )
+
+
+def _mean(x: list[float]) -> float:
+    return float(np.mean(x)) if x else 0.0
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
 
 
 def _score_stream(model, tokens, lengths, outcome, seq_len, batch_size, layout: Layout, dtype) -> Iterator[tuple]:
@@ -265,6 +401,7 @@ def evaluate_games(
     prepend_outcome: bool = False,
     dtype: Optional[str] = None,
     late_ply: Optional[int] = None,
+    progress: Optional[Callable[[float, float, str], None]] = None,
 ) -> AccuracyReport:
     """Teacher-forced evaluation of ``model`` on games, in both conventions (module docstring).
 
@@ -282,6 +419,7 @@ def evaluate_games(
         dtype: compute dtype passed to the model (``None`` = model default).
         late_ply: first sequence position of the late legal rate; default ``seq_len // 2``
             (256 for the published 512-token setting).
+        progress: optional callback ``(games done, games in all, message)`` after each batch.
 
     Returns:
         :class:`AccuracyReport`.
@@ -300,112 +438,152 @@ def evaluate_games(
         raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
     layout = Layout.of(prepend_outcome)
     late_ply = seq_len // 2 if late_ply is None else int(late_ply)
-    pos = np.arange(seq_len)[None, :]
-    tot = _Totals()
-    for tok, lens, packed, legal, grid, sc in _score_stream(
-        model, tokens, lengths, outcome, seq_len, batch_size, layout, dtype
-    ):
-        lm, tgt = packed["loss_mask"], packed["targets"]
-        move = lm & (tgt < NUM_ACTIONS)
-        late = move & (pos >= late_ply)
-        argmax = sc["argmax"]
-        hit = argmax == tgt
-        n_lm = int(lm.sum())
-        tot.batch_loss.append(float(sc["nll"][lm].mean()) if n_lm else 0.0)
-        tot.batch_top1.append(float(hit[lm].mean()) if n_lm else 0.0)
-        tot.batch_top5.append(float(sc["in_top5"][lm].mean()) if n_lm else 0.0)
-        g_legal = grid_legal(grid, argmax)
-        tot.batch_legal.append(float(g_legal[move].mean()) if move.any() else 0.0)
-        tot.batch_late.append(float(g_legal[late].mean()) if late.any() else 0.0)
-        tok_legal = np.take_along_axis(legal, argmax[..., None].astype(np.int64), axis=-1)[..., 0]
-        s = tot.s
-        s["n_pos"] += n_lm
-        s["n_move"] += int(move.sum())
-        s["n_late"] += int(late.sum())
-        s["illegal_pred"] += int((lm & ~tok_legal).sum())
-        s["illegal_mass"] += float((1.0 - sc["legal_mass"])[lm].astype(np.float64).sum())
-        s["mo_nll"] += float(sc["nll"][move].astype(np.float64).sum())
-        act_hit = (sc["act_argmax"] == tgt) & move
-        s["mo_top1"] += int(act_hit.sum())
-        s["mo_top5"] += int((sc["act_in_top5"] & move).sum())
-        s["mo_top1_full"] += int((hit & move).sum())
-        s["mo_top5_full"] += int((sc["in_top5"] & move).sum())
-        s["mo_legal"] += int((g_legal & move).sum())
-        s["lm_all_top1"] += int((sc["legal_hit"] & lm).sum())
-        maia = lm & (pos >= MIN_EVAL_PLY)
-        s["lm_n"] += int(maia.sum())
-        s["lm_top1"] += int((sc["legal_hit"] & maia).sum())
-        s["lm_top5"] += int((sc["legal_in_top5"] & maia).sum())
-        for name, lo, hi in PHASES:
-            sel = move & (pos >= lo) & (pos < (hi if hi is not None else seq_len))
-            tot.phase[name][0] += int((act_hit & sel).sum())
-            tot.phase[name][1] += int(sel.sum())
-        # Compound legality (§1.3): first move-target position whose argmax is not a legal token.
-        illegal = move & ~tok_legal
-        any_ill = illegal.any(axis=1)
-        tot.first_forfeit.append(np.where(any_ill, np.argmax(illegal, axis=1), -1))
-        tot.lengths.append(lens.astype(np.int64))
-        # Ceiling (§5): 1/N_legal over every ply < length, and over the plies moves-only scores.
-        inv = accuracy_ceiling_of(tok, lens)
-        s["ceil_sum"] += float(inv.sum())
-        s["ceil_n"] += int(lens.astype(np.int64).sum())
-        inv_pos = layout.align_plies(inv, lens)
-        s["ceil_mo_sum"] += float(inv_pos[move].sum())
-        s["ceil_mo_n"] += int(move.sum())
+    tot = _Totals(seq_len, late_ply, layout)
+    for batch in _score_stream(model, tokens, lengths, outcome, seq_len, batch_size, layout, dtype):
+        tot.add(*batch)
+        if progress is not None:
+            done = sum(x.size for x in tot.lengths)
+            progress(done, n, f"{done:,}/{n:,} games")
+    return tot.report(n, {"seq_len": seq_len, "batch_size": batch_size, "prepend_outcome": prepend_outcome,
+                          "dtype": None if dtype is None else str(dtype), "late_ply": late_ply})
 
-    s = tot.s
-    first = np.concatenate(tot.first_forfeit) if tot.first_forfeit else np.zeros(0, np.int64)
-    lens_all = np.concatenate(tot.lengths) if tot.lengths else np.zeros(0, np.int64)
-    forfeited = first >= 0
-    ff = first[forfeited]
-    plies_completed = np.where(forfeited, first, lens_all)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pct = np.where(forfeited, first / np.maximum(lens_all, 1), 1.0)
 
-    def mean(x: list[float]) -> float:
-        return float(np.mean(x)) if x else 0.0
+# --------------------------------------------------------------------------- per-ply top moves (the report's Games page)
+@eqx.filter_jit
+def _top_moves_batch(model, input_ids, attn_mask, targets, packed_legal, k, dtype):
+    """Per-position top-k of one batch under the legal mask (the logits restricted to the tokens
+    set in ``packed_legal``, softmax over that set), the target's masked probability and rank,
+    the unmasked argmax, the unmasked softmax mass outside the legal set and P(PAD)."""
+    logits = model(input_ids, attn_mask, dtype=dtype).astype(jnp.float32)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    legal = jnp.unpackbits(packed_legal, axis=-1)[..., : logits.shape[-1]].astype(bool)
+    masked = jnp.where(legal, logits, -jnp.inf)
+    mlogp = jax.nn.log_softmax(jnp.where(legal.any(-1, keepdims=True), masked, 0.0), axis=-1)
+    mlogp = jnp.where(legal, mlogp, -jnp.inf)
+    top_lp, top_i = jax.lax.top_k(mlogp, k)
+    tgt_lp = jnp.take_along_axis(mlogp, targets[..., None], axis=-1)[..., 0]
+    argmax = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    return {
+        "top_i": top_i.astype(jnp.int32), "top_p": jnp.exp(top_lp), "played_p": jnp.exp(tgt_lp),
+        "played_rank": 1 + jnp.sum(legal & (mlogp > tgt_lp[..., None]), axis=-1),
+        "argmax": argmax, "argmax_legal": jnp.take_along_axis(legal, argmax[..., None], axis=-1)[..., 0],
+        "p_illegal": 1.0 - jnp.sum(jnp.where(legal, jnp.exp(logp), 0.0), axis=-1),
+        "p_end": jnp.exp(logp[..., PAD_TOKEN]),
+    }
 
-    def ratio(a: float, b: float) -> float:
-        return a / b if b else 0.0
 
-    loss = mean(tot.batch_loss)
-    ceiling = ratio(s["ceil_sum"], s["ceil_n"])
-    return AccuracyReport(
-        n_games=int(n),
-        n_positions=int(s["n_pos"]),
-        n_move_positions=int(s["n_move"]),
-        n_batches=len(tot.batch_loss),
-        loss=loss,
-        top1=mean(tot.batch_top1),
-        top5=mean(tot.batch_top5),
-        perplexity=math.exp(min(loss, PERPLEXITY_LOSS_CAP)),
-        legal_rate=mean(tot.batch_legal),
-        late_legal_rate=mean(tot.batch_late),
-        late_ply=late_ply,
-        n_late_positions=int(s["n_late"]),
-        completion_rate=float(1.0 - forfeited.mean()) if n else 0.0,
-        avg_plies_completed=float(plies_completed.mean()) if n else 0.0,
-        avg_pct_completion=float(pct.mean()) if n else 0.0,
-        n_forfeits=int(forfeited.sum()),
-        min_forfeit_ply=int(ff.min()) if ff.size else 0,
-        median_forfeit_ply=lower_median(ff),
-        max_forfeit_ply=int(ff.max()) if ff.size else 0,
-        illegal_pred_rate=ratio(s["illegal_pred"], s["n_pos"]),
-        illegal_prob_mass=ratio(s["illegal_mass"], s["n_pos"]),
-        moves_only_loss=ratio(s["mo_nll"], s["n_move"]),
-        moves_only_top1=ratio(s["mo_top1"], s["n_move"]),
-        moves_only_top5=ratio(s["mo_top5"], s["n_move"]),
-        moves_only_top1_full_vocab=ratio(s["mo_top1_full"], s["n_move"]),
-        moves_only_top5_full_vocab=ratio(s["mo_top5_full"], s["n_move"]),
-        moves_only_legal_rate=ratio(s["mo_legal"], s["n_move"]),
-        legal_masked_top1=ratio(s["lm_top1"], s["lm_n"]),
-        legal_masked_top5=ratio(s["lm_top5"], s["lm_n"]),
-        n_legal_masked_positions=int(s["lm_n"]),
-        legal_masked_top1_all_positions=ratio(s["lm_all_top1"], s["n_pos"]),
-        phases={k: {"correct": c, "total": t, "accuracy": ratio(c, t)} for k, (c, t) in tot.phase.items()},
-        ceiling=ceiling,
-        ceiling_moves_only=ratio(s["ceil_mo_sum"], s["ceil_mo_n"]),
-        n_ceiling_positions=int(s["ceil_n"]),
-        settings={"seq_len": seq_len, "batch_size": batch_size, "prepend_outcome": prepend_outcome,
-                  "dtype": None if dtype is None else str(dtype), "late_ply": late_ply},
-    )
+def ply_predictions(
+    model: Callable,
+    tokens: np.ndarray,
+    lengths: np.ndarray,
+    *,
+    seq_len: int,
+    k: int = 5,
+    prepend_outcome: bool = False,
+    outcome: Optional[np.ndarray] = None,
+    batch_size: int = 8,
+    dtype: Optional[str] = None,
+) -> list[dict[str, Any]]:
+    """The model's top-k moves at every position of each game, teacher-forced (the model sees the
+    game's real history, as ``pawn eval`` does), for stepping through games on a board.
+
+    Board ``i`` (the position after the game's first ``i`` moves, ``0 ≤ i ≤ L``) is predicted by
+    sequence position ``i + offset − 1`` (spec eval §0): in the pure-moves layout board 0 has no
+    prediction (the first move is never a target), and boards past the ``seq_len − offset`` plies
+    the sequence holds have none either (the context the model was trained at; no sliding window).
+
+    Legal sets, as the eval's legal mask (spec eval §1.6): at board ``i < L`` the legal moves of that
+    position (no PAD); at the final board {PAD} when the game is over by the rules (checkmate,
+    stalemate, the draw rules; the engine's termination), else — a game that stopped by
+    resignation, time, a ply cap or a forfeit, where the eval's convention of {PAD} would say
+    nothing — the position's legal moves and PAD (a decision of PAWN's, not the spec's).
+
+    Args:
+        model: ``model(tokens int32 [B, T], attn_mask bool [B, T], dtype=...) -> logits [B, T, 1980]``.
+        tokens: int16 [N, P] legal move tokens from the standard start, PAD after each length.
+        lengths: int [N] plies per game.
+        seq_len: T, the packed sequence length (≤ the model's context; the trained one).
+        k: moves kept per position (≥ 1).
+        prepend_outcome: the outcome-prefix layout; ``outcome`` int [N] are the tokens written at
+            position 0 (default PLY_LIMIT for every game: the dummy outcome of spec eval §4.1).
+        batch_size: games per model call (the last batch is padded: one compiled shape).
+        dtype: compute dtype passed to the model.
+
+    Returns:
+        one dict per game: ``first_ply``/``last_ply`` (the boards with a prediction),
+        ``first_illegal_ply`` (the first board ``i < L`` whose unmasked argmax is not a legal move —
+        the teacher-forced forfeit of spec eval §1.3 — or None) and ``plies``: ``L + 1`` entries,
+        None or ``{"top": [(token, probability), …] (k, most likely first; probabilities of the
+        softmax over the legal set, so they sum to ≤ 1), "played": (token, probability, rank) of
+        the game's next move (None at the final board), "argmax": the unmasked argmax token,
+        "argmax_legal": bool, "p_illegal": unmasked softmax mass outside the legal set,
+        "p_end": unmasked P(PAD)}``.
+
+    Raises:
+        ValueError: mismatched shapes, ``k`` < 1, ``seq_len`` too small, or an illegal move (named
+            by the engine).
+    """
+    from pawn.engine import GameState, legal_move_masks
+    from pawn.vocab import PLY_LIMIT, VOCAB_SIZE
+
+    tokens = np.asarray(tokens)
+    lengths = np.asarray(lengths).astype(np.int64)
+    n = tokens.shape[0]
+    if tokens.ndim != 2 or lengths.shape != (n,):
+        raise ValueError(f"need tokens [N, P] and lengths [N]; got {tokens.shape}, {lengths.shape}")
+    if k < 1:
+        raise ValueError(f"k must be ≥ 1, got {k}")
+    layout = Layout.of(prepend_outcome)
+    layout.check_seq_len(seq_len)
+    outcome = np.full(n, PLY_LIMIT, np.int32) if outcome is None else np.asarray(outcome, np.int32)
+    k = int(min(k, VOCAB_SIZE))
+    out: list[dict[str, Any]] = []
+    off = layout.offset
+    for start in range(0, n, batch_size):
+        stop = min(start + batch_size, n)
+        B = stop - start
+        lens = lengths[start:stop]
+        width = int(lens.max(initial=0)) + 1  # one row past the end: the final board
+        tok = np.full((B, width), PAD_TOKEN, np.int16)
+        w = min(width, tokens.shape[1])
+        tok[:, :w] = tokens[start:stop, :w]
+        tok[np.arange(width)[None, :] >= lens[:, None]] = PAD_TOKEN
+        masks = legal_move_masks(tok, lens.astype(np.int16), VOCAB_SIZE)  # [B, width, V]; row L = {PAD}
+        for b in range(B):
+            g = GameState(32767)
+            for t in tok[b, :lens[b]]:
+                g.make_move(int(t))
+            if g.check_termination() < 0:  # stopped, not over by the rules: its legal moves, and PAD
+                masks[b, lens[b], np.asarray(g.legal_move_tokens(), np.int64)] = True
+        packed = layout.pack(tok, lens, outcome[start:stop], seq_len)
+        ids = np.full((batch_size, seq_len), PAD_TOKEN, np.int32)
+        ids[:B] = packed["input_ids"]
+        legal = np.zeros((batch_size, seq_len, VOCAB_SIZE), bool)
+        tgt = np.full((batch_size, seq_len), PAD_TOKEN, np.int32)
+        for b in range(B):
+            for i in range(max(0, 1 - off), min(int(lens[b]), seq_len - off) + 1):  # boards with a position
+                p = i + off - 1
+                legal[b, p] = masks[b, i]
+                if i < lens[b]:
+                    tgt[b, p] = tok[b, i]
+        sc = _top_moves_batch(model, jnp.asarray(ids), jnp.asarray(ids != PAD_TOKEN), jnp.asarray(tgt),
+                              jnp.asarray(np.packbits(legal, axis=-1)), k, dtype)
+        sc = {key: np.asarray(v) for key, v in sc.items()}
+        for b in range(B):
+            L = int(lens[b])
+            first, last = max(0, 1 - off), min(L, seq_len - off)
+            plies: list[Optional[dict[str, Any]]] = [None] * (L + 1)
+            first_illegal = None
+            for i in range(first, last + 1):
+                p = i + off - 1
+                n_legal = int(masks[b, i].sum())
+                top = [(int(t), float(q)) for t, q in zip(sc["top_i"][b, p], sc["top_p"][b, p])][:max(1, min(k, n_legal))]
+                ok = bool(sc["argmax_legal"][b, p])
+                plies[i] = {"top": top,
+                            "played": (int(tok[b, i]), float(sc["played_p"][b, p]), int(sc["played_rank"][b, p])) if i < L else None,
+                            "argmax": int(sc["argmax"][b, p]), "argmax_legal": ok,
+                            "p_illegal": float(sc["p_illegal"][b, p]), "p_end": float(sc["p_end"][b, p])}
+                if not ok and i < L and first_illegal is None:
+                    first_illegal = i
+            out.append({"first_ply": first, "last_ply": last, "first_illegal_ply": first_illegal, "plies": plies})
+    return out

@@ -45,6 +45,7 @@ CONFIG_FILE = "config.json"
 HEALTH_FILE = "schedule_health.json"
 CHECKPOINTS_DIR = "checkpoints"
 LAB_FILE = "lab.json"
+VARIANTS_DIR = "variants"
 STEP_DIR = re.compile(r"^step_(\d{8,})$")
 BEST_DIR = "best"
 RECORD_TYPES = ("config", "train", "val", "eval", "hub", "end")
@@ -635,16 +636,33 @@ def open_run(path: str | os.PathLike) -> Run:
 
 
 def run_of_checkpoint(path: str | os.PathLike) -> Optional[Run]:
-    """The run a checkpoint directory belongs to: ``<run>/checkpoints/<name>`` or the ``<run>/best``
-    link (symlinks resolved), else None (a checkpoint copied out of its run)."""
+    """The run a checkpoint directory belongs to: ``<run>/checkpoints/<name>``, the ``<run>/best``
+    link (symlinks resolved) or a supernet run's exported ``<run>/variants/<name>``, else None (a
+    checkpoint copied out of its run)."""
     p = Path(path).resolve()
-    run_dir = p.parent.parent if p.parent.name == CHECKPOINTS_DIR else None
+    run_dir = p.parent.parent if p.parent.name in (CHECKPOINTS_DIR, VARIANTS_DIR) else None
     if run_dir is None or not (run_dir / METRICS_FILE).is_file():
         return None
     try:
         return open_run(run_dir)
     except RunError:
         return None
+
+
+def population_member_of(path: str | os.PathLike) -> Optional[Run]:
+    """The population sweep member (``pawn sweep --population``) an adapter checkpoint ``MEMBER/best``
+    belongs to, when ``MEMBER`` holds the member's ``split.json`` (a member keeps only ``best`` and
+    its split record: no metrics file, so :func:`open_run` does not open it), else None. The
+    :class:`Run`'s config is the run config stored in the checkpoint's ``config.json``; its
+    :attr:`Run.split` reads the member's record."""
+    from pawn.data.split import SPLIT_FILE
+
+    p = Path(path).resolve()
+    if p.name != "best" or not (p.parent / SPLIT_FILE).is_file():
+        return None
+    cfg = _read_json(p / CONFIG_FILE)
+    run_config = cfg.get("run_config") if isinstance(cfg, dict) and isinstance(cfg.get("run_config"), dict) else {}
+    return Run(p.parent, dict(run_config), "adapt")
 
 
 def discover_runs(root: str | os.PathLike) -> list[Run]:

@@ -9,8 +9,9 @@ import typer
 import time
 
 from pawn.cli._options import argument, settings_command
-from pawn.cli._output import Column, Output, TableReport, check_outputs, heartbeat, interrupted, write_json
-from pawn.metrics import METRICS
+from pawn.cli._output import Column, Output, Progress, TableReport, check_outputs, heartbeat, interrupted, write_json
+from pawn.errors import UsageError
+from pawn.metrics import EVAL_TABLE, METRICS
 from pawn.evaluate.settings import EvalSettings
 
 if TYPE_CHECKING:  # imported where the command runs: help and argument errors must not import JAX
@@ -27,17 +28,17 @@ file holds games the adapter trained on; --pgn-only skips the random-game pass. 
 trained under the legal mask (pawn adapt's default) must be read under it: its column is
 "Top-1 legal-masked"; the plain top-1 and legal rate are of the unmasked argmax.
 
-Example:
-  pawn eval runs/adapt-lora/best --split val --pgn-only"""
+--suite adds the nine linear probes and the outcome diagnostics (the v2 run_evals_backbone) and
+writes everything to one JSON (default: eval_suite_<checkpoint>.json in the checkpoint's run
+directory) that pawn report shows in its Suite section; its sizes (--games 256, --probe-games,
+--probe-epochs, --diagnostic-games, --edge-positions) are for a CPU.
 
-# (metric key, published attribute, moves-only attribute or None, format) of the report table.
-_ROWS = (("loss", "loss", "moves_only_loss", ".4f"), ("perplexity", "perplexity", None, ".2f"),
-         ("top1", "top1", "moves_only_top1", "pct"), ("top5", "top5", "moves_only_top5", "pct"),
-         ("top1_over_ceiling", "top1_over_ceiling", "moves_only_top1_over_ceiling", "pct"),
-         ("ceiling", "ceiling", "ceiling_moves_only", "pct"), ("legal_rate", "legal_rate", "moves_only_legal_rate", "pct"),
-         ("late_legal_rate", "late_legal_rate", None, "pct"), ("illegal_pred_rate", "illegal_pred_rate", None, "pct"),
-         ("illegal_prob_mass", "illegal_prob_mass", None, "pct"), ("completion_rate", "completion_rate", None, "pct"),
-         ("avg_plies_completed", "avg_plies_completed", None, ".1f"), ("avg_pct_completion", "avg_pct_completion", None, "pct"))
+Examples:
+  pawn eval runs/adapt-lora/best --split val --pgn-only
+  pawn eval runs/tiny/checkpoints/best --suite"""
+
+_FORMATS = {"loss": ".4f", "perplexity": ".2f", "avg_plies_completed": ".1f"}
+"""Cell formats of the report table's rows (:data:`pawn.metrics.EVAL_TABLE`); the others are percentages."""
 
 
 def _cell(value, fmt: str):
@@ -50,9 +51,11 @@ def accuracy_table(r: runs.ModelEval) -> TableReport:
     t = TableReport(f"{r.name}: {r.games} random games, seed {r.seed}, max_ply {r.max_ply}, seq_len {r.seq_len}"
                     f"{' (outcome prefix)' if r.layout.prepend_outcome else ''}",
                     [Column("Metric", justify="left"), Column("Published (v1)"), Column("Moves-only")])
-    for key, pub, mo, fmt in _ROWS:
+    d = rep.to_dict()
+    for key, pub, mo in EVAL_TABLE:
+        fmt = _FORMATS.get(key, "pct")
         name = METRICS[key].label + (f" (pos ≥ {rep.late_ply})" if key == "late_legal_rate" else "")
-        t.add(name, _cell(getattr(rep, pub), fmt), "" if mo is None else _cell(getattr(rep, mo), fmt))
+        t.add(name, _cell(d[pub], fmt), "" if mo is None else _cell(d[mo], fmt))
     t.add(METRICS["forfeit_ply"].label, f"{rep.min_forfeit_ply} / {rep.median_forfeit_ply} / {rep.max_forfeit_ply}", "")
     return t.add(METRICS["positions"].label, f"{rep.n_positions}", f"{rep.n_move_positions}")
 
@@ -124,9 +127,86 @@ def lichess_skipped_lines(li: dict) -> list[str]:
                          int(li.get("n_skipped", 0)))
 
 
+def edge_table(m: runs.ModelSuite) -> TableReport:
+    """The edge-case legality of one model (spec eval §3.5): legal fraction of sampled moves, or
+    P(PAD) at checkmate and stalemate."""
+    from pawn.metrics import EDGE_LABELS
+
+    t = TableReport(f"{m.name}: edge cases ({m.diagnostics_settings['edge_positions']:,} positions per category)",
+                    [Column("Category", justify="left"), Column("Positions", "d"), Column("Legal rate / P(PAD)", "pct"),
+                     Column("Entropy (nats)", ".2f")])
+    for c, r in m.edge_cases.items():
+        t.add(EDGE_LABELS.get(c, c), r["n_positions"], r["mean_pad_prob"] if r["terminal"] else r["mean_legal_rate"], r["mean_entropy"])
+    return t
+
+
+def outcome_lines(m: runs.ModelSuite) -> list[str]:
+    """One line per outcome-conditioned test: skipped (and why), or the mean outcome match rate over its cells."""
+    out = []
+    for test, res in m.outcome_tests.items():
+        if "_skipped" in res:
+            out.append(f"  {test}: skipped — {res['_skipped']}")
+            continue
+        rates = []
+
+        def walk(d):
+            if isinstance(d, dict):
+                if "outcome_match_rate" in d:
+                    rates.append(d["outcome_match_rate"])
+                else:
+                    for v in d.values():
+                        walk(v)
+
+        walk(res)
+        mean = f"{100 * sum(rates) / len(rates):.1f}%" if rates else "—"
+        out.append(f"  {test}: {len(rates)} runs, mean outcome match {mean}")
+    return out
+
+
+def suite_cmd(s: EvalSettings, checkpoint: str) -> None:
+    """``pawn eval --suite``: eval + probes + diagnostics of each model, one JSON written at the end
+    (and, on Ctrl-C, the finished models)."""
+    from pawn.cli._paths import resolve_checkpoint_arg
+    from pawn.cli.probe import best_table
+    from pawn.evaluate import runs
+
+    if s.pgn_only:
+        raise UsageError("--suite runs the random-game eval; drop --pgn-only")
+    runs.check_eval(s)
+    checkpoint = resolve_checkpoint_arg(checkpoint, lambda m: typer.echo(m, err=True))
+    path = runs.suite_path(checkpoint, s.json_out)
+    check_outputs(json=path)
+    heartbeat("pawn eval --suite")
+    models = runs.load(checkpoint, s.variant)
+    out, t0 = Output(), time.perf_counter()
+    record: dict = {"kind": runs.SUITE_KIND, "suite_version": runs.SUITE_VERSION, "checkpoint": checkpoint,
+                    "hub": models[0].hub, "settings": {}, "models": []}
+    done: list[str] = []
+    ps = runs.suite_probe_settings(s)
+    try:
+        with Progress() as prog:
+            for m in runs.suite_models(models, s, log=lambda x: out.line(x, highlight=False), progress=prog.task):
+                record["models"].append(m.record())
+                out.report(accuracy_table(m.eval))
+                out.report(best_table(m.probes, ps))
+                for line in outcome_lines(m):
+                    out.line(line, highlight=False)
+                out.report(edge_table(m))
+                w = m.wall_s
+                out.line(f"{m.name}: eval {w['eval']:.1f} s, probes {w['probes']:.1f} s, diagnostics {w['diagnostics']:.1f} s",
+                         highlight=False)
+                done.append(m.name)
+    except KeyboardInterrupt:
+        raise interrupted(done, [lm.name for lm in models], path, record)
+    record["settings"] = runs.suite_settings_record(s, time.perf_counter() - t0)
+    write_json(path, record)
+
+
 def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
     from pawn.evaluate import runs
 
+    if s.suite:
+        return suite_cmd(s, checkpoint)
     runs.check_eval(s)
     check_outputs(json=s.json_out)
     heartbeat("pawn eval")

@@ -17,11 +17,11 @@ from pawn.data.pgn_stream import codec_of, pgn_files_in, read_pgn_bytes
 from pawn.engine import parse_pgn
 from pawn.engine.pgn import check_pgn
 from pawn.metrics_core import (PERPLEXITY_LOSS_CAP, PHASES, AccuracyReport, evaluate_games, grid_legal,
-                               lower_median)
+                               lower_median, ply_predictions)
 from pawn.vocab import PLY_LIMIT
 
 __all__ = [
-    "PHASES", "PERPLEXITY_LOSS_CAP", "AccuracyReport", "evaluate_games", "grid_legal", "lower_median",
+    "PHASES", "PERPLEXITY_LOSS_CAP", "AccuracyReport", "evaluate_games", "grid_legal", "lower_median", "ply_predictions",
     "DEFAULT_ELO_EDGES", "MISSING_ELO", "LICHESS_PERPLEXITY_CAP", "elo_bands", "evaluate_pgn", "evaluate_held_out",
 ]
 

@@ -67,6 +67,7 @@ def run_outcome_tests(
     batch_size: int = 32,
     use_kv_cache: bool = True,
     dtype: Optional[str] = None,
+    progress: Optional[Callable[[float, float, str], None]] = None,
 ) -> dict[str, Any]:
     """The five outcome-conditioned diagnostics of spec §3.3 (v2 CLI defaults; ``seed`` is passed
     to every test). Corpus-based tests continue held-out random games
@@ -79,13 +80,21 @@ def run_outcome_tests(
         impossible/improbable ``[scenario]`` — each an :func:`analyze` dict (or ``_skipped``
         when the corpus cannot supply the games).
 
+    ``progress``: optional callback ``(tests done, tests in all, message)`` after each test.
+
     Raises:
         ValueError: an unknown test name.
     """
     unknown = sorted(set(tests) - set(TESTS))
     if unknown:
         raise ValueError(f"unknown tests {unknown}; choose from {list(TESTS)}")
+    def step(name: str) -> None:
+        if progress is not None:
+            progress(len(out), len(tests), name)
+
     if not outcome_prefix_trained:
+        if progress is not None:
+            progress(len(tests), len(tests), "skipped: not outcome-prefix trained")
         return {t: {"_skipped": NOT_PREFIX_TRAINED} for t in tests}
     ctx = model.config.max_seq_len
     gen = dict(batch_size=batch_size, use_kv_cache=use_kv_cache, dtype=dtype)
@@ -108,6 +117,7 @@ def run_outcome_tests(
                                             seed=outcome_signal_seed(seed, _name(o), masked), **gen)
                 res[_name(o)]["masked" if masked else "unmasked"] = analyze(r, _name(o))
         out["outcome_signal"] = res
+        step("outcome_signal")
     if "prefix_continuation" in tests:
         res = {}
         rng = np.random.default_rng(seed)
@@ -128,6 +138,7 @@ def run_outcome_tests(
                 b: {_name(c): continue_games(r_, pl, c, sub_seed(seed, _name(actual), b, _name(c)))[1] for c in PRETRAIN_OUTCOMES}
                 for b, (r_, pl) in buckets.items()}
         out["prefix_continuation"] = res
+        step("prefix_continuation")
     if "poisoned_prefix" in tests:
         res = {}
         outc = _corpus_outcomes(corpus)
@@ -143,6 +154,7 @@ def run_outcome_tests(
             m["actual_outcome"], m["poisoned_outcome"] = _name(a), _name(b)
             res[key] = m
         out["poisoned_prefix"] = res
+        step("poisoned_prefix")
     if "impossible_task" in tests:
         res = {}
         zr = np.nonzero((corpus.termination == 5) & (lengths >= ctx - 1))[0][:n_per_scenario]
@@ -157,6 +169,7 @@ def run_outcome_tests(
                            sub_seed(seed, "impossible", "insufficient_material"))[1]
             if im.size else {"_skipped": "no insufficient-material games in the corpus"})
         out["impossible_task"] = res
+        step("impossible_task")
     if "improbable_task" in tests:
         res = {}
         few = np.nonzero(lengths >= 240)[0][:n_per_scenario]
@@ -168,6 +181,7 @@ def run_outcome_tests(
             res[name] = (continue_games(early, np.full(early.size, 20), cond, sub_seed(seed, "improbable", name))[1]
                          if early.size else {"_skipped": "no games of ≥ 40 plies in the corpus"})
         out["improbable_task"] = res
+        step("improbable_task")
     return out
 
 
@@ -182,6 +196,11 @@ EDGE_CATEGORIES: dict[str, str] = {
 TERMINAL_CATEGORIES: dict[str, tuple[str, int]] = {
     name: (name.upper(), TERMINATION_NAMES.index(name)) for name in ("checkmate", "stalemate")}
 """Terminal categories → (bit name, termination code)."""
+
+from pawn.metrics import EDGE_LABELS  # noqa: E402  (the labels' one home for JAX-free readers)
+
+if set(EDGE_LABELS) != set(EDGE_CATEGORIES) | set(TERMINAL_CATEGORIES):
+    raise RuntimeError("pawn.evaluate.diagnostics: its categories and pawn.metrics.EDGE_LABELS differ")
 
 
 @eqx.filter_jit
@@ -206,6 +225,7 @@ def edge_case_diagnostics(
     batch_size: int = 64,
     prepend_outcome: bool = False,
     dtype: Optional[str] = None,
+    progress: Optional[Callable[[float, float, str], None]] = None,
 ) -> dict[str, Any]:
     """Legality in edge cases (spec §3.5).
 
@@ -217,6 +237,9 @@ def edge_case_diagnostics(
     outcome first) and is scored at the last position: ``n_samples`` tokens drawn from the full
     softmax are checked against the legal tokens of ply t (at a terminal position only PAD is
     "legal").
+
+    ``progress``: optional callback ``(categories done, categories in all, message)`` after each
+    category (and once when the corpus is generated, with 0 done).
 
     Returns:
         ``{category: {n_positions, terminal, mean_legal_rate, std_legal_rate, mean_pad_prob,
@@ -248,6 +271,8 @@ def edge_case_diagnostics(
             t = lengths[g]
         keep = layout.position_of_ply(t) <= ctx  # the prompt (moves before t, plus the prefix) must fit
         picks[c] = (g[keep][:n_per_category], t[keep][:n_per_category])
+    if progress is not None:
+        progress(0, len(cats), "corpus generated")
     outcome = np.asarray(random_outcome_tokens(codes, lengths), np.int32)
     T = min(ctx, layout.seq_len(max_ply))
     key = jax.random.PRNGKey(seed)
@@ -282,6 +307,8 @@ def edge_case_diagnostics(
         out[c] = {"n_positions": int(ok.size), "terminal": c in TERMINAL_CATEGORIES,
                   "mean_legal_rate": stat(np.mean, ok), "std_legal_rate": stat(np.std, ok),
                   "mean_pad_prob": stat(np.mean, pad), "mean_entropy": stat(np.mean, ent), "std_entropy": stat(np.std, ent)}
+        if progress is not None:
+            progress(len(out), len(picks), c)
     return out
 
 

@@ -26,6 +26,7 @@ costs 4 · 256 · (L+1) · d · 918 FLOPs (0.9 GFLOP for the TINY supernet's lar
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Optional
@@ -53,6 +54,11 @@ PROBES: dict[str, tuple[int, str]] = {
     "game_phase": (3, "ce"),
 }
 """The nine probes of spec §2.1 (``is_square_attacked`` is intentionally omitted)."""
+
+from pawn.metrics import PROBE_LABELS  # noqa: E402  (the names' one home for JAX-free readers)
+
+if set(PROBE_LABELS) != set(PROBES):
+    raise RuntimeError("pawn.evaluate.probes: PROBES and pawn.metrics.PROBE_LABELS name different probes")
 
 REGRESSION = tuple(k for k, (_, kind) in PROBES.items() if kind == "mse")
 R2_EPS = 1e-8
@@ -468,7 +474,6 @@ def run_probes(model: Callable, config: ProbeConfig = ProbeConfig(),
     mc = model.config
     max_ply = config.max_ply or min(Layout.of(config.prepend_outcome).max_ply(mc.max_seq_len), 256)
     n_val_games = config.val_games
-    import time
 
     t_start = time.perf_counter()
     train = _Corpus(config.n_train_games, max_ply, config.seed, config.prepend_outcome, config.probes)

@@ -9,6 +9,7 @@ Each result's :meth:`record` is its entry in the command's ``--json`` file (spec
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,14 +143,14 @@ def adapter_split(lm: LoadedModel, *, required: bool):
         EvaluationError: with ``required`` (``--split``): not an adapter, not inside its run
             directory, or a run without a split record; any unreadable split record.
     """
-    from pawn.runs import run_of_checkpoint
+    from pawn.runs import population_member_of, run_of_checkpoint
 
     if not lm.adapter:
         if required:
             raise EvaluationError(f"--split needs an adapter checkpoint of a pawn adapt run; {lm.source} is a plain model "
                                   "(evaluate it with --pgn FILE)")
         return None, None
-    run = run_of_checkpoint(lm.source)
+    run = run_of_checkpoint(lm.source) or population_member_of(lm.source)
     if run is None:
         if required:
             raise EvaluationError(f"--split: {lm.source} is not inside a pawn adapt run directory (RUN/best or "
@@ -178,11 +179,14 @@ def _held_out(lm: LoadedModel, rec, run, s: EvalSettings, seq_len: int, layout: 
             "filters": rec.filters, "rule": rec.rule, **res}
 
 
-def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambda _m: None) -> Iterator[ModelEval]:
+def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambda _m: None,
+                progress: Callable[[str, float], Any] = lambda _n, _t: None) -> Iterator[ModelEval]:
     """Evaluate each model on ``s.games`` random games (one game set per ply cap; skipped with
     ``s.pgn_only``) and, with ``s.pgn``, on the PGN's games by Elo band (each Lichess game once;
     for an adapter whose run records its split, counting the games it trained on), or, with
     ``s.split``, on an adapter run's held-out games; yield each model's result when it is done.
+    ``progress(name, total)`` returns the ``(done, total, message)`` callback of one model's
+    random-game pass (games done).
 
     Raises:
         UsageError: --pgn-min-ply above a model's ply cap; EvaluationError: unusable games or PGN,
@@ -216,7 +220,8 @@ def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambd
                     game_cache[plies] = random_games(s.games, plies, s.seed)
                 g = game_cache[plies]
                 rep = evaluate_games(lm.model, g.tokens, g.lengths, g.outcome, seq_len=seq_len, batch_size=s.batch_size,
-                                     prepend_outcome=layout.prepend_outcome, dtype=s.dtype, late_ply=s.late_ply)
+                                     prepend_outcome=layout.prepend_outcome, dtype=s.dtype, late_ply=s.late_ply,
+                                     progress=progress(f"{lm.name}: eval", s.games))
         except ValueError as e:
             if isinstance(e, PawnError):
                 raise
@@ -310,6 +315,113 @@ def probe_models(models: Sequence[LoadedModel], s: ProbeSettings, log: Log = lam
             out.plot = s.plot if len(models) == 1 else s.plot.with_name(f"{s.plot.stem}_{lm.name.replace('/', '_')}{s.plot.suffix}")
             probes.plot_probes(res, str(out.plot), title=f"{lm.name} linear probes")
         yield out
+
+
+# ============================================================================ suite
+SUITE_KIND = "pawn-eval-suite"
+"""The ``kind`` of a ``pawn eval --suite`` JSON file (what :func:`pawn.report.report_kind` reads)."""
+SUITE_VERSION = 1
+
+
+@dataclass
+class ModelSuite:
+    """``pawn eval --suite`` of one model: its :class:`ModelEval`, :class:`ModelProbes` and the
+    outcome diagnostics (:func:`pawn.evaluate.diagnostics.run_outcome_tests` and
+    :func:`~pawn.evaluate.diagnostics.edge_case_diagnostics`); wall seconds per stage."""
+
+    eval: ModelEval
+    probes: ModelProbes
+    outcome_prefix_trained: bool
+    outcome_tests: dict
+    edge_cases: dict
+    diagnostics_settings: dict
+    wall_s: dict[str, float]
+
+    @property
+    def name(self) -> str:
+        return self.eval.name
+
+    def record(self) -> dict[str, Any]:
+        """The model's entry in the suite JSON: the ``pawn eval --json`` entry (``random_games``…)
+        plus ``probes`` (``settings``, ``probes`` {probe: {layer: {...}}}, ``best``, ``max_ply``),
+        ``diagnostics`` (``outcome_prefix_trained``, ``outcome_tests``, ``edge_cases``, ``settings``)
+        and ``wall_s`` {eval, probes, diagnostics, total}."""
+        rec = self.eval.record()
+        rec["probes"] = {**self.probes.result, "max_ply": self.probes.max_ply, "val_games": self.probes.val_games}
+        rec["diagnostics"] = {"outcome_prefix_trained": self.outcome_prefix_trained, "outcome_tests": self.outcome_tests,
+                              "edge_cases": self.edge_cases, "settings": self.diagnostics_settings}
+        rec["wall_s"] = dict(self.wall_s)
+        return rec
+
+
+def suite_probe_settings(s: EvalSettings) -> ProbeSettings:
+    """The :class:`ProbeSettings` of ``pawn eval --suite``: ``--probe-games`` and ``--probe-epochs``,
+    the eval's dtype, layout flag and variant, every other field at ``pawn probe``'s default (not read
+    from ``PAWN_PROBE_*``: the suite is sized by its own flags)."""
+    return ProbeSettings.model_construct(games=s.probe_games, epochs=s.probe_epochs, dtype=s.dtype,
+                                         prepend_outcome=s.prepend_outcome, variant=s.variant)
+
+
+def suite_path(checkpoint: str, json_out: Optional[Path]) -> Path:
+    """Where ``pawn eval --suite`` writes: ``json_out``, else ``eval_suite_<checkpoint folder>.json``
+    in the run directory the checkpoint belongs to (``RUN/checkpoints/NAME``, ``RUN/variants/NAME``:
+    :func:`pawn.runs.run_of_checkpoint`, so ``pawn report RUN`` shows it), else in the current
+    directory (a Hub id or a checkpoint outside its run)."""
+
+    from pawn.runs import run_of_checkpoint
+
+    if json_out is not None:
+        return Path(json_out)
+    local = Path(checkpoint)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", local.name if local.exists() else checkpoint).strip("_") or "model"
+    run = run_of_checkpoint(local) if local.exists() else None
+    return (run.path if run is not None else Path(".")) / f"eval_suite_{stem}.json"
+
+
+def suite_settings_record(s: EvalSettings, wall_s: float) -> dict[str, Any]:
+    """The ``settings`` entry of the suite JSON: the eval's, the probe and diagnostic sizes."""
+    ps = suite_probe_settings(s)
+    return {**eval_settings_record(s, wall_s), "suite": True, "probe_games": ps.games, "probe_epochs": ps.epochs,
+            "probe_seed": ps.seed, "probe_weight_decay": ps.weight_decay, "diagnostic_games": s.diagnostic_games,
+            "edge_positions": s.edge_positions}
+
+
+def suite_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambda _m: None,
+                 progress: Callable[[str, float], Any] = lambda _n, _t: None) -> Iterator[ModelSuite]:
+    """``pawn eval --suite`` (the v2 ``run_evals_backbone``): for each model the random-game eval
+    (:func:`eval_models`, ``s.games``), the nine linear probes (:func:`probe_models` with
+    :func:`suite_probe_settings`) and the outcome diagnostics (spec eval §3.3, gated off for a model
+    not trained with the outcome prefix, and §3.5 edge cases, ``s.edge_positions`` per category);
+    yields each model's :class:`ModelSuite` when it is done. ``progress(name, total)`` returns the
+    ``(done, total, message)`` callback of one stage of one model (eval, probes, diagnostics).
+
+    Raises:
+        EvaluationError, UsageError: as :func:`eval_models` and :func:`probe_models`.
+    """
+    from pawn.evaluate.diagnostics import TESTS, edge_case_diagnostics, run_outcome_tests
+    from pawn.metrics import EDGE_LABELS
+
+    ps = suite_probe_settings(s)
+    n_tests, n_edge = len(TESTS), len(EDGE_LABELS)
+    for lm in models:
+        t0 = time.perf_counter()
+        ev = next(eval_models([lm], s, log=log, progress=progress))
+        t1 = time.perf_counter()
+        pr = next(probe_models([lm], ps, log=log, progress=lambda n, t: progress(f"{n}: probes", t)))
+        t2 = time.perf_counter()
+        trained = Layout.resolve(s.prepend_outcome, lm.layout).prepend_outcome
+        bar = progress(f"{lm.name}: diagnostics", n_tests + n_edge)
+        n = s.diagnostic_games
+        dset = {"n_per_outcome": n, "n_per_bucket": n, "n_per_pair": n, "n_per_scenario": n, "seed": 0,
+                "batch_size": min(s.batch_size, 32), "edge_positions": s.edge_positions}
+        tests = run_outcome_tests(lm.model, outcome_prefix_trained=trained, n_per_outcome=n, n_per_bucket=n, n_per_pair=n,
+                                  n_per_scenario=n, seed=0, batch_size=dset["batch_size"], dtype=s.dtype,
+                                  progress=lambda d, _t, m: bar(d, n_tests + n_edge, m))
+        edges = edge_case_diagnostics(lm.model, n_per_category=s.edge_positions, prepend_outcome=trained, dtype=s.dtype,
+                                      progress=lambda d, _t, m: bar(n_tests + d, n_tests + n_edge, m))
+        t3 = time.perf_counter()
+        yield ModelSuite(ev, pr, trained, tests, edges, dset,
+                         {"eval": t1 - t0, "probes": t2 - t1, "diagnostics": t3 - t2, "total": t3 - t0})
 
 
 # ============================================================================ generate
@@ -439,6 +551,7 @@ def generate_models(models: Sequence[LoadedModel], s: GenerateSettings, log: Log
         yield out
 
 
-__all__ = ["EvaluationError", "load", "ModelEval", "eval_models", "check_eval", "elo_edges", "eval_max_ply", "eval_settings_record",
+__all__ = ["EvaluationError", "load", "ModelEval", "eval_models", "ModelSuite", "suite_models", "suite_path",
+           "suite_settings_record", "suite_probe_settings", "SUITE_KIND", "SUITE_VERSION", "check_eval", "elo_edges", "eval_max_ply", "eval_settings_record",
            "ModelProbes", "probe_models", "probe_names", "RandomGames", "ModelGames", "generate_random", "generate_models",
            "generate_settings_record", "check_generate"]

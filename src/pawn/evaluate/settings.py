@@ -12,11 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from pawn.settings import VAL_SEED_PUBLISHED, CommandSettings
 from pawn.vocab import OUTCOME_NAMES
+
+EVAL_GAMES = 2048
+"""``pawn eval``'s random games: the published validation set (spec eval §1.1)."""
+SUITE_GAMES = 256
+"""``pawn eval --suite``'s random games when ``--games`` is not given (a CPU-sized default)."""
 
 _PREFIX_HELP = "Sequence layout. Default: what the checkpoint records, else pure moves (the published models)."
 
@@ -43,7 +48,7 @@ class EvalSettings(_ModelCommand):
 
     model_config = SettingsConfigDict(env_prefix="PAWN_EVAL_")
 
-    games: int = Field(2048, ge=1, description="Number of games.")
+    games: Optional[int] = Field(None, ge=1, description=f"Number of games. Default: {EVAL_GAMES:,} (the published validation set), {SUITE_GAMES:,} with --suite (sized for a CPU; --games {EVAL_GAMES} for the published figures).")
     seed: int = Field(VAL_SEED_PUBLISHED, ge=0, le=2**64 - 1, description="Random-game seed; default is the published validation seed 2^63 − 1.")
     max_ply: Optional[int] = Field(None, ge=1, description="Ply cap of the random games; the sequence length is max_ply (+1 with the outcome prefix), capped at the model context. Default: the checkpoint's trained context (its run config's seq_len, less 1 with the outcome prefix), so the numbers match the run's own validation; 512 for a checkpoint that records none (published models).")
     batch_size: int = Field(256, ge=1, description="Games per model call; also the batch of the published per-batch means (256 in the published runs).")
@@ -56,6 +61,18 @@ class EvalSettings(_ModelCommand):
     pgn_only: bool = Field(False, description="Skip the random-game pass (it says nothing about a player model); needs --pgn or --split.")
     cache_dir: Optional[Path] = Field(None, description="Game cache root for --split (default: the run's --cache-dir, else $PAWN_DATA_CACHE, $HF_HOME or ~/.cache).")
     prepend_outcome: Optional[bool] = Field(None, description=_PREFIX_HELP, json_schema_extra={"flag": "--prepend-outcome/--pure-moves"})
+    suite: bool = Field(False, description="The whole backbone evaluation in one command (v2 run_evals_backbone): the random-game eval, the nine linear probes and the outcome diagnostics (the five outcome-conditioned tests, skipped for a pure-moves model, and the edge-case legality), written to ONE JSON that pawn report shows (--json, default eval_suite_<checkpoint>.json in the checkpoint's run directory, else in the current one). Sized for a CPU by --games, --probe-games, --probe-epochs, --diagnostic-games and --edge-positions.")
+    probe_games: int = Field(512, ge=1, description="With --suite: probe training games (validation: a quarter; seeds as pawn probe's: 12345, 12346). pawn probe's default is 4,096.")
+    probe_epochs: int = Field(5, ge=0, description="With --suite: probe training epochs (pawn probe: 20).")
+    diagnostic_games: int = Field(32, ge=1, description="With --suite: games per cell of the outcome-conditioned tests (per outcome × masking, per bucket × condition, per pair, per scenario; pawn generate --diagnostics uses 200/100/200/100).")
+    edge_positions: int = Field(64, ge=1, description="With --suite: positions per edge-case category (one batch of 64; the published table used 10,000).")
+
+    @model_validator(mode="after")
+    def _games_default(self) -> "EvalSettings":
+        """``games`` left unset: :data:`EVAL_GAMES`, or :data:`SUITE_GAMES` with ``suite``."""
+        if self.games is None:
+            self.games = SUITE_GAMES if self.suite else EVAL_GAMES
+        return self
 
 
 class ProbeSettings(_ModelCommand):

@@ -14,12 +14,15 @@ raises :class:`ReportError` naming the extra.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
 import json
 import os
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from pawn.errors import PawnError
+from pawn.report.suite import annotate
 from pawn.runs import Run, RunError, discover_runs, open_run
 
 REPORT_FILE = "report.html"
@@ -35,7 +38,6 @@ class ReportError(PawnError):
 
 def has_plotly() -> bool:
     """Whether plotly (the ``report`` extra) can be imported, without importing it."""
-    import importlib.util
 
     return importlib.util.find_spec("plotly") is not None
 
@@ -55,8 +57,13 @@ def require_plotly() -> str:
 
 
 def report_kind(d: Any) -> Optional[str]:
-    """``"eval"`` for a ``pawn eval --json`` report (``models`` list), ``"bench"`` for a
-    ``pawn bench --json`` report (``header`` and ``sections``), else None."""
+    """``"suite"`` for a ``pawn eval --suite`` file (:mod:`pawn.report.suite`), ``"eval"`` for a
+    ``pawn eval --json`` report (``models`` list), ``"bench"`` for a ``pawn bench --json`` report
+    (``header`` and ``sections``), else None."""
+    from pawn.report.suite import is_suite
+
+    if is_suite(d):
+        return "suite"
     if isinstance(d, dict) and isinstance(d.get("models"), list) and "settings" in d:
         return "eval"
     if isinstance(d, dict) and "header" in d and isinstance(d.get("sections"), list):
@@ -83,7 +90,7 @@ def _json_reports(paths: Iterable[Path], skip: set[Path]) -> list[dict[str, Any]
                 continue
             kind = report_kind(d)
             if kind:
-                out.append({"path": str(f), "kind": kind, "report": d})
+                out.append(annotate({"path": str(f), "kind": kind, "report": d}))
     return out
 
 
@@ -98,17 +105,74 @@ def _labels(runs: Sequence[Run]) -> list[str]:
     return [str(p.relative_to(common)) if p != common else p.name for p in paths]
 
 
-def collect(paths: Sequence[str | os.PathLike], *, games: bool = True) -> dict[str, Any]:
+def checkpoint_for_top_moves(spec: str, runs: Sequence[Run]) -> str:
+    """The checkpoint ``--checkpoint`` names: ``best`` = the best checkpoint of the one run among
+    the paths (``checkpoints/best``, else its newest verified checkpoint); a run directory = its
+    best checkpoint likewise; anything else (a checkpoint directory, a Hub id) as given.
+
+    Raises:
+        ReportError: ``best`` with no run or several runs, or a run without a checkpoint.
+    """
+    if spec == "best":
+        if len(runs) != 1:
+            raise ReportError(f"--checkpoint best needs exactly one run among the paths (found {len(runs)}); "
+                              "give the checkpoint directory instead")
+        run = runs[0]
+    elif (Path(spec) / "metrics.jsonl").is_file() and (Path(spec) / "checkpoints").is_dir():
+        run = open_run(spec)
+    else:
+        return spec
+    if run.best is not None:
+        return str(run.best)
+    done = [c for c in run.checkpoints() if c.verified]
+    if not done:
+        raise ReportError(f"--checkpoint {spec}: the run {run.path} has no complete checkpoint yet")
+    return str(done[-1].path)
+
+
+def top_moves(game_list: list[dict[str, Any]], checkpoint: str, *, variant: Optional[str] = None, k: int = 5,
+              log: Any = lambda _m: None) -> dict[str, Any]:
+    """Load ``checkpoint`` (:func:`pawn.evaluate.runs.load`; a supernet: ``variant``, else its
+    largest variant) and add its top-``k`` moves at every position of the games
+    (:func:`pawn.report.games.add_predictions`), at the context it was trained at. Returns
+    ``{"model", "source", "k", "seq_len", "layout"}``.
+
+    Raises:
+        ReportError: the games hold a move the engine refuses. The loading errors of
+            :func:`pawn.evaluate.runs.load` (PawnError, one line each).
+    """
+    from pawn.data.layout import Layout
+    from pawn.evaluate import runs as eruns
+    from pawn.report.games import add_predictions
+
+    models = eruns.load(checkpoint, variant)
+    lm = models[-1]
+    if len(models) > 1:
+        log(f"{checkpoint} is a supernet: top moves of its largest variant {lm.name} (--variant to choose)")
+    layout = Layout.resolve(None, lm.layout)
+    ctx = lm.config.max_seq_len
+    seq_len = min(lm.trained_seq_len or ctx, ctx)
+    try:
+        add_predictions(game_list, lm.model, name=lm.name, source=checkpoint, seq_len=seq_len,
+                        prepend_outcome=layout.prepend_outcome, k=k)
+    except ValueError as e:
+        raise ReportError(f"top moves of {checkpoint}: {e}") from None
+    return {"model": lm.name, "source": checkpoint, "k": k, "seq_len": seq_len, "layout": layout.name}
+
+
+def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoint: Optional[str] = None,
+            variant: Optional[str] = None, top_k: int = 5, log: Any = lambda _m: None) -> dict[str, Any]:
     """What the report shows of ``paths`` (run directories, folders holding runs, studies, PGN
     files, eval/bench JSON files), as the JSON-ready dict the page embeds: ``runs`` (one
     :func:`pawn.report.data.run_data` each), ``studies``, ``games``, ``evals`` (files outside the
     runs), ``labels`` (metric key → label), ``compare_default`` (the runs ticked at first: all
-    when at most 6).
+    when at most 6), ``top_moves`` (with ``checkpoint``: the model whose top-``top_k`` moves the
+    Games page shows at each position, :func:`top_moves`; else None).
 
     Raises:
-        ReportError: a path that does not exist, or nothing to report under any path.
+        ReportError: a path that does not exist, or nothing to report under any path; ``checkpoint``
+            as :func:`checkpoint_for_top_moves` and :func:`top_moves`.
     """
-    from importlib.metadata import PackageNotFoundError, version
 
     from pawn.metrics import METRICS
 
@@ -147,12 +211,15 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True) -> dict[s
     for s in studies:
         s["figures"] = rsweep.figures(s) if s.get("trials") else []
     game_list = rgames.read_games(rgames.find_pgns(roots)) if games else []
+    moves_info = None
+    if checkpoint is not None and game_list:
+        moves_info = top_moves(game_list, checkpoint_for_top_moves(checkpoint, runs), variant=variant, k=top_k, log=log)
     evals = _json_reports(roots, skip={r.path.resolve() for r in runs})
     if not (run_items or studies or game_list or evals):
         raise ReportError(f"nothing to report under {', '.join(map(str, roots))}: no PAWN run directory "
                           "(config.json + metrics.jsonl), study.db, PGN or eval/bench JSON")
     return {"generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "pawn_version": __version__,
-            "runs": run_items, "studies": studies, "games": game_list, "evals": evals,
+            "runs": run_items, "studies": studies, "games": game_list, "evals": evals, "top_moves": moves_info,
             "labels": {k: m.label for k, m in METRICS.items()},
             "compare_default": [d["id"] for d in run_items] if len(run_items) <= 6 else []}
 
@@ -175,8 +242,11 @@ def build_html(data: dict[str, Any], title: Optional[str] = None, live: Optional
     return render(data, js, title)
 
 
-def write_report(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, title: Optional[str] = None) -> Path:
-    """:func:`collect` + :func:`build_html`, written to ``out`` atomically (temp file, rename).
+def write_report(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, title: Optional[str] = None,
+                 checkpoint: Optional[str] = None, variant: Optional[str] = None, top_k: int = 5,
+                 log: Any = lambda _m: None) -> Path:
+    """:func:`collect` (with ``checkpoint``: the model's top moves on the Games page) +
+    :func:`build_html`, written to ``out`` atomically (temp file, rename).
 
     Raises:
         ReportError: nothing to report, plotly missing. OutputPathError: ``out`` cannot be written.
@@ -185,10 +255,10 @@ def write_report(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, 
 
     out = check_output_file(out, "--out")
     require_plotly()
-    html = build_html(collect(paths), title)
+    html = build_html(collect(paths, checkpoint=checkpoint, variant=variant, top_k=top_k, log=log), title)
     with atomic_output(out) as tmp:
         Path(tmp).write_text(html, "utf-8")
     return out
 
 
-__all__ = ["REPORT_FILE", "ReportError", "collect", "build_html", "write_report", "has_plotly", "require_plotly"]
+__all__ = ["REPORT_FILE", "ReportError", "collect", "top_moves", "checkpoint_for_top_moves", "build_html", "write_report", "has_plotly", "require_plotly"]

@@ -15,6 +15,7 @@ import re
 from typing import Any, Iterable, Optional
 
 from pawn.metrics import METRICS
+from pawn.report.suite import annotate
 from pawn.runs import Record, Run
 
 INTEGRITY_KEYS = ("legal_rate", "late_legal_rate", "completion_rate")
@@ -378,4 +379,4 @@ def run_data(run: Run, rid: str) -> dict[str, Any]:
     """Everything the report embeds for one run under id ``rid``."""
     return {"id": rid, "summary": summary(run), "figures": figures(run), "series": compare_series(run),
             "config": flatten(run.config), "checkpoints": checkpoints(run),
-            "evals": [{"path": str(p), "report": d} for p, d in run.eval_reports()]}
+            "evals": [annotate({"path": str(p), "report": d}) for p, d in run.eval_reports()]}

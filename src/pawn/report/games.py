@@ -9,7 +9,7 @@ a forfeit is an ending PAWN adjudicated, e.g. an illegal move or the ply limit).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from pawn.errors import PawnError
 
@@ -40,7 +40,8 @@ def find_pgns(paths: Iterable[Path]) -> list[Path]:
 def read_games(pgns: Iterable[Path], max_games: int = MAX_GAMES, max_plies: int = MAX_PLIES) -> list[dict[str, Any]]:
     """The games of ``pgns`` (at most ``max_games`` in all), each as ``{"file", "index", "headers",
     "white", "black", "result", "termination", "temperature", "opponent", "sans": [SAN per ply],
-    "boards": [SVG per position, the start included], "truncated"}``.
+    "uci": [UCI per ply], "standard_start" (False for a set-up position, FEN), "boards": [SVG per
+    position, the start included], "truncated", "errors"}``.
 
     Raises:
         GamesError: a file that cannot be opened or decoded.
@@ -66,12 +67,15 @@ def read_games(pgns: Iterable[Path], max_games: int = MAX_GAMES, max_plies: int 
                 board = game.board()
                 boards = [chess.svg.board(board, size=BOARD_SIZE)]
                 sans: list[str] = []
+                ucis: list[str] = []
                 truncated = False
+                standard = board.fen() == chess.STARTING_FEN and not board.chess960
                 for mv in game.mainline_moves():
                     if len(sans) >= max_plies:
                         truncated = True
                         break
                     sans.append(board.san(mv))
+                    ucis.append(mv.uci())
                     board.push(mv)
                     boards.append(chess.svg.board(board, size=BOARD_SIZE, lastmove=mv,
                                                   check=board.king(board.turn) if board.is_check() else None))
@@ -81,8 +85,88 @@ def read_games(pgns: Iterable[Path], max_games: int = MAX_GAMES, max_plies: int 
                               "result": h.get("Result", "*"),
                               "termination": h.get("PawnTermination") or h.get("Termination") or "",
                               "temperature": h.get("PawnTemperature", ""), "opponent": opponent,
-                              "sans": sans, "boards": boards, "truncated": truncated,
+                              "sans": sans, "uci": ucis, "standard_start": standard, "boards": boards, "truncated": truncated,
                               "errors": [str(e) for e in game.errors]})
         if len(games) >= max_games:
             break
     return games
+
+
+TOP_K = 5
+"""Moves shown per position on the Games page."""
+ARROW = "#2f6fdbcc"
+"""Colour of the arrow of the model's most likely move on the board."""
+
+
+def add_predictions(games: list[dict[str, Any]], model: Any, *, name: str, source: str, seq_len: int,
+                    prepend_outcome: bool = False, k: int = TOP_K, dtype: Optional[str] = None) -> None:
+    """Add to each game of :func:`read_games` the model's top-``k`` moves at each position
+    (:func:`pawn.metrics_core.ply_predictions`: teacher-forced, legal-masked, probabilities of the
+    softmax over the legal moves) as ``game["predictions"]`` = ``{"model", "source", "k", "seq_len",
+    "layout", "first_ply", "last_ply", "first_illegal_ply", "plies": [None | {"top": [[SAN, UCI, p],
+    …], "played": [SAN, p, rank] | None, "argmax": UCI or "PAD"/outcome name, "argmax_legal",
+    "p_illegal", "p_end"}]}``, and redraw each board with an arrow for the model's most likely move.
+    A game from a set-up position (FEN) gets ``predictions_note`` instead (the model knows games
+    from the standard start only).
+
+    Raises:
+        ValueError: a move the engine refuses (named by it).
+    """
+    import chess
+    import chess.svg
+    import numpy as np
+
+    from pawn.engine import uci_to_tokens
+    from pawn.metrics_core import ply_predictions
+    from pawn.vocab import OUTCOME_NAMES, OUTCOME_TOKEN_BASE, PAD_TOKEN, token_to_uci
+
+    todo = [g for g in games if g.get("standard_start", True) and g.get("uci") is not None]
+    for g in games:
+        if g not in todo:
+            g["predictions_note"] = "starts from a set-up position (FEN): the model knows games from the standard start only"
+    if not todo:
+        return
+    width = max(1, max(len(g["uci"]) for g in todo))
+    tokens, lengths = uci_to_tokens([g["uci"] for g in todo], width)
+    preds = ply_predictions(model, tokens, lengths, seq_len=seq_len, k=k, prepend_outcome=prepend_outcome, dtype=dtype)
+
+    def word(t: int) -> str:
+        if t == PAD_TOKEN:
+            return "PAD"
+        if t >= OUTCOME_TOKEN_BASE:
+            return OUTCOME_NAMES[t - OUTCOME_TOKEN_BASE]
+        return token_to_uci(t) or str(t)
+
+    for g, pr in zip(todo, preds):
+        board = chess.Board()
+        plies: list[Optional[dict[str, Any]]] = []
+        boards = []
+        last = None
+        for i, x in enumerate(pr["plies"]):
+            entry = None
+            arrows = []
+            if x is not None:
+                top = []
+                for t, p in x["top"]:
+                    u = word(t)
+                    san = "game over" if t == PAD_TOKEN else board.san(chess.Move.from_uci(u))
+                    top.append([san, u, p])
+                played = None
+                if x["played"] is not None:
+                    played = [g["sans"][i], x["played"][1], x["played"][2]]
+                entry = {"top": top, "played": played, "argmax": word(x["argmax"]), "argmax_legal": x["argmax_legal"],
+                         "p_illegal": x["p_illegal"], "p_end": x["p_end"]}
+                if top and top[0][1] != "PAD":
+                    m = chess.Move.from_uci(top[0][1])
+                    arrows = [chess.svg.Arrow(m.from_square, m.to_square, color=ARROW)]
+            plies.append(entry)
+            boards.append(chess.svg.board(board, size=BOARD_SIZE, lastmove=last, arrows=arrows,
+                                          check=board.king(board.turn) if board.is_check() else None))
+            if i < len(g["uci"]):
+                last = chess.Move.from_uci(g["uci"][i])
+                board.push(last)
+        g["boards"] = boards
+        g["predictions"] = {"model": name, "source": source, "k": k, "seq_len": seq_len,
+                            "layout": "outcome_prefix" if prepend_outcome else "pure_moves",
+                            "first_ply": pr["first_ply"], "last_ply": pr["last_ply"],
+                            "first_illegal_ply": pr["first_illegal_ply"], "plies": plies}

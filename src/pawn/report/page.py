@@ -55,6 +55,17 @@ a { color:var(--accent); text-decoration:none; cursor:pointer; } a:hover { text-
 .moves span { padding:1px 4px; cursor:pointer; border-radius:3px; } .moves span.cur { background:#2f6fdb; color:#fff; }
 .btns button { font-size:15px; padding:3px 10px; margin-right:3px; }
 code { background:#eef1f5; padding:1px 4px; border-radius:3px; }
+.games.with-top { grid-template-columns: 260px 380px 330px 1fr; }
+.topmoves h3 { margin-top:0; } .topmoves table td { padding:3px 6px; }
+.topmoves tr.played td { background:#fff6d6; font-weight:600; }
+.topmoves .bar { height:9px; background:#2f6fdb; border-radius:2px; display:inline-block; vertical-align:middle; }
+.warn { background:#fbe0df; color:#8d1c1c; border-radius:6px; padding:6px 9px; margin:8px 0; font-size:13px; }
+.note { background:#eef3fd; color:#1d3f7a; border-radius:6px; padding:6px 9px; margin:8px 0; font-size:13px; }
+.moves span.ill { box-shadow: inset 0 -2px 0 #d62728; } .moves span.forfeit { background:#fbe0df; }
+.moves span.ill.cur, .moves span.forfeit.cur { background:#2f6fdb; }
+.suite-grid { display:grid; grid-template-columns: minmax(380px, 1fr) minmax(380px, 1.3fr); gap:14px; align-items:start; }
+.suite-model { border-top:1px solid var(--line); padding-top:8px; margin-top:10px; } .suite-diag { max-width:900px; }
+td.best { font-weight:700; color:#1d6b35; }
 """
 
 APP = r"""
@@ -312,22 +323,62 @@ function renderGames() {
   const board = el('div', {class: 'board', id: 'board'});
   const moves = el('div', {class: 'moves card'});
   const info = el('div', {class: 'muted', id: 'ply-info'});
+  const P = g.predictions;
+  const panel = el('div', {class: 'card topmoves', id: 'top-moves'});
+  function topPanel(p) {
+    panel.innerHTML = '';
+    if (!P) { panel.append(el('h3', {}, 'Model top moves'), el('p', {class: 'muted'}, g.predictions_note ||
+      'No model predictions: pawn report … --checkpoint CKPT adds them.')); return; }
+    panel.append(el('h3', {}, `${P.model}: top ${P.k} next moves`),
+                 el('div', {class: 'muted'}, `teacher-forced, legal moves only (softmax over the legal set), context ${P.seq_len} tokens`));
+    const x = P.plies[p];
+    if (!x) {
+      panel.append(el('div', {class: 'note'}, p < P.first_ply ? 'The first move is never predicted in the pure-moves layout (position 0 holds it).'
+        : `Beyond the model's context (${P.last_ply} plies): no prediction.`));
+      return;
+    }
+    const rows = x.top.map((t, i) => ({rank: i + 1, san: t[0], uci: t[1], p: t[2]}));
+    const played = x.played ? x.played[0] : null;
+    const tb = el('table', {id: 'top-table'}, el('thead', {}, el('tr', {}, el('th', {}, '#'), el('th', {}, 'move'), el('th', {class: 'num'}, 'p'), el('th', {}, ''))),
+      el('tbody', {}, rows.map(r => el('tr', {class: r.san === played ? 'played' : '', title: r.uci},
+        el('td', {}, String(r.rank)), el('td', {}, r.san), el('td', {class: 'num'}, fmt(r.p, 'pct')),
+        el('td', {}, el('span', {class: 'bar', style: `width:${Math.max(2, Math.round(150 * r.p))}px`}))))));
+    panel.append(tb);
+    const top_sum = rows.reduce((a, r) => a + r.p, 0);
+    panel.append(el('div', {class: 'muted'}, `top ${rows.length} hold ${fmt(top_sum, 'pct')} of the legal-move mass`));
+    if (x.played) panel.append(el('p', {}, el('b', {}, 'played: '), `${x.played[0]} — p ${fmt(x.played[1], 'pct')}, rank ${x.played[2]}`));
+    else panel.append(el('p', {}, el('b', {}, 'game over? '), `P(end of game) ${fmt(rows.filter(r => r.uci === 'PAD').map(r => r.p)[0] || 0, 'pct')} among the legal options; ` +
+                         `the game ended: ${g.result} ${g.termination}`));
+    if (!x.argmax_legal) panel.append(el('div', {class: 'warn', id: 'illegal-note'},
+      `⚠ unmasked, the model's most likely token here is ${x.argmax === 'PAD' ? 'PAD (end of game)' : x.argmax}, which is not legal` + (x.played ? '' : ' at the end of the game') +
+      `; ${fmt(x.p_illegal, 'pct')} of its probability is on illegal tokens` + (p === P.first_illegal_ply ? '. This is where the game forfeits teacher-forced (its first illegal argmax, spec §1.3).' : '.')));
+    else panel.append(el('div', {class: 'muted'}, `unmasked argmax ${x.argmax} is legal; illegal mass ${fmt(x.p_illegal, 'pct')}`));
+    if (p === g.sans.length && /forfeit/i.test(g.termination)) panel.append(el('div', {class: 'warn'}, 'The game ended by forfeit: the next move played was illegal (PGN Termination).'));
+  }
   function go(p) {
     st.ply = Math.max(0, Math.min(g.sans.length, p));
     board.innerHTML = g.boards[st.ply];
     moves.querySelectorAll('span').forEach(s => s.classList.toggle('cur', +s.dataset.ply === st.ply));
     info.textContent = `ply ${st.ply} / ${g.sans.length}` + (st.ply === g.sans.length ? ` — ${g.result} ${g.termination}` : '');
+    topPanel(st.ply);
   }
   g.sans.forEach((san, i) => {
     if (i % 2 === 0) moves.append(el('b', {}, ` ${i / 2 + 1}.`));
-    moves.append(el('span', {'data-ply': i + 1, onclick: () => go(i + 1)}, san), ' ');
+    const x = P ? P.plies[i] : null;
+    const cls = x && !x.argmax_legal ? (i === P.first_illegal_ply ? 'ill forfeit' : 'ill') : '';
+    const tip = x && x.played ? `model: p ${fmt(x.played[1], 'pct')}, rank ${x.played[2]}` + (x.argmax_legal ? '' : `; its argmax ${x.argmax} was illegal`) : '';
+    moves.append(el('span', {'data-ply': i + 1, class: cls, title: tip, onclick: () => go(i + 1)}, san), ' ');
   });
+  if (P && P.first_illegal_ply !== null && P.first_illegal_ply !== undefined)
+    moves.append(el('div', {class: 'muted'}, `underlined: before that move the model's unmasked argmax was illegal; ` +
+      `first at ply ${P.first_illegal_ply}, before ${Math.floor(P.first_illegal_ply / 2) + 1}${P.first_illegal_ply % 2 ? '…' : '.'} ${g.sans[P.first_illegal_ply]} (shaded)`));
   if (g.truncated) moves.append(el('div', {class: 'muted'}, '(cut: longer games are not drawn to the end)'));
   const btn = (t, f) => el('button', {onclick: f}, t);
   const hdr = Object.entries(g.headers).map(([k, v]) => el('div', {}, el('b', {}, k + ': '), v));
-  page.append(el('div', {class: 'games'}, list,
+  page.append(el('div', {class: 'games with-top'}, list,
     el('div', {}, board, el('div', {class: 'btns'}, btn('«', () => go(0)), btn('◀', () => go(st.ply - 1)), btn('▶', () => go(st.ply + 1)),
        btn('»', () => go(g.sans.length))), info),
+    panel,
     el('div', {}, el('div', {class: 'card'}, hdr), moves)));
   document.onkeydown = e => { if (!document.getElementById('page-games').classList.contains('active')) return;
     if (e.key === 'ArrowRight') go(st.ply + 1); if (e.key === 'ArrowLeft') go(st.ply - 1); };
@@ -335,7 +386,55 @@ function renderGames() {
 }
 
 // ------------------------------------------------------------------ Eval / bench
+function suiteCard(e) {
+  const S = e.suite;
+  const card = el('div', {class: 'card eval-report suite-report'});
+  card.append(el('h2', {}, `Suite: ${S.checkpoint || ''}`), el('div', {class: 'muted'}, e.path));
+  const figs = [];
+  for (const m of S.models) {
+    const w = m.wall_s || {};
+    const sec = el('div', {class: 'suite-model', 'data-model': m.name});
+    card.append(sec);
+    sec.append(el('h3', {}, `${m.name}`), el('div', {class: 'muted'}, `wall time: eval ${dur(w.eval)}, probes ${dur(w.probes)}, diagnostics ${dur(w.diagnostics)}`));
+    const acc = el('div', {}, el('h3', {}, 'Accuracy'), el('div', {class: 'muted'}, m.caption), table([
+      {label: 'Metric', cell: r => r.label},
+      {label: 'Published (v1)', num: true, cell: r => fmt(r.published, r.fmt)},
+      {label: 'Moves-only', num: true, cell: r => r.moves_only === null || r.moves_only === undefined ? '' : fmt(r.moves_only, r.fmt)}], m.accuracy, {}));
+    acc.querySelector('table').classList.add('suite-accuracy');
+    const L = m.probes.layers;
+    const pt = table([
+      {label: 'Probe', key: 'label', cell: r => el('span', {title: r.probe}, r.label)},
+      {label: 'best layer', key: 'best_layer', cell: r => r.best_layer || '—'},
+      {label: 'best', key: 'best', num: true, cell: r => r.regression ? `R² ${fmt(r.best, 'ratio')} (MAE ${r.mae === null ? '—' : r.mae.toFixed(1)})` : fmt(r.best, 'pct')},
+      ...L.map((l, j) => ({label: l.replace('layer_', 'L'), num: true, cell: r => {
+        const v = r.by_layer[j]; const td = r.regression ? fmt(v, 'ratio') : (v === null ? '—' : (100 * v).toFixed(1));
+        return l === r.best_layer ? el('b', {}, td) : td; }}))], m.probes.rows, {sortable: true});
+    pt.querySelector('table').classList.add('suite-probes');
+    const pr = el('div', {}, el('h3', {}, 'Linear probes'), el('div', {class: 'muted'}, m.probe_caption + ' · per layer: best accuracy % (R² for regression)'), pt);
+    sec.append(el('div', {class: 'suite-grid'}, acc, pr));
+    const plots = el('div', {class: 'plots suite-plots'}); sec.append(plots);
+    for (const f of m.probe_figures) figs.push([plots, f]);
+    const D2 = m.diagnostics;
+    const diag = el('div', {class: 'suite-diag'}, el('h3', {}, 'Outcome diagnostics'));
+    const skipped = D2.tests.filter(t => t.skipped);
+    if (skipped.length === D2.tests.length && skipped.length) diag.append(el('div', {class: 'note'}, `The five outcome-conditioned tests were skipped: ${skipped[0].skipped}.`));
+    else if (D2.tests.length) diag.append(table([{label: 'test', cell: t => t.test}, {label: 'generation runs', num: true, cell: t => t.skipped ? 'skipped' : String(t.runs)},
+      {label: 'mean outcome match', num: true, cell: t => t.skipped ? (t.skipped) : fmt(t.mean_match, 'pct')}], D2.tests, {}));
+    if (D2.signal.length) diag.append(el('h3', {}, 'Outcome signal: match rate of the conditioned outcome'), table([{label: 'outcome', cell: r => r.outcome},
+      {label: 'unmasked', num: true, cell: r => fmt(r.unmasked, 'pct')}, {label: 'masked', num: true, cell: r => fmt(r.masked, 'pct')},
+      {label: 'forfeit rate (unmasked)', num: true, cell: r => fmt(r.forfeit_unmasked, 'pct')}], D2.signal, {}));
+    const et = table([{label: 'Edge case', cell: r => r.label}, {label: 'positions', num: true, cell: r => fmt(r.n_positions, 'int')},
+      {label: 'legal rate / P(PAD)', num: true, cell: r => fmt(r.value, 'pct')}, {label: 'entropy (nats)', num: true, cell: r => r.entropy === null ? '—' : r.entropy.toFixed(2)}], D2.edge, {});
+    et.querySelector('table').classList.add('suite-edge');
+    diag.append(el('div', {class: 'muted'}, 'Legal fraction of moves sampled from the model in each kind of position; at checkmate and stalemate, P(PAD) (game over). Spec eval §3.5.'), et);
+    sec.append(diag);
+  }
+  card.append(el('details', {}, el('summary', {}, 'settings'), kv(flat(S.settings))));
+  setTimeout(() => figs.forEach(([c, f]) => plot(c, f)), 0);
+  return card;
+}
 function evalCard(e) {
+  if (e.suite) return suiteCard(e);
   const card = el('div', {class: 'card eval-report'});
   const r = e.report;
   card.append(el('h3', {}, e.path));

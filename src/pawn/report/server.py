@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib.util
 import os
+import socket
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -147,8 +149,6 @@ def start_optuna_dashboard(sweep_out: Path, host: str, port: int) -> tuple[str, 
         ReportError: optuna-dashboard is not installed (names the extra), no study under
             ``sweep_out``, or the port is taken.
     """
-    import importlib.util
-    import socket
 
     from pawn.report.sweep import _storage, find_storages
 

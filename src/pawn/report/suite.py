@@ -1,0 +1,164 @@
+"""The Suite section of the report: what a ``pawn eval --suite`` JSON file
+(:func:`pawn.evaluate.runs.suite_models`) holds, as the rows and figures the page draws — per
+model the published / moves-only table (:data:`pawn.metrics.EVAL_TABLE`, labels from
+:data:`pawn.metrics.METRICS`), the nine probes (best layer and best accuracy, or R² and MAE for the
+regression probes, and every layer's value), and the outcome diagnostics (the five
+outcome-conditioned tests or why they were skipped, the edge-case legality).
+
+Nothing here imports JAX: the page of a run is written at each validation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from pawn.metrics import EDGE_LABELS, EVAL_TABLE, METRICS, PROBE_LABELS
+
+SUITE_KIND = "pawn-eval-suite"
+"""The ``kind`` of a suite JSON file (the same string as :data:`pawn.evaluate.runs.SUITE_KIND`,
+which a test pins; repeated here so the report does not import the evaluation package)."""
+
+_FMT = {"fraction": "pct", "ratio": "ratio", "nats": "loss", "plies": "rate"}
+"""Metric unit → the page's number format (its ``fmt`` kinds)."""
+
+
+def is_suite(report: Any) -> bool:
+    """True for the JSON of ``pawn eval --suite``."""
+    return isinstance(report, dict) and report.get("kind") == SUITE_KIND and isinstance(report.get("models"), list)
+
+
+def _num(v: Any) -> Optional[float]:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(float(v)) else None
+
+
+def accuracy_rows(random_games: dict[str, Any]) -> list[dict[str, Any]]:
+    """The published / moves-only table of one model: ``[{key, label, published, moves_only, fmt}]``
+    in :data:`pawn.metrics.EVAL_TABLE`'s order, plus the forfeit plies and the position counts."""
+    rows = []
+    late = random_games.get("published/late_ply")
+    for key, pub, mo in EVAL_TABLE:
+        label = METRICS[key].label + (f" (pos ≥ {late})" if key == "late_legal_rate" and late is not None else "")
+        rows.append({"key": key, "label": label, "published": _num(random_games.get(pub)),
+                     "moves_only": None if mo is None else _num(random_games.get(mo)), "fmt": _FMT.get(METRICS[key].unit, "")})
+    ff = [random_games.get(f"published/{k}_forfeit_ply") for k in ("min", "median", "max")]
+    rows.append({"key": "forfeit_ply", "label": METRICS["forfeit_ply"].label, "published": " / ".join(str(x) for x in ff),
+                 "moves_only": None, "fmt": ""})
+    rows.append({"key": "positions", "label": METRICS["positions"].label, "published": random_games.get("counts/n_positions"),
+                 "moves_only": random_games.get("counts/n_move_positions"), "fmt": "int"})
+    return rows
+
+
+def probe_rows(probes: dict[str, Any]) -> dict[str, Any]:
+    """``{"layers": [embed, layer_0, …], "rows": [{probe, label, regression, best_layer, best,
+    mae, by_layer: [best_accuracy per layer]}]}`` of a suite model's ``probes`` block (a regression
+    probe is one whose records carry ``mae``: its accuracy is R², spec eval §2.3)."""
+    per = probes.get("probes") or {}
+    best = probes.get("best") or {}
+    layers: list[str] = []
+    for recs in per.values():
+        for name in recs:
+            if name not in layers:
+                layers.append(name)
+    rows = []
+    for name, recs in per.items():
+        b = best.get(name) or {}
+        rows.append({"probe": name, "label": PROBE_LABELS.get(name, name),
+                     "regression": any("mae" in r for r in recs.values()),
+                     "best_layer": b.get("layer"), "best": _num(b.get("best_accuracy")), "mae": _num(b.get("mae")),
+                     "by_layer": [_num((recs.get(layer) or {}).get("best_accuracy")) for layer in layers]})
+    return {"layers": layers, "rows": rows}
+
+
+def probe_figures(table: dict[str, Any], model: str) -> list[dict[str, Any]]:
+    """Best accuracy by layer of the classification probes, and R² by layer of the regression
+    probes on a figure of their own (R² can be far below 0), as plotly figure dicts."""
+    figs = []
+    for reg, title, ytitle in ((False, "Probe accuracy by layer", "best accuracy"), (True, "Probe R² by layer", "best R²")):
+        traces = [{"type": "scatter", "mode": "lines+markers", "name": r["label"], "x": table["layers"], "y": r["by_layer"],
+                   "meta": {"probe": r["probe"]}} for r in table["rows"] if r["regression"] == reg]
+        if traces:
+            lay: dict[str, Any] = {"title": {"text": f"{title} · {model}", "x": 0.02, "font": {"size": 15}},
+                                   "xaxis": {"title": {"text": "layer"}}, "yaxis": {"title": {"text": ytitle}},
+                                   "margin": {"l": 60, "r": 20, "t": 40, "b": 45}, "height": 320,
+                                   "legend": {"orientation": "h", "y": -0.25}}
+            if not reg:
+                lay["yaxis"].update(range=[0, 1.02], tickformat=".0%")
+            figs.append({"id": f"suite-probes-{'r2' if reg else 'accuracy'}", "data": traces, "layout": lay})
+    return figs
+
+
+def _match_rates(d: Any, out: list[float]) -> None:
+    if isinstance(d, dict):
+        if "outcome_match_rate" in d and _num(d["outcome_match_rate"]) is not None:
+            out.append(float(d["outcome_match_rate"]))
+        else:
+            for v in d.values():
+                _match_rates(v, out)
+
+
+def diagnostics_view(diag: dict[str, Any]) -> dict[str, Any]:
+    """``{"outcome_prefix_trained", "tests": [{test, skipped, runs, mean_match}], "signal": [{outcome,
+    unmasked, masked, forfeit_unmasked}] (outcome_signal's match rates), "edge": [{category, label,
+    terminal, n_positions, value (legal rate, or P(PAD) when terminal), entropy}], "settings"}``."""
+    tests = []
+    signal = []
+    for name, res in (diag.get("outcome_tests") or {}).items():
+        if isinstance(res, dict) and "_skipped" in res:
+            tests.append({"test": name, "skipped": res["_skipped"], "runs": 0, "mean_match": None})
+            continue
+        rates: list[float] = []
+        _match_rates(res, rates)
+        tests.append({"test": name, "skipped": None, "runs": len(rates), "mean_match": sum(rates) / len(rates) if rates else None})
+        if name == "outcome_signal" and isinstance(res, dict):
+            for outcome, cell in res.items():
+                signal.append({"outcome": outcome, "unmasked": _num((cell.get("unmasked") or {}).get("outcome_match_rate")),
+                               "masked": _num((cell.get("masked") or {}).get("outcome_match_rate")),
+                               "forfeit_unmasked": _num((cell.get("unmasked") or {}).get("forfeit_rate"))})
+    edge = [{"category": c, "label": EDGE_LABELS.get(c, c), "terminal": bool(r.get("terminal")), "n_positions": r.get("n_positions"),
+             "value": _num(r.get("mean_pad_prob") if r.get("terminal") else r.get("mean_legal_rate")),
+             "entropy": _num(r.get("mean_entropy"))}
+            for c, r in (diag.get("edge_cases") or {}).items() if isinstance(r, dict)]
+    return {"outcome_prefix_trained": diag.get("outcome_prefix_trained"), "tests": tests, "signal": signal, "edge": edge,
+            "settings": diag.get("settings") or {}}
+
+
+def suite_view(report: dict[str, Any]) -> dict[str, Any]:
+    """What the page draws of one suite JSON: ``{"checkpoint", "settings", "models": [{name,
+    accuracy (:func:`accuracy_rows`), caption, probes (:func:`probe_rows`), probe_figures,
+    probe_caption, diagnostics (:func:`diagnostics_view`), wall_s}]}``."""
+    models = []
+    for m in report.get("models") or []:
+        if not isinstance(m, dict):
+            continue
+        rg = m.get("random_games") or {}
+        st = rg.get("settings") or {}
+        pr = m.get("probes") or {}
+        pst = pr.get("settings") or {}
+        table = probe_rows(pr)
+        models.append({
+            "name": m.get("name", "?"),
+            "accuracy": accuracy_rows(rg) if rg else [],
+            "caption": (f"{st.get('games', '?')} random games, seed {st.get('seed', '?')}, max_ply {st.get('max_ply', '?')}, "
+                        f"seq_len {st.get('seq_len', '?')}" + (" (outcome prefix)" if st.get("prepend_outcome") else "")),
+            "probes": table, "probe_figures": probe_figures(table, m.get("name", "?")),
+            "probe_caption": (f"{pst.get('n_games', '?')}/{pst.get('n_val_games', '?')} games, {pst.get('n_epochs', '?')} epochs, "
+                              f"max_ply {pst.get('max_ply', '?')}, weight decay {pst.get('weight_decay', '?')}"),
+            "diagnostics": diagnostics_view(m.get("diagnostics") or {}),
+            "wall_s": m.get("wall_s") or {},
+        })
+    return {"checkpoint": report.get("checkpoint"), "settings": report.get("settings") or {}, "models": models}
+
+
+def annotate(entry: dict[str, Any]) -> dict[str, Any]:
+    """An eval-report entry of the page (``{"path", "report", …}``) with ``suite`` (its
+    :func:`suite_view`) when the report is a suite file."""
+    if is_suite(entry.get("report")):
+        entry["kind"] = "suite"
+        entry["suite"] = suite_view(entry["report"])
+    return entry
+
+
+__all__ = ["SUITE_KIND", "is_suite", "accuracy_rows", "probe_rows", "probe_figures", "diagnostics_view", "suite_view", "annotate"]
