@@ -187,3 +187,31 @@ def test_bench_dtype_takes_the_same_spellings_as_the_other_commands():
     assert r.exit_code == 2
     errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "float16 is not supported" in errors[0] and "bfloat16 (bf16)" in errors[0], r.output
+
+
+def test_bench_keeps_the_finished_sections_on_sigterm(tmp_path):
+    # A SIGTERM (closed terminal, Slurm limit) during a later section wrote no --json at all (issue 26).
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "bench.json"
+    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", "bench", "--quick", "--only", "engine,step", "--json", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    seen = ""
+    t0 = time.monotonic()
+    while "pawn bench: step (2/2" not in seen and time.monotonic() - t0 < 300:
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert "pawn bench: step (2/2" in seen, seen
+    p.send_signal(signal.SIGTERM)
+    stdout, rest = p.communicate(timeout=300)
+    assert p.returncode == 130, seen + rest
+    assert f"error: interrupted during step; kept engine (tables above, {out})" in rest, rest
+    rep = json.loads(out.read_text())
+    assert rep["completed_sections"] == ["engine"] and rep["interrupted"] == "step" and "step" not in rep
+    assert rep["engine"]["threads"][0]["random_games"]["games"] == 200

@@ -99,3 +99,19 @@ def test_an_unusable_backbone_stops_the_sweep_before_any_trial(tmp_path, shared_
         err = r.stderr.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: --checkpoint: ") and str(ckpt) in err[0], r.stderr
         assert "Traceback" not in r.stderr and not (out / "study.db").exists()
+
+
+def test_trials_default_to_the_backbones_trained_context(tiny_backbone, tmp_path):
+    # A sweep trial stores every setting, so run_adapt saw seq_len as given: every trial ran at the
+    # generic 256 on a backbone trained at 128 and warned (issue 26); without seq_len in the base
+    # config or the space a trial now takes the backbone's context, as `pawn adapt` does.
+    from pawn.sweep.adapt import AdaptTrialRunner
+
+    def runner(base):
+        return AdaptTrialRunner(base, strategy="lora", checkpoint=str(tiny_backbone), data="games.pgn", log=lambda m: None)
+
+    assert runner({}).config({"lr": 1e-3}, tmp_path / "t0")["seq_len"] == 128
+    assert runner({"seq_len": 64}).config({"lr": 1e-3}, tmp_path / "t1")["seq_len"] == 64
+    assert runner({}).config({"lr": 1e-3, "seq_len": 96}, tmp_path / "t2")["seq_len"] == 96
+    clm = AdaptTrialRunner({}, strategy="tiny", checkpoint=str(tiny_backbone), data="games.pgn", log=lambda m: None)
+    assert clm.config({"lr": 1e-3}, tmp_path / "t3")["seq_len"] == 256  # no backbone: the field default

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+from pawn.runs import open_run, population_member_of
 from pawn.sweep.population import PopulationError, run_adapt_population
 from pawn.sweep.trials import PrunerHook
 from pawn.train.adapt import run_adapt
@@ -68,6 +69,14 @@ def test_adapter_population_reproduces_sequential_run_adapt(tiny_backbone, share
         assert set(mine) == set(theirs)
         for k in mine:
             np.testing.assert_allclose(mine[k], theirs[k], rtol=1e-3, atol=1e-5, err_msg=f"member {i} {k}")
+        # the member records the games it trained and validated on, as the sequential run does (issue 26)
+        member = population_member_of(outs[i].run_dir / "best")
+        assert member is not None and member.kind == "adapt" and member.path == outs[i].run_dir.resolve()
+        assert member.config["lr"] == c["lr"] and member.config["data_seed"] == 7
+        rec, seq_rec = member.split, open_run(res.run_dir).split
+        assert rec.to_json() == seq_rec.to_json() and rec.counts["val"] == 32 and rec.counts["train"] > 1000
+        assert {p: v.tolist() for p, v in rec.ids.items()} == {p: v.tolist() for p, v in seq_rec.ids.items()}
+        assert len(rec.ids["val"]) == 32 and not set(rec.ids["val"].tolist()) & set(rec.ids["train"].tolist())
     finals = sorted(o.val_losses[4] for o in outs)
     assert min(b - a for a, b in zip(finals, finals[1:])) > 1e-4  # the members really differ
 
@@ -133,3 +142,15 @@ def test_adapter_population_sweep_tells_each_member_to_the_study(tiny_backbone, 
     assert trials[0]["params"]["rank"] == trials[1]["params"]["rank"]  # not array-valued: shared through the queue
     assert trials[0]["params"]["lr"] != trials[1]["params"]["lr"]
     assert set(trials[0]["intermediate"]) == {"2", "4"} and trials[0]["value"] == min(trials[0]["intermediate"].values())
+    # a member's adapter is evaluated on the validation games its split record names (issue 26)
+    from typer.testing import CliRunner
+
+    from pawn.cli import app
+
+    member = Path(trials[0]["run_dir"])
+    assert (member / "split.json").is_file() and (member / "split_ids.safetensors").is_file()
+    js = tmp_path / "e.json"
+    r = CliRunner().invoke(app, ["eval", str(member / "best"), "--split", "val", "--pgn-only", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    h = json.loads(js.read_text())["models"][0]["held_out"]
+    assert h["split"] == "val" and h["n_games"] == 32 and h["run"] == str(member.resolve())

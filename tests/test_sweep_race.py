@@ -469,3 +469,38 @@ def test_a_population_meeting_waiting_retries_leaves_no_trial_waiting(tmp_path, 
         study.enqueue_trial({"lr": lr, "weight_decay": 0.0})
     study = run_worker(s, log=lambda m: None, runner=_Runner(), space=dict(SPACE))
     assert [(t.state, t.params.get("lr")) for t in study.trials] == [(TrialState.COMPLETE, 1e-3), (TrialState.COMPLETE, 2e-3)]
+
+
+# ------------------------------------------------------------------ a schema created by an outside process
+def test_a_schema_created_by_optuna_dashboard_at_the_same_instant_is_opened_not_refused(tmp_path):
+    """CI stop 31: the test's own ``optuna.load_study`` (as optuna-dashboard does, without PAWN's
+    creation lock) created the tables of a fresh study.db while ``pawn sweep`` was creating them,
+    and the sweep exited 2 with "UNIQUE constraint failed: alembic_version". Here a real second
+    process creates Optuna's whole schema at the worst instant: after PAWN's existence check,
+    before its first CREATE TABLE."""
+    import subprocess
+    import sys
+
+    from optuna.storages._rdb import models
+    from sqlalchemy import event
+
+    from pawn.sweep.storage import open_storage
+
+    url = _db(tmp_path)
+    (tmp_path / "sw").mkdir()
+    fired = []
+
+    def outside_process_creates_the_schema(target, connection, **kw):
+        if not fired:
+            fired.append([t.name for t in kw.get("tables", [])])
+            subprocess.run([sys.executable, "-c", f"from optuna.storages import RDBStorage; RDBStorage({url!r})"],
+                           check=True, timeout=120)
+
+    event.listen(models.BaseModel.metadata, "before_create", outside_process_creates_the_schema)
+    try:
+        storage = open_storage(url, heartbeat_s=1, grace_s=2)
+    finally:
+        event.remove(models.BaseModel.metadata, "before_create", outside_process_creates_the_schema)
+    assert fired and "studies" in fired[0]  # the race really happened: PAWN was about to create the tables
+    sid = storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], "pretrain")
+    assert [s.study_name for s in storage.get_all_studies()] == ["pretrain"] and sid >= 1

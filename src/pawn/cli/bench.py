@@ -3,7 +3,9 @@ command's) → :func:`pawn.bench.run_bench` → :func:`pawn.bench.print_report` 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 
 from pawn.bench.settings import BenchSettings
 from pawn.cli._errors import fail
@@ -24,6 +26,25 @@ threads, CPU model) and the settings. Medians over repeated runs after warm-up, 
 `pawn bench --concurrency 4 --only concurrency` shows whether sharing one machine pays.
 Every setting can also come from a PAWN_BENCH_<NAME> environment variable or a --config file;
 precedence: command line > environment > config file > --quick > defaults."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a closed terminal, a Slurm time limit) stops ``pawn bench`` as Ctrl-C does: the
+    finished sections' tables and ``--json`` are kept (issue 26; it used to exit with nothing
+    written). The previous handler is restored on exit; outside the main thread nothing changes."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
 
 
 def bench_cmd(s: BenchSettings) -> None:
@@ -47,7 +68,7 @@ def bench_cmd(s: BenchSettings) -> None:
         msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(est[name])})"
         status.update(msg) if err.is_terminal else err.print(msg, highlight=False, soft_wrap=True)
 
-    with err.status("") as status:
+    with err.status("") as status, _sigterm_as_interrupt():
         report = bench.run_bench(s, sections, progress=progress, on_section=lambda name, r: bench.print_report(
             r, console, only=[name], header=not r.completed_sections[:-1], footer=False))
     if report.completed_sections:

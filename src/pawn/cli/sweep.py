@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import typer
 
@@ -41,6 +42,11 @@ def sweep(s: SweepSettings) -> None:
     except KeyboardInterrupt:
         raise fail("interrupted; the running trial is recorded as FAILED; re-run the same command to continue the study", 130)
     counts = {st: sum(1 for t in res.trials if t["state"] == st) for st in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")}
+    if "PAWN_SWEEP_WORKER" in os.environ:
+        # a worker started by --workers: its parent prints the one summary once every worker has ended
+        typer.echo(f"worker {os.environ['PAWN_SWEEP_WORKER']} done: the study holds {counts['COMPLETE']} completed, "
+                   f"{counts['PRUNED']} pruned, {counts['FAIL']} failed trials", err=True)
+        return
     rep = TableReport(
         f"study {res.study.study_name}: {counts['COMPLETE']} completed, {counts['PRUNED']} pruned, {counts['FAIL']} failed"
         + (f", {counts['RUNNING']} running" if counts["RUNNING"] else ""),

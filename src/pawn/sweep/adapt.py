@@ -11,13 +11,19 @@ hyperparameters (:class:`pawn.train.adapt.AdaptReuse`, issue 15).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from pawn.adapters import get_strategy
 from pawn.adapters.registry import STRATEGIES
+from pawn.checkpoint import is_hub_id
 from pawn.errors import PawnError
-from pawn.sweep.trials import TrialOutcome, _one_line
-from pawn.train.run import Hook
+from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, _one_line
+from pawn.train.adapt import AdaptReuse, run_adapt
+from pawn.train.adapt_config import AdaptSettings
+from pawn.train.run import Hook, TrainingError
+from pawn.vocab import MAX_SEQ_LEN
 
 STRATEGY_OF_SPACE = {"tiny": "specialized_clm", "rosa-ratio": "retro-bottleneck"}
 """§6.1 space names whose ``pawn adapt`` strategy has another name (rosa-ratio sets a RoSA bottleneck
@@ -68,8 +74,6 @@ def _resolved(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """``config`` with the ``data_seed`` the run resolved (a random one when none was set),
     read from the run directory's ``config.json``, so that ``best_config.json`` repeats the
     trial's shuffles. Unchanged when the file is unreadable (a run that wrote nothing)."""
-    import json
-
     try:
         seed = json.loads((Path(run_dir) / "config.json").read_text()).get("data_seed")
     except (OSError, ValueError, AttributeError):
@@ -98,9 +102,6 @@ class AdaptTrialRunner:
                  log: Callable[[str], None] = print):
         self.base, self.space_name, self.log = dict(base), strategy, log
         self.fixed = {"backbone": checkpoint, "data": data, "strategy": STRATEGY_OF_SPACE.get(strategy, strategy)}
-        from pawn.train.adapt import AdaptReuse
-        from pawn.train.adapt_config import AdaptSettings
-
         self.reuse = AdaptReuse()
         self.settings_fields = frozenset(AdaptSettings.model_fields)
 
@@ -114,13 +115,8 @@ class AdaptTrialRunner:
         ``--data`` path must exist. Hub ids (backbone or data) are resolved by the first trial.
 
         Raises:
-            pawn.sweep.study.SweepError: the backbone or data cannot be used (one line, naming it).
+            pawn.sweep.trials.SweepError: the backbone or data cannot be used (one line, naming it).
         """
-        from pawn.checkpoint import is_hub_id
-        from pawn.sweep.study import SweepError
-        from pawn.train.adapt_config import AdaptSettings
-        from pawn.train.run import TrainingError
-
         data = str(self.fixed["data"])
         if not Path(data).exists() and not is_hub_id(data):
             raise SweepError(f"--data {data}: no such file or directory (nor a Hub dataset id)")
@@ -133,17 +129,28 @@ class AdaptTrialRunner:
             raise SweepError(f"--checkpoint: {e}") from None
 
     def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
-        from pawn.train.adapt_config import AdaptSettings
-
         cfg = AdaptSettings.load(**{**self.base, **self.fixed, **adapt_fields(self.space_name, params),
                                     "out": str(trial_dir), "resume": None})
+        if "seq_len" not in cfg.user_set_fields:
+            # as `pawn adapt` without --seq-len: the backbone's trained context, not the generic
+            # default (the stored config names it, so run_adapt sees it as set)
+            cfg = cfg.model_copy(update={"seq_len": self._trained_seq_len(cfg)})
         return cfg.model_dump(mode="json")
 
-    def run(self, config: dict[str, Any], hooks: Sequence[Hook]) -> TrialOutcome:
-        from pawn.sweep.trials import PrunerHook
-        from pawn.train.adapt import run_adapt
-        from pawn.train.adapt_config import AdaptSettings
+    def _trained_seq_len(self, cfg) -> int:
+        """The sequence length the backbone was trained at (its run config's ``seq_len``), or
+        ``cfg.seq_len`` when it records none, the strategy has no backbone, or the backbone cannot
+        be loaded here (a Hub id, or a failure the trial itself reports)."""
+        if not get_strategy(cfg.strategy).uses_backbone:
+            return cfg.seq_len
+        try:
+            bb_run = self.reuse.backbone(cfg)[2]
+        except PawnError:
+            return cfg.seq_len
+        n = (bb_run or {}).get("seq_len")
+        return n if isinstance(n, int) and 2 <= n <= MAX_SEQ_LEN else cfg.seq_len
 
+    def run(self, config: dict[str, Any], hooks: Sequence[Hook]) -> TrialOutcome:
         cfg = AdaptSettings.load(**config)
         pruner: Optional[PrunerHook] = next((h for h in hooks if isinstance(h, PrunerHook)), None)
         reported = (lambda: dict(pruner.reported)) if pruner else dict

@@ -15,7 +15,10 @@ the sequential run with its settings, up to float rounding.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import secrets
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -24,11 +27,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import optuna
 
+from pawn.adapters import build_adapted, get_strategy, rosa
+from pawn.adapters.io import save_adapter
+from pawn.data import split as split_record
+from pawn.data.lichess import LichessFilters, load_corpus
+from pawn.data.lichess_batches import GameBatches, ValidationBatches
+from pawn.data.stream import ChunkStream
+from pawn.engine import random_games
 from pawn.errors import PawnError
-from pawn.train.loop import TrainProgram
-from pawn.train.run import ValidationEvent, to_host
-from pawn.sweep.trials import PrunerHook, TrialOutcome
+from pawn.model import PAWNModel
+from pawn.settings import PretrainConfig
+from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, finish_trial, log_stale, make_objective,
+                                  n_counted)
+from pawn.sweep.space import derive, suggest
+from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome
+from pawn.train.adapt import BATCH_KEYS, BatchChunks, load_backbone_for, make_adapter_loss, make_validator
+from pawn.train.adapt_config import AdaptSettings
+from pawn.train.lifecycle import EarlyStopping
+from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, partition_model
+from pawn.train.pretrain import _data_source, _monitored, _validate
+from pawn.train.run import TrainingError, ValidationEvent, to_host
 
 ARRAY_FIELDS = frozenset({"lr", "weight_decay", "warmup_steps", "warmup_frac", "init_scale"})
 """Settings members of one population may differ in; everything else must be equal."""
@@ -183,13 +203,6 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     Raises:
         PopulationError: configs that cannot share a population.
     """
-    from pawn.data.stream import ChunkStream
-    from pawn.engine import random_games
-    from pawn.model import PAWNModel
-    from pawn.settings import PretrainConfig
-    from pawn.train.loop import TrainState, make_mesh, make_optimizer
-    from pawn.train.pretrain import _data_source, _monitored, _validate
-
     check_population(configs)
     cfgs = [PretrainConfig.load(**c) for c in configs]
     base = cfgs[0]
@@ -236,8 +249,6 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
     fields)`` is called when member p's val loss is its lowest so far (it saves the weights and
     returns the member's run directory, which becomes the outcome's ``run_dir``). Ends when
     every member has ended or the chunks run out; returns one :class:`TrialOutcome` per member."""
-    from pawn.train.lifecycle import EarlyStopping
-
     P = len(configs)
     status: list[Optional[str]] = [None] * P  # None = training; else the member's end reason
     errors: list[Optional[str]] = [None] * P
@@ -304,7 +315,8 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     or every ``val_every`` epochs, and the last step), so member p follows ``run_adapt`` with its
     config up to float rounding. Pruning and patience act per member as in
     :func:`_train_population`. Each member with an ``out`` keeps its adapter at its lowest val
-    loss in ``out/best`` (an adapter checkpoint: ``pawn eval OUT/best``); there are no step
+    loss in ``out/best`` (an adapter checkpoint: ``pawn eval OUT/best``) and the games it trained,
+    validated and tested on in ``out/split.json`` (as ``pawn adapt``); there are no step
     checkpoints or metrics files (re-run the best with ``pawn adapt --config`` for those).
 
     Returns:
@@ -316,16 +328,6 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
             or a phased strategy (RoSA's warm-up changes the trainable set mid-run).
         pawn.train.run.TrainingError: bad backbone or sizing (as ``run_adapt``).
     """
-    import secrets
-
-    from pawn.adapters import build_adapted, get_strategy, rosa
-    from pawn.data.lichess import LichessFilters, load_corpus
-    from pawn.data.lichess_batches import GameBatches, ValidationBatches
-    from pawn.train.adapt import BATCH_KEYS, BatchChunks, load_backbone_for, make_adapter_loss, make_validator
-    from pawn.train.adapt_config import AdaptSettings
-    from pawn.train.loop import make_mesh, make_optimizer, partition_model
-    from pawn.train.run import TrainingError
-
     check_population(configs)
     cfgs = [AdaptSettings.load(**c) for c in configs]
     base, P = cfgs[0], len(cfgs)
@@ -375,13 +377,12 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
         val_due = lambda s: s % spe == 0 and ((s // spe) % base.val_every == 0 or s == total)  # noqa: E731
     log(f"adapter population of {P} ({st.name}): {spe} steps per epoch x {base.epochs} epochs = {total} steps; "
         f"data seed {data_seed}")
+    _record_member_splits(corpus, base, configs)
 
     def save_best(p: int, weights, step: int, fields: dict) -> Optional[Path]:
         """Member p's adapter at its lowest val loss so far → ``OUT/best`` (an adapter checkpoint
         as ``pawn adapt`` writes, run config = the member's config): eval, play and generate
         load it; a sequential trial's run directory has the same ``best``."""
-        from pawn.adapters.io import save_adapter
-
         if configs[p].get("out") is None:
             return None
         own = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(halves[p][0]), jax.tree_util.tree_leaves(weights))
@@ -399,6 +400,29 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
         chunks.close()
 
 
+def _record_member_splits(corpus, base, configs: Sequence[dict]) -> None:
+    """Write ``split.json`` (and its game ids, :mod:`pawn.data.split`) into each member's ``out``, the
+    directory that holds its ``best``: the source fingerprint, filters and train/val/test rule all
+    members share, as ``pawn adapt`` records them, so ``pawn eval OUT/best --split val|test`` and the
+    ``--pgn`` overlap check work on a member's adapter too.
+
+    Raises:
+        pawn.train.run.TrainingError: a record cannot be written (one line naming the file).
+    """
+    rec = None
+    for c in configs:
+        if c.get("out") is None:
+            continue
+        path = Path(c["out"]) / split_record.SPLIT_FILE
+        rec = (split_record.record_of(corpus, base.data, val_games=base.val_games, test_games=base.test_games, path=path)
+               if rec is None else dataclasses.replace(rec, path=path))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            split_record.write(rec)
+        except (OSError, PawnError) as e:
+            raise TrainingError(f"{path}: cannot write the split record ({e})") from None
+
+
 def run_population_worker(s, shared, runner, space, remaining: int, log: Callable[[str], None]) -> None:
     """A worker loop for ``--population P``: ask P trials (members 2…P are enqueued with the
     leader's values of every searched field outside :data:`ARRAY_FIELDS`, so the sampler only
@@ -407,20 +431,12 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
     runs on its own (sequentially). The P trials are claimed under the study's lock
     (:func:`pawn.sweep.study.claim_trial`'s rules; ``shared``: the
     :class:`~pawn.sweep.storage.SharedStudy`). Stops when the study holds ``s.trials`` finished or running trials
-    (:func:`pawn.sweep.study.n_counted`; a population is cut to what is left), after ``remaining``
+    (:func:`pawn.sweep.objective.n_counted`; a population is cut to what is left), after ``remaining``
     attempts, or after ``s.timeout`` seconds.
 
     Raises:
-        pawn.sweep.study.SweepError: the run type has no population trainer.
+        pawn.sweep.trials.SweepError: the run type has no population trainer.
     """
-    import time
-
-    import optuna
-
-    from pawn.sweep.space import derive, suggest
-    from pawn.sweep.study import (INTERRUPTED, SweepError, _failed_elsewhere, _log_stale, ask_quietly, finish_trial,
-                                  make_objective, n_counted)
-
     trainers = {"pretrain": run_pretrain_population, "adapt": run_adapt_population}
     if getattr(runner, "command", None) not in trainers:
         raise SweepError(f"--population is implemented for pretraining and adapter sweeps; {runner.command} trials "
@@ -433,7 +449,7 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
         if s.timeout is not None and time.monotonic() - t0 > s.timeout:
             break
         with shared.lock():
-            _log_stale(shared.fail_stale(), shared, log)
+            log_stale(shared.fail_stale(), shared, log)
             # other workers' running trials count
             P = min(s.population, remaining - attempts, s.trials - n_counted(study))
             if P <= 0:
@@ -486,7 +502,7 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
                 except optuna.TrialPruned:
                     study.tell(t, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
                 except optuna.exceptions.UpdateFinishedTrialError:  # failed by a stale check while it ran
-                    log(_failed_elsewhere(shared, t.number))
+                    log(failed_elsewhere(shared, t.number))
         for t, params in solo:
             try:
                 with shared.beating([t], s.heartbeat_s):
@@ -496,4 +512,4 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
             except optuna.TrialPruned:
                 study.tell(t, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
             except optuna.exceptions.UpdateFinishedTrialError:
-                log(_failed_elsewhere(shared, t.number))
+                log(failed_elsewhere(shared, t.number))

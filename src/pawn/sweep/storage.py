@@ -31,11 +31,13 @@ import fcntl
 import os
 import socket
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Iterator, Optional
 
 import optuna
+import sqlalchemy.exc
 from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
@@ -100,6 +102,16 @@ def _flock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+SCHEMA_RETRIES = 8
+"""How many times :func:`open_storage` reopens a storage whose schema another process was
+creating at the same instant (waits 0.1 s, 0.2 s, … between tries: 3.6 s in all)."""
+
+
+def _schema_race(e: Exception) -> bool:
+    msg = str(e)
+    return "already exists" in msg or "alembic_version" in msg or "database is locked" in msg
+
+
 def open_storage(url: str, *, heartbeat_s: int = 60, grace_s: int = 900) -> BaseStorage:
     """Open the storage at ``url`` (see :func:`storage_url`); call under :func:`creation_lock`.
 
@@ -109,6 +121,10 @@ def open_storage(url: str, *, heartbeat_s: int = 60, grace_s: int = 900) -> Base
 
     Raises:
         StorageError: the URL cannot be opened (bad scheme, missing driver, unwritable file).
+
+    A schema being created by another process at the same instant (one that does not take
+    :func:`creation_lock`, e.g. ``optuna-dashboard`` or ``optuna.load_study`` on a fresh file)
+    is waited for and reopened up to :data:`SCHEMA_RETRIES` times, not reported as an error.
     """
     try:
         if url.startswith("journal:"):
@@ -118,10 +134,19 @@ def open_storage(url: str, *, heartbeat_s: int = 60, grace_s: int = 900) -> Base
         if url.startswith("sqlite:///"):
             Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         kwargs = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {"pool_pre_ping": True}
-        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna's wording only
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_s, grace_period=grace_s,
-                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1))
+        for attempt in range(SCHEMA_RETRIES + 1):
+            try:
+                with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna's wording only
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    return RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_s, grace_period=grace_s,
+                                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1))
+            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as e:
+                # Another process outside PAWN's lock (optuna-dashboard, a notebook's load_study)
+                # created the same tables at this instant: "table … already exists" or a duplicate
+                # alembic_version row. Its schema is complete a moment later; open it again.
+                if attempt == SCHEMA_RETRIES or not _schema_race(e):
+                    raise
+                time.sleep(0.1 * (attempt + 1))
     except (ImportError, ValueError, OSError) as e:
         raise StorageError(f"--storage {url}: cannot open ({' '.join(str(e).split())[:200]})") from None
     except Exception as e:  # sqlalchemy's errors (bad URL, unreachable server): one line
