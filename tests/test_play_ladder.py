@@ -137,3 +137,81 @@ def test_pawn_uci_subprocess_plays_a_uci_engine_through_pawn_play(ckpt, fake_eng
             b.push_uci(mv)
         assert g["plies"] == 12 and g["term"] == "ply_limit"
     assert [g["first_move"] for g in data["games"] if g["pawn_white"]] == ["e2e4"]
+
+
+def test_skill_depth_rung_names_parse_only_in_stockfish_ranges():
+    from pawn.play.ladder import is_rung, skill_depth
+
+    assert skill_depth("sf-skill0-depth1") == (0, 1, 0) and skill_depth("sf-skill20-depth20") == (20, 20, 0)
+    assert skill_depth("sf-skill0-depth1-random50") == (0, 1, 50) and skill_depth("sf-skill3-depth2-random1") == (3, 2, 1)
+    for bad in ("sf-skill21-depth1", "sf-skill0-depth0", "sf-skill-1-depth1", "sf-skill0", "sf-depth3", "sf-skill0-depth1x",
+                "sf-skill0-depth1-random0", "sf-skill0-depth1-random100", "sf-skill0-depth1-random"):
+        assert skill_depth(bad) is None and not is_rung(bad), bad
+    assert is_rung("sf-skill3-depth2") and is_rung("sf-1350")
+
+
+def test_a_skill_depth_rung_is_real_stockfish_at_that_skill_and_depth():
+    """The rung is a Stockfish process with ``Skill Level`` set and ``go depth D``: python-chess's
+    view of the running engine has the option, and the move is legal; an unmeasured combination
+    has no anchor (kept out of the fit) and says so, a measured one carries its table anchor."""
+    import chess.engine
+
+    from pawn.play.ladder import MEASURED_ANCHORS
+
+    r = rung("sf-skill3-depth2", slots=1)
+    assert "sf-skill3-depth2" not in MEASURED_ANCHORS
+    try:
+        assert r.name == "sf-skill3-depth2" and r.effective_elo is None and "no measured anchor" in r.note
+        assert r.limit == chess.engine.Limit(depth=2) and r.options["Skill Level"] == 3
+        r.start()
+        eng = r._engines[0]
+        assert eng.options["Skill Level"].max == 20 and eng.protocol.config["Skill Level"] == 3
+        board = chess.Board()
+        board.push_uci("e2e4")
+        assert chess.Move.from_uci(r.move(0, board)) in board.legal_moves
+    finally:
+        r.close()
+    for name, m in MEASURED_ANCHORS.items():
+        measured = rung(name, slots=1)
+        assert measured.effective_elo == m["anchor"] and measured.note is None
+        measured.close()
+
+
+def test_cli_ladder_with_an_unanchored_rung_reports_it_but_fits_only_the_anchored(ckpt, tmp_path):
+    js = tmp_path / "ladder.json"
+    r = CliRunner().invoke(app, ["play", str(ckpt), "--vs", "ladder", "--ladder", "random,sf-skill3-depth2", "--games", "2",
+                                 "--temperatures", "0", "--max-ply", "20", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(js.read_text())
+    assert [(s["opponent"], s["opponent_elo"], s["games"]) for s in data["summaries"]] == [("random", 0.0, 2), ("sf-skill3-depth2", None, 2)]
+    (fit,) = data["elo_fits"]
+    assert fit["opponents"] == ["random"] and fit["games"] == 2
+    assert "no measured anchor" in " ".join(r.output.split())
+
+
+def test_a_diluted_rung_plays_a_random_legal_move_at_its_rate_and_the_engine_otherwise():
+    """``-random30``: 30 % uniformly random legal moves. From the start position (20 legal moves)
+    with an engine that always answers e2e4, e2e4 comes back 0.7 + 0.3/20 = 71.5 % of the time;
+    the real Stockfish rung of that name plays legal moves through the same wrapper."""
+    from pawn.play.ladder import DilutedPool
+
+    class Always:
+        restarts, note = 0, None
+
+        def move(self, slot, board):
+            return "e2e4"
+
+    d = DilutedPool(Always(), 30, slots=1, seed=7, name="x", anchor=None)
+    board = chess.Board()
+    picks = [d.move(0, board) for _ in range(4000)]
+    assert all(chess.Move.from_uci(m) in board.legal_moves for m in picks)
+    assert abs(picks.count("e2e4") / 4000 - 0.715) < 0.025 and len(set(picks)) == 20
+    real = rung("sf-skill0-depth1-random30", slots=1, seed=1)
+    try:
+        assert isinstance(real, DilutedPool) and real.base.options["Skill Level"] == 0
+        b = chess.Board()
+        for _ in range(12):
+            b.push_uci(real.move(0, b))
+        assert b.ply() == 12
+    finally:
+        real.close()

@@ -46,38 +46,54 @@ def _env() -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory) -> Path:
-    m = PAWNModel(TOY, jax.random.PRNGKey(3))
-    return save_checkpoint(tmp_path_factory.mktemp("uci") / "toy", m.params(), TOY,
-                           run_config={"prepend_outcome": False, "seq_len": CONTEXT})
+def _toy_checkpoint(folder: Path, seed: int, prepend_outcome: bool) -> Path:
+    """A random-init TOY checkpoint trained (nominally) at CONTEXT, in either sequence layout."""
+    m = PAWNModel(TOY, jax.random.PRNGKey(seed))
+    return save_checkpoint(folder / "toy", m.params(), TOY,
+                           run_config={"prepend_outcome": prepend_outcome, "seq_len": CONTEXT})
 
 
-@pytest.fixture(scope="module")
-def engine(ckpt):
+def _engine_of(ckpt: Path):
+    """A ``pawn uci`` subprocess on ``ckpt`` through python-chess, quit when the generator closes."""
     eng = chess.engine.SimpleEngine.popen_uci(_cmd(ckpt), timeout=180, env=_env())
     eng.ping()
     yield eng
     eng.quit()
 
 
-@pytest.fixture(scope="module")
-def player(ckpt):
+def _player_of(ckpt: Path):
     """The same checkpoint in this process, to compute what the engine should report."""
     from pawn.play.runner import load_player
 
     return load_player(str(ckpt), None, batch=1)
 
 
-def _probs(player, board: chess.Board) -> dict[str, float]:
-    """The model's legal-move probabilities for ``board`` from its own move list, by hand."""
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> Path:
+    return _toy_checkpoint(tmp_path_factory.mktemp("uci"), 3, prepend_outcome=False)
+
+
+@pytest.fixture(scope="module")
+def engine(ckpt):
+    yield from _engine_of(ckpt)
+
+
+@pytest.fixture(scope="module")
+def player(ckpt):
+    return _player_of(ckpt)
+
+
+def _probs(player, board: chess.Board, prefix=None) -> dict[str, float]:
+    """The model's legal-move probabilities for ``board`` from its own move list, by hand; for an
+    outcome-prefix model ``prefix`` is the outcome token at position 0 (None: the player's
+    default, its own side checkmating)."""
     table = _token_table()
     root, hist = board.root(), []
     for m in board.move_stack:
         hist.append(_to_token(table, root, m.uci()))
         root.push(m)
     legal = list(board.legal_moves)
-    x = player.legal_logits([hist], [[_to_token(table, board, m.uci()) for m in legal]], [board.turn])[0]
+    x = player.legal_logits([hist], [[_to_token(table, board, m.uci()) for m in legal]], [board.turn], [prefix])[0]
     p = np.exp(x - x.max())
     p /= p.sum()
     return {m.uci(): float(q) for m, q in zip(legal, p)}
@@ -402,3 +418,60 @@ def test_kv_cached_logits_equal_the_full_forward_as_a_game_grows():
         want = pl.legal_logits([seq[:n]], [every], [True])[0]
         np.testing.assert_allclose(got[:1968], want, atol=1e-4, rtol=1e-4)
     assert inc.seq == seq[:100]
+
+
+# --------------------------------------------------------------------------- outcome-prefix model
+@pytest.fixture(scope="module")
+def outcome_ckpt(tmp_path_factory) -> Path:
+    """The same TOY shape in the outcome-prefix layout (spec ``engine.md`` §1.6: an outcome token at
+    position 0, then the moves)."""
+    return _toy_checkpoint(tmp_path_factory.mktemp("uci_outcome"), 5, prepend_outcome=True)
+
+
+@pytest.fixture(scope="module")
+def outcome_engine(outcome_ckpt):
+    yield from _engine_of(outcome_ckpt)
+
+
+@pytest.fixture(scope="module")
+def outcome_player(outcome_ckpt):
+    return _player_of(outcome_ckpt)
+
+
+def test_an_outcome_prefix_model_is_conditioned_on_the_outcome_option(outcome_engine, outcome_player):
+    """``Outcome auto`` writes the side to move checkmating (WHITE_CHECKMATES with White to move);
+    ``Outcome BLACK_CHECKMATES`` writes that token instead; each MultiPV list is 10000 × the model's
+    probabilities under that prefix, and the two lists really differ (a wrong engine that ignores
+    the option, or drops the prefix, fails one of the three)."""
+    from pawn.vocab import BLACK_CHECKMATES, WHITE_CHECKMATES
+
+    board = chess.Board()
+    for m in ["e2e4", "e7e5", "g1f3", "b8c6"]:
+        board.push_uci(m)
+    assert outcome_player.layout.offset == 1
+    try:
+        auto = _multipv(outcome_engine, board)
+        outcome_engine.configure({"Outcome": "BLACK_CHECKMATES"})
+        black = _multipv(outcome_engine, board)
+    finally:
+        outcome_engine.configure({"Outcome": "auto"})
+    want_auto = _probs(outcome_player, board, WHITE_CHECKMATES)
+    assert _probs(outcome_player, board, None) == want_auto  # the player's own default
+    want_black = _probs(outcome_player, board, BLACK_CHECKMATES)
+    assert set(auto) == set(black) == set(want_auto)
+    assert all(abs(auto[m] - prob_to_cp(want_auto[m])) <= 1 for m in want_auto)
+    assert all(abs(black[m] - prob_to_cp(want_black[m])) <= 1 for m in want_black)
+    assert max(abs(auto[m] - black[m]) for m in auto) > 3
+
+
+def test_an_outcome_prefix_model_answers_move_one_from_its_outcome_token(outcome_engine, outcome_player):
+    """From the start position there is no move to condition on, but an outcome-prefix model has
+    its outcome token: move one comes from the model (not the book, not a uniform draw)."""
+    from pawn.vocab import WHITE_CHECKMATES
+
+    board = chess.Board()
+    r = outcome_engine.play(board, chess.engine.Limit(time=30.0), info=chess.engine.INFO_ALL)
+    assert r.move in board.legal_moves and "model" in r.info.get("string", "")
+    got, want = _multipv(outcome_engine, board), _probs(outcome_player, board, WHITE_CHECKMATES)
+    assert set(got) == set(want) and len(got) == 20
+    assert all(abs(got[m] - prob_to_cp(want[m])) <= 1 for m in want)

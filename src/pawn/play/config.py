@@ -32,7 +32,7 @@ class PlayConfig(_Settings):
     model_config = SettingsConfigDict(env_prefix="PAWN_PLAY_", extra="forbid", validate_default=True)
 
     vs: str = Field("stockfish", description="Opponent: 'stockfish' (each --stockfish-elo), 'ladder' (each --ladder rung, one Elo fit over all), 'uci:COMMAND' (any UCI engine, e.g. 'uci:pawn uci CKPT'), or a second checkpoint (directory or Hub id).")
-    ladder: Annotated[list[str], NoDecode] = Field(["random", "greedy", "sf-1350"], description="Comma-separated rungs for --vs ladder: random (anchor 0, a convention), greedy (one-ply material, anchor measured against random), sf-<UCI_Elo> (anchor = UCI_Elo).")
+    ladder: Annotated[list[str], NoDecode] = Field(["random", "greedy", "sf-1350"], description="Comma-separated rungs for --vs ladder: random (anchor 0, a convention), greedy (one-ply material, anchor measured against random), sf-<UCI_Elo> (anchor = UCI_Elo), sf-skill<S>-depth<D>[-random<P>] (Stockfish Skill Level S, go depth D, P % random moves; anchor measured here, see docs).")
     uci_movetime_ms: float = Field(1000.0, description="Per-move time (go movetime) for uci:COMMAND players; PAWN via 'pawn uci' answers as soon as its model has the move.")
     uci_options: Annotated[list[str], NoDecode] = Field([], description="Comma-separated NAME=VALUE UCI options for every uci:COMMAND player (e.g. Temperature=0.5,Seed=3).")
     variant: Optional[str] = Field(None, description="For a supernet checkpoint: the nested variant that plays (default: the largest).")
