@@ -270,10 +270,23 @@ def test_bench_adapt_section_times_strategies_against_full_finetuning(shared_dat
     lora = r.steps[1]
     assert np.isclose(lora.vs_full, lora.chunk.rates["tokens_per_s"] / r.steps[0].chunk.rates["tokens_per_s"])
     assert np.isclose(lora.chunk.rates["tokens_per_s"], s.steps_per_chunk * s.batch_size * s.seq_len / lora.chunk.median_s)
+    # model FLOPs: 4·N + 12·L·T·d for the frozen-backbone step, 6·N + … for full fine-tuning
+    T, N = s.seq_len, r.backbone_params
+    assert lora.flops_per_token == 4 * N + 12 * L * T * d and r.steps[0].flops_per_token == 6 * N + 12 * L * T * d
+    assert r.peak is not None and r.peak.flops_per_s > 0 and r.pretrain_mfu is None  # the mfu section did not run
+    for a in r.steps:
+        assert np.isclose(a.mfu, a.flops_per_token * a.chunk.rates["tokens_per_s"] / r.peak.flops_per_s)
     w = r.data_wait
     assert w.strategy == "lora" and 0.0 <= w.wait_frac <= 1.0 and w.wait_s <= w.wall_s and w.tokens_per_s > 0
     assert r.train_games > 1000  # the real Lichess games, not the fallback
-    render(VIEWS["adapt"](r))
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    Console(file=buf, width=300, color_system=None).print(render(VIEWS["adapt"](r)))
+    text = buf.getvalue()
+    assert "% of peak" in text and f"{100 * lora.mfu:.2f}%" in text
 
 
 def test_eval_pgn_reads_a_folder_as_its_files_in_name_order(shared_data, lichess_pgns):

@@ -7,6 +7,11 @@ Workload: the bench's model shape (``--variant``/``--supernet``, random weights)
 batch ``B × T`` of real Lichess games from ``--adapt-data`` (default: the project's shared PGN
 files; engine random games written as PGN when neither exists), the legal-masked loss, K steps per compiled chunk. "tokens" are padded positions
 ``K·B·T`` per chunk, as everywhere in ``pawn bench``.
+
+Each row also reports its model FLOP utilisation against the same peak as the ``mfu`` section
+(the measured matmul on CPU, the published figure on a known GPU; :func:`pawn.bench.mfu.peak_flops`,
+reused from that section when it ran), with the FLOP convention of spec eval §7.3:
+:data:`ADAPTER_FLOPS_FORMULA`; the pretraining step's MFU is printed beside it when ``mfu`` ran.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
@@ -26,6 +31,23 @@ from pawn.bench.section import Section, register, train_step_work
 from pawn.bench.timing import time_call
 from pawn.errors import UsageError
 
+ADAPTER_FLOPS_FORMULA = ("FLOPs/token: frozen-backbone adapter step 4·N + 12·L·T·d (forward and activation-gradient "
+                         "matmuls of the N backbone parameters, attention ×3; the adapter's own few FLOPs not counted), "
+                         "full fine-tuning 6·N + 12·L·T·d")
+"""The model-FLOP convention of the section (spec eval §7.3: "frozen-backbone adapters ≈ 4N")."""
+
+
+def adapter_flops_per_token(cfg, seq_len: int, *, trains_backbone: bool) -> int:
+    """Model FLOPs per token of one train step (:data:`ADAPTER_FLOPS_FORMULA`): ``6·N + 12·L·T·d``
+    when the backbone is trained (full fine-tuning, ``specialized_clm``;
+    :func:`pawn.config.flops_per_token`), else ``4·N + 12·L·T·d`` (no backbone weight
+    gradients). ``cfg``: the backbone's :class:`~pawn.config.ModelConfig`; ``seq_len``: T."""
+    from pawn.config import flops_per_token, param_count
+
+    full = flops_per_token(cfg, seq_len)
+    return full if trains_backbone else full - 2 * param_count(cfg)
+
+
 FULL = "full_finetune"
 """Row name of full fine-tuning (every backbone weight trained, same loss and data)."""
 
@@ -33,12 +55,16 @@ FULL = "full_finetune"
 @dataclass
 class AdaptStep:
     """One strategy's K-step chunk: ``trainable_params`` and the :class:`Measurement` (rates
-    ``tokens_per_s``, ``steps_per_s``); ``vs_full`` = its tokens/s over full fine-tuning's."""
+    ``tokens_per_s``, ``steps_per_s``); ``vs_full`` = its tokens/s over full fine-tuning's;
+    ``flops_per_token`` (:func:`adapter_flops_per_token`) and ``mfu`` = flops_per_token ·
+    tokens/s / the section's peak FLOP/s (a fraction)."""
 
     strategy: str
     trainable_params: int
     chunk: Measurement
     vs_full: Optional[float] = None
+    flops_per_token: int = 0
+    mfu: Optional[float] = None
 
 
 @dataclass
@@ -58,7 +84,8 @@ class AdaptDataWait:
 @dataclass
 class AdaptResult:
     """The ``adapt`` section: the backbone, sizes, the data source and games, the per-strategy
-    steps (full fine-tuning first) and the data wait."""
+    steps (full fine-tuning first), the data wait, the :class:`~pawn.bench.mfu.Peak` the MFU
+    divides by and the pretraining step's MFU from the ``mfu`` section (None when it did not run)."""
 
     backbone: str
     backbone_params: int
@@ -69,6 +96,9 @@ class AdaptResult:
     train_games: int
     steps: list[AdaptStep] = field(default_factory=list)
     data_wait: Optional[AdaptDataWait] = None
+    peak: Any = None
+    pretrain_mfu: Optional[float] = None
+    flops_formula: str = ADAPTER_FLOPS_FORMULA
 
 
 def default_adapt_data() -> Optional[str]:
@@ -92,10 +122,12 @@ def _random_games_pgn(path: Path, n: int, max_ply: int, seed: int) -> str:
     return str(path)
 
 
-def bench_adapt(s: BenchSettings) -> AdaptResult:
+def bench_adapt(s: BenchSettings, mfu_result: Any = None) -> AdaptResult:
     """Time the adapter chunk per strategy (``--adapt-strategies``) and full fine-tuning on the
     same backbone, batch and loss, then the data-wait fraction of the first adapter strategy fed
-    from the cache (built in a temporary directory, untimed).
+    from the cache (built in a temporary directory, untimed). ``mfu_result``: the ``mfu``
+    section's :class:`~pawn.bench.mfu.MfuResult` when it ran (its peak is reused and its MFU
+    reported beside the adapter rows); else the peak is measured here.
 
     Raises:
         UsageError: fewer games than the chunks need.
@@ -153,11 +185,22 @@ def bench_adapt(s: BenchSettings) -> AdaptResult:
 
             stats = time_call(call, repeats=s.repeats, warmup=max(1, s.warmup))
             meas = Measurement.of(stats).per(K * B * T, "tokens_per_s").per(K, "steps_per_s")
-            out.steps.append(AdaptStep(name, int(n), meas))
+            trains_bb = name == FULL or model.adapter.trains_backbone
+            out.steps.append(AdaptStep(name, int(n), meas, flops_per_token=adapter_flops_per_token(cfg, T, trains_backbone=trains_bb)))
             programs[name] = (prog, holder, frozen)
         full = out.steps[0].chunk.rates["tokens_per_s"]
+        if mfu_result is not None and mfu_result.peak is not None:
+            out.peak, out.pretrain_mfu = mfu_result.peak, mfu_result.mfu
+        else:
+            import jax.numpy as jnp
+
+            from pawn.bench.mfu import peak_flops
+            from pawn.model import resolve_dtype
+
+            out.peak = peak_flops(jnp.dtype(resolve_dtype(s.compute_dtype())).name, s)
         for a in out.steps:
             a.vs_full = a.chunk.rates["tokens_per_s"] / full
+            a.mfu = a.flops_per_token * a.chunk.rates["tokens_per_s"] / out.peak.flops_per_s
         name = s.adapt_strategies[0] if s.adapt_strategies else FULL
         prog, holder, frozen = programs[name]
         stream = BatchChunks(batches, start=K, end=K + s.data_chunks * K, k=K, keys=keys)
@@ -182,17 +225,23 @@ def adapt_view(r: AdaptResult):
     v = TableView(f"adapter step vs full fine-tuning: {r.backbone} ({r.backbone_params:,} params), batch {r.batch_size} × "
                   f"seq {r.seq_len}, K = {r.steps_per_chunk}, legal-masked loss, {r.train_games:,} games of {Path(r.data).name}",
                   ["workload", Metric("trainable params"), "call_ms", "tokens_per_s", "tokens_per_s_range",
-                   Metric("vs full fine-tuning")])
+                   Metric("vs full fine-tuning"), Metric("FLOPs/token"), Metric("% of peak")])
     for a in r.steps:
         v.rows.append({"workload": "full fine-tuning" if a.strategy == FULL else a.strategy,
                        "trainable params": f"{a.trainable_params:,}", "call_ms": a.chunk,
                        "tokens_per_s": a.chunk.rates["tokens_per_s"], "tokens_per_s_range": _range(a.chunk, "tokens_per_s"),
-                       "vs full fine-tuning": f"{a.vs_full:.2f}×"})
+                       "vs full fine-tuning": f"{a.vs_full:.2f}×", "FLOPs/token": _n(a.flops_per_token),
+                       "% of peak": "-" if a.mfu is None else f"{100 * a.mfu:.2f}%"})
     if r.data_wait is not None:
         w = r.data_wait
         v.notes.append(f"data wait ({w.strategy}, {w.chunks} chunks from the memory-mapped cache, prefetch thread): "
                        f"{w.wait_s:.3f} s of {w.wall_s:.2f} s = {100 * w.wait_frac:.1f}%, {_n(w.tokens_per_s)} tokens/s")
     v.notes.append("time ms = one K-step chunk; tokens = padded positions K·B·T")
+    v.notes.append(r.flops_formula)
+    if r.peak is not None:
+        pre = ("" if r.pretrain_mfu is None else
+               f"; pretraining step (section mfu, the same peak): {100 * r.pretrain_mfu:.2f}%")
+        v.notes.append(f"% of peak = FLOPs/token · tokens/s / {r.peak.flops_per_s / 1e9:,.2f} GFLOP/s ({r.peak.source}){pre}")
     return v
 
 
@@ -201,6 +250,6 @@ def _work(s: BenchSettings) -> float:
     return train_step_work(s) * ((len(s.adapt_strategies) + 1) * (s.repeats + s.warmup) + s.data_chunks)
 
 
-SECTION = register(Section("adapt", 90, lambda s, ctx: bench_adapt(s), adapt_view, (40.0, 240.0),
+SECTION = register(Section("adapt", 90, lambda s, ctx: bench_adapt(s, ctx.results.get("mfu")), adapt_view, (40.0, 240.0),
                            _work))
 """The ``adapt`` row of the section table (:mod:`pawn.bench.section`)."""
