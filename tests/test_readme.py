@@ -1,14 +1,18 @@
-"""The README's `pawn ...` commands run in order on a fresh clone without clobbering each other
-(issue 11): a static check of the command lines. No output (--out, --pgn-out, --json, --plot,
---output) is written by two commands or lies inside another command's output; every local path
-a command reads was written by an earlier command (and, inside a pretraining run directory,
-names something that run writes), or is shared project data; `--resume` continues the run an
-earlier command started in the same directory."""
+"""The README's and docs pages' `pawn ...` commands (issues 11 and 26): a static check of the
+command lines of README.md and then docs/*.md, in the order of DOC_PAGES. Each command's subcommand
+exists and the real CLI's parser accepts every flag and argument it gives (nothing is run); no output
+(--out, --pgn-out, --json, --plot, --output) is written by two commands or lies inside another
+command's output; every local path a command reads was written by an earlier command or a shell
+redirection (and, inside a pretraining run directory, names something that run writes), is a file
+checked into the repository (examples/), or is shared project data; `--resume` continues the run an
+earlier command started in the same directory. Every relative link of these pages names a file of
+the repository, and a `#anchor` a heading of it."""
 
 from __future__ import annotations
 
 import re
 import shlex
+import sys
 from pathlib import Path
 
 from conftest import REPO_ROOT, _shared_dir
@@ -16,13 +20,26 @@ from conftest import REPO_ROOT, _shared_dir
 from pawn.config import SUPERNETS
 
 OUTPUT_FLAGS = ("--out", "--pgn-out", "--json", "--plot", "--output", "-o", "--peft")
-READ_FLAGS = ("--checkpoint", "--pgn", "--config", "--resume", "--prefix")
+READ_FLAGS = ("--checkpoint", "--pgn", "--config", "--resume", "--prefix", "--base-config", "--space")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+DOC_PAGES = ("engine.md", "pretraining.md", "checkpoints.md", "evaluation.md", "data.md", "adapters.md", "sweeps.md",
+             "lab.md", "play-and-uci.md", "report.md", "measurements.md", "reference.md")
+"""docs/ pages, in the order their commands run after the README's (the order the README had them in)."""
 
 
-def readme_commands(text: str) -> list[list[str]]:
+def doc_files() -> list[Path]:
+    """README.md, then every docs page of :data:`DOC_PAGES`."""
+    return [REPO_ROOT / "README.md", *(REPO_ROOT / "docs" / p for p in DOC_PAGES)]
+
+
+def all_docs_text() -> str:
+    return "\n".join(f.read_text("utf-8") for f in doc_files())
+
+
+def readme_commands(text: str, shell: bool = False) -> list[list[str]]:
     """argv of every line starting with ``pawn `` inside ```bash blocks (comments dropped,
-    backslash continuations joined)."""
+    backslash continuations joined); with ``shell``, also ``["<shell>", "redirect", "--out", FILE]``
+    for another command line that writes FILE by a ``>`` redirection."""
     cmds, in_bash, pending = [], False, ""
     for line in text.splitlines():
         if line.startswith("```"):
@@ -37,6 +54,11 @@ def readme_commands(text: str) -> list[list[str]]:
         pending = ""
         if line.startswith("pawn "):
             cmds.append(shlex.split(line, comments=True))
+        elif shell and line and not line.startswith("#"):
+            words = shlex.split(line, comments=True)
+            outs = [words[i + 1] for i, w in enumerate(words[:-1]) if w in (">", ">>")]
+            if outs:  # `printf ... > FILE`: FILE is written here
+                cmds.append(["<shell>", "redirect", *(x for o in outs for x in ("--out", o))])
     return cmds
 
 
@@ -71,7 +93,7 @@ def readme_problems(text: str) -> list[str]:
     """Every clobbered output and every read of something no earlier command wrote."""
     problems: list[str] = []
     written: list[tuple[str, int, list[str], dict]] = []  # (path, command index, argv, options)
-    for n, argv in enumerate(readme_commands(text)):
+    for n, argv in enumerate(readme_commands(text, shell=True)):
         cmd = argv[1] if len(argv) > 1 else ""
         positional, opts = _options(argv)
         line = " ".join(argv)
@@ -96,6 +118,8 @@ def readme_problems(text: str) -> list[str]:
                     if rel not in allowed:
                         problems.append(f"`{line}` reads {r}, which `{' '.join(pargv)}` does not write")
                 continue
+            if not r.startswith("../") and (REPO_ROOT / r).is_file() and _tracked(r):
+                continue  # a file checked into the repository (examples/...)
             if r.startswith("../shared/"):
                 if not (_shared_dir() / Path(r).relative_to("../shared")).exists():
                     problems.append(f"`{line}` reads {r}, which is not in the shared data")
@@ -112,14 +136,142 @@ def readme_problems(text: str) -> list[str]:
     return problems
 
 
+def _tracked(rel: str) -> bool:
+    """``rel`` is checked into the repository (not only present in this working tree)."""
+    import subprocess
+
+    r = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "--error-unmatch", rel], capture_output=True)
+    return r.returncode == 0 or not (REPO_ROOT / ".git").exists()
+
+
 def test_readme_has_the_commands_this_check_is_about():
-    cmds = readme_commands((REPO_ROOT / "README.md").read_text("utf-8"))
-    assert {c[1] for c in cmds} >= {"pretrain", "eval", "probe", "generate", "bench", "convert"}
-    assert len(cmds) >= 12
+    cmds = readme_commands(all_docs_text())
+    assert {c[1] for c in cmds} >= {"pretrain", "eval", "probe", "generate", "bench", "convert", "adapt", "sweep",
+                                    "play", "report", "dashboard", "data", "lab"}
+    assert len(cmds) >= 40
+    short = {c[1] for c in readme_commands((REPO_ROOT / "README.md").read_text("utf-8"))}
+    assert short >= {"pretrain", "adapt", "eval", "sweep", "play", "report", "dashboard"}  # the short path
+    assert sorted(p.name for p in (REPO_ROOT / "docs").glob("*.md")) == sorted(DOC_PAGES)  # a new page joins the check
 
 
 def test_readme_commands_run_in_order_without_clobbering_outputs():
-    assert readme_problems((REPO_ROOT / "README.md").read_text("utf-8")) == []
+    assert readme_problems(all_docs_text()) == []
+
+
+# ------------------------------------------------------------------ the commands against the real CLI
+def cli_problems(cmds: list[list[str]]) -> list[str]:
+    """Each ``pawn ...`` command parsed by the real command's Click parser (no callback runs):
+    an unknown subcommand, an option the command does not have, an option missing its value or
+    more positional arguments than it takes, one line each."""
+    import typer
+
+    from pawn.cli import app
+
+    def group(c) -> bool:
+        return hasattr(c, "list_commands")
+
+    root = typer.main.get_command(app)
+    problems = []
+    for argv in cmds:
+        line = " ".join(argv)
+        cmd, ctx, rest = root, root.context_class(root, info_name="pawn"), argv[1:]
+        while group(cmd) and rest and not rest[0].startswith("-"):
+            sub = cmd.get_command(ctx, rest[0])
+            if sub is None:
+                problems.append(f"`{line}`: no command {rest[0]!r} (pawn has {', '.join(cmd.list_commands(ctx))})")
+                break
+            cmd, ctx, rest = sub, sub.context_class(sub, info_name=rest[0], parent=ctx), rest[1:]
+        else:
+            if group(cmd):
+                if not set(rest) & {"--help", "--version"}:
+                    problems.append(f"`{line}`: a command group, no subcommand named")
+                continue
+            try:
+                _, extra, _ = cmd.make_parser(ctx).parse_args(list(rest))
+            except Exception as e:  # the parser's usage errors (typer vendors its own click)
+                problems.append(f"`{line}`: {type(e).__name__}: {e}")
+                continue
+            if extra:
+                problems.append(f"`{line}`: unexpected argument(s) {extra}")
+    return problems
+
+
+def test_every_documented_command_parses_with_the_real_cli():
+    cmds = readme_commands(all_docs_text())
+    assert cli_problems(cmds) == []
+
+
+def test_a_documented_flag_that_does_not_exist_is_caught():
+    bad = readme_commands("\n".join([
+        "```bash",
+        "pawn adapt runs/tiny/variants/large --strategy lora --lora-rnak 4 --out runs/x",
+        "pawn pretrain --supernet tiny --total-steps",
+        "pawn evaluate runs/tiny",
+        "pawn data infos ../shared/data/lichess",
+        "pawn eval runs/a runs/b runs/c",
+        "pawn adapt runs/tiny/variants/large --strategy lora --lora-rank 4 --out runs/ok",
+        "```",
+    ]))
+    problems = cli_problems(bad)
+    assert len(problems) == 5, problems
+    assert "No such option: --lora-rnak" in problems[0] and "--total-steps" in problems[1], problems
+    assert "no command 'evaluate'" in problems[2] and "no command 'infos'" in problems[3], problems
+    assert "unexpected argument" in problems[4], problems
+
+
+# ------------------------------------------------------------------ links
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation other than ``-``/``_`` dropped,
+    spaces as ``-``."""
+    h = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return h.replace(" ", "-")
+
+
+def _anchors(md: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", md.read_text("utf-8"), flags=re.S)
+    return {_slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)}
+
+
+def link_problems(files: list[Path]) -> list[str]:
+    """Every relative link (``[text](path#anchor)``, images too) of ``files`` that names no file
+    of the repository, or an anchor that is no heading of the Markdown file it names."""
+    problems = []
+    for f in files:
+        text = re.sub(r"```.*?```", "", f.read_text("utf-8"), flags=re.S)
+        for m in LINK.finditer(text):
+            target = m.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (f.parent / path).resolve() if path else f
+            rel = f.relative_to(REPO_ROOT)
+            if not dest.exists() or REPO_ROOT not in dest.parents and dest != REPO_ROOT:
+                problems.append(f"{rel}: link {target} names no file of the repository")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                problems.append(f"{rel}: link {target}: no heading #{anchor} in {dest.relative_to(REPO_ROOT)}")
+    return problems
+
+
+def test_every_relative_link_resolves():
+    files = doc_files()
+    assert sum(len(LINK.findall(f.read_text("utf-8"))) for f in files) >= 30
+    assert link_problems(files) == []
+
+
+def test_the_link_check_catches_a_missing_file_and_anchor(tmp_path, monkeypatch):
+    page = REPO_ROOT / "docs" / "sweeps.md"
+    bad = tmp_path / "bad.md"
+    bad.write_text("[a](docs/nope.md) [b](docs/sweeps.md#no-such-heading) [c](docs/sweeps.md#hyperparameter-sweeps) "
+                   "[d](https://example.org/x) ![e](docs/report-run.png)\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO_ROOT", tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "sweeps.md").write_text(page.read_text("utf-8"))
+    (tmp_path / "docs" / "report-run.png").write_bytes(b"png")
+    assert link_problems([bad]) == ["bad.md: link docs/nope.md names no file of the repository",
+                                    "bad.md: link docs/sweeps.md#no-such-heading: no heading #no-such-heading in docs/sweeps.md"]
 
 
 def test_the_check_catches_the_old_readme_clash_and_missing_inputs():
@@ -142,3 +294,16 @@ def test_the_check_catches_the_old_readme_clash_and_missing_inputs():
     assert any("reads run.toml" in p for p in problems) and any("writes runs/tiny" in p for p in problems), problems
     assert not any("--resume auto" in p for p in problems), problems  # resuming a run is no clobbering
     assert len(problems) == 6, problems
+
+
+def test_the_lichess_bot_example_is_the_engine_section_the_docs_show():
+    """``examples/lichess-bot/engine.yml`` (what ``play_one_game.py`` ran) and the ``config.yml``
+    block of docs/play-and-uci.md are one text: editing one without the other fails here."""
+    doc = (REPO_ROOT / "docs" / "play-and-uci.md").read_text()
+    i = doc.index("name it in `config.yml`")
+    block = doc[i:].split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = (REPO_ROOT / "examples" / "lichess-bot" / "engine.yml").read_text()
+    assert "\n".join(ln for ln in example.splitlines() if not ln.startswith("#")) + "\n" == block
+    script = (REPO_ROOT / "examples" / "lichess-bot" / "pawn-engine").read_text()
+    exec_line = next(ln for ln in script.splitlines() if ln.startswith("exec "))
+    assert exec_line == "exec /path/to/venv/bin/pawn uci /path/to/checkpoint" and exec_line in doc
