@@ -15,6 +15,7 @@ import math
 import warnings
 from typing import Callable, Optional
 
+import numpy as np
 import optuna
 from optuna.trial import TrialState
 from pydantic import ValidationError
@@ -41,6 +42,19 @@ def _fail(trial: optuna.Trial, reason: str, log: Callable[[str], None]) -> float
     return float("nan")
 
 
+def trial_data_seed(config: dict, seed: Optional[int], number: int) -> dict:
+    """``config`` with its unset ``data_seed`` (an adapter trial's per-epoch shuffle seed, a
+    random one in ``pawn adapt`` when none is given) drawn from the sweep's ``--seed`` and the
+    trial number: ``numpy.random.SeedSequence([seed, 1, number])``'s first 32-bit word, halved
+    into [0, 2³¹). So two fresh sweeps with the same ``--seed`` train each trial on the same
+    games in the same order and reach the same losses, not only the same parameters. Unchanged
+    without ``--seed``, when the base config or the space sets ``data_seed``, or for a config
+    without that field (pretraining trials: their game stream is ``seed``, fixed by default)."""
+    if seed is None or "data_seed" not in config or config["data_seed"] is not None:
+        return config
+    return {**config, "data_seed": int(np.random.SeedSequence([seed, 1, number]).generate_state(1)[0] >> 1)}
+
+
 def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Callable[[str], None]):
     """The Optuna objective: sample → the trial's settings → run in process with a
     :class:`PrunerHook` → best val loss. Pruned → ``TrialPruned``; a refused config, an error
@@ -53,7 +67,7 @@ def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Cal
             return _duplicate(trial, same, log)
         trial_dir = s.out / s.resolved_study_name / f"trial_{trial.number:04d}"
         try:
-            config = runner.config(params, trial_dir)
+            config = trial_data_seed(runner.config(params, trial_dir), s.seed, trial.number)
         except ValidationError as e:
             return _fail(trial, f"settings refused: {format_validation_error(e)}", log)
         except PawnError as e:

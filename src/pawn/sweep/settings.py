@@ -34,7 +34,7 @@ class SweepSettings(CommandSettings):
     pruner: Literal["hyperband", "median", "none"] = Field("hyperband", description="Optuna pruner, fed the val loss at each validation by global step.")
     pruner_startup_trials: int = Field(2, ge=0, description="median pruner: finished trials before any pruning.")
     sampler: Literal["tpe", "random"] = Field("tpe", description="Optuna sampler.")
-    seed: Optional[int] = Field(None, description="Sampler seed: a fresh study draws the same parameters again; each start (a continued sweep, each --workers process) seeds from it, the worker index and the trials the study holds, so it draws new ones.")
+    seed: Optional[int] = Field(None, description="Sampler seed: a fresh study draws the same parameters again; each start (a continued sweep, each --workers process) seeds from it, the worker index and the trials the study holds, so it draws new ones. An adapter trial whose data_seed is not set also draws it from --seed and its trial number, so a fresh study repeats its losses too.")
     workers: int = Field(1, ge=1, description="Worker processes on the same storage (more can be started by hand with the same command).")
     timeout: Optional[float] = Field(None, gt=0, description="Stop starting new trials after this many seconds (per worker).")
     space: Optional[Path] = Field(None, description="TOML or JSON file overriding the search space: field = {type=float|int|categorical, low, high, log, step, choices} or a fixed value.")
