@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _report_page import page_data
 
 REPO = Path(__file__).resolve().parents[1]
 V1_RUNS = REPO / "tests" / "data" / "runs_v1"
@@ -25,11 +26,6 @@ pytest.importorskip("plotly", reason="the report extra: pip install 'pawn[report
 def _get(url: str) -> tuple[int, str]:
     with urllib.request.urlopen(url, timeout=60) as r:
         return r.status, r.read().decode("utf-8")
-
-
-def _data(html: str) -> dict:
-    m = re.search(r'<script type="application/json" id="pawn-data">(.*?)</script>', html, re.S)
-    return json.loads(m.group(1).replace("<\\/", "</"))
 
 
 def _start(root: Path, *args: str) -> subprocess.Popen:
@@ -48,13 +44,13 @@ def test_dashboard_serves_rebuilds_and_stops_on_sigint(tmp_path):
         assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
         base = f"http://127.0.0.1:{m.group(1)}"
         code, html = _get(base + "/")
-        d = _data(html)
+        d = page_data(html)
         assert code == 200 and sorted(r["label"] for r in d["runs"]) == ["adapt-lora", "tiny"]
         code, stamp1 = _get(base + "/stamp")
         assert code == 200 and d["live"]["stamp"] == stamp1 and d["live"]["stamp_url"] == "/stamp"
         # one run's page
         _, one = _get(base + "/run/adapt-lora")
-        assert [r["label"] for r in _data(one)["runs"]] == ["adapt-lora"]
+        assert [r["label"] for r in page_data(one)["runs"]] == ["adapt-lora"]
         # a newer metrics.jsonl: a new stamp and a rebuilt page with the new record
         metrics = root / "adapt-lora" / "metrics.jsonl"
         last_val = [json.loads(x) for x in metrics.read_text().splitlines() if '"val"' in x][-1]
@@ -64,7 +60,7 @@ def test_dashboard_serves_rebuilds_and_stops_on_sigint(tmp_path):
             f.write(json.dumps(last_val) + "\n")
         _, stamp2 = _get(base + "/stamp")
         assert stamp2 != stamp1
-        d2 = _data(_get(base + "/")[1])
+        d2 = page_data(_get(base + "/")[1])
         lora = next(r for r in d2["runs"] if r["label"] == "adapt-lora")
         assert d2["live"]["stamp"] == stamp2 and lora["series"]["val/loss"]["y"][-1] == 0.5
         assert lora["summary"]["best_val_loss"] == 0.5
@@ -137,6 +133,43 @@ def test_sweep_is_handed_to_optuna_dashboard(tmp_path):
                     raise
                 time.sleep(0.5)
         assert code == 200 and [s["study_name"] for s in json.loads(body)["study_summaries"]] == ["lora"]
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_served_page_in_a_headless_browser_has_no_console_error(tmp_path):
+    """What a user sees at http://localhost:PORT/ in Chromium: the runs table and a run's charts,
+    with no console error (a browser's own /favicon.ico request got a 404, an error in the console,
+    before the page declared an icon)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.fail("Debian's chromium is not installed (apt-get install chromium); .ci/run installs it", pytrace=False)
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    proc = _start(root, "--port", "0")
+    try:
+        m = re.match(r"pawn dashboard: http://localhost:(\d+)/ ", proc.stdout.readline())
+        assert m
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            errors: list[str] = []
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"http://127.0.0.1:{m.group(1)}/")
+            page.wait_for_selector("#page-runs tbody tr")
+            assert sorted(page.locator("#page-runs tbody tr td:nth-child(2)").all_inner_texts()) == ["adapt-lora", "tiny"]
+            page.locator("#page-runs a", has_text=re.compile(r"^tiny$")).click()
+            page.wait_for_selector("#run-plots .js-plotly-plot")
+            page.wait_for_timeout(500)
+            browser.close()
+        assert errors == []
         os.kill(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)
         assert proc.returncode == 0

@@ -197,6 +197,8 @@ def test_pgn_replays_legally_with_the_recorded_results(fake_match, tmp_path):
     res, _ = fake_match
     mate = GameRecord(6, 1.0, "toy", "stockfish-1500", 1500, True, "f2f3", True, "loss", "checkmate", 4,
                       ["f2f3", "e7e5", "g2g4", "d8h4"])
+    ladder = GameRecord(7, 1.0, "toy", "greedy", 478.4, True, "f2f3", True, "loss", "checkmate", 4,
+                        ["f2f3", "e7e5", "g2g4", "d8h4"])  # a ladder rung's anchor is a float ("478.4" before)
     recs = res.records + [mate]
     out = tmp_path / "games.pgn"
     write_pgn(out, recs, event="test")
@@ -213,6 +215,8 @@ def test_pgn_replays_legally_with_the_recorded_results(fake_match, tmp_path):
             assert board.is_checkmate() and board.outcome().result() == h["Result"] == "0-1"
         else:
             assert h["Result"] == "1/2-1/2" and h["Termination"] == "adjudication" and board.ply() == 14
+    write_pgn(out, [ladder], event="test")
+    assert _read_pgn(out)[0].headers["BlackElo"] == "478"
 
 
 def test_pawn_vs_pawn_uses_the_book_for_either_model_as_white(toy_model):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -21,7 +20,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from _report_page import embedded
 from pawn.cli import app
+from pawn.report.games import unpack_boards
 
 plotly = pytest.importorskip("plotly", reason="the report extra: pip install 'pawn[report]'")
 
@@ -38,13 +39,6 @@ def _invoke(args: list) -> str:
     r = CliRunner().invoke(app, [str(a) for a in args])
     assert r.exit_code == 0, (args, r.output, r.exception)
     return r.output
-
-
-def embedded(html_path: Path) -> dict:
-    html = html_path.read_text("utf-8")
-    m = re.search(r'<script type="application/json" id="pawn-data">(.*?)</script>', html, re.S)
-    assert m, "no embedded data"
-    return json.loads(m.group(1).replace("<\\/", "</"))
 
 
 # ----------------------------------------------------------------------------- fast: the per-ply predictions
@@ -255,7 +249,7 @@ def test_report_embeds_the_suite_section_and_the_top_moves(suite_run):
             assert [t[2] for t in x["top"]] == sorted((t[2] for t in x["top"]), reverse=True)
             if i < len(g["sans"]):
                 assert x["played"][0] == g["sans"][i] and 1 <= x["played"][2]
-        assert 'class="arrow"' in g["boards"][1]  # the model's top move drawn on the board
+        assert 'class="arrow"' in unpack_boards(g)[1]  # the model's top move drawn on the board
 
 
 @pytest.mark.slow

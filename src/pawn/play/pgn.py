@@ -28,7 +28,8 @@ def game_pgn(rec: GameRecord, event: str, round_no: int, date: str):
     h["Event"], h["Site"], h["Date"], h["Round"] = event, "pawn play", date, str(round_no)
     h["White"], h["Black"], h["Result"] = rec.white, rec.black, rec.pgn_result
     if rec.opponent_elo is not None:
-        h["BlackElo" if rec.pawn_white else "WhiteElo"] = str(rec.opponent_elo)
+        # a whole number, as PGN's Elo tags are (a ladder rung's measured anchor is a float: 478.3 → "478")
+        h["BlackElo" if rec.pawn_white else "WhiteElo"] = str(int(round(rec.opponent_elo)))
     h["Termination"] = _STANDARD_TERMINATION.get(rec.term, "normal")
     h["PawnTermination"] = rec.term
     h["PawnTemperature"] = f"{rec.temperature:g}"

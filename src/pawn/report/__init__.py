@@ -214,6 +214,7 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
     moves_info = None
     if checkpoint is not None and game_list:
         moves_info = top_moves(game_list, checkpoint_for_top_moves(checkpoint, runs), variant=variant, k=top_k, log=log)
+    rgames.pack_boards(game_list)  # after the top moves redrew them
     evals = _json_reports(roots, skip={r.path.resolve() for r in runs})
     if not (run_items or studies or game_list or evals):
         raise ReportError(f"nothing to report under {', '.join(map(str, roots))}: no PAWN run directory "

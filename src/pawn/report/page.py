@@ -357,7 +357,7 @@ function renderGames() {
   }
   function go(p) {
     st.ply = Math.max(0, Math.min(g.sans.length, p));
-    board.innerHTML = g.boards[st.ply];
+    if (g.boards) board.innerHTML = g.boards[st.ply];
     moves.querySelectorAll('span').forEach(s => s.classList.toggle('cur', +s.dataset.ply === st.ply));
     info.textContent = `ply ${st.ply} / ${g.sans.length}` + (st.ply === g.sans.length ? ` — ${g.result} ${g.termination}` : '');
     topPanel(st.ply);
@@ -382,7 +382,19 @@ function renderGames() {
     el('div', {}, el('div', {class: 'card'}, hdr), moves)));
   document.onkeydown = e => { if (!document.getElementById('page-games').classList.contains('active')) return;
     if (e.key === 'ArrowRight') go(st.ply + 1); if (e.key === 'ArrowLeft') go(st.ply - 1); };
-  go(st.ply);
+  if (g.boards) { go(st.ply); return; }
+  go(st.ply);  // the moves and the panel now, the board once this game's packed boards are unpacked
+  const gi = st.game;
+  board.textContent = 'drawing the boards…';
+  unpackBoards(g.boards_gz).then(b => { g.boards = b; if (st.game === gi && board.isConnected) go(st.ply); })
+    .catch(err => { board.textContent = `cannot unpack this game's boards: ${err}`; });
+}
+
+// The boards of a game, packed by pawn.report.games.pack_boards (gzip + base64 of their JSON list).
+async function unpackBoards(b64) {
+  const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+  return JSON.parse(await new Response(stream).text());
 }
 
 // ------------------------------------------------------------------ Eval / bench
@@ -504,6 +516,8 @@ def render(data: dict[str, Any], plotly_js: str, title: str = "PAWN report") -> 
     meta = f'{data.get("generated", "")} · pawn {data.get("pawn_version", "")}'
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            # no favicon request: a browser asks /favicon.ico of `pawn dashboard`, and a 404 is a console error
+            "<link rel=\"icon\" href=\"data:,\">"
             f"<title>{esc}</title><style>{CSS}</style>\n<script>{plotly_js}</script>\n</head><body>"
             f"<header><h1>{esc}</h1><nav>{nav}</nav><span class=\"meta\">{meta}</span></header><main>{pages}</main>\n"
             f"<script type=\"application/json\" id=\"pawn-data\">{blob}</script>\n<script>{APP}</script>\n</body></html>\n")
