@@ -41,12 +41,12 @@ class _StopAt(Hook):
             ctx.request_stop("test_stop")
 
 
-def _run(model, tmp_path, saves, **kw):
+def _run(model, tmp_path, saves, steps_per_chunk=2, **kw):
     def save(path, m, opt, rosa_state):
         saves.append((m, opt, rosa_state))
 
     return run_warmup_and_masks(model, loss_fn=_loss, batch_at=_batch_at, lr=3e-3, b1=0.9, b2=0.999, weight_decay=0.0,
-                                max_grad_norm=1.0, steps_per_chunk=2, save=save, checkpoint_root=tmp_path,
+                                max_grad_norm=1.0, steps_per_chunk=steps_per_chunk, save=save, checkpoint_root=tmp_path,
                                 key=jax.random.PRNGKey(9), log=lambda m: None, **kw)
 
 
@@ -84,6 +84,23 @@ def test_warmup_resumes_exactly_and_masks_follow(tmp_path, mode):
     # the masks are the top-k of the warmed model's scores, not of the bare backbone's
     cold = R.gradient_masks(m0, _loss, [_batch_at(8), _batch_at(9)])
     assert any((cold[n] != np.asarray(full.model.adapter.sparse.mask[n])).any() for n in cold)
+
+
+def test_warmup_runs_chunks_of_k_and_a_short_last_one(tmp_path):
+    # K 3 does not divide W 8: the warm-up ran gcd(3, 8) = 1 step per compiled call (issue 27);
+    # now chunks of 3, 3 and 2, with the same LoRA at the end as 2-step chunks.
+    m0 = build_adapted("rosa", SETTINGS, PAWNModel(CFG, jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
+    records: list[dict] = []
+    saves3: list = []
+    out3 = _run(m0, tmp_path / "k3", saves3, steps_per_chunk=3, log_metrics=records.append)
+    assert out3.reason == "completed" and out3.warmup_step == 8
+    assert [r["rosa/warmup_step"] for r in records] == [3, 6, 8]
+    assert [len(r["rosa/warmup_lr"]) for r in records] == [3, 3, 2]
+    saves2: list = []
+    _run(m0, tmp_path / "k2", saves2)
+    for n in ("wq", "wv"):
+        np.testing.assert_allclose(np.asarray(saves3[-1][0].adapter.lora.B[n]), np.asarray(saves2[-1][0].adapter.lora.B[n]),
+                                   rtol=1e-5, atol=1e-7)
 
 
 def test_zero_warmup_goes_straight_to_masks(tmp_path):

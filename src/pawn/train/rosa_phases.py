@@ -22,7 +22,6 @@ loop (no copied loop), before the main phase of ``pawn adapt``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -132,7 +131,9 @@ def run_warmup_and_masks(
         loss_fn: the training loss ``(model, batch) -> (loss, metrics)`` (spec §5).
         batch_at: warm-up batch of warm-up step ``w`` (a dict of host arrays ``[B, ...]``).
         lr, b1, b2, weight_decay, max_grad_norm: the warm-up AdamW (constant ``lr``).
-        steps_per_chunk: compiled chunk length; the warm-up uses ``gcd(K, rosa_warmup_steps)``.
+        steps_per_chunk: compiled chunk length K; the warm-up runs chunks of K steps and a shorter
+            last one when K does not divide ``rosa_warmup_steps`` (it ran ``gcd(K, W)``-step chunks
+            before: one step per compiled call for K 25, W 64).
         save: ``save(path, model, optimizer_arrays, rosa_state)`` writes a checkpoint (the caller's
             adapter checkpoint with main step 0 and ``training_state["rosa"] = rosa_state``).
         checkpoint_root: the run's ``checkpoints`` directory.
@@ -160,7 +161,7 @@ def run_warmup_and_masks(
         raise TrainingError(f"RoSA warm-up resume step {start} is outside 0..{W}")
     if model.adapter.phase != R.PHASE_WARMUP:
         raise TrainingError(f"RoSA warm-up needs a phase-1 adapter, got phase {model.adapter.phase}")
-    k = math.gcd(max(int(steps_per_chunk), 1), W) if W else 1
+    k = max(1, min(int(steps_per_chunk), W))
     reason = "completed"
     if start < W:
         schedule = build_schedule("constant", lr, W, 0)
@@ -209,7 +210,7 @@ def run_warmup_and_masks(
         hk.extend(hooks)
         trainer = Trainer(program, checkpointer, hk, total_steps=W, end_step=W, completed_reason="completed")
         log(f"RoSA phase 1: LoRA warm-up, steps {start}..{W} at constant lr {lr:g} (not counted in the main step counter)")
-        chunks = StepChunks(batch_at, start_step=start, end_step=W, k=k)
+        chunks = StepChunks(batch_at, start_step=start, end_step=W, k=k, short_last=True)
         outcome = trainer.run(state, chunks, frozen=frozen, start_step=start, resumed=resume is not None)
         reason = outcome.reason
         model = eqx.combine(to_host(outcome.state.model), frozen)

@@ -109,18 +109,21 @@ class ChunkResult:
 class StepChunks:
     """Chunks from a function of the global step: ``batch_at(step) -> {name: array [B, ...]}``
     stacked K at a time for steps ``[start_step, end_step)``, yielded as ``(first_step, chunk)``
-    — the data source shape :func:`training_steps` takes. Because each batch is a pure function
+    — the data source shape :func:`training_steps` takes; with ``short_last`` the last chunk
+    holds the remainder when ``end_step − start_step`` is not a multiple of K (one more compile,
+    of that length). Because each batch is a pure function
     of its step (e.g. an epoch permutation seeded by ``(data_seed, step // steps_per_epoch)``), a
     run resumed at any step sees exactly the batches of an uninterrupted one. Built on the
     consumer's thread (``wait_s`` counts the time; pretraining's
     :class:`~pawn.data.stream.ChunkStream` prefetches in the background instead).
 
     Raises:
-        ValueError: ``k < 1`` or ``end_step − start_step`` not a multiple of ``k``.
+        ValueError: ``k < 1``, or ``end_step − start_step`` not a multiple of ``k`` without ``short_last``.
     """
 
-    def __init__(self, batch_at: Callable[[int], Mapping[str, np.ndarray]], *, start_step: int, end_step: int, k: int):
-        if k < 1 or (end_step - start_step) % k:
+    def __init__(self, batch_at: Callable[[int], Mapping[str, np.ndarray]], *, start_step: int, end_step: int, k: int,
+                 short_last: bool = False):
+        if k < 1 or ((end_step - start_step) % k and not short_last):
             raise ValueError(f"steps [{start_step}, {end_step}) do not split into chunks of {k}")
         self.batch_at, self.start_step, self.end_step, self.k = batch_at, start_step, end_step, k
         self.wait_s = 0.0
@@ -128,7 +131,7 @@ class StepChunks:
     def __iter__(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         for s0 in range(self.start_step, self.end_step, self.k):
             t = time.perf_counter()
-            batches = [self.batch_at(s) for s in range(s0, s0 + self.k)]
+            batches = [self.batch_at(s) for s in range(s0, min(s0 + self.k, self.end_step))]
             chunk = {name: np.stack([b[name] for b in batches]) for name in batches[0]}
             self.wait_s += time.perf_counter() - t
             yield s0, chunk
