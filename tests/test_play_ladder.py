@@ -215,3 +215,15 @@ def test_a_diluted_rung_plays_a_random_legal_move_at_its_rate_and_the_engine_oth
         assert b.ply() == 12
     finally:
         real.close()
+
+
+def test_the_results_tables_stockfish_name_is_read_as_its_rung():
+    # The table calls the sf-1350 rung "stockfish-1350"; typed back as --ladder it was refused.
+    from pydantic import ValidationError
+
+    from pawn.play.config import PlayConfig
+
+    c = PlayConfig.load(vs="ladder", ladder="random,stockfish-1350,sf-skill0-depth1")
+    assert c.ladder == ["random", "sf-1350", "sf-skill0-depth1"]
+    with pytest.raises(ValidationError, match="is not a rung"):
+        PlayConfig.load(vs="ladder", ladder="stockfish-13x0")

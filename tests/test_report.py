@@ -96,9 +96,10 @@ def test_report_of_runs_written_before_schema_2_has_every_trace(tmp_path):
     assert hm["z"][0][hm["x"].index("wq.A")] == pytest.approx(last["layer0.wq.A"])
     # the eval report kept in the run directory reaches the page
     assert [Path(e["path"]).name for e in tiny["evals"]] == ["eval.json"]
-    ev = json.loads((V1_RUNS / "tiny" / "eval.json").read_text())["models"][-1]["random_games"]
-    assert tiny["summary"]["top1_over_ceiling"] == ev["published/top1_over_ceiling"]
-    assert tiny["summary"]["top1_over_ceiling_from"] == "eval"
+    # that report scored the small variant (d64_L2_F256); the row shows the monitored large one, so
+    # small's ratio stays out of it (tests/test_suite.py checks that large's own report feeds it)
+    assert [m["name"] for m in json.loads((V1_RUNS / "tiny" / "eval.json").read_text())["models"]] == ["d64_L2_F256"]
+    assert tiny["summary"]["top1_over_ceiling"] is None and tiny["summary"]["top1_over_ceiling_from"] is None
     assert tiny["summary"]["kind"] == "pretrain" and lora["summary"]["kind"] == "adapt"
 
 

@@ -174,6 +174,8 @@ def suite_run(tmp_path_factory) -> dict:
     _invoke(["pretrain", "--supernet", "tiny", "--total-steps", 4, "--batch-size", 4, "--seq-len", 32, "--val-games", 8,
              "--steps-per-chunk", 2, "--val-every", 2, "--checkpoint-every", 4, "--out", run])
     small = run / "variants" / "small"
+    large_eval = run / "eval_large.json"  # the monitored variant's own report, older than the small suite
+    _invoke(["eval", run / "variants" / "large", "--games", 16, "--json", large_eval])
     out = _invoke(["eval", small, "--suite", *SUITE_ARGS])
     plain = root / "plain.json"
     _invoke(["eval", small, "--games", 16, "--json", plain])
@@ -182,7 +184,7 @@ def suite_run(tmp_path_factory) -> dict:
     html = root / "report.html"
     report_out = _invoke(["report", run, root / "games.pgn", "--checkpoint", "best", "-o", html])
     return {"root": root, "run": run, "small": small, "suite_out": out, "plain": plain, "html": html,
-            "report_out": report_out, "suite": run / "eval_suite_small.json"}
+            "report_out": report_out, "suite": run / "eval_suite_small.json", "large_eval": large_eval}
 
 
 @pytest.mark.slow
@@ -236,7 +238,11 @@ def test_report_embeds_the_suite_section_and_the_top_moves(suite_run):
     assert {r["probe"] for r in view["probes"]["rows"] if r["regression"]} == SPEC_REGRESSION
     assert [r["category"] for r in view["diagnostics"]["edge"]] == list(SPEC_EDGE)
     assert {f["id"] for f in view["probe_figures"]} == {"suite-probes-accuracy", "suite-probes-r2"}
-    assert run["summary"]["top1_over_ceiling_from"] == "eval"  # the suite's eval feeds the runs table
+    # the runs table shows the supernet's monitored variant (large); the suite scored small, so its
+    # ceiling ratio (0.263 in a user's run) must not stand in that row beside large's loss and top-1
+    large = json.loads(suite_run["large_eval"].read_text())["models"][-1]["random_games"]
+    assert run["summary"]["top1_over_ceiling"] == large["published/top1_over_ceiling"]
+    assert run["summary"]["top1_over_ceiling_from"] == "eval"  # large's report, not the small suite
     # top moves of the run's best checkpoint (a supernet: its largest variant) on the played games
     assert d["top_moves"]["model"] == "tiny/large" and d["top_moves"]["source"].endswith("checkpoints/best")
     assert "largest variant tiny/large" in suite_run["report_out"]

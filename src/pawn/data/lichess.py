@@ -266,6 +266,19 @@ class ScanStats:
         """The skipped games named, see :func:`skipped_lines`."""
         return skipped_lines(self.skipped, self.n_skipped)
 
+    def skipped_summary(self) -> Optional[str]:
+        """The games the PGN parser skipped in one line: how many, per reason in words
+        (:data:`DROP_REASONS`, most first), and the first one named as :func:`skipped_lines`
+        does, e.g. ``35 games skipped by the PGN parser (35 a set-up (FEN) start position);
+        the first: FILE: game 51, ply 0: fen_start``. None when it skipped none."""
+        if not self.n_skipped:
+            return None
+        counts = sorted(((n, r) for r, n in self.dropped.items() if r in PARSER_REASONS and n), key=lambda x: (-x[0], x[1]))
+        why = ", ".join(f"{n:,} {DROP_REASONS.get(r, r)}" for n, r in counts)
+        first = skipped_lines(self.skipped[:1], 1)
+        return (f"{self.n_skipped:,} game{'s' if self.n_skipped != 1 else ''} skipped by the PGN parser ({why})"
+                + (f"; the first: {first[0]}" if first else ""))
+
     def see_kept(self, white_elo: Optional[np.ndarray], black_elo: Optional[np.ndarray], lengths: np.ndarray) -> None:
         if lengths.size == 0:
             return

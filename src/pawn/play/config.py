@@ -56,6 +56,13 @@ class PlayConfig(_Settings):
     def _lists(cls, v: Any) -> Any:
         return _split(v)
 
+    @field_validator("ladder", mode="after")
+    @classmethod
+    def _rung_spelling(cls, v: list[str]) -> list[str]:
+        """``stockfish-<elo>``, the name the results table gives an ``sf-<elo>`` rung, is read as that rung."""
+        return [f"sf-{r[len('stockfish-'):]}" if r.startswith("stockfish-") and r[len("stockfish-"):].isdigit() else r
+                for r in v]
+
     @field_validator("dtype", mode="before")
     @classmethod
     def _dtype_spelling(cls, v: Any) -> Any:

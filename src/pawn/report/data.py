@@ -86,18 +86,25 @@ def _line(name: str, s: dict[str, list], key: str, source: str, *, dash: Optiona
 
 
 def _layout(title: str, ytitle: str = "", *, y2: Optional[str] = None, ylog: bool = False,
-            yfraction: bool = False) -> dict[str, Any]:
+            yfraction: bool = False, y2fraction: bool = False, y2range: Optional[list[float]] = None,
+            legend_rows: int = 1) -> dict[str, Any]:
     lay: dict[str, Any] = {"title": {"text": title, "x": 0.02, "font": {"size": 15}},
                            "xaxis": {"title": {"text": "step"}},
                            "yaxis": {"title": {"text": ytitle}},
-                           "margin": {"l": 60, "r": 60 if y2 else 20, "t": 40, "b": 45}, "height": 320,
-                           "legend": {"orientation": "h", "y": -0.25}, "hovermode": "x unified"}
+                           "margin": {"l": 60, "r": 60 if y2 else 20, "t": 40, "b": 45}, "height": 320 + 22 * (legend_rows - 1),
+                           # below the x-axis title, lower for each further legend row
+                           "legend": {"orientation": "h", "y": -0.25 - 0.07 * (legend_rows - 1), "yanchor": "top"},
+                           "hovermode": "x unified"}
     if ylog:
         lay["yaxis"]["type"] = "log"
     if yfraction:
         lay["yaxis"]["tickformat"] = ".1%"
     if y2:
         lay["yaxis2"] = {"title": {"text": y2}, "overlaying": "y", "side": "right", "showgrid": False}
+        if y2fraction:
+            lay["yaxis2"]["tickformat"] = ".1%"
+        if y2range is not None:
+            lay["yaxis2"]["range"] = y2range
     return lay
 
 
@@ -228,13 +235,21 @@ def figures(run: Run) -> list[dict[str, Any]]:
                          "line": {"dash": "dash", "color": "#888"}})
     add("Top-1 accuracy", top1, ytitle="top-1", yfraction=True)
 
+    # a colour per measure and a dash per variant (the largest solid): 12 lines of a supernet stay
+    # apart, where the 8-colour palette repeated colours across measures
     integ = []
-    for v in models:
+    measure_col = {k: PALETTE[i] for i, k in enumerate((*INTEGRITY_KEYS, "median_forfeit_ply"))}
+    dashes = ("dot", "dash", "dashdot")
+    for i, v in enumerate(models):
+        dash = None if i == len(models) - 1 else dashes[i % len(dashes)]
         for k in INTEGRITY_KEYS:
-            integ.append(_line(f"{METRICS[k].short}{_label(v)}", _series(val, k, v), k, "val", markers=True, variant=v))
-        integ.append(_line(f"{METRICS['median_forfeit_ply'].short}{_label(v)}", _series(val, "median_forfeit_ply", v),
-                           "median_forfeit_ply", "val", dash="dot", yaxis="y2", markers=True, variant=v))
-    add("Game integrity (validation)", integ, ytitle="rate", yfraction=True, y2="ply")
+            integ.append(_line(f"{METRICS[k].short}{_label(v)}", _series(val, k, v), k, "val", markers=True, variant=v,
+                               color=measure_col[k], dash=dash))
+        integ.append(_line(f"{METRICS['median_forfeit_ply'].short}{_label(v)}",
+                           _series(val, "median_forfeit_ply", v), "median_forfeit_ply", "val", yaxis="y2", markers=True,
+                           variant=v, color=measure_col["median_forfeit_ply"], dash=dash))
+    add("Game integrity (validation)", integ, ytitle="rate", yfraction=True, y2="median forfeit ply",
+        legend_rows=len(models))
 
     lr = [_line("lr as run", _series(train, "lr"), "lr", "train")]
     plan = planned_lr(run)
@@ -247,10 +262,13 @@ def figures(run: Run) -> list[dict[str, Any]]:
                           _line("grad norm, chunk mean", _series(train, "grad_norm_mean"), "grad_norm_mean", "train",
                                 dash="dot")], ytitle="‖g‖")
 
+    wait = _series(train, "data_wait_frac", skip_compile=True)
     add("Throughput (compile chunks left out)",
         [_line("tokens/s", _series(train, "tokens_per_s", skip_compile=True), "tokens_per_s", "train", markers=True),
-         _line("data-wait fraction", _series(train, "data_wait_frac", skip_compile=True), "data_wait_frac", "train",
-               dash="dot", yaxis="y2", markers=True)], ytitle="tokens/s", y2="data-wait fraction")
+         _line("data-wait fraction", wait, "data_wait_frac", "train", dash="dot", yaxis="y2", markers=True)],
+        ytitle="tokens/s", y2="data wait (share of wall time)", y2fraction=True,
+        # from 0, and at least to 5 %: a wait of 0.003 % reads as none, not as a swing across the axis
+        y2range=[0, max(0.05, 1.1 * max(wait["y"], default=0.0))])
 
     mem_keys: list[str] = []
     for r in train:
@@ -310,6 +328,22 @@ def _last(records: list[Record], key: str) -> Optional[float]:
     return None
 
 
+def _shown_model(run: Run) -> Optional[str]:
+    """For a supernet run, the model name (``d192_L4_F768``) of the variant whose values its
+    records carry as the run's (the monitored one: the variant of the last val record whose loss
+    is the record's), which names its model in a ``pawn eval`` report; None for one model or an
+    adapter, or when it cannot be told."""
+    if not run.variants or not run.val:
+        return None
+    r = run.val[-1]
+    loss = r.values.get("loss")
+    name = next((n for n, v in r.variants.items() if loss is not None and v.get("loss") == loss), None)
+    c = run.config_record
+    info = (((c.fields.get("summary") or {}).get("variants") or {}) if c else {}).get(name) if name else None
+    cfg = info.get("config") if isinstance(info, dict) else None
+    return cfg if isinstance(cfg, str) else None
+
+
 def summary(run: Run) -> dict[str, Any]:
     """The runs-table row and KPI values of ``run``: kind, model (variant or strategy), status
     (state and reason), step/total, best val loss, last val top-1 and top-1 ÷ ceiling, legal
@@ -342,9 +376,12 @@ def summary(run: Run) -> dict[str, Any]:
     if over is None:  # the validation records carry no ceiling: the run's latest pawn eval --json report
         from pawn.metrics import eval_values
 
+        shown = _shown_model(run)
         for _, rep in reversed(run.eval_reports()):
-            models = rep.get("models") if isinstance(rep.get("models"), list) else []
-            vals = eval_values((models[-1].get("random_games") or {})) if models and isinstance(models[-1], dict) else {}
+            models = [m for m in (rep.get("models") if isinstance(rep.get("models"), list) else []) if isinstance(m, dict)]
+            if shown is not None:  # a supernet: the report's model of the variant the row shows, if it has one
+                models = [m for m in models if m.get("name") == shown]
+            vals = eval_values((models[-1].get("random_games") or {})) if models else {}
             over = _finite(vals.get("top1_over_ceiling"))
             if over is not None:
                 over_source = "eval"

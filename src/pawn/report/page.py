@@ -44,7 +44,8 @@ a { color:var(--accent); text-decoration:none; cursor:pointer; } a:hover { text-
 .kpi { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:8px 14px; min-width:130px; }
 .kpi .v { font-size:20px; font-weight:600; font-variant-numeric: tabular-nums; } .kpi .k { color:var(--muted); font-size:12px; }
 .plots { display:grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap:14px; }
-.plot { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:4px; min-height:330px; }
+/* no padding: plotly sizes its svg to the div's border-box width, which padding made overflow the grid cell */
+.plot { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:0; overflow:hidden; min-width:0; min-height:330px; }
 .controls { display:flex; flex-wrap:wrap; gap:16px; align-items:center; margin-bottom:12px; }
 .controls label { color:var(--muted); } select, input[type=range] { vertical-align:middle; }
 .muted { color:var(--muted); } .empty { color:var(--muted); padding:20px; text-align:center; }

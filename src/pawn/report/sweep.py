@@ -145,7 +145,8 @@ def figures(study: dict[str, Any]) -> list[dict[str, Any]]:
             {"type": "scatter", "mode": "lines", "name": "best so far", "x": [t["number"] for t in done], "y": best_y,
              "line": {"shape": "hv"}, "meta": {"key": "best"}}],
             "layout": {"title": {"text": "Objective history (best val loss)", "x": 0.02, "font": {"size": 15}},
-                       "xaxis": {"title": {"text": "trial"}}, "yaxis": {"title": {"text": "best val loss (nats)"}},
+                       "xaxis": {"title": {"text": "trial"}, "tickformat": "d", **({"dtick": 1} if len(done) <= 20 else {})},
+                       "yaxis": {"title": {"text": "best val loss (nats)"}},
                        "height": 320, "margin": {"l": 60, "r": 20, "t": 40, "b": 45}}})
         with_p = [t for t in done if isinstance(t["trainable_params"], int)]
         if with_p:

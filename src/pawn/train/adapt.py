@@ -689,9 +689,10 @@ def _build_data(cfg: AdaptSettings, resume_la, log: Callable[[str], None]) -> _D
     log(f"data: {len(corpus.train):,} training games, {len(corpus.val):,} validation games ({corpus.val_from})"
         + (f", {n_test:,} test games ({corpus.test_from})" if n_test else "") + "; "
         f"{spe} steps per epoch × {cfg.epochs} epochs = {total} steps of {cfg.batch_size} games; data seed {data_seed}")
-    for info in corpus.caches:  # the games the PGN parser skipped, named (file, game number, ply, reason)
-        for line in info.stats.skipped_lines():
-            log(f"data: skipped {line}" if not line.startswith("…") else f"data: {line}")
+    for info in corpus.caches:  # the games the PGN parser skipped: one line (pawn data info names them all)
+        line = info.stats.skipped_summary()
+        if line:
+            log(f"data: {line} (pawn data info {cfg.data} lists them)")
     try:
         schedule = cfg.schedule(total)
     except ValueError as e:
