@@ -102,6 +102,11 @@ def test_eval_split_val_scores_exactly_the_runs_validation_games(adapted, tmp_pa
     # over every position is the run's val top-1 of the best checkpoint
     best = min(open_run(out).val, key=lambda v: v.values["loss"])
     assert h["top1_legal_masked_all_positions"] == pytest.approx(best.values["top1"], abs=1e-9)
+    # and the legal-masked loss over every position is its val loss (the table's plain loss is the
+    # unmasked one at move positions: 7.61 against a val loss of 3.20 for the README's adapter)
+    assert h["loss_legal_masked_all_positions"] == pytest.approx(best.values["loss"], rel=1e-5)
+    assert h["loss"] > h["loss_legal_masked_all_positions"]
+    assert "Loss (unmasked)" in r.output and "Loss legal-masked" in r.output
     assert h["n_positions"] + VAL == best.values["positions"]  # eval leaves out each game's terminal slot
     assert "Top-1 legal-masked (position ≥ 10)" in r.output and "Top-1 legal-masked (all positions)" in r.output
     r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "test", "--pgn-only", "--json", str(js)])

@@ -104,6 +104,8 @@ _ROWS: tuple[Metric, ...] = (
        ("eval",)),
     _M("legal_masked_top1_all_positions", f"Top-1 legal-masked ({SCOPE_ALL})", "masked top-1 (all)", "fraction", "max", (),
        "legal_masked/top1_all_positions", ("eval",)),
+    _M("legal_masked_loss_all_positions", "Loss legal-masked", "masked loss (all)", "nats", "min", (),
+       "legal_masked/loss_all_positions", ("eval",)),
     # --- game integrity (spec eval §1.2)
     _M("legal_rate", "Legal move rate", "legal rate", "fraction", "max", ("legal_move_rate",), "published/legal_rate", ("val", "eval")),
     _M("late_legal_rate", "Late legal rate", "late legal", "fraction", "max", ("late_legal_move_rate", "late_legal_rate"),

@@ -50,7 +50,9 @@ def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
     ``act_argmax`` / ``act_in_top5`` (the 1,968 actions only), ``legal_mass`` (softmax mass on
     the tokens set in ``packed_legal``, uint8 [B, T, ceil(V/8)] big-endian bit order) and
     ``legal_hit`` / ``legal_in_top5`` (the target is the argmax / in the top 5 of the logits
-    restricted to the legal set: the MAIA-style adapter metric of spec eval §1.6)."""
+    restricted to the legal set: the MAIA-style adapter metric of spec eval §1.6) and
+    ``legal_nll`` (CE at the target of the softmax over the legal set: ``pawn adapt``'s hard
+    legal-masked loss, spec training §5; 0 where the row has no legal token)."""
     logits = model(input_ids, attn_mask, dtype=dtype).astype(jnp.float32)
     logp = jax.nn.log_softmax(logits, axis=-1)
     tgt = targets[..., None]
@@ -61,6 +63,9 @@ def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
     legal_mass = jnp.sum(jnp.where(legal, jnp.exp(logp), 0.0), axis=-1)
     masked = jnp.where(legal, logits, -jnp.inf)
     legal_top5 = jax.lax.top_k(masked, 5)[1]
+    any_legal = jnp.any(legal, axis=-1)
+    legal_lse = jax.nn.logsumexp(jnp.where(any_legal[..., None], masked, 0.0), axis=-1)
+    legal_nll = jnp.where(any_legal, legal_lse - jnp.take_along_axis(logits, tgt, axis=-1)[..., 0], 0.0)
     return {
         "nll": nll,
         "argmax": jnp.argmax(logits, axis=-1).astype(jnp.int32),
@@ -70,6 +75,7 @@ def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
         "legal_mass": legal_mass,
         "legal_hit": jnp.argmax(masked, axis=-1) == targets,
         "legal_in_top5": jnp.any(legal_top5 == tgt, axis=-1),
+        "legal_nll": legal_nll,
     }
 
 
@@ -169,6 +175,7 @@ class AccuracyReport:
     n_ceiling_positions: int
     settings: dict[str, Any] = field(default_factory=dict)
     legal_masked_top1_all_positions: float = 0.0
+    legal_masked_loss_all_positions: float = 0.0
 
     @property
     def top1_over_ceiling(self) -> float:
@@ -195,6 +202,7 @@ class AccuracyReport:
         out["legal_masked/top1"] = self.legal_masked_top1
         out["legal_masked/top5"] = self.legal_masked_top5
         out["legal_masked/top1_all_positions"] = self.legal_masked_top1_all_positions
+        out["legal_masked/loss_all_positions"] = self.legal_masked_loss_all_positions
         for name, ph in self.phases.items():
             for k, v in ph.items():
                 out[f"moves_only/phase/{name}/{k}"] = v
@@ -227,7 +235,7 @@ class _Totals:
         self.s: dict[str, float] = dict.fromkeys(
             ("n_pos", "n_move", "n_late", "illegal_pred", "illegal_mass", "mo_nll", "mo_top1", "mo_top5",
              "mo_top1_full", "mo_top5_full", "mo_legal", "ceil_sum", "ceil_n", "ceil_mo_sum", "ceil_mo_n",
-             "lm_n", "lm_top1", "lm_top5", "lm_all_top1"), 0.0)
+             "lm_n", "lm_top1", "lm_top5", "lm_all_top1", "lm_all_nll"), 0.0)
         self.phase = {name: [0, 0] for name, _, _ in PHASES}
         self.first_forfeit: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
@@ -281,6 +289,7 @@ class _Totals:
         s["mo_top5_full"] += int((sc["in_top5"] & move).sum())
         s["mo_legal"] += int((g_legal & move).sum())
         s["lm_all_top1"] += int((sc["legal_hit"] & lm).sum())
+        s["lm_all_nll"] += float(sc["legal_nll"][lm].astype(np.float64).sum())
         maia = lm & (self.pos >= MIN_EVAL_PLY)
         s["lm_n"] += int(maia.sum())
         s["lm_top1"] += int((sc["legal_hit"] & maia).sum())
@@ -346,6 +355,7 @@ class _Totals:
             legal_masked_top5=_ratio(s["lm_top5"], s["lm_n"]),
             n_legal_masked_positions=int(s["lm_n"]),
             legal_masked_top1_all_positions=_ratio(s["lm_all_top1"], s["n_pos"]),
+            legal_masked_loss_all_positions=_ratio(s["lm_all_nll"], s["n_pos"]),
             phases={k: {"correct": c, "total": t, "accuracy": _ratio(c, t)} for k, (c, t) in self.phase.items()},
             ceiling=_ratio(s["ceil_sum"], s["ceil_n"]),
             ceiling_moves_only=_ratio(s["ceil_mo_sum"], s["ceil_mo_n"]),

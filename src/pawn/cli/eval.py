@@ -31,11 +31,7 @@ trained under the legal mask (pawn adapt's default) must be read under it: its c
 --suite adds the nine linear probes and the outcome diagnostics (the v2 run_evals_backbone) and
 writes everything to one JSON (default: eval_suite_<checkpoint>.json in the checkpoint's run
 directory) that pawn report shows in its Suite section; its sizes (--games 256, --probe-games,
---probe-epochs, --diagnostic-games, --edge-positions) are for a CPU.
-
-Examples:
-  pawn eval runs/adapt-lora/best --split val --pgn-only
-  pawn eval runs/tiny/checkpoints/best --suite"""
+--probe-epochs, --diagnostic-games, --edge-positions) are for a CPU."""
 
 _FORMATS = {"loss": ".4f", "perplexity": ".2f", "avg_plies_completed": ".1f"}
 """Cell formats of the report table's rows (:data:`pawn.metrics.EVAL_TABLE`); the others are percentages."""
@@ -65,11 +61,12 @@ def _human_columns(first: str, all_positions: bool = False) -> list[Column]:
     (:data:`pawn.metrics.SCOPE_ALL`, the legal-masked one from :data:`pawn.metrics.MIN_EVAL_PLY`)."""
     from pawn.metrics import SCOPE_ALL
 
-    cols = [Column(first, ""), Column("games", "d"), Column(METRICS["positions"].label, "d"), Column("Loss", ".4f"),
+    cols = [Column(first, ""), Column("games", "d"), Column(METRICS["positions"].label, "d"), Column("Loss (unmasked)", ".4f"),
             Column(f"Top-1 ({SCOPE_ALL})", "pct"), Column("Top-5", "pct"), Column(METRICS["legal_rate"].label, "pct"),
             Column(METRICS["legal_masked_top1"].label, "pct")]
     if all_positions:
         cols.append(Column(METRICS["legal_masked_top1_all_positions"].label, "pct"))
+        cols.append(Column(METRICS["legal_masked_loss_all_positions"].label, ".4f"))
     return cols
 
 
@@ -93,7 +90,7 @@ def held_out_table(r: runs.ModelEval) -> TableReport:
     t = TableReport(f"{r.name}: the {h['split']} games of {h['run']} ({h['source']}{elo}), seq_len {r.seq_len}",
                     _human_columns("split", all_positions=True))
     t.add(h["split"], h["n_games"], h["n_positions"], h["loss"], h["top1"], h["top5"], h["legal_rate"], h["top1_legal_masked"],
-          h["top1_legal_masked_all_positions"])
+          h["top1_legal_masked_all_positions"], h.get("loss_legal_masked_all_positions"))
     return t
 
 

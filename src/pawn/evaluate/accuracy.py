@@ -153,7 +153,9 @@ def evaluate_held_out(model: Callable, games, *, seq_len: int, batch_size: int =
 
     Returns:
         ``{n_games, n_positions, loss, perplexity, top1, top5, legal_rate, top1_legal_masked,
-        top1_legal_masked_all_positions}`` (position-weighted; loss in nats).
+        top1_legal_masked_all_positions, loss_legal_masked_all_positions}`` (position-weighted;
+        losses in nats: ``loss`` the unmasked CE at move positions, the legal-masked one over
+        every position, as ``pawn adapt`` validates).
     """
     width = Layout.of(prepend_outcome).max_ply(seq_len)
     tokens, lengths, _ = games.gather(np.arange(len(games)), width)
@@ -162,4 +164,5 @@ def evaluate_held_out(model: Callable, games, *, seq_len: int, batch_size: int =
     return {"n_games": len(games), "n_positions": r.n_move_positions, "loss": r.moves_only_loss,
             "perplexity": min(math.exp(min(r.moves_only_loss, 700.0)), LICHESS_PERPLEXITY_CAP),
             "top1": r.moves_only_top1_full_vocab, "top5": r.moves_only_top5_full_vocab, "legal_rate": r.moves_only_legal_rate,
-            "top1_legal_masked": r.legal_masked_top1, "top1_legal_masked_all_positions": r.legal_masked_top1_all_positions}
+            "top1_legal_masked": r.legal_masked_top1, "top1_legal_masked_all_positions": r.legal_masked_top1_all_positions,
+            "loss_legal_masked_all_positions": r.legal_masked_loss_all_positions}
