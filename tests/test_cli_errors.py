@@ -81,3 +81,11 @@ def test_eval_pgn_without_a_usable_game_is_an_error_not_an_empty_table(toy_check
     pgn.write_bytes(content)
     res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--games", "2", "--max-ply", "16", "--pgn", str(pgn)])
     one_line_error(res, 1, str(pgn), "not a PGN file")
+
+
+def test_a_bad_list_item_is_named_by_its_flag_position_and_value(toy_checkpoint, tmp_path):
+    # pydantic's location of the 2nd item was printed as "--lora-targets.1"
+    res = CliRunner().invoke(app, ["adapt", str(toy_checkpoint), "--strategy", "lora", "--lora-targets", "q,x",
+                                   "--data", str(tmp_path), "--out", str(tmp_path / "run")])
+    err = one_line_error(res, 2, "--lora-targets item 2 ('x'): Input should be 'q', 'k', 'v' or 'o'")
+    assert ".1" not in err

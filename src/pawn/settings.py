@@ -443,7 +443,11 @@ def format_validation_error(e: ValidationError, sources: Optional[dict[str, tupl
     sources = sources or {}
     lines = []
     for err in e.errors():
-        loc = ".".join(str(p) for p in err["loc"])
+        # a list item is "item N (value)", 1-based, not pydantic's ".0" index: --lora-targets item 2 ('x')
+        loc = "".join(str(p) if i == 0 else (f" item {p + 1}" if isinstance(p, int) else f".{p}")
+                      for i, p in enumerate(err["loc"]))
+        if err["loc"] and isinstance(err["loc"][-1], int) and isinstance(err.get("input"), (str, int, float)):
+            loc += f" ({err['input']!r})"
         msg = err["msg"].removeprefix("Value error, ")
         kind, name = sources.get(str(err["loc"][0]), (None, None)) if err["loc"] else (None, None)
         if not loc:  # a cross-field rule: its message names the fields
@@ -453,7 +457,7 @@ def format_validation_error(e: ValidationError, sources: Optional[dict[str, tupl
             msg = "required (set --" + loc.replace("_", "-") + ", PAWN_" + loc.upper() + " or the config file)"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field"
-        if kind in ("flag", "env"):  # the flag or variable names the field: --lr, PAWN_LR[.1]
+        if kind in ("flag", "env"):  # the flag or variable names the field: --lr, PAWN_LR[ item 2 (…)]
             loc = name + loc[len(str(err["loc"][0])):]
         elif kind == "file":
             loc = f"{name}: {loc}"
