@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _report_page import page_data
+from _report_page import browser_page, page_data
 
 REPO = Path(__file__).resolve().parents[1]
 V1_RUNS = REPO / "tests" / "data" / "runs_v1"
@@ -146,29 +146,19 @@ def test_the_served_page_in_a_headless_browser_has_no_console_error(tmp_path):
     """What a user sees at http://localhost:PORT/ in Chromium: the runs table and a run's charts,
     with no console error (a browser's own /favicon.ico request got a 404, an error in the console,
     before the page declared an icon)."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(chromium).exists():
-        pytest.fail("Debian's chromium is not installed (apt-get install chromium); .ci/run installs it", pytrace=False)
     root = tmp_path / "runs"
     shutil.copytree(V1_RUNS, root)
     proc = _start(root, "--port", "0")
     try:
         m = re.match(r"pawn dashboard: http://localhost:(\d+)/ ", proc.stdout.readline())
         assert m
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            errors: list[str] = []
-            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
+        with browser_page() as (page, errors):
             page.goto(f"http://127.0.0.1:{m.group(1)}/")
             page.wait_for_selector("#page-runs tbody tr")
             assert sorted(page.locator("#page-runs tbody tr td:nth-child(2)").all_inner_texts()) == ["adapt-lora", "tiny"]
             page.locator("#page-runs a", has_text=re.compile(r"^tiny$")).click()
             page.wait_for_selector("#run-plots .js-plotly-plot")
             page.wait_for_timeout(500)
-            browser.close()
         assert errors == []
         os.kill(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)

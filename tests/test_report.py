@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _report_page import embedded
+from _report_page import browser_page, embedded
 from pawn.cli import app
 from pawn.report.games import unpack_boards
 from pawn.runs import discover_runs, open_run
@@ -196,19 +196,10 @@ def test_fresh_runs_embed_every_trace_for_both_run_kinds(report_root, report_htm
 
 @pytest.mark.slow
 def test_page_in_a_headless_browser(report_html, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(chromium).exists():
-        pytest.fail("Debian's chromium is not installed (apt-get install chromium); .ci/run installs it", pytrace=False)
     d = embedded(report_html)
     shots = tmp_path / "screens"
     shots.mkdir()
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+    with browser_page() as (page, errors):
         page.goto(report_html.as_uri())
         page.wait_for_selector("#page-runs table")
         rows = page.locator("#page-runs tbody tr")
@@ -272,7 +263,6 @@ def test_page_in_a_headless_browser(report_html, tmp_path):
         page.click("nav button[data-page=evals]")
         assert page.locator("#page-evals .eval-report").count() >= 1
         page.screenshot(path=str(shots / "evals.png"), full_page=True)
-        browser.close()
     assert errors == []
     keep = os.environ.get("PAWN_REPORT_SCREENS")
     if keep:

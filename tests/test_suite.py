@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from _report_page import embedded
+from _report_page import browser_page, embedded
 from pawn.cli import app
 from pawn.report.games import unpack_boards
 
@@ -260,20 +260,11 @@ def test_report_embeds_the_suite_section_and_the_top_moves(suite_run):
 
 @pytest.mark.slow
 def test_report_suite_and_top_moves_in_a_headless_browser(suite_run, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(chromium).exists():
-        pytest.fail("Debian's chromium is not installed (apt-get install chromium); .ci/run installs it", pytrace=False)
     d = embedded(suite_run["html"])
     view = next(e for e in d["runs"][0]["evals"] if e.get("kind") == "suite")["suite"]["models"][0]
     shots = tmp_path / "screens"
     shots.mkdir()
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+    with browser_page() as (page, errors):
         page.goto(suite_run["html"].as_uri() + "#evals")
         page.wait_for_selector(".suite-report .suite-plots .js-plotly-plot")
         card = page.locator(".suite-report")
@@ -298,7 +289,6 @@ def test_report_suite_and_top_moves_in_a_headless_browser(suite_run, tmp_path):
         assert page.locator("#board svg .arrow").count() > 0  # the model's most likely move
         assert page.locator("#illegal-note").count() == (0 if x["argmax_legal"] else 1)
         page.screenshot(path=str(shots / "games-top-moves.png"), full_page=True)
-        browser.close()
     assert errors == []
     keep = [Path(k) for k in (os.environ.get("PAWN_REPORT_SCREENS"),) if k]
     for k in keep:
