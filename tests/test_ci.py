@@ -14,8 +14,8 @@ def _commands(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-HARNESS = ('section() { echo "=== README: $1 ($(date -u +%T))"; }', "dashboard=$!", 'kill -INT "$dashboard"',
-           'wait "$dashboard"')
+HARNESS = ('section() { echo "=== README: $1 ($(date -u +%T))"; }', "set -m", "dashboard=$!", "set +m",
+           'kill -INT "$dashboard"', 'wait "$dashboard"')
 """Lines of `.ci/run` that are not README commands: the section banner and the handling of the
 README's `pawn dashboard runs/`, which serves until Ctrl-C (it runs in the background, its page is
 fetched, then it gets SIGINT and must exit 0)."""
