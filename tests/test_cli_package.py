@@ -105,7 +105,7 @@ def test_the_sink_renders_a_table_with_formatted_cells():
     console = Console(width=120, record=True, color_system=None)
     Output("table", console=console).report(_report())
     text = console.export_text()
-    assert "toy (d64)" in text and "1.2346" in text and "50.0000%" in text
+    assert "toy (d64)" in text and "1.2346" in text and "50.00%" in text
     row = next(ln for ln in text.splitlines() if "base" in ln)
     assert "nan" in row and "—" in row
 

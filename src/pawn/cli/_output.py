@@ -14,8 +14,9 @@ import typer
 
 
 def pct(x: Optional[float]) -> str:
-    """A fraction as a percentage with 4 decimals; ``—`` for None/NaN."""
-    return "—" if x is None or x != x else f"{100 * x:.4f}%"
+    """A fraction as a percentage with 2 decimals (``1.13%``; the JSON outputs keep every digit);
+    ``—`` for None/NaN."""
+    return "—" if x is None or x != x else f"{100 * x:.2f}%"
 
 
 def num(x: Optional[float], fmt: str = ".4f") -> str:

@@ -84,8 +84,8 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
 
     masked = "legal-masked, " if res.legal_mask else ""
     rep = TableReport(f"{res.strategy}: {res.trainable_params:,} trainable parameters",
-                      [Column("when", justify="left"), Column("val loss", ".4f"), Column(f"val top-1 ({masked}{SCOPE_ALL})", ".4f"),
-                       Column("val top-5", ".4f")])
+                      [Column("when", justify="left"), Column("val loss", ".4f"), Column(f"val top-1 ({masked}{SCOPE_ALL})", "pct"),
+                       Column("val top-5", "pct")])
     if res.baseline_val:
         b = res.baseline_val
         when = "step 0 (untrained model)" if res.strategy == "specialized_clm" else "step 0 (backbone)"

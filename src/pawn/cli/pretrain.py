@@ -34,7 +34,8 @@ def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableRepo
     from pawn.runs import parse_record
 
     rep = TableReport(f"validation at step {last_val['step']}",
-                      [Column("model", justify="left"), *(Column(METRICS[k].short, ".4f", missing="nan") for k in VALIDATION_COLUMNS)])
+                      [Column("model", justify="left"), *(Column(METRICS[k].short, "pct" if METRICS[k].unit == "fraction" else ".4f", missing="nan")
+                                                    for k in VALIDATION_COLUMNS)])
     rec = parse_record(last_val)
     variants = cfg.model_configs()[1]
     rows = rec.variants or {next(iter(variants)) if len(variants) == 1 else "model": rec.values}
