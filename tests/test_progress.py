@@ -271,3 +271,14 @@ def test_validation_results_are_printed_as_lines_in_a_log(tmp_path):
     i4 = next(i for i, ln in enumerate(out) if ln.startswith("pretrain: step 4/4"))
     assert i2 < out.index(shown[0]) < i4
     assert not out[i2].endswith("ETA ?"), out[i2]
+
+
+def test_a_line_before_the_first_chunk_says_it_is_compiling_not_dashes():
+    # A user saw "step 0/300 (0.0%) joint loss -, - tok/s, elapsed 0:00:30, ETA ?" while XLA compiled.
+    buf, clock = io.StringIO(), Clock()
+    rep = ProgressReporter("pretrain", 300, fields={"joint loss": "-", "tok/s": "-"}, every_s=10, stream=buf,
+                           clock=clock).start()
+    clock.t += 30
+    assert rep.line() == "pretrain: step 0/300 (0.0%) compiling and running the first steps, elapsed 0:00:30"
+    rep.update(50, **{"joint loss": "20.1000", "tok/s": "6,000"})
+    assert rep.line().startswith("pretrain: step 50/300 (16.7%) joint loss 20.1000, 6,000 tok/s, elapsed 0:00:30")

@@ -212,6 +212,10 @@ class ProgressReporter:
         now = self._clock() if now is None else now
         pct = 100.0 * self.completed / self.total if self.total else 100.0
         parts = [f"{self.label}: {self.unit} {self.completed}/{self.total} ({pct:.1f}%)"]
+        if self._last_update_t is None and self.completed < self.total:
+            # nothing has finished yet: the first chunk is compiling or running (no "loss -, - tok/s")
+            parts.append(f"compiling and running the first steps, elapsed {format_duration(now - self._t0)}")
+            return " ".join(parts)
         shown = [f"{v} {k}" if k.endswith("/s") else f"{k} {v}" for k, v in self.fields.items()]
         parts.append(", ".join(shown + [f"elapsed {format_duration(now - self._t0)}", f"ETA {format_duration(self.eta_s(now))}"]))
         return " ".join(parts)
