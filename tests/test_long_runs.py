@@ -215,3 +215,36 @@ def test_bench_keeps_the_finished_sections_on_sigterm(tmp_path):
     rep = json.loads(out.read_text())
     assert rep["completed_sections"] == ["engine"] and rep["interrupted"] == "step" and "step" not in rep
     assert rep["engine"]["threads"][0]["random_games"]["games"] == 200
+
+
+@pytest.mark.slow
+def test_bench_concurrency_says_which_count_runs_and_keeps_its_finished_rows_on_sigterm(tmp_path):
+    # The concurrency section sat for minutes with no sub-progress, and a stop inside it kept no
+    # row (issue 26): now each process count is announced, and the finished counts are kept.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "bench.json"
+    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", "bench", "--quick", "--only", "concurrency", "--concurrency", "2",
+                          "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    seen = ""
+    t0 = time.monotonic()
+    while "pawn bench: concurrency: 2 processes (2/2)" not in seen and time.monotonic() - t0 < 600:
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert "pawn bench: concurrency: 1 process (1/2)" in seen and "pawn bench: concurrency: 2 processes (2/2)" in seen, seen
+    p.send_signal(signal.SIGTERM)
+    stdout, rest = p.communicate(timeout=300)
+    assert p.returncode == 130, seen + rest
+    assert f"error: interrupted during concurrency; kept the finished rows of concurrency (tables above, {out})" in rest, rest
+    rep = json.loads(out.read_text())
+    assert rep["interrupted"] == "concurrency" and rep["completed_sections"] == []
+    c = rep["concurrency"]
+    assert c["partial"] is True and [r["processes"] for r in c["rows"]] == [1] and c["rows"][0]["aggregate_tokens_per_s"] > 0
+    assert "concurrency: independent training processes" in stdout  # the partial table was printed

@@ -8,7 +8,7 @@ import os
 import queue
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from pawn.bench.records import OMIT_NONE
 from pawn.bench.settings import BenchSettings
@@ -93,18 +93,23 @@ def _collect(procs, results, n: int, timeout_s: float) -> list[dict[str, Any]]:
     return got
 
 
-def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0) -> ConcurrencyResult:
+def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0, detail: Callable[[str], None] = lambda m: None,
+                      partial: Optional[dict] = None) -> ConcurrencyResult:
     """``n = 1 … concurrency`` independent training processes at once (``multiprocessing``
     *spawn*, never fork), released together by a barrier after each compiled its chunk. Per n:
     the aggregate tokens/s = all processes' tokens / the common wall window from the first
     start to the last finish (:func:`~pawn.bench.timing.common_window_rate`), each process's own
     tokens/s over its own span, and the speed-up of the aggregate over n = 1. On GPUs the
     children do not preallocate memory (``XLA_PYTHON_CLIENT_PREALLOCATE=false``). Stops early if
-    a process fails (e.g. OOM)."""
+    a process fails (e.g. OOM). ``detail`` is told which process count runs (``3 processes (3/4)``);
+    the result is put in ``partial["concurrency"]`` before the first count runs and gains a row
+    as each count finishes, so a Ctrl-C (its processes are terminated) keeps the finished rows."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     out = ConcurrencyResult("spawn", s.batch_size * s.seq_len * s.steps_per_chunk)
+    if partial is not None:
+        partial["concurrency"] = out
     base = None
     saved = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
@@ -113,9 +118,16 @@ def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0) -> Concurrency
             barrier, results = ctx.Barrier(n), ctx.Queue()
             procs = [ctx.Process(target=concurrency_worker, args=(s.to_dict(), i, barrier, results), daemon=True)
                      for i in range(n)]
-            for p in procs:
-                p.start()
-            got = _collect(procs, results, n, timeout_s)
+            detail(f"{n} process{'es' if n > 1 else ''} ({n}/{s.concurrency})")
+            try:
+                for p in procs:
+                    p.start()
+                got = _collect(procs, results, n, timeout_s)
+            except BaseException:  # Ctrl-C / SIGTERM: no training process outlives the section
+                for p in procs:
+                    if p.is_alive():
+                        p.terminate()
+                raise
             errors = [g["error"] for g in got if "error" in g]
             if errors or len(got) < n:
                 out.rows.append(ConcurrencyRow(n, error=errors[0] if errors else f"only {len(got)} of {n} processes reported"))
@@ -135,6 +147,7 @@ def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0) -> Concurrency
     return out
 
 
-SECTION = register(Section("concurrency", 60, lambda s, ctx: bench_concurrency(s), R._concurrency, (9.0, 46.0),
+SECTION = register(Section("concurrency", 60, lambda s, ctx: bench_concurrency(s, detail=ctx.detail, partial=ctx.partial),
+                           R._concurrency, (9.0, 46.0),
                            lambda s: train_step_work(s) * s.concurrency_chunks))
 """The ``concurrency`` row of the section table (:mod:`pawn.bench.section`)."""

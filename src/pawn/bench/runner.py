@@ -96,6 +96,9 @@ class BenchReport:
             d[name] = {**to_json(self.results[name]), "section_wall_s": self.section_wall_s[name]}
         if self.interrupted is not None:
             d["interrupted"] = self.interrupted
+            if self.interrupted in self.results:  # what the interrupted section had finished
+                d[self.interrupted] = {**to_json(self.results[self.interrupted]), "partial": True,
+                                       "section_wall_s": self.section_wall_s.get(self.interrupted)}
         if self.wall_s is not None:
             d["wall_s"] = self.wall_s
         return d
@@ -106,13 +109,19 @@ def run_bench(
     sections: Sequence[str],
     progress: Callable[[str], None] = lambda m: None,
     on_section: Optional[Callable[[str, BenchReport], None]] = None,
+    detail: Callable[[str, str], None] = lambda name, m: None,
 ) -> BenchReport:
     """Run the chosen sections in order. The step, mfu and data sections share one compiled
     setup. ``on_section(name, report)`` is called as each section finishes (the CLI prints its
     table then).
 
+    ``detail(name, message)`` receives a section's sub-status lines (which process count the
+    concurrency section runs).
+
     Ctrl-C (KeyboardInterrupt) stops the run and returns what finished: ``completed_sections``
-    lists those sections and ``interrupted`` names the one that was running.
+    lists those sections and ``interrupted`` names the one that was running; when that section
+    had finished part of its record (the concurrency rows of the process counts that ran), the
+    record is kept in ``results`` and in ``--json`` with ``partial: true``.
 
     Raises:
         ValueError: a shape that does not split over the devices.
@@ -123,6 +132,7 @@ def run_bench(
     setup = None
     t_all = time.perf_counter()
     name = None
+    partial: dict[str, Any] = {}
     try:
         for name in sections:
             progress(name)
@@ -130,13 +140,18 @@ def run_bench(
             row = SECTION_TABLE[name]
             if row.shared_setup and setup is None:
                 setup = make_setup(s)
-            report.results[name] = row.run(s, SectionContext(setup if row.shared_setup else None, report.results))
+            ctx = SectionContext(setup if row.shared_setup else None, report.results,
+                                 detail=lambda m, _n=name: detail(_n, m), partial=partial)
+            report.results[name] = row.run(s, ctx)
             report.section_wall_s[name] = time.perf_counter() - t0
             report.completed_sections.append(name)
             if on_section is not None:
                 on_section(name, report)
     except KeyboardInterrupt:
         report.interrupted = name
+        if name in partial:
+            report.results[name] = partial[name]
+            report.section_wall_s[name] = time.perf_counter() - t0
     report.wall_s = time.perf_counter() - t_all
     return report
 

@@ -23,11 +23,15 @@ from pawn.config import flops_per_token
 @dataclass
 class SectionContext:
     """What a section's ``run`` may use besides the settings: the compiled
-    :class:`~pawn.bench.step.StepSetup` (for ``shared_setup`` sections, else None) and the
-    records of the sections that ran before it (name → record)."""
+    :class:`~pawn.bench.step.StepSetup` (for ``shared_setup`` sections, else None), the
+    records of the sections that ran before it (name → record), ``detail`` (a callback for a
+    one-line sub-status, e.g. which process count is running) and ``partial`` (a section that
+    fills its record as it goes puts it here, so a Ctrl-C keeps what finished)."""
 
     setup: Any = None
     results: dict[str, Any] = field(default_factory=dict)
+    detail: Callable[[str], None] = lambda m: None
+    partial: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

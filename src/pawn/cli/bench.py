@@ -68,13 +68,21 @@ def bench_cmd(s: BenchSettings) -> None:
         msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(est[name])})"
         status.update(msg) if err.is_terminal else err.print(msg, highlight=False, soft_wrap=True)
 
+    def detail(name: str, message: str) -> None:
+        msg = f"pawn bench: {name}: {message}"
+        beat.status = f"{name}: {message}"
+        status.update(msg) if err.is_terminal else err.print(msg, highlight=False, soft_wrap=True)
+
     with err.status("") as status, _sigterm_as_interrupt():
-        report = bench.run_bench(s, sections, progress=progress, on_section=lambda name, r: bench.print_report(
+        report = bench.run_bench(s, sections, progress=progress, detail=detail, on_section=lambda name, r: bench.print_report(
             r, console, only=[name], header=not r.completed_sections[:-1], footer=False))
     if report.completed_sections:
         bench.print_report(report, console, only=[], header=False)
     if report.interrupted:
-        done = report.completed_sections
+        done = list(report.completed_sections)
+        if report.interrupted in report.results:  # the rows the interrupted section had finished
+            bench.print_report(report, console, only=[report.interrupted], header=not done, footer=False)
+            done.append(f"the finished rows of {report.interrupted}")
         if done:
             write_json(json_out, report.to_dict())
         kept = f"kept {', '.join(done)} (tables above" + (f", {json_out})" if json_out else ")") if done else "nothing had finished"
