@@ -189,28 +189,35 @@ def test_bench_dtype_takes_the_same_spellings_as_the_other_commands():
     assert len(errors) == 1 and "float16 is not supported" in errors[0] and "bfloat16 (bf16)" in errors[0], r.output
 
 
-def test_bench_keeps_the_finished_sections_on_sigterm(tmp_path):
-    # A SIGTERM (closed terminal, Slurm limit) during a later section wrote no --json at all (issue 26).
+def _sigterm_bench_at(args: list[str], line: str, timeout_s: float) -> tuple[str, str, str]:
+    """Run ``pawn bench --quick ARGS`` as a real process, send it SIGTERM once its stderr shows
+    ``line``; return (stderr up to then, stdout, the rest of stderr) after asserting exit code 130."""
     import os
     import signal
     import subprocess
     import sys
     import time
 
-    out = tmp_path / "bench.json"
-    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", "bench", "--quick", "--only", "engine,step", "--json", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", "bench", "--quick", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     seen = ""
     t0 = time.monotonic()
-    while "pawn bench: step (2/2" not in seen and time.monotonic() - t0 < 300:
-        line = p.stderr.readline()
-        if not line:
+    while line not in seen and time.monotonic() - t0 < timeout_s:
+        got = p.stderr.readline()
+        if not got:
             break
-        seen += line
-    assert "pawn bench: step (2/2" in seen, seen
+        seen += got
+    assert line in seen, seen
     p.send_signal(signal.SIGTERM)
     stdout, rest = p.communicate(timeout=300)
     assert p.returncode == 130, seen + rest
+    return seen, stdout, rest
+
+
+def test_bench_keeps_the_finished_sections_on_sigterm(tmp_path):
+    # A SIGTERM (closed terminal, Slurm limit) during a later section wrote no --json at all (issue 26).
+    out = tmp_path / "bench.json"
+    seen, stdout, rest = _sigterm_bench_at(["--only", "engine,step", "--json", str(out)], "pawn bench: step (2/2", 300)
     assert f"error: interrupted during step; kept engine (tables above, {out})" in rest, rest
     rep = json.loads(out.read_text())
     assert rep["completed_sections"] == ["engine"] and rep["interrupted"] == "step" and "step" not in rep
@@ -221,27 +228,10 @@ def test_bench_keeps_the_finished_sections_on_sigterm(tmp_path):
 def test_bench_concurrency_says_which_count_runs_and_keeps_its_finished_rows_on_sigterm(tmp_path):
     # The concurrency section sat for minutes with no sub-progress, and a stop inside it kept no
     # row (issue 26): now each process count is announced, and the finished counts are kept.
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     out = tmp_path / "bench.json"
-    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", "bench", "--quick", "--only", "concurrency", "--concurrency", "2",
-                          "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
-    seen = ""
-    t0 = time.monotonic()
-    while "pawn bench: concurrency: 2 processes (2/2)" not in seen and time.monotonic() - t0 < 600:
-        line = p.stderr.readline()
-        if not line:
-            break
-        seen += line
-    assert "pawn bench: concurrency: 1 process (1/2)" in seen and "pawn bench: concurrency: 2 processes (2/2)" in seen, seen
-    p.send_signal(signal.SIGTERM)
-    stdout, rest = p.communicate(timeout=300)
-    assert p.returncode == 130, seen + rest
+    seen, stdout, rest = _sigterm_bench_at(["--only", "concurrency", "--concurrency", "2", "--json", str(out)],
+                                           "pawn bench: concurrency: 2 processes (2/2)", 600)
+    assert "pawn bench: concurrency: 1 process (1/2)" in seen, seen
     assert f"error: interrupted during concurrency; kept the finished rows of concurrency (tables above, {out})" in rest, rest
     rep = json.loads(out.read_text())
     assert rep["interrupted"] == "concurrency" and rep["completed_sections"] == []
