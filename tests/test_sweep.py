@@ -484,3 +484,32 @@ def test_spawned_workers_do_not_share_a_sampler_seed(monkeypatch):
     monkeypatch.delenv("PAWN_SWEEP_WORKER")
     again = optuna.create_study(sampler=make_sampler(s)).ask().suggest_float("lr", 0, 1)
     assert draws[0] != draws[1] and again == draws[0]
+
+
+def test_a_ctrl_c_python_drops_in_a_callback_still_stops_the_next_chunk():
+    # A slow-run failure: the sweep's SIGINT landed while a weakref callback ran; Python printed
+    # "Exception ignored … KeyboardInterrupt" and the sweep went on to its next trial (exit 0, not 130).
+    import os
+    import signal
+    import weakref
+
+    from pawn.sweep.trials import CTRL_C, PrunerHook, ctrl_c_latch
+
+    class Obj:
+        pass
+
+    before = signal.getsignal(signal.SIGINT)
+    with ctrl_c_latch():
+        obj = Obj()
+        fired = []
+
+        def callback(_ref):
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs inside this callback
+            fired.append(sum(range(10_000)))  # bytecode after the signal: the handler's raise lands here
+
+        ref = weakref.ref(obj, callback)
+        del obj  # the callback's KeyboardInterrupt is printed and dropped by Python
+        assert fired == [] and ref() is None and CTRL_C.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            PrunerHook(None, lambda m: m["loss"]).on_chunk(None)
+    assert signal.getsignal(signal.SIGINT) is before  # the previous handler is back

@@ -42,7 +42,7 @@ from pawn.settings import PretrainConfig
 from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, finish_trial, log_stale, make_objective,
                                   n_counted, trial_data_seed)
 from pawn.sweep.space import derive, suggest
-from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome
+from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, raise_if_interrupted
 from pawn.train.adapt import BATCH_KEYS, BatchChunks, load_backbone_for, make_adapter_loss, make_validator
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
@@ -259,6 +259,7 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
     run_dirs: list[Optional[Path]] = [None] * P
     step = 0
     for s0, host_chunk in chunks:
+        raise_if_interrupted()  # a Ctrl-C Python dropped inside a callback (pawn.sweep.trials.CTRL_C)
         state, m = pop.run_chunk(state, place(host_chunk), table, frozen)
         losses = np.asarray(to_host(m)["loss"])  # [K, P]
         step = s0 + losses.shape[0]

@@ -40,7 +40,7 @@ from pawn.sweep.settings import SweepSettings
 from pawn.sweep.space import Space, derive, load_space, suggest
 from pawn.sweep.storage import (SharedStudy, creation_lock, fail_running_trials, open_storage, retry_parent,
                                 storage_url)
-from pawn.sweep.trials import PretrainTrialRunner, SweepError, TrialRunner
+from pawn.sweep.trials import PretrainTrialRunner, SweepError, TrialRunner, raise_if_interrupted
 
 BEST_CONFIG = "best_config.json"
 
@@ -422,6 +422,7 @@ def run_trials(s: SweepSettings, shared: SharedStudy, objective: Callable[[optun
     """
     t0, attempts = time.monotonic(), 0
     while attempts < remaining:
+        raise_if_interrupted()
         if s.timeout is not None and time.monotonic() - t0 > s.timeout:
             break
         trial = claim_trial(s, shared, space, log)

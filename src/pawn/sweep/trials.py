@@ -9,7 +9,10 @@ runner with the same two methods.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence
@@ -78,6 +81,44 @@ class TrialRunner(Protocol):
     def run(self, config: dict[str, Any], hooks: Sequence[Hook]) -> TrialOutcome: ...
 
 
+CTRL_C = threading.Event()
+"""Set by the SIGINT handler of :func:`ctrl_c_latch`. Python drops a KeyboardInterrupt raised
+while a weakref or ``__del__`` callback runs (it prints "Exception ignored … KeyboardInterrupt"
+and goes on), so a Ctrl-C landing there was lost and the sweep ran its next trial; the latch
+raises it again at the next chunk boundary (:class:`PrunerHook`) or trial (:func:`raise_if_interrupted`)."""
+
+
+@contextlib.contextmanager
+def ctrl_c_latch():
+    """While open, SIGINT sets :data:`CTRL_C` and raises KeyboardInterrupt (as Python's default
+    handler does). Nothing changes outside the main thread or when SIGINT is ignored (a job
+    started with SIGINT ignored keeps ignoring it); the previous handler is restored on exit."""
+    def handler(signum, frame):
+        CTRL_C.set()
+        raise KeyboardInterrupt
+
+    CTRL_C.clear()
+    try:
+        old = signal.getsignal(signal.SIGINT)
+        if old is signal.SIG_IGN:
+            old = None
+        else:
+            signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt if a Ctrl-C reached :func:`ctrl_c_latch` (even one Python dropped)."""
+    if CTRL_C.is_set():
+        raise KeyboardInterrupt
+
+
 class PrunerHook(Hook):
     """Reports each validation's loss to Optuna at the GLOBAL optimizer step
     (``trial.report(val_loss, step)``; a step already reported — a resumed trial — is not
@@ -128,6 +169,7 @@ class PrunerHook(Hook):
             self._stop = "pruned"
 
     def on_chunk(self, ctx: ChunkContext) -> None:
+        raise_if_interrupted()  # a Ctrl-C Python dropped inside a callback: stop now (see CTRL_C)
         if self._stop is not None:
             ctx.request_stop(self._stop, by="sweep")
 
