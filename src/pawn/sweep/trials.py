@@ -92,7 +92,8 @@ raises it again at the next chunk boundary (:class:`PrunerHook`) or trial (:func
 def ctrl_c_latch():
     """While open, SIGINT sets :data:`CTRL_C` and raises KeyboardInterrupt (as Python's default
     handler does). Nothing changes outside the main thread or when SIGINT is ignored (a job
-    started with SIGINT ignored keeps ignoring it); the previous handler is restored on exit."""
+    started with SIGINT ignored keeps ignoring it); the previous handler is restored and the latch
+    cleared on exit."""
     def handler(signum, frame):
         CTRL_C.set()
         raise KeyboardInterrupt
@@ -109,6 +110,7 @@ def ctrl_c_latch():
     try:
         yield
     finally:
+        CTRL_C.clear()  # a later sweep in this process (the lab, a notebook, a test run) starts clean
         if old is not None:
             signal.signal(signal.SIGINT, old)
 
