@@ -4,6 +4,7 @@ and exits 0 on SIGINT (Ctrl-C)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,6 +33,22 @@ def _start(root: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "pawn.cli", "dashboard", str(root), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+
+@contextlib.contextmanager
+def _serving(root: Path, *args: str):
+    """``pawn dashboard ROOT ARGS`` as a real process for the ``with`` block; at its end the
+    process gets SIGINT (Ctrl-C) and must exit 0; killed whatever happens."""
+    proc = _start(root, *args)
+    try:
+        yield proc
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        assert proc.returncode == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_dashboard_serves_rebuilds_and_stops_on_sigint(tmp_path):
@@ -118,8 +135,7 @@ def test_sweep_is_handed_to_optuna_dashboard(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
-    proc = _start(root, "--port", "0", "--sweep", str(sweep), "--sweep-port", str(free))
-    try:
+    with _serving(root, "--port", "0", "--sweep", str(sweep), "--sweep-port", str(free)) as proc:
         line = proc.stdout.readline()
         assert line.startswith(f"optuna-dashboard: sqlite:///{(sweep / 'study.db').resolve()} on http://localhost:{free}/"), (
             line, proc.stderr.read() if proc.poll() is not None else "")
@@ -133,13 +149,6 @@ def test_sweep_is_handed_to_optuna_dashboard(tmp_path):
                     raise
                 time.sleep(0.5)
         assert code == 200 and [s["study_name"] for s in json.loads(body)["study_summaries"]] == ["lora"]
-        os.kill(proc.pid, signal.SIGINT)
-        proc.wait(timeout=60)
-        assert proc.returncode == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_the_served_page_in_a_headless_browser_has_no_console_error(tmp_path):
@@ -148,8 +157,7 @@ def test_the_served_page_in_a_headless_browser_has_no_console_error(tmp_path):
     before the page declared an icon)."""
     root = tmp_path / "runs"
     shutil.copytree(V1_RUNS, root)
-    proc = _start(root, "--port", "0")
-    try:
+    with _serving(root, "--port", "0") as proc:
         m = re.match(r"pawn dashboard: http://localhost:(\d+)/ ", proc.stdout.readline())
         assert m
         with browser_page() as (page, errors):
@@ -160,10 +168,3 @@ def test_the_served_page_in_a_headless_browser_has_no_console_error(tmp_path):
             page.wait_for_selector("#run-plots .js-plotly-plot")
             page.wait_for_timeout(500)
         assert errors == []
-        os.kill(proc.pid, signal.SIGINT)
-        proc.wait(timeout=60)
-        assert proc.returncode == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
