@@ -54,8 +54,7 @@ def _serving(root: Path, *args: str):
 def test_dashboard_serves_rebuilds_and_stops_on_sigint(tmp_path):
     root = tmp_path / "runs"
     shutil.copytree(V1_RUNS, root)
-    proc = _start(root, "--port", "0")
-    try:
+    with _serving(root, "--port", "0") as proc:  # ends with Ctrl-C and exit 0
         line = proc.stdout.readline()
         m = re.match(r"pawn dashboard: http://localhost:(\d+)/ ", line)
         assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
@@ -89,13 +88,6 @@ def test_dashboard_serves_rebuilds_and_stops_on_sigint(tmp_path):
         with pytest.raises(urllib.error.HTTPError) as e:
             _get(base + "/run/nope")
         assert e.value.code == 404
-        os.kill(proc.pid, signal.SIGINT)
-        proc.wait(timeout=60)
-        assert proc.returncode == 0, proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_dashboard_of_a_missing_folder_is_one_line(tmp_path):
