@@ -112,28 +112,106 @@ pub struct Skipped {
     pub reason: SkipReason,
 }
 
+/// A text tag PAWN reads from a game's headers, in [`Headers`] order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tag {
+    Event,
+    Site,
+    Date,
+    UtcDate,
+    UtcTime,
+    White,
+    Black,
+    Result,
+    Termination,
+    TimeControl,
+    Eco,
+    Opening,
+    Variant,
+    Fen,
+    SetUp,
+}
+
+impl Tag {
+    pub const ALL: [Tag; 15] = [
+        Tag::Event,
+        Tag::Site,
+        Tag::Date,
+        Tag::UtcDate,
+        Tag::UtcTime,
+        Tag::White,
+        Tag::Black,
+        Tag::Result,
+        Tag::Termination,
+        Tag::TimeControl,
+        Tag::Eco,
+        Tag::Opening,
+        Tag::Variant,
+        Tag::Fen,
+        Tag::SetUp,
+    ];
+
+    /// The tag a PGN tag name (`b"UTCDate"`) is, if PAWN reads it.
+    pub fn from_name(name: &[u8]) -> Option<Tag> {
+        Some(match name {
+            b"Event" => Tag::Event,
+            b"Site" => Tag::Site,
+            b"Date" => Tag::Date,
+            b"UTCDate" => Tag::UtcDate,
+            b"UTCTime" => Tag::UtcTime,
+            b"White" => Tag::White,
+            b"Black" => Tag::Black,
+            b"Result" => Tag::Result,
+            b"Termination" => Tag::Termination,
+            b"TimeControl" => Tag::TimeControl,
+            b"ECO" => Tag::Eco,
+            b"Opening" => Tag::Opening,
+            b"Variant" => Tag::Variant,
+            b"FEN" => Tag::Fen,
+            b"SetUp" => Tag::SetUp,
+            _ => return None,
+        })
+    }
+}
+
 /// Header values of one game. Strings are decoded as UTF-8, or Latin-1 when not valid UTF-8;
-/// missing tags are empty. Elo values are 0 when missing or not an unsigned 16-bit integer.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// missing tags are empty; a repeated tag keeps its last value. Elo values are 0 when missing
+/// or not an unsigned 16-bit integer. The text values share one buffer (one allocation a game
+/// instead of one a tag).
+#[derive(Clone, Debug, Default)]
 pub struct Headers {
-    pub event: String,
-    pub site: String,
-    pub date: String,
-    pub utc_date: String,
-    pub utc_time: String,
-    pub white: String,
-    pub black: String,
-    pub result: String,
-    pub termination: String,
-    pub time_control: String,
-    pub eco: String,
-    pub opening: String,
-    pub variant: String,
-    pub fen: String,
-    pub setup: String,
+    text: String,
+    spans: [(usize, usize); Tag::ALL.len()],
     pub white_elo: u16,
     pub black_elo: u16,
 }
+
+impl Headers {
+    /// The value of `tag` ("" when the game has none).
+    pub fn get(&self, tag: Tag) -> &str {
+        let (a, b) = self.spans[tag as usize];
+        &self.text[a..b]
+    }
+
+    /// Set `tag` to `value` (raw tag bytes: UTF-8, or Latin-1 when not valid UTF-8).
+    pub fn set(&mut self, tag: Tag, value: &[u8]) {
+        let a = self.text.len();
+        match std::str::from_utf8(value) {
+            Ok(v) => self.text.push_str(v),
+            Err(_) => self.text.extend(value.iter().map(|&b| b as char)),
+        }
+        self.spans[tag as usize] = (a, self.text.len());
+    }
+}
+
+impl PartialEq for Headers {
+    fn eq(&self, other: &Self) -> bool {
+        (self.white_elo, self.black_elo) == (other.white_elo, other.black_elo)
+            && Tag::ALL.iter().all(|&t| self.get(t) == other.get(t))
+    }
+}
+
+impl Eq for Headers {}
 
 /// One kept game.
 #[derive(Clone, Debug)]
@@ -507,7 +585,7 @@ pub struct Mainline {
 /// unterminated comment is [`SkipReason::Malformed`], a token that looks like a move but is
 /// not a readable one is [`SkipReason::UnreadableMove`] (ply = moves read before it).
 pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
-    let mut out = Mainline { sans: Vec::with_capacity(128), ..Mainline::default() };
+    let mut out = Mainline { sans: Vec::with_capacity(128), clocks: Vec::with_capacity(128), evals: Vec::with_capacity(128), result: None };
     let (mut i, mut depth, mut line_start) = (0usize, 0usize, true);
     while let Some(&c) = d.get(i) {
         match c {
@@ -865,28 +943,20 @@ impl Visitor for Tags {
 
 /// Store one tag pair's (unescaped) value in `h` if it is a tag PAWN reads.
 fn set_tag(h: &mut Headers, name: &[u8], value: &[u8]) {
-    let v = || decode_text(value);
-    let elo = || std::str::from_utf8(value).ok().and_then(|s| s.trim().parse::<u16>().ok()).unwrap_or(0);
     match name {
-        b"Event" => h.event = v(),
-        b"Site" => h.site = v(),
-        b"Date" => h.date = v(),
-        b"UTCDate" => h.utc_date = v(),
-        b"UTCTime" => h.utc_time = v(),
-        b"White" => h.white = v(),
-        b"Black" => h.black = v(),
-        b"Result" => h.result = v(),
-        b"Termination" => h.termination = v(),
-        b"TimeControl" => h.time_control = v(),
-        b"ECO" => h.eco = v(),
-        b"Opening" => h.opening = v(),
-        b"Variant" => h.variant = v(),
-        b"FEN" => h.fen = v(),
-        b"SetUp" => h.setup = v(),
-        b"WhiteElo" => h.white_elo = elo(),
-        b"BlackElo" => h.black_elo = elo(),
-        _ => {}
+        b"WhiteElo" => h.white_elo = elo(value),
+        b"BlackElo" => h.black_elo = elo(value),
+        _ => {
+            if let Some(tag) = Tag::from_name(name) {
+                h.set(tag, value);
+            }
+        }
     }
+}
+
+/// An Elo tag value: an unsigned 16-bit integer (surrounding whitespace allowed), else 0.
+fn elo(value: &[u8]) -> u16 {
+    std::str::from_utf8(value).ok().and_then(|s| s.trim().parse::<u16>().ok()).unwrap_or(0)
 }
 
 /// The common case of a header block, read without `pgn-reader`: every non-blank line is
@@ -894,7 +964,7 @@ fn set_tag(h: &mut Headers, name: &[u8], value: &[u8]) {
 /// `"` or `\`). Returns `None` for anything else, which `pgn-reader` then reads (same values:
 /// with no escapes its unescaped value is the raw one).
 fn simple_tags(hdr: &[u8]) -> Option<Headers> {
-    let mut h = Headers::default();
+    let mut h = Headers { text: String::with_capacity(hdr.len()), ..Headers::default() };
     for line in hdr.split(|&b| b == b'\n') {
         let line = line.trim_ascii();
         if line.is_empty() {
@@ -969,9 +1039,9 @@ pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min
         }
     };
     let h = &headers;
-    let variant = h.variant.trim();
+    let variant = h.get(Tag::Variant).trim();
     let standard = variant.is_empty() || variant.eq_ignore_ascii_case("standard") || variant.eq_ignore_ascii_case("chess");
-    if variant.eq_ignore_ascii_case("from position") || (standard && (!h.fen.is_empty() || h.setup.trim() == "1")) {
+    if variant.eq_ignore_ascii_case("from position") || (standard && (!h.get(Tag::Fen).is_empty() || h.get(Tag::SetUp).trim() == "1")) {
         return Err(skip(0, SkipReason::FenStart));
     }
     if !standard {
@@ -988,8 +1058,11 @@ pub fn parse_game(data: &[u8], span: GameSpan, index: usize, max_ply: usize, min
         pos.play_unchecked(m);
     }
     let full_length = line.sans.len();
-    let result = if h.result.is_empty() { line.result.map(outcome_str).unwrap_or("") } else { normalise_result(&h.result) };
-    let outcome = lichess_outcome(h.termination.trim(), result, &pos, full_length > max_ply)
+    let result = match h.get(Tag::Result) {
+        "" => line.result.map(outcome_str).unwrap_or(""),
+        r => normalise_result(r),
+    };
+    let outcome = lichess_outcome(h.get(Tag::Termination).trim(), result, &pos, full_length > max_ply)
         .ok_or_else(|| skip(full_length, SkipReason::NoOutcome))?;
     if full_length < min_ply {
         return Err(skip(full_length, SkipReason::TooShort));
@@ -1137,8 +1210,8 @@ mod tests {
         let pgn = "[Event \"a\"]\n[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 e5 1-0[Event \"b\"]\n[Result \"0-1\"]\n[Termination \"Normal\"]\n\n1. d4 d5 0-1\n";
         let b = parse_pgn(pgn.as_bytes(), 512, 1);
         assert_eq!((b.n_read, b.games.len()), (2, 2), "{:?}", b.skipped);
-        assert_eq!(b.games[0].headers.event, "a");
-        assert_eq!(b.games[1].headers.event, "b");
+        assert_eq!(b.games[0].headers.get(Tag::Event), "a");
+        assert_eq!(b.games[1].headers.get(Tag::Event), "b");
         assert_eq!(ucis(&b.games[0]), ["e2e4", "e7e5"]);
         assert_eq!(ucis(&b.games[1]), ["d2d4", "d7d5"]);
         assert_eq!(b.games[1].outcome, outcome::BLACK_RESIGNS);
@@ -1193,7 +1266,7 @@ mod tests {
         assert_eq!((s.ply, s.reason), (4, SkipReason::UnreadableMove));
         // `;` comment lines before and between tag pairs (python-chess ignores them).
         let g = one("; file comment\n[Event \"x\"]\n; between\n[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 1-0\n").unwrap();
-        assert_eq!((g.headers.event.as_str(), g.outcome), ("x", outcome::WHITE_RESIGNS));
+        assert_eq!((g.headers.get(Tag::Event), g.outcome), ("x", outcome::WHITE_RESIGNS));
         // No tags at all: moves are read, the game has no §6.3 outcome.
         let s = one("1. e4 e5 2. Nf3 *\n").unwrap_err();
         assert_eq!((s.ply, s.reason), (3, SkipReason::NoOutcome));
@@ -1308,7 +1381,7 @@ mod tests {
             let b = parse_pgn(pgn.as_bytes(), 512, 1);
             assert_eq!((b.n_read, b.games.len()), (2, 1), "{pgn:?}");
             assert_eq!(b.skipped, [Skipped { game: 2, ply: 2, reason: SkipReason::IllegalMove }], "{pgn:?}");
-            assert_eq!(b.games[0].headers.event, "a");
+            assert_eq!(b.games[0].headers.get(Tag::Event), "a");
             assert!(b.pgn_like);
         }
         // A tagless game with moves is still a game.

@@ -137,6 +137,21 @@ fn par_rows<T: Copy + Send + Sync>(n: usize, width: usize, init: T, fill: impl F
     Array2::from_shape_vec((n, width), v).expect("n·width elements")
 }
 
+/// The [N, width] array of `rows` (each ≤ width long, zero after it), built on first access.
+fn padded_once<'py, T: numpy::Element + Copy + Default + Send + Sync>(
+    py: Python<'py>,
+    cell: &PyOnceLock<Py<PyArray2<T>>>,
+    rows: &[Vec<T>],
+    width: usize,
+) -> Bound<'py, PyArray2<T>> {
+    cell.get_or_init(py, || {
+        let a = py.detach(|| par_rows(rows.len(), width, T::default(), |i, row| row[..rows[i].len()].copy_from_slice(&rows[i])));
+        a.into_pyarray(py).unbind()
+    })
+    .bind(py)
+    .clone()
+}
+
 /// A PAD-filled int16 [N, max_ply] array of token rows.
 fn token_matrix<'a>(rows: impl ExactSizeIterator<Item = &'a [u16]>, max_ply: usize) -> Array2<i16> {
     let mut tokens = Array2::<i16>::from_elem((rows.len(), max_ply), vocab::PAD_TOKEN as i16);
@@ -148,21 +163,20 @@ fn token_matrix<'a>(rows: impl ExactSizeIterator<Item = &'a [u16]>, max_ply: usi
     tokens
 }
 
-type HeaderGetter = fn(&pgn::Headers) -> &str;
 /// The header columns of `PgnGames.headers`, in order.
-const HEADER_COLUMNS: [(&str, HeaderGetter); 12] = [
-    ("event", |h| &h.event),
-    ("site", |h| &h.site),
-    ("date", |h| &h.date),
-    ("utc_date", |h| &h.utc_date),
-    ("utc_time", |h| &h.utc_time),
-    ("white", |h| &h.white),
-    ("black", |h| &h.black),
-    ("result", |h| &h.result),
-    ("termination", |h| &h.termination),
-    ("time_control", |h| &h.time_control),
-    ("eco", |h| &h.eco),
-    ("opening", |h| &h.opening),
+const HEADER_COLUMNS: [(&str, pgn::Tag); 12] = [
+    ("event", pgn::Tag::Event),
+    ("site", pgn::Tag::Site),
+    ("date", pgn::Tag::Date),
+    ("utc_date", pgn::Tag::UtcDate),
+    ("utc_time", pgn::Tag::UtcTime),
+    ("white", pgn::Tag::White),
+    ("black", pgn::Tag::Black),
+    ("result", pgn::Tag::Result),
+    ("termination", pgn::Tag::Termination),
+    ("time_control", pgn::Tag::TimeControl),
+    ("eco", pgn::Tag::Eco),
+    ("opening", pgn::Tag::Opening),
 ];
 
 const PGN_FIELDS: [&str; 15] = [
@@ -189,12 +203,13 @@ pub struct PgnGames {
     /// uint16 [N], 0 when missing.
     #[pyo3(get)]
     black_elo: Py<PyArray1<u16>>,
-    /// uint16 [N, T] seconds left after each move; 32768 without `[%clk]`, 0 beyond the length.
-    #[pyo3(get)]
-    clocks: Py<PyArray2<u16>>,
-    /// int16 [N, T] centipawns (mate ±(32767 − |N|)); -32768 without `[%eval]`, 0 beyond.
-    #[pyo3(get)]
-    evals: Py<PyArray2<i16>>,
+    /// Clocks and evals of each kept move; the padded arrays are built on first access (the
+    /// Lichess cache build reads neither).
+    game_clocks: Vec<Vec<u16>>,
+    game_evals: Vec<Vec<i16>>,
+    clocks: PyOnceLock<Py<PyArray2<u16>>>,
+    evals: PyOnceLock<Py<PyArray2<i16>>>,
+    max_ply: usize,
     /// int64 [N] 1-based number in the input of each kept game.
     #[pyo3(get)]
     game_index: Py<PyArray1<i64>>,
@@ -236,6 +251,20 @@ impl PgnGames {
         moves_once(py, &self.san, &self.game_san, san_strings)
     }
 
+    /// uint16 [N, T] seconds left after each move; 32768 without `[%clk]`, 0 beyond the length.
+    /// Built on first access.
+    #[getter]
+    fn clocks<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray2<u16>> {
+        padded_once(py, &self.clocks, &self.game_clocks, self.max_ply)
+    }
+
+    /// int16 [N, T] centipawns (mate ±(32767 − |N|)); -32768 without `[%eval]`, 0 beyond.
+    /// Built on first access.
+    #[getter]
+    fn evals<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray2<i16>> {
+        padded_once(py, &self.evals, &self.game_evals, self.max_ply)
+    }
+
     /// UCI of each kept move (castling `e1g1`).
     #[getter]
     fn uci<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
@@ -248,8 +277,8 @@ impl PgnGames {
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = self.headers.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
             let d = PyDict::new(py);
-            for (name, get) in HEADER_COLUMNS {
-                d.set_item(name, self.game_headers.iter().map(get).collect::<Vec<_>>())?;
+            for (name, tag) in HEADER_COLUMNS {
+                d.set_item(name, self.game_headers.iter().map(|h| h.get(tag)).collect::<Vec<_>>())?;
             }
             Ok(d.unbind())
         })?;
@@ -259,9 +288,9 @@ impl PgnGames {
     /// One header column (a key of `headers`) as a list of str [N], without building the others.
     /// Raises KeyError for another name.
     fn header(&self, name: &str) -> PyResult<Vec<String>> {
-        let get = HEADER_COLUMNS.iter().find(|(n, _)| *n == name).map(|(_, g)| *g);
-        let get = get.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(name.to_owned()))?;
-        Ok(self.game_headers.iter().map(|h| get(h).to_owned()).collect())
+        let tag = HEADER_COLUMNS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t);
+        let tag = tag.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(name.to_owned()))?;
+        Ok(self.game_headers.iter().map(|h| h.get(tag).to_owned()).collect())
     }
 
     fn __len__(&self) -> usize {
@@ -294,21 +323,12 @@ impl PgnGames {
     fn new(py: Python<'_>, mut b: PgnBatch, max_ply: usize, path: Option<String>) -> PyResult<Self> {
         let n = b.games.len();
         let games = &b.games;
-        let (tokens, clocks, evals) = py.detach(|| {
-            let tokens = par_rows(n, max_ply, vocab::PAD_TOKEN as i16, |i, row| {
+        let tokens = py.detach(|| {
+            par_rows(n, max_ply, vocab::PAD_TOKEN as i16, |i, row| {
                 for (x, &t) in row.iter_mut().zip(&games[i].tokens) {
                     *x = t as i16;
                 }
-            });
-            let clocks = par_rows(n, max_ply, 0u16, |i, row| {
-                let g = &games[i];
-                row[..g.tokens.len()].copy_from_slice(&g.clocks[..g.tokens.len()]);
-            });
-            let evals = par_rows(n, max_ply, 0i16, |i, row| {
-                let g = &games[i];
-                row[..g.tokens.len()].copy_from_slice(&g.evals[..g.tokens.len()]);
-            });
-            (tokens, clocks, evals)
+            })
         });
         let col = |f: &dyn Fn(&pgn::Game) -> i64| -> Vec<i64> { b.games.iter().map(f).collect() };
         let arr1 = |v: Vec<i64>| Array1::from(v).into_pyarray(py).unbind();
@@ -318,8 +338,6 @@ impl PgnGames {
             outcome: b.games.iter().map(|g| g.outcome as i16).collect::<Array1<i16>>().into_pyarray(py).unbind(),
             white_elo: b.games.iter().map(|g| g.headers.white_elo).collect::<Array1<u16>>().into_pyarray(py).unbind(),
             black_elo: b.games.iter().map(|g| g.headers.black_elo).collect::<Array1<u16>>().into_pyarray(py).unbind(),
-            clocks: clocks.into_pyarray(py).unbind(),
-            evals: evals.into_pyarray(py).unbind(),
             game_index: arr1(col(&|g| g.index as i64)),
             full_length: arr1(col(&|g| g.full_length as i64)),
             game_headers: b.games.iter_mut().map(|g| std::mem::take(&mut g.headers)).collect(),
@@ -330,6 +348,11 @@ impl PgnGames {
             path,
             game_san: b.games.iter_mut().map(|g| std::mem::take(&mut g.san)).collect(),
             game_tokens: b.games.iter_mut().map(|g| std::mem::take(&mut g.tokens)).collect(),
+            game_clocks: b.games.iter_mut().map(|g| std::mem::take(&mut g.clocks)).collect(),
+            game_evals: b.games.iter_mut().map(|g| std::mem::take(&mut g.evals)).collect(),
+            clocks: PyOnceLock::new(),
+            evals: PyOnceLock::new(),
+            max_ply,
             san: PyOnceLock::new(),
             uci: PyOnceLock::new(),
         })
