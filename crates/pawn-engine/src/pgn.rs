@@ -195,11 +195,20 @@ impl Headers {
 
     /// Set `tag` to `value` (raw tag bytes: UTF-8, or Latin-1 when not valid UTF-8).
     pub fn set(&mut self, tag: Tag, value: &[u8]) {
-        let a = self.text.len();
         match std::str::from_utf8(value) {
-            Ok(v) => self.text.push_str(v),
-            Err(_) => self.text.extend(value.iter().map(|&b| b as char)),
+            Ok(v) => self.set_str(tag, v),
+            Err(_) => {
+                let a = self.text.len();
+                self.text.extend(value.iter().map(|&b| b as char));
+                self.spans[tag as usize] = (a, self.text.len());
+            }
         }
+    }
+
+    /// Set `tag` to `value`.
+    pub fn set_str(&mut self, tag: Tag, value: &str) {
+        let a = self.text.len();
+        self.text.push_str(value);
         self.spans[tag as usize] = (a, self.text.len());
     }
 }
@@ -382,8 +391,20 @@ fn only_comments(d: &[u8]) -> bool {
 /// Bytes that end a movetext token: the same set as `pgn-reader`'s `is_token_end`. Move
 /// numbers (`1.`, `1...`, `1.e4`), glyphs (`e4!?`) and NAGs (`$14`) are split off by it.
 fn is_separator(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'}' | b'(' | b')' | b'!' | b'?' | b'$' | b';' | b'.' | b'*')
+    SEPARATOR[b as usize]
 }
+
+/// [`is_separator`] as a table (the per-byte test of the movetext scan).
+static SEPARATOR: [bool; 256] = {
+    let mut t = [false; 256];
+    let seps = b" \t\n\r{}()!?$;.*";
+    let mut k = 0;
+    while k < seps.len() {
+        t[seps[k] as usize] = true;
+        k += 1;
+    }
+    t
+};
 
 /// Length of the Unicode space at the start of `s` (no-break space, the U+2000–U+200B spaces,
 /// narrow no-break space, ideographic space, a stray BOM), or 0. python-chess reads past them.
@@ -614,11 +635,11 @@ pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
             b'{' => {
                 let end = find_from(d, i + 1, b'}').ok_or((out.sans.len(), SkipReason::Malformed))?;
                 if let (0, Some(last)) = (depth, out.sans.len().checked_sub(1)) {
-                    let comment = &d[i + 1..end];
-                    if let Some(clk) = parse_clock(comment) {
+                    let (clk, ev) = clock_and_eval(&d[i + 1..end]);
+                    if let Some(clk) = clk {
                         out.clocks[last] = clk;
                     }
-                    if let Some(ev) = parse_eval(comment) {
+                    if let Some(ev) = ev {
                         out.evals[last] = ev;
                     }
                 }
@@ -834,7 +855,31 @@ pub fn decode_text(bytes: &[u8]) -> String {
 /// `[%clk H:MM:SS]` in a comment → seconds (h·3600 + m·60 + s, fractions dropped), capped at
 /// 32,767 (§6.4). `None` when absent or malformed.
 pub fn parse_clock(comment: &[u8]) -> Option<u16> {
-    let body = command_arg(comment, b"%clk")?;
+    clock_value(command_arg(comment, b"%clk")?)
+}
+
+/// `(parse_clock(comment), parse_eval(comment))` in one scan of the comment's `%` signs.
+fn clock_and_eval(comment: &[u8]) -> (Option<u16>, Option<i16>) {
+    let (mut clk, mut ev) = (None, None);
+    for k in memchr::memchr_iter(b'%', comment) {
+        let rest = &comment[k..];
+        if clk.is_none() && rest.starts_with(b"%clk") {
+            clk = Some(k);
+        } else if ev.is_none() && rest.starts_with(b"%eval") {
+            ev = Some(k);
+        }
+        if clk.is_some() && ev.is_some() {
+            break;
+        }
+    }
+    (
+        clk.and_then(|k| clock_value(command_body(&comment[k + 4..])?)),
+        ev.and_then(|k| eval_value(command_body(&comment[k + 5..])?)),
+    )
+}
+
+/// The seconds of a `%clk` argument (`H:MM:SS[.f]`).
+fn clock_value(body: &[u8]) -> Option<u16> {
     let mut total: u64 = 0;
     let mut fields = 0;
     for part in body.split(|&b| b == b':') {
@@ -842,7 +887,7 @@ pub fn parse_clock(comment: &[u8]) -> Option<u16> {
         if int_part.is_empty() || int_part.len() > 9 || !int_part.iter().all(u8::is_ascii_digit) {
             return None;
         }
-        let v: u64 = std::str::from_utf8(int_part).ok()?.parse().ok()?;
+        let v = int_part.iter().fold(0u64, |a, &b| a * 10 + (b - b'0') as u64); // ≤ 9 digits
         total = total * 60 + v;
         fields += 1;
     }
@@ -856,7 +901,11 @@ pub fn parse_clock(comment: &[u8]) -> Option<u16> {
 /// ±16,383; `[%eval #N]` → ±(32,767 − |N|) with the sign of N, `#0` → −32,766 (§6.4).
 /// Decimal strings are rounded exactly (no binary floating point). `None` when absent.
 pub fn parse_eval(comment: &[u8]) -> Option<i16> {
-    let body = command_arg(comment, b"%eval")?;
+    eval_value(command_arg(comment, b"%eval")?)
+}
+
+/// The centipawns of a `%eval` argument (`0.17`, `#-3`, `0.17,20`).
+fn eval_value(body: &[u8]) -> Option<i16> {
     let body = body.split(|&b| b == b',').next()?; // "0.17,20" = eval, depth
     if let Some(mate) = body.strip_prefix(b"#") {
         let (neg, digits) = match mate.first() {
@@ -900,7 +949,12 @@ pub fn parse_eval(comment: &[u8]) -> Option<i16> {
 /// The argument of a `[%cmd arg]` command inside a comment, trimmed.
 fn command_arg<'a>(comment: &'a [u8], cmd: &[u8]) -> Option<&'a [u8]> {
     let at = memchr::memchr_iter(b'%', comment).find(|&k| comment[k..].starts_with(cmd))?;
-    let rest = &comment[at + cmd.len()..];
+    command_body(&comment[at + cmd.len()..])
+}
+
+/// A command's argument from `rest`, the text just after its name: whitespace, then the
+/// argument up to `]`, trimmed; `None` when empty or unterminated.
+fn command_body(rest: &[u8]) -> Option<&[u8]> {
     if !rest.first().is_some_and(|b| b.is_ascii_whitespace()) {
         return None;
     }
@@ -965,6 +1019,9 @@ fn elo(value: &[u8]) -> u16 {
 /// with no escapes its unescaped value is the raw one).
 fn simple_tags(hdr: &[u8]) -> Option<Headers> {
     let mut h = Headers { text: String::with_capacity(hdr.len()), ..Headers::default() };
+    // One UTF-8 check for the block instead of one a value (values end at ASCII quotes, so a
+    // valid block slices into valid values).
+    let utf8 = std::str::from_utf8(hdr).ok();
     for line in hdr.split(|&b| b == b'\n') {
         let line = line.trim_ascii();
         if line.is_empty() {
@@ -980,7 +1037,13 @@ fn simple_tags(hdr: &[u8]) -> Option<Headers> {
         if memchr::memchr2(b'"', b'\\', value).is_some() {
             return None;
         }
-        set_tag(&mut h, name, value);
+        match (utf8, Tag::from_name(name)) {
+            (Some(text), Some(tag)) => {
+                let at = value.as_ptr() as usize - hdr.as_ptr() as usize;
+                h.set_str(tag, &text[at..at + value.len()]);
+            }
+            _ => set_tag(&mut h, name, value),
+        }
     }
     Some(h)
 }
@@ -1345,6 +1408,18 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+        #[test]
+        fn one_scan_reads_clock_and_eval_as_the_two_readers(
+            parts in proptest::collection::vec(prop::sample::select(vec![
+                "[%clk 0:03:00]", "[%eval 0.17]", "[%eval #-3]", "%clk", "%eval", "%clkx 1", "%evalx", " ", "]", "[",
+                "%", "1:02:03.5", "-0.35", "#0", ",20", "x", "%clk  0:00:07 ]", "[%eval\t+2.5]",
+            ]), 0..8)
+        ) {
+            let comment = parts.concat();
+            let c = comment.as_bytes();
+            prop_assert_eq!(clock_and_eval(c), (parse_clock(c), parse_eval(c)));
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
             let b = parse_pgn(&data, 16, 1);
