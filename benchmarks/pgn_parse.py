@@ -98,7 +98,8 @@ def main() -> None:
     rates: dict[tuple[str, int], list[float]] = {v: [] for v in variants}
     for r in range(a.rounds):
         for so, t in variants:
-            env = {**os.environ, "RAYON_NUM_THREADS": str(t)}
+            # numpy's OpenBLAS threads spin after import and would take a core from the parser
+            env = {**os.environ, "RAYON_NUM_THREADS": str(t), "OPENBLAS_NUM_THREADS": "1"}
             out = subprocess.run([sys.executable, __file__, "_round", so, "--files", a.files], env=env,
                                  capture_output=True, text=True, check=True).stdout
             d = json.loads(out.strip().splitlines()[-1])

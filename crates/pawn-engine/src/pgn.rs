@@ -665,6 +665,16 @@ pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
                 out.result = Some(Outcome::Known(KnownOutcome::Draw));
                 return Ok(out);
             }
+            // A move number (`12.`, `12...`): digits then dots, skipped without classifying
+            // (`0000.` is a null move, left to `classify`).
+            b'0'..=b'9' if {
+                let n = d[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+                d.get(i + n) == Some(&b'.') && &d[i..i + n] != b"0000"
+            } =>
+            {
+                i += d[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+                i += d[i..].iter().take_while(|&&b| b == b'.').count();
+            }
             _ => {
                 let len = token_len(&d[i..]);
                 let tok = &d[i..i + len];
@@ -749,6 +759,21 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
                 found = Some(Move::Normal { role, from, capture: board.role_at(to), to, promotion: None });
             }
             found
+        }
+        // A king step when not in check: legal unless the target square is attacked (with
+        // the king gone from its square, so a slider's ray through it counts).
+        San::Normal { role: Role::King, file, rank, to, promotion: None, .. } if calm => {
+            let board = pos.board();
+            let from = (board.kings() & pos.us()).first()?;
+            if !attacks::king_attacks(from).contains(to)
+                || pos.us().contains(to)
+                || file.is_some_and(|f| f != from.file())
+                || rank.is_some_and(|r| r != from.rank())
+                || board.attacks_to(to, !pos.turn(), board.occupied().without(from)).any()
+            {
+                return None;
+            }
+            Some(Move::Normal { role: Role::King, from, capture: board.role_at(to), to, promotion: None })
         }
         San::Normal { .. } => general_san_to_move(pos, san),
         San::Put { .. } | San::Null => None,
@@ -1408,6 +1433,30 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+        #[test]
+        fn fast_san_paths_agree_with_shakmaty_candidates(picks in proptest::collection::vec(any::<prop::sample::Index>(), 1..120)) {
+            // Along a random legal game, every SAN a piece, pawn or king could be given (each
+            // role to each square, with and without a file or rank) resolves to the same move
+            // (or none) by the fast paths as by shakmaty's candidate list.
+            let mut pos = Chess::default();
+            for pick in picks {
+                for role in [Role::Pawn, Role::Knight, Role::Bishop, Role::Rook, Role::Queen, Role::King] {
+                    for to in Square::ALL {
+                        for (file, rank) in [(None, None), (Some(File::E), None), (None, Some(shakmaty::Rank::Second))] {
+                            let san = San::Normal { role, file, rank, capture: false, to, promotion: None };
+                            prop_assert_eq!(san_to_move(&pos, &san), general_san_to_move(&pos, &san), "{:?} in {}", san,
+                                shakmaty::fen::Fen::from_position(&pos, shakmaty::EnPassantMode::Legal));
+                        }
+                    }
+                }
+                let moves = pos.legal_moves();
+                if moves.is_empty() {
+                    break;
+                }
+                pos.play_unchecked(moves[pick.index(moves.len())]);
+            }
+        }
+
         #[test]
         fn one_scan_reads_clock_and_eval_as_the_two_readers(
             parts in proptest::collection::vec(prop::sample::select(vec![
