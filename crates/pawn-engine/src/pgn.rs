@@ -24,7 +24,7 @@ use std::ops::ControlFlow;
 use pgn_reader::{KnownOutcome, Outcome, RawTag, Reader, SanPlus, Visitor};
 use rayon::prelude::*;
 use shakmaty::san::{San, Suffix};
-use shakmaty::{attacks, Chess, Color, File, Move, Position, Role, Square};
+use shakmaty::{attacks, Bitboard, Chess, Color, File, Move, Position, Role, Square};
 
 use crate::vocab::{self, outcome};
 
@@ -333,15 +333,17 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
         loop {
             // The next byte that can end the movetext or open a comment: `{`, `[` or a newline;
             // a `;` before it opens a line comment that runs to the end of the line.
-            let Some(p) = data.get(i..).and_then(|d| memchr::memchr3(b'{', b'\n', b'[', d)) else {
+            // (A byte loop: between Lichess comments there are only a few bytes, too few for
+            // memchr's set-up to pay.)
+            let Some(p) = data.get(i..).and_then(|d| d.iter().position(|&b| MOVETEXT_STOP[b as usize])) else {
                 i = data.len();
                 break;
             };
-            if let Some(q) = memchr::memchr(b';', &data[i..i + p]) {
-                i = find_from(data, i + q, b'\n').unwrap_or(data.len());
+            i += p;
+            if data[i] == b';' {
+                i = find_from(data, i, b'\n').unwrap_or(data.len());
                 continue;
             }
-            i += p;
             match data[i] {
                 b'{' => i = find_from(data, i + 1, b'}').map_or(data.len(), |p| p + 1),
                 // A tag pair inside the movetext starts the next game: two games glued on one
@@ -372,6 +374,16 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
     }
     spans
 }
+
+/// The bytes [`split_games`] stops at in a movetext: `{`, `[`, a newline and `;`.
+static MOVETEXT_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'{' as usize] = true;
+    t[b'[' as usize] = true;
+    t[b'\n' as usize] = true;
+    t[b';' as usize] = true;
+    t
+};
 
 /// Whether a movetext holds nothing but whitespace, `{…}`, `;` and `%` comments (and BOMs).
 fn only_comments(d: &[u8]) -> bool {
@@ -707,9 +719,19 @@ pub fn read_mainline(d: &[u8]) -> Result<Mainline, (usize, SkipReason)> {
 /// piece's (castling as the king's two-square move). `None` if no move or more than one
 /// matches.
 pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
-    let calm = !matches!(*san, San::Castle(_)) && pos.checkers().is_empty();
+    if let San::Castle(side) = *san {
+        return pos.castling_moves(side).first().copied();
+    }
+    // Where a move other than the king's may end: anywhere when not in check; on the checking
+    // piece or between it and the king in a single check; nowhere in a double check.
+    let checkers = pos.checkers();
+    let targets = match checkers.single_square() {
+        _ if checkers.is_empty() => Bitboard::FULL,
+        Some(c) => attacks::between(pos.board().king_of(pos.turn())?, c).with(c),
+        None => Bitboard::EMPTY,
+    };
     match *san {
-        San::Castle(side) => pos.castling_moves(side).first().copied(),
+        San::Castle(_) => None,
         San::Normal { role: Role::Pawn, file: Some(f), rank: Some(r), to, promotion, .. } => {
             let from = Square::from_coords(f, r);
             let dest = |m: &Move| match *m {
@@ -721,21 +743,20 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
             };
             pos.legal_moves().into_iter().find(|m| m.from() == Some(from) && dest(m) == to && m.promotion() == promotion)
         }
-        // A pawn push or capture when not in check, without generating the move list (en
-        // passant and anything unusual take the general path below).
-        San::Normal { role: Role::Pawn, file, rank, to, promotion, .. } if calm => {
+        // A pawn push or capture, without generating the move list (en passant and anything
+        // unusual take the general path below). In check it must capture or block the checker.
+        San::Normal { role: Role::Pawn, file, rank, to, promotion, .. } => {
             if let Some(m) = pawn_move(pos, file, rank, to, promotion) {
-                return m;
+                return m.filter(|_| targets.contains(to));
             }
             general_san_to_move(pos, san)
         }
         // The common case, without generating the move list: a piece move (not king or pawn)
-        // when not in check is legal unless it uncovers a slider's attack on the own king.
-        San::Normal { role, file, rank, to, promotion: None, .. }
-            if calm && !matches!(role, Role::Pawn | Role::King) =>
-        {
+        // is legal unless it uncovers a slider's attack on the own king; in check it must also
+        // capture or block the checker.
+        San::Normal { role, file, rank, to, promotion: None, .. } if !matches!(role, Role::Pawn | Role::King) => {
             let board = pos.board();
-            if pos.us().contains(to) {
+            if pos.us().contains(to) || !targets.contains(to) {
                 return None;
             }
             let occ = board.occupied();
@@ -760,9 +781,9 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
             }
             found
         }
-        // A king step when not in check: legal unless the target square is attacked (with
-        // the king gone from its square, so a slider's ray through it counts).
-        San::Normal { role: Role::King, file, rank, to, promotion: None, .. } if calm => {
+        // A king step: legal unless the target square is attacked (with the king gone from its
+        // square, so a checking slider's ray through it counts).
+        San::Normal { role: Role::King, file, rank, to, promotion: None, .. } => {
             let board = pos.board();
             let from = (board.kings() & pos.us()).first()?;
             if !attacks::king_attacks(from).contains(to)
@@ -781,8 +802,9 @@ pub fn san_to_move(pos: &Chess, san: &San) -> Option<Move> {
 }
 
 /// Whether moving a piece `from` → `to` (capturing what stands on `to`) leaves the own king
-/// attacked by a slider; only valid when the side to move is not in check and the piece is not
-/// the king (then only a discovered slider attack can arise).
+/// attacked by a slider; only valid for a piece other than the king when the side to move is
+/// not in check, or when `to` captures or blocks the single checker (then only a discovered
+/// slider attack can arise).
 fn uncovers_king(pos: &Chess, from: Square, to: Square) -> bool {
     let board = pos.board();
     let Some(king) = board.king_of(pos.turn()) else { return true };
@@ -792,7 +814,7 @@ fn uncovers_king(pos: &Chess, from: Square, to: Square) -> bool {
     ((attacks::bishop_attacks(king, after) & diag) | (attacks::rook_attacks(king, after) & line)).without(to).any()
 }
 
-/// The pawn move a SAN names when not in check: `Some(Some(m))` legal, `Some(None)` no legal
+/// The pawn move a SAN names, assuming it answers any check (see [`uncovers_king`]): `Some(Some(m))` legal, `Some(None)` no legal
 /// move, `None` let the general path decide (en passant, a capture onto an empty square).
 fn pawn_move(pos: &Chess, file: Option<File>, rank: Option<shakmaty::Rank>, to: Square, promotion: Option<Role>) -> Option<Option<Move>> {
     let white = pos.turn() == Color::White;
