@@ -1,0 +1,178 @@
+"""Adapter train step of PAWN against the public reference (PyTorch), side by side, interleaved.
+
+Usage:
+    python benchmarks/reference_ab.py --ref-src /path/to/reference --ref-python /path/to/venv/bin/python \
+        [--ref-path DIR] [--strategies lora,bottleneck] [--shape 16x128,32x256] [--rounds 4] [--steps 8]
+
+Each round runs one fresh process per side (order alternating A, B, B, A …) that builds the step,
+runs two warm-up steps and times ``--steps`` more, printing seconds per step (wall and process CPU
+time, all threads) and the last loss. Printed per strategy and shape: the median tokens/s (B·T
+positions per second) of each side, the ratio of the medians and the median of the per-round
+ratios (> 1 = PAWN faster), wall and CPU time.
+
+The two steps do the same work on the same synthetic batch (B rows of random action ids, prefix
+masks of random length in [T/2, T], one row empty; legal sets = the target plus ~30 random
+actions), the TINY supernet's shape (d_model 192, 4 layers, 3 heads, d_ff 768), fp32, the hard
+legal-masked cross-entropy, grad clip 1.0 and AdamW (β 0.9/0.999, no decay):
+
+* PAWN: ``benchmarks/adapter_step.py --worker`` — ``pawn adapt``'s own compiled K-step chunk
+  (``--k``, default 4 steps a call), the legal sets bit-packed as the trainer gets them.
+* the reference: its own modules, imported from ``--ref-src`` (``pawn.model.PAWNCLM``,
+  ``pawn.adapters.lora.LoRACLM`` rank 4 on q, k, v, o / ``pawn.adapters.bottleneck.BottleneckCLM``
+  width 8, ``pawn.adapter_training.build_compiled_step`` eager as on a CPU, its training loop's
+  per-step calls: ``LegalMaskBuilder.scatter`` of the flat legal indices, ``zero_grad``,
+  ``backward``, ``clip_grad_norm_``, ``AdamW.step``). Its Rust engine must be importable as
+  ``chess_engine`` from ``--ref-path`` or the reference interpreter's own packages.
+
+The reference's interpreter needs torch, numpy, wandb and polars (its ``adapter_training``
+imports them); PAWN's side runs under this interpreter. Threads: both use every core (torch's
+intra-op pool, XLA's CPU pool). Timings on a shared machine drift: only the ratios of one run
+mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def synthetic_batch(B: int, T: int, V: int = 1980):
+    """The batch both sides train on: ``(ids, targets, mask, legal)`` with ids/targets int64
+    [B, T], mask bool [B, T] and legal bool [B, T, V] — the same generator (seed 0) as
+    ``adapter_step.py``'s chunk, one step of it."""
+    import numpy as np
+
+    r = np.random.default_rng(0)
+    lens = r.integers(T // 2, T + 1, (1, B))
+    lens[:, 0] = 0
+    mask = np.arange(T)[None, None] < lens[..., None]
+    ids = np.where(mask, r.integers(0, 1968, (1, B, T)), 0)
+    targets = np.roll(ids, -1, 2)
+    legal = r.random((1, B, T, V)) < 30 / 1968
+    np.put_along_axis(legal, targets[..., None], True, axis=-1)
+    return ids[0], targets[0], mask[0], legal[0]
+
+
+def reference_worker(strategy: str, B: int, T: int, steps: int) -> dict:
+    """One timed round of the reference's adapter step (runs under the reference's interpreter)."""
+    import numpy as np
+    import torch
+
+    from pawn.adapter_training import build_compiled_step
+    from pawn.config import CLMConfig
+    from pawn.lichess_data import LegalMaskBuilder
+    from pawn.model import PAWNCLM
+
+    torch.manual_seed(0)
+    backbone = PAWNCLM(CLMConfig(d_model=192, n_layers=4, n_heads=3, d_ff=768))
+    if strategy == "lora":
+        from pawn.adapters.lora import LoRACLM
+
+        model = LoRACLM(backbone, rank=4, attn_targets="qkvo")
+        params = model.lora_parameters()
+    elif strategy == "bottleneck":
+        from pawn.adapters.bottleneck import BottleneckCLM
+
+        model = BottleneckCLM(backbone, bottleneck_dim=8)
+        params = model.adapter_parameters()
+    else:
+        raise SystemExit(f"error: the reference side has no strategy {strategy!r} here (lora, bottleneck)")
+    model.train()
+    step_fn = build_compiled_step(model, apply_legal_mask=True, illegal_penalty=0.0, amp_dtype=None,
+                                  use_compile=False)
+    opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0)
+    ids, targets, mask, legal = synthetic_batch(B, T)
+    ids, tgt, msk = torch.from_numpy(ids), torch.from_numpy(targets), torch.from_numpy(mask)
+    flat = torch.from_numpy(np.flatnonzero(legal.reshape(-1)).astype(np.int64))
+    builder = LegalMaskBuilder(B, T, vocab_size=legal.shape[-1])
+
+    def one() -> float:
+        legal_mask = builder.scatter(flat, B, T)
+        loss, _ = step_fn(ids, msk, legal_mask, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        return float(loss.detach())
+
+    for _ in range(2):
+        one()
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        loss = one()
+    return {"s": (time.perf_counter() - t0) / steps, "cpu": (time.process_time() - c0) / steps, "loss": loss,
+            "threads": torch.get_num_threads()}
+
+
+def _run(cmd: list[str], env: dict, what: str) -> dict:
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"error: {what} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ref-src", help="the reference's source tree (holds its pawn/ package)")
+    p.add_argument("--ref-python", help="an interpreter with the reference's dependencies")
+    p.add_argument("--ref-path", default="", help="extra PYTHONPATH for the reference (its chess_engine package)")
+    p.add_argument("--strategies", default="lora,bottleneck")
+    p.add_argument("--shape", default="16x128", help="comma list of BxT")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--steps", type=int, default=8, help="timed steps per round (PAWN: rounded up to whole chunks)")
+    p.add_argument("--k", type=int, default=4, help="PAWN's steps per compiled chunk")
+    p.add_argument("--ref-worker", default=None, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    shapes = a.shape.split(",")
+    if any(not re.fullmatch(r"\d+x\d+", s) for s in shapes):
+        sys.exit(f"error: --shape takes BxT items (e.g. 16x128), got {a.shape!r}")
+    if a.ref_worker:
+        B, T = map(int, shapes[0].split("x"))
+        print(json.dumps(reference_worker(a.ref_worker, B, T, a.steps)))
+        return
+    if not (a.ref_src and a.ref_python):
+        sys.exit("error: --ref-src and --ref-python are required")
+    ref_env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (os.path.abspath(a.ref_src), a.ref_path) if x),
+               "OPENBLAS_NUM_THREADS": "1"}
+    pawn_env = {**os.environ, "JAX_PLATFORMS": "cpu", "OPENBLAS_NUM_THREADS": "1"}
+    chunks = -(-a.steps // a.k)
+    print(f"adapter step, TINY shape, fp32, hard legal mask; PAWN K {a.k} × {chunks} chunks, reference {a.steps} "
+          f"eager steps; {a.rounds} rounds, fresh processes, order alternating")
+    for strategy in a.strategies.split(","):
+        for shape in shapes:
+            B, T = map(int, shape.split("x"))
+            res: dict[str, list[dict]] = {"pawn": [], "reference": []}
+            for r in range(a.rounds):
+                for side in (("pawn", "reference") if r % 2 == 0 else ("reference", "pawn")):
+                    if side == "pawn":
+                        cmd = [sys.executable, os.path.join(HERE, "adapter_step.py"), "--worker", "--strategies",
+                               strategy, "--shape", shape, "--loss", "legal", "--k", str(a.k), "--chunks", str(chunks)]
+                        res[side].append(_run(cmd, pawn_env, f"PAWN {strategy} {shape}"))
+                    else:
+                        cmd = [a.ref_python, os.path.abspath(__file__), "--ref-worker", strategy, "--shape", shape,
+                               "--steps", str(a.steps)]
+                        res[side].append(_run(cmd, ref_env, f"reference {strategy} {shape}"))
+                    x = res[side][-1]
+                    print(f"  round {r + 1} {side:<9} {strategy:<10} B{B} T{T}  {x['s'] * 1e3:8.1f} ms/step  "
+                          f"{x['cpu'] * 1e3:8.1f} CPU-ms/step  loss {x['loss']:.4f}", flush=True)
+            wall = {k: [x["s"] for x in v] for k, v in res.items()}
+            cpu = {k: [x["cpu"] for x in v] for k, v in res.items()}
+            med = {k: statistics.median(v) for k, v in wall.items()}
+            paired = statistics.median(rw / pw for rw, pw in zip(wall["reference"], wall["pawn"]))
+            cpu_paired = statistics.median(rc / pc for rc, pc in zip(cpu["reference"], cpu["pawn"]))
+            print(f"{strategy:<10} B{B:<3} T{T:<4} PAWN {B * T / med['pawn']:9,.0f} tok/s  reference "
+                  f"{B * T / med['reference']:9,.0f} tok/s  PAWN/reference {med['reference'] / med['pawn']:.2f}x "
+                  f"(paired {paired:.2f}x; CPU time {cpu_paired:.2f}x)", flush=True)
+    print(f"load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
