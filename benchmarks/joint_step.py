@@ -45,7 +45,8 @@ def _batch(B: int, T: int):
 
 
 def build(T: int, tokens: int, blockwise: bool = False):
-    """``(run(n) -> (seconds per step, loss), temp_bytes)`` for the joint step at seq len T."""
+    """``(run(n) -> (seconds per step, loss, CPU seconds per step), temp_bytes)`` for the joint step at
+    seq len T."""
     import equinox as eqx
     import jax
     import optax
@@ -77,12 +78,12 @@ def build(T: int, tokens: int, blockwise: bool = False):
     temp = int(comp.memory_analysis().temp_size_in_bytes)
 
     def run(n: int):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         for _ in range(n):
             m, st, loss = comp(*holder["s"], b)
             holder["s"] = (m, st)
         jax.block_until_ready(loss)
-        return (time.perf_counter() - t0) / n, float(loss)
+        return (time.perf_counter() - t0) / n, float(loss), (time.process_time() - c0) / n
 
     run(2)  # warm-up
     return run, temp
@@ -111,8 +112,8 @@ def main() -> None:
     seqs = [int(t) for t in a.seq.split(",")]
     if a.worker:  # one tree, one T: warm up, time one round, print JSON
         run, temp = build(seqs[0], a.tokens)
-        dt, loss = run(a.steps)
-        print(json.dumps({"s": dt, "loss": loss, "temp": temp}))
+        dt, loss, cpu = run(a.steps)
+        print(json.dumps({"s": dt, "loss": loss, "temp": temp, "cpu": cpu}))
         return
     print(f"joint step TINY supernet, B·T = {a.tokens}, fp32, remat none; {a.rounds} rounds × {a.steps} steps")
     for T in seqs:
@@ -139,7 +140,7 @@ def main() -> None:
                 extra[n] = (temp, float("nan"))
             for r in range(a.rounds):
                 for n in (names if r % 2 == 0 else names[::-1]):
-                    dt, loss = runs[n](a.steps)
+                    dt, loss, _ = runs[n](a.steps)
                     times.setdefault(n, []).append(dt)
                     extra[n] = (extra[n][0], loss)
         _report(T, names, times, extra)

@@ -1,8 +1,9 @@
-"""Adapter train step of PAWN against the public reference (PyTorch), side by side, interleaved.
+"""Train steps of PAWN against the public reference (PyTorch), side by side, interleaved.
 
 Usage:
     python benchmarks/reference_ab.py --ref-src /path/to/reference --ref-python /path/to/venv/bin/python \
-        [--ref-path DIR] [--strategies lora,bottleneck] [--shape 16x128,32x256] [--rounds 4] [--steps 8]
+        [--ref-path DIR] [--step adapter|pretrain] [--strategies lora,bottleneck] [--shape 16x128,32x256]
+        [--rounds 4] [--steps 8]
 
 Each round runs one fresh process per side (order alternating A, B, B, A …) that builds the step,
 runs two warm-up steps and times ``--steps`` more, printing seconds per step (wall and process CPU
@@ -23,6 +24,16 @@ legal-masked cross-entropy, grad clip 1.0 and AdamW (β 0.9/0.999, no decay):
   per-step calls: ``LegalMaskBuilder.scatter`` of the flat legal indices, ``zero_grad``,
   ``backward``, ``clip_grad_norm_``, ``AdamW.step``). Its Rust engine must be importable as
   ``chess_engine`` from ``--ref-path`` or the reference interpreter's own packages.
+
+``--step pretrain`` times the TINY supernet's pretraining step instead: PAWN's joint step of its
+three nested variants (``benchmarks/joint_step.py --worker``: small d 64 × 2 layers, base d 128 × 3,
+large d 192 × 4, weight 1 each, fp32, clip 1.0 + AdamW 3e-4, β 0.9/0.95, decay 0.01, state donated)
+against the reference training three ``PAWNCLM`` of those shapes on the same batch, each as its
+trainer's ``train_step`` + ``optimizer_step`` do it (``forward_train``, ``backward``,
+``clip_grad_norm_``, ``AdamW.step``, ``zero_grad``). The same FLOPs: a nested variant's forward is
+its own; the reference's optimizer updates three models' moments where PAWN's updates one supernet's.
+The batch: B = B·T / T rows of random action ids with prefix masks of random length in [T/2, T], one
+row empty (``joint_step.py``'s).
 
 The reference's interpreter needs torch, numpy, wandb and polars (its ``adapter_training``
 imports them); PAWN's side runs under this interpreter. Threads: both use every core (torch's
@@ -112,6 +123,46 @@ def reference_worker(strategy: str, B: int, T: int, steps: int) -> dict:
             "threads": torch.get_num_threads()}
 
 
+def reference_pretrain_worker(B: int, T: int, steps: int) -> dict:
+    """One timed round of the reference's pretraining step on the TINY supernet's three shapes."""
+    import numpy as np
+    import torch
+
+    from pawn.config import CLMConfig
+    from pawn.model import PAWNCLM
+
+    torch.manual_seed(0)
+    shapes = [(64, 2, 1, 256), (128, 3, 2, 512), (192, 4, 3, 768)]
+    models = [PAWNCLM(CLMConfig(d_model=d, n_layers=L, n_heads=h, d_ff=f)) for d, L, h, f in shapes]
+    opts = [torch.optim.AdamW(m.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01) for m in models]
+    r = np.random.default_rng(0)
+    lens = r.integers(T // 2, T + 1, B)
+    lens[0] = 0
+    mask = np.arange(T)[None] < lens[:, None]
+    ids = np.where(mask, r.integers(0, 1968, (B, T)), 0)
+    ids_t, msk, tgt = torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(np.roll(ids, -1, 1))
+
+    def one() -> float:
+        total = 0.0
+        for m, o in zip(models, opts):
+            m.train()
+            loss, _ = m.forward_train(ids_t, msk, tgt)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            o.step()
+            o.zero_grad(set_to_none=True)
+            total += float(loss.detach())
+        return total
+
+    for _ in range(2):
+        one()
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        loss = one()
+    return {"s": (time.perf_counter() - t0) / steps, "cpu": (time.process_time() - c0) / steps, "loss": loss,
+            "threads": torch.get_num_threads()}
+
+
 def _run(cmd: list[str], env: dict, what: str) -> dict:
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:
@@ -124,7 +175,8 @@ def main() -> None:
     p.add_argument("--ref-src", help="the reference's source tree (holds its pawn/ package)")
     p.add_argument("--ref-python", help="an interpreter with the reference's dependencies")
     p.add_argument("--ref-path", default="", help="extra PYTHONPATH for the reference (its chess_engine package)")
-    p.add_argument("--strategies", default="lora,bottleneck")
+    p.add_argument("--step", default="adapter", choices=["adapter", "pretrain"])
+    p.add_argument("--strategies", default="lora,bottleneck", help="adapter strategies (--step adapter)")
     p.add_argument("--shape", default="16x128", help="comma list of BxT")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--steps", type=int, default=8, help="timed steps per round (PAWN: rounded up to whole chunks)")
@@ -136,7 +188,10 @@ def main() -> None:
         sys.exit(f"error: --shape takes BxT items (e.g. 16x128), got {a.shape!r}")
     if a.ref_worker:
         B, T = map(int, shapes[0].split("x"))
-        print(json.dumps(reference_worker(a.ref_worker, B, T, a.steps)))
+        if a.ref_worker == "pretrain":
+            print(json.dumps(reference_pretrain_worker(B, T, a.steps)))
+        else:
+            print(json.dumps(reference_worker(a.ref_worker, B, T, a.steps)))
         return
     if not (a.ref_src and a.ref_python):
         sys.exit("error: --ref-src and --ref-python are required")
@@ -144,15 +199,23 @@ def main() -> None:
                "OPENBLAS_NUM_THREADS": "1"}
     pawn_env = {**os.environ, "JAX_PLATFORMS": "cpu", "OPENBLAS_NUM_THREADS": "1"}
     chunks = -(-a.steps // a.k)
-    print(f"adapter step, TINY shape, fp32, hard legal mask; PAWN K {a.k} × {chunks} chunks, reference {a.steps} "
-          f"eager steps; {a.rounds} rounds, fresh processes, order alternating")
-    for strategy in a.strategies.split(","):
+    if a.step == "pretrain":
+        print(f"pretraining step, TINY supernet's three variants, fp32; {a.steps} steps a round; {a.rounds} rounds, "
+              "fresh processes, order alternating")
+    else:
+        print(f"adapter step, TINY shape, fp32, hard legal mask; PAWN K {a.k} × {chunks} chunks, reference {a.steps} "
+              f"eager steps; {a.rounds} rounds, fresh processes, order alternating")
+    for strategy in (["pretrain"] if a.step == "pretrain" else a.strategies.split(",")):
         for shape in shapes:
             B, T = map(int, shape.split("x"))
             res: dict[str, list[dict]] = {"pawn": [], "reference": []}
             for r in range(a.rounds):
                 for side in (("pawn", "reference") if r % 2 == 0 else ("reference", "pawn")):
-                    if side == "pawn":
+                    if side == "pawn" and strategy == "pretrain":
+                        cmd = [sys.executable, os.path.join(HERE, "joint_step.py"), "--worker", "--seq", str(T),
+                               "--tokens", str(B * T), "--steps", str(a.steps)]
+                        res[side].append(_run(cmd, pawn_env, f"PAWN pretrain {shape}"))
+                    elif side == "pawn":
                         cmd = [sys.executable, os.path.join(HERE, "adapter_step.py"), "--worker", "--strategies",
                                strategy, "--shape", shape, "--loss", "legal", "--k", str(a.k), "--chunks", str(chunks)]
                         res[side].append(_run(cmd, pawn_env, f"PAWN {strategy} {shape}"))

@@ -89,3 +89,31 @@ def test_a_bad_list_item_is_named_by_its_flag_position_and_value(toy_checkpoint,
                                    "--data", str(tmp_path), "--out", str(tmp_path / "run")])
     err = one_line_error(res, 2, "--lora-targets item 2 ('x'): Input should be 'q', 'k', 'v' or 'o'")
     assert ".1" not in err
+
+
+@pytest.mark.parametrize(
+    "args,env,message",
+    [
+        (["--total-steps", "0"], {}, "error: --total-steps must be > 0, got 0"),
+        (["--total-steps", "100", "--steps-per-chunk", "7"], {},
+         "error: --total-steps (100) must be a positive multiple of --steps-per-chunk (7)"),
+        (["--total-steps", "10", "--batch-size", "30", "--accumulation-steps", "4"], {},
+         "error: --batch-size (30) must be a multiple of --accumulation-steps (4)"),
+        ([], {"PAWN_TOTAL_STEPS": "0"}, "error: PAWN_TOTAL_STEPS must be > 0, got 0"),
+    ],
+)
+def test_a_cross_field_rule_names_each_field_by_where_its_value_came_from(args, env, message, monkeypatch):
+    # these rules named the field (`total_steps must be > 0`), not the flag the user typed
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    res = CliRunner().invoke(app, ["pretrain", *args, "--dry-run"])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines()[0] == message
+
+
+def test_a_cross_field_rule_names_a_config_file_field_with_its_file(tmp_path):
+    cfg = tmp_path / "c1.toml"
+    cfg.write_text("total_steps = 0\n")
+    res = CliRunner().invoke(app, ["pretrain", "--config", str(cfg), "--dry-run"])
+    assert res.exit_code == 2, res.output
+    assert f"total_steps ({cfg}) must be > 0, got 0" in res.output

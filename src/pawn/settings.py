@@ -18,6 +18,7 @@ from pawn.errors import UsageError
 import json
 import math
 import os
+import re
 import sys
 from contextvars import ContextVar
 from pathlib import Path
@@ -433,6 +434,18 @@ class PretrainConfig(OptimizerSettings, RunOutputSettings):
         return self.layout.max_ply(self.seq_len)
 
 
+def _name_sources(msg: str, sources: dict[str, tuple[str, str]]) -> str:
+    """``msg`` with each field name that ``sources`` knows written as its flag or variable
+    (``total_steps must be > 0`` → ``--total-steps must be > 0``) or followed by its config
+    file (``total_steps (c1.toml) must be > 0``)."""
+    for field, (kind, name) in sorted(sources.items(), key=lambda kv: -len(kv[0])):
+        if field in ("out",):  # an English word too
+            continue
+        pattern = re.compile(rf"(?<![\w\-.]){re.escape(field)}(?![\w])")
+        msg = pattern.sub(name if kind in ("flag", "env") else f"{field} ({name})", msg)
+    return msg
+
+
 def format_validation_error(e: ValidationError, sources: Optional[dict[str, tuple[str, str]]] = None) -> str:
     """One line per problem, naming the field (or the model for cross-field rules).
 
@@ -450,8 +463,8 @@ def format_validation_error(e: ValidationError, sources: Optional[dict[str, tupl
             loc += f" ({err['input']!r})"
         msg = err["msg"].removeprefix("Value error, ")
         kind, name = sources.get(str(err["loc"][0]), (None, None)) if err["loc"] else (None, None)
-        if not loc:  # a cross-field rule: its message names the fields
-            lines.append(msg)
+        if not loc:  # a cross-field rule: its message names the fields, each by its source when known
+            lines.append(_name_sources(msg, sources))
             continue
         if err["type"] == "missing":
             msg = "required (set --" + loc.replace("_", "-") + ", PAWN_" + loc.upper() + " or the config file)"
