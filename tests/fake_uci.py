@@ -40,9 +40,15 @@ def main() -> None:
             for m in cmd[i + 1:]:
                 board.push_uci(m)
         elif cmd[0] == "go":
-            if die and os.path.exists(die) and board.ply() >= 6:
-                os.remove(die)
-                os._exit(3)
+            if die and board.ply() >= 6:
+                # the engine that removes the file dies; another engine reaching this ply at the same
+                # moment finds it gone and plays on (two checks of exists() then remove() raced)
+                try:
+                    os.remove(die)
+                except FileNotFoundError:
+                    pass
+                else:
+                    os._exit(3)
             say(f"bestmove {next(iter(board.legal_moves)).uci()}")
         elif cmd[0] == "quit":
             break
