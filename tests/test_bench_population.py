@@ -44,7 +44,7 @@ def test_population_settings_flags_env_quick_and_section_selection(monkeypatch):
     assert estimate_seconds(BenchSettings.load(population_size=8), ["population"])["population"] > \
         estimate_seconds(BenchSettings.load(population_size=3), ["population"])["population"]
     r = CliRunner().invoke(app, ["bench", "--only", "population", "--population-steps", "3"])
-    assert r.exit_code == 2 and "population_steps" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 2 and "--population-steps" in r.output and "Traceback" not in r.output
 
 
 @pytest.mark.parametrize("end_to_end", [False, True])

@@ -111,9 +111,9 @@ def test_a_cross_field_rule_names_each_field_by_where_its_value_came_from(args, 
     assert res.output.strip().splitlines()[0] == message
 
 
-def test_a_cross_field_rule_names_a_config_file_field_with_its_file(tmp_path):
+def test_a_cross_field_rule_keeps_a_config_file_fields_name(tmp_path):
     cfg = tmp_path / "c1.toml"
     cfg.write_text("total_steps = 0\n")
     res = CliRunner().invoke(app, ["pretrain", "--config", str(cfg), "--dry-run"])
     assert res.exit_code == 2, res.output
-    assert f"total_steps ({cfg}) must be > 0, got 0" in res.output
+    assert res.output.strip().splitlines()[0] == "error: total_steps must be > 0, got 0"

@@ -39,11 +39,21 @@ def _declared() -> tuple[set[str], dict[str, set[str]]]:
     return names(project["dependencies"]), {k: names(v) for k, v in project["optional-dependencies"].items()}
 
 
+# Functions that run under another interpreter (the public reference's, with its own torch), not PAWN's.
+OTHER_INTERPRETER = {"reference_ab.py": {"reference_worker", "reference_pretrain_worker"}}
+
+
 def _imported(folder: Path) -> set[str]:
-    """Top-level names of the absolute imports in every .py file under ``folder``."""
+    """Top-level names of the absolute imports in every .py file under ``folder`` (the bodies of
+    :data:`OTHER_INTERPRETER`'s functions left out)."""
     out = set()
     for f in folder.rglob("*.py"):
-        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        tree = ast.parse(f.read_text(), str(f))
+        skip = OTHER_INTERPRETER.get(f.name, set())
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in skip:
+                node.body = []
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 out |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

@@ -76,7 +76,7 @@ def test_resolved_defaults_follow_the_published_run():
 def test_cli_reports_validation_errors_in_one_line(tmp_path):
     r = CliRunner().invoke(app, ["pretrain", "--supernet", "tiny", "--total-steps", "100", "--lr-schedule", "wsd", "--warmup-steps", "95", "--val-every", "100", "--checkpoint-every", "100"])
     assert r.exit_code == 2
-    assert "Traceback" not in r.output and "warmup_steps (95)" in r.output
+    assert "Traceback" not in r.output and "--warmup-steps (95)" in r.output
     assert not (tmp_path / "runs").exists()
 
 

@@ -435,14 +435,14 @@ class PretrainConfig(OptimizerSettings, RunOutputSettings):
 
 
 def _name_sources(msg: str, sources: dict[str, tuple[str, str]]) -> str:
-    """``msg`` with each field name that ``sources`` knows written as its flag or variable
-    (``total_steps must be > 0`` → ``--total-steps must be > 0``) or followed by its config
-    file (``total_steps (c1.toml) must be > 0``)."""
+    """``msg`` with each field name that came from a flag or an environment variable written as
+    that flag or variable (``total_steps must be > 0`` → ``--total-steps must be > 0``); a field
+    from a config file keeps its name, which is what the file says. Only whole words that start
+    the message or follow a space or ``(`` are renamed."""
     for field, (kind, name) in sorted(sources.items(), key=lambda kv: -len(kv[0])):
-        if field in ("out",):  # an English word too
+        if kind not in ("flag", "env") or field in ("out",):  # `out` is an English word too
             continue
-        pattern = re.compile(rf"(?<![\w\-.]){re.escape(field)}(?![\w])")
-        msg = pattern.sub(name if kind in ("flag", "env") else f"{field} ({name})", msg)
+        msg = re.sub(rf"(?<![^\s(]){re.escape(field)}(?![\w])", name, msg)
     return msg
 
 
