@@ -267,17 +267,19 @@ and an unrolled layer scan (see :func:`attention_path`); 0 always takes the bloc
 
 
 def attention_path(seq_len: int, remat: bool | str) -> str:
-    """Which attention and layer loop a forward of ``seq_len`` tokens with ``remat`` runs:
+    """Which attention a forward of ``seq_len`` tokens with ``remat`` runs:
 
     * ``"plain"`` — remat ``none`` and ``seq_len ≤`` :data:`PLAIN_ATTENTION_MAX_T`:
-      :func:`plain_attention` and the layers unrolled (``lax.scan(..., unroll=True)``), so XLA
-      fuses across layers. At ``T ≤ 128`` the blockwise path scores one block of the full
+      :func:`plain_attention`. At ``T ≤ 128`` the blockwise path scores one block of the full
       ``[T, T]`` matrix anyway; the plain path keeps its fp32 weights for the backward instead of
       recomputing them (L·B·H·T² · 4 bytes more, e.g. 3 MiB per layer at B 16, H 3, T 128).
-    * ``"blockwise"`` — otherwise: :func:`causal_attention` (no ``[T, T]`` tensor kept) and a
-      rolled scan. With remat, unrolling would let XLA hoist every recomputation to the start of
-      the backward pass, so nothing would be freed; at long T the kept ``[T, T]`` weights would
-      dominate the activation memory.
+    * ``"blockwise"`` — otherwise: :func:`causal_attention` (no ``[T, T]`` tensor kept).
+
+    The layer loop is unrolled (``lax.scan(..., unroll=True)``) whenever remat is ``none``, on
+    either path, so XLA fuses and schedules across layers: the TINY joint step at T 256 and 512
+    (blockwise) ran 1.24–1.28× faster unrolled, with 406 instead of 548 MiB of temp memory at
+    T 512 (``benchmarks/joint_step.py``, issue 27). With remat it stays rolled: unrolling would let
+    XLA hoist every recomputation to the start of the backward pass, so nothing would be freed.
 
     Both compute the same function (float rounding). ``pawn pretrain --remat auto`` tries
     ``none`` first, so short sequences get the plain path when it fits.
@@ -536,10 +538,11 @@ class PAWNModel(eqx.Module):
 
         if mode != "none":
             layer = jax.checkpoint(layer, policy=_remat_policy(mode), prevent_cse=False)
-        # Unrolled on the plain path (XLA fuses across layers), rolled on the blockwise one (see
-        # attention_path); the weights stay stacked either way.
+        # Unrolled without remat (XLA fuses and schedules across layers: faster and less temp
+        # memory on either attention path), rolled with it (see attention_path); the weights
+        # stay stacked either way.
         xs = self._layer_weights(dtype) if adapter is None else (self._layer_weights(dtype), ap_all)
-        h, (hidden, kv) = jax.lax.scan(layer, h0, xs, unroll=path == "plain")
+        h, (hidden, kv) = jax.lax.scan(layer, h0, xs, unroll=mode == "none")
         return h0, h, hidden, kv
 
     @staticmethod
