@@ -22,7 +22,6 @@
 use std::ops::ControlFlow;
 
 use pgn_reader::{KnownOutcome, Outcome, RawTag, Reader, SanPlus, Visitor};
-use rayon::prelude::*;
 use shakmaty::san::{San, Suffix};
 use shakmaty::{attacks, Bitboard, Chess, Color, File, Move, Position, Role, Square};
 
