@@ -8,9 +8,9 @@ The step is the TINY supernet's joint step (its three nested variants, weight 1 
 remat none): forward, gradient, clip 1.0 + AdamW, jitted with the state donated, on one fixed
 packed batch of B = tokens / T random rows (prefix attention masks of random length, one empty
 row). Without ``--tree``, two programs are built in this process and timed A, B, B, A, …:
-``blockwise`` (``pawn.model.PLAIN_ATTENTION_MAX_T = 0``: blockwise custom-VJP attention and a
-rolled layer scan at every T, the program before issue 27) and ``auto`` (this build's choice,
-:func:`pawn.model.attention_path`). With ``--tree``, each round runs one process per tree in turn
+``blockwise`` (``pawn.model.PLAIN_ATTENTION_MAX_T = 0``: blockwise custom-VJP attention at every
+T; the layer loop is unrolled in both, as it is whenever remat is none since issue 27, so this
+compares the attention alone) and ``auto`` (this build's choice, :func:`pawn.model.attention_path`). With ``--tree``, each round runs one process per tree in turn
 (``PYTHONPATH=SRC_DIR``; the order rotates by one each round, so a load trend hits every tree
 alike), so builds of other commits compare on the same machine; the first tree is the baseline.
 Printed per T: the median step time over rounds, the ratio baseline/this of the medians and the

@@ -1,13 +1,18 @@
-"""PGN parser A/B: games/s of two engine builds, interleaved (A, B, A, B …) in fresh processes,
-and a fingerprint of everything the parser returns on the shared Lichess files.
+"""PGN parser A/B: games/s of engine builds, each round running every build in turn in fresh
+processes, and a fingerprint of everything the parser returns on the shared Lichess files.
 
-    python benchmarks/pgn_parse.py bench A.so B.so [--rounds 5] [--threads 1[,2]] [--files DIR]
+    python benchmarks/pgn_parse.py bench A.so B.so … [--rounds 5] [--threads 1[,2]] [--files DIR]
     python benchmarks/pgn_parse.py hash  ENGINE.so [--files DIR]
 
-``bench`` runs each build in its own process (``RAYON_NUM_THREADS`` = each of ``--threads``), parsing every
-``*.pgn`` under ``--files`` (default ``/work/shared/data/lichess``) with ``parse_pgn_path(path, 512, 0)``
-(the call the Lichess data path makes) and prints games/s per round and the B/A ratio of the
-medians. ``hash`` prints one SHA-256 per file over the tokens, lengths, outcomes, Elo, clocks,
+``bench`` runs each build in its own process (``RAYON_NUM_THREADS`` = each of ``--threads``,
+``OPENBLAS_NUM_THREADS=1`` so numpy's idle OpenBLAS threads take no core), in the same order every
+round (A at each thread count, then B …), parsing every ``*.pgn`` under ``--files`` (default
+``/work/shared/data/lichess``) once to warm up and once timed. A PAWN build is called with
+``parse_pgn_path(path, 512, 0)`` (the call the Lichess data path makes); a build of the public
+reference's engine (its ``.so`` also defines a module ``_engine``, e.g. ``REF/target/release/
+libchess_engine.so``) with its tokens-only ``parse_pgn_file(path, 512, 10**9, 0)``. Printed: games/s
+per round (each build's own count of games read: the reference counts 7,306 of the shared files'
+7,321) and each variant's ratio to the first, of the median seconds for the same files. ``hash`` prints one SHA-256 per file over the tokens, lengths, outcomes, Elo, clocks,
 evals, game numbers, full lengths, headers, skipped list and counts, so two builds can be shown to
 return the same games and skip reasons. Engine builds are loaded straight from the ``.so``
 (``importlib``), so they need not be installed.
@@ -77,9 +82,22 @@ def _one_round(so: str, folder: str) -> None:
     print(json.dumps({"games": n, "seconds": time.perf_counter() - t}))
 
 
+def _check(a) -> None:
+    """One-line errors for arguments the rounds would fail on."""
+    for so in a.engines:
+        if not os.path.isfile(so):
+            sys.exit(f"error: {so}: no such engine build (.so file)")
+    if not _files(a.files):
+        sys.exit(f"error: --files {a.files}: no *.pgn files there")
+    if a.rounds < 1:
+        sys.exit(f"error: --rounds must be ≥ 1, got {a.rounds}")
+    if not all(t.isdigit() and int(t) >= 1 for t in a.threads.split(",")):
+        sys.exit(f"error: --threads takes thread counts ≥ 1, comma-separated, got {a.threads!r}")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["bench", "hash", "_round"])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("mode", choices=["bench", "hash", "_round"], help="bench or hash (_round: one timed round, internal)")
     ap.add_argument("engines", nargs="+")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", default="1", help="thread counts, comma-separated (each is a variant)")
@@ -88,30 +106,37 @@ def main() -> None:
     if a.mode == "_round":
         _one_round(a.engines[0], a.files)
         return
+    _check(a)
     if a.mode == "hash":
         eng = load_engine(a.engines[0])
+        if not hasattr(eng, "parse_pgn_path"):
+            sys.exit(f"error: hash needs a PAWN engine build; {a.engines[0]} has no parse_pgn_path")
         for f in _files(a.files):
             rec = eng.parse_pgn_path(f, 512, 0)
             print(f"{fingerprint(rec)}  {int(rec.counts['read']):5d} read  {len(rec):5d} kept  {Path(f).name}")
         return
     variants = [(so, int(t)) for so in a.engines for t in a.threads.split(",")]
     rates: dict[tuple[str, int], list[float]] = {v: [] for v in variants}
+    secs: dict[tuple[str, int], list[float]] = {v: [] for v in variants}
     for r in range(a.rounds):
         for so, t in variants:
             # numpy's OpenBLAS threads spin after import and would take a core from the parser
             env = {**os.environ, "RAYON_NUM_THREADS": str(t), "OPENBLAS_NUM_THREADS": "1"}
             out = subprocess.run([sys.executable, __file__, "_round", so, "--files", a.files], env=env,
-                                 capture_output=True, text=True, check=True).stdout
-            d = json.loads(out.strip().splitlines()[-1])
+                                 capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"error: {so} ({t} threads) failed:\n{out.stderr[-2000:]}")
+            d = json.loads(out.stdout.strip().splitlines()[-1])
             rates[(so, t)].append(d["games"] / d["seconds"])
+            secs[(so, t)].append(d["seconds"])
             print(f"round {r + 1} {Path(so).name:24s} {t} thr {d['games']} games  "
                   f"{d['games'] / d['seconds']:10,.0f} games/s", flush=True)
     med = {v: statistics.median(x) for v, x in rates.items()}
+    med_s = {v: statistics.median(x) for v, x in secs.items()}
     base = variants[0]
     for v in variants:
-        print(f"median {Path(v[0]).name:24s} {v[1]} thr {med[v]:10,.0f} games/s  ×{med[v] / med[base]:.2f} vs "
-              f"{Path(base[0]).name} {base[1]} thr")
-
+        print(f"median {Path(v[0]).name:24s} {v[1]} thr {med[v]:10,.0f} games/s  ×{med_s[base] / med_s[v]:.2f} vs "
+              f"{Path(base[0]).name} {base[1]} thr (same files, median seconds)")
 
 if __name__ == "__main__":
     main()

@@ -6,14 +6,16 @@ Usage:
         [--rounds 4] [--steps 8]
 
 Each round runs one fresh process per side (order alternating A, B, B, A …) that builds the step,
-runs two warm-up steps and times ``--steps`` more, printing seconds per step (wall and process CPU
-time, all threads) and the last loss. Printed per strategy and shape: the median tokens/s (B·T
+warms it up (the reference: two steps; PAWN: one K-step chunk, compile included) and times
+``--steps`` more (PAWN: rounded up to whole K-step chunks), printing seconds per step (wall and
+process CPU time, all threads) and the last loss. Printed per strategy and shape: the median tokens/s (B·T
 positions per second) of each side, the ratio of the medians and the median of the per-round
 ratios (> 1 = PAWN faster), wall and CPU time.
 
-The two steps do the same work on the same synthetic batch (B rows of random action ids, prefix
-masks of random length in [T/2, T], one row empty; legal sets = the target plus ~30 random
-actions), the TINY supernet's shape (d_model 192, 4 layers, 3 heads, d_ff 768), fp32, the hard
+The two steps do the same work on batches of one synthetic generator (``adapter_step.py``'s, seed 0:
+B rows of random action ids, prefix masks of random length in [T/2, T], one row empty; legal sets =
+the target plus ~30 random actions; PAWN cycles through its chunk's K batches, the reference trains
+on the first of them, so the printed losses differ), the TINY supernet's shape (d_model 192, 4 layers, 3 heads, d_ff 768), fp32, the hard
 legal-masked cross-entropy, grad clip 1.0 and AdamW (β 0.9/0.999, no decay):
 
 * PAWN: ``benchmarks/adapter_step.py --worker`` — ``pawn adapt``'s own compiled K-step chunk
@@ -32,12 +34,18 @@ against the reference training three ``PAWNCLM`` of those shapes on the same bat
 trainer's ``train_step`` + ``optimizer_step`` do it (``forward_train``, ``backward``,
 ``clip_grad_norm_``, ``AdamW.step``, ``zero_grad``). The same FLOPs: a nested variant's forward is
 its own; the reference's optimizer updates three models' moments where PAWN's updates one supernet's.
-The batch: B = B·T / T rows of random action ids with prefix masks of random length in [T/2, T], one
+The batch: B rows (``--shape BxT``) of random action ids with prefix masks of random length in [T/2, T], one
 row empty (``joint_step.py``'s).
+
+Not timed on PAWN's side: moving the chunk to the device (``place_chunk``, done before the clock
+starts); timed on the reference's: its per-step legal-mask scatter, as its loop runs it. The
+reference's pretraining step leaves out its trainer's grad-norm logging and LR scheduler call.
 
 The reference's interpreter needs torch, numpy, wandb and polars (its ``adapter_training``
 imports them); PAWN's side runs under this interpreter. Threads: both use every core (torch's
-intra-op pool, XLA's CPU pool). Timings on a shared machine drift: only the ratios of one run
+intra-op pool, XLA's CPU pool; the reference's thread count is printed); both run with
+``OPENBLAS_NUM_THREADS=1`` so numpy's idle OpenBLAS threads take no core (torch's CPU wheels use
+MKL/oneDNN, not OpenBLAS, on x86). Timings on a shared machine drift: only the ratios of one run
 mean anything.
 """
 
@@ -55,24 +63,24 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def synthetic_batch(B: int, T: int, V: int = 1980):
-    """The batch both sides train on: ``(ids, targets, mask, legal)`` with ids/targets int64
-    [B, T], mask bool [B, T] and legal bool [B, T, V] — the same generator (seed 0) as
-    ``adapter_step.py``'s chunk, one step of it."""
+def synthetic_batch(B: int, T: int, K: int, V: int = 1980):
+    """The reference's batch: step 0 of ``adapter_step.py``'s K-step chunk (same generator, seed 0,
+    same draws): ``(ids, targets, mask, legal)`` with ids/targets int64 [B, T], mask bool [B, T] and
+    legal bool [B, T, V]."""
     import numpy as np
 
     r = np.random.default_rng(0)
-    lens = r.integers(T // 2, T + 1, (1, B))
+    lens = r.integers(T // 2, T + 1, (K, B))
     lens[:, 0] = 0
     mask = np.arange(T)[None, None] < lens[..., None]
-    ids = np.where(mask, r.integers(0, 1968, (1, B, T)), 0)
+    ids = np.where(mask, r.integers(0, 1968, (K, B, T)), 0)
     targets = np.roll(ids, -1, 2)
-    legal = r.random((1, B, T, V)) < 30 / 1968
+    legal = r.random((K, B, T, V)) < 30 / 1968
     np.put_along_axis(legal, targets[..., None], True, axis=-1)
     return ids[0], targets[0], mask[0], legal[0]
 
 
-def reference_worker(strategy: str, B: int, T: int, steps: int) -> dict:
+def reference_worker(strategy: str, B: int, T: int, steps: int, K: int) -> dict:
     """One timed round of the reference's adapter step (runs under the reference's interpreter)."""
     import numpy as np
     import torch
@@ -100,7 +108,7 @@ def reference_worker(strategy: str, B: int, T: int, steps: int) -> dict:
     step_fn = build_compiled_step(model, apply_legal_mask=True, illegal_penalty=0.0, amp_dtype=None,
                                   use_compile=False)
     opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0)
-    ids, targets, mask, legal = synthetic_batch(B, T)
+    ids, targets, mask, legal = synthetic_batch(B, T, K)
     ids, tgt, msk = torch.from_numpy(ids), torch.from_numpy(targets), torch.from_numpy(mask)
     flat = torch.from_numpy(np.flatnonzero(legal.reshape(-1)).astype(np.int64))
     builder = LegalMaskBuilder(B, T, vocab_size=legal.shape[-1])
@@ -171,7 +179,7 @@ def _run(cmd: list[str], env: dict, what: str) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ref-src", help="the reference's source tree (holds its pawn/ package)")
     p.add_argument("--ref-python", help="an interpreter with the reference's dependencies")
     p.add_argument("--ref-path", default="", help="extra PYTHONPATH for the reference (its chess_engine package)")
@@ -184,17 +192,26 @@ def main() -> None:
     p.add_argument("--ref-worker", default=None, help=argparse.SUPPRESS)
     a = p.parse_args()
     shapes = a.shape.split(",")
-    if any(not re.fullmatch(r"\d+x\d+", s) for s in shapes):
-        sys.exit(f"error: --shape takes BxT items (e.g. 16x128), got {a.shape!r}")
+    if any(not re.fullmatch(r"[1-9]\d*x[1-9]\d*", s) for s in shapes):
+        sys.exit(f"error: --shape takes BxT items with B, T ≥ 1 (e.g. 16x128), got {a.shape!r}")
+    if min(a.rounds, a.steps, a.k) < 1:
+        sys.exit(f"error: --rounds, --steps and --k must be ≥ 1, got {a.rounds}, {a.steps}, {a.k}")
+    bad = set(a.strategies.split(",")) - {"lora", "bottleneck"}
+    if a.step == "adapter" and bad:
+        sys.exit(f"error: --strategies takes lora and bottleneck (the reference's counterparts here), got {sorted(bad)}")
     if a.ref_worker:
         B, T = map(int, shapes[0].split("x"))
         if a.ref_worker == "pretrain":
             print(json.dumps(reference_pretrain_worker(B, T, a.steps)))
         else:
-            print(json.dumps(reference_worker(a.ref_worker, B, T, a.steps)))
+            print(json.dumps(reference_worker(a.ref_worker, B, T, a.steps, a.k)))
         return
     if not (a.ref_src and a.ref_python):
         sys.exit("error: --ref-src and --ref-python are required")
+    if not os.path.isfile(os.path.join(a.ref_src, "pawn", "model.py")):
+        sys.exit(f"error: --ref-src {a.ref_src}: no pawn/model.py there (give the reference's source tree)")
+    if not (os.path.isfile(a.ref_python) and os.access(a.ref_python, os.X_OK)):
+        sys.exit(f"error: --ref-python {a.ref_python}: not an executable file")
     ref_env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (os.path.abspath(a.ref_src), a.ref_path) if x),
                "OPENBLAS_NUM_THREADS": "1"}
     pawn_env = {**os.environ, "JAX_PLATFORMS": "cpu", "OPENBLAS_NUM_THREADS": "1"}
@@ -224,8 +241,9 @@ def main() -> None:
                                "--steps", str(a.steps)]
                         res[side].append(_run(cmd, ref_env, f"reference {strategy} {shape}"))
                     x = res[side][-1]
+                    threads = f"  {x['threads']} torch threads" if "threads" in x else ""
                     print(f"  round {r + 1} {side:<9} {strategy:<10} B{B} T{T}  {x['s'] * 1e3:8.1f} ms/step  "
-                          f"{x['cpu'] * 1e3:8.1f} CPU-ms/step  loss {x['loss']:.4f}", flush=True)
+                          f"{x['cpu'] * 1e3:8.1f} CPU-ms/step  loss {x['loss']:.4f}{threads}", flush=True)
             wall = {k: [x["s"] for x in v] for k, v in res.items()}
             cpu = {k: [x["cpu"] for x in v] for k, v in res.items()}
             med = {k: statistics.median(v) for k, v in wall.items()}

@@ -61,8 +61,8 @@ def test_blockwise_attention_equals_materialised_softmax_in_value_and_gradient()
 
 
 def test_plain_path_and_blockwise_path_are_the_same_function_in_logits_and_gradients(monkeypatch):
-    """Issue 27: short sequences without remat run plain attention and unrolled layers; the
-    blockwise custom-VJP attention with a rolled scan must compute the same logits and gradients,
+    """Issue 27: short sequences without remat run plain attention; the blockwise custom-VJP
+    attention must compute the same logits and gradients,
     padded query rows and rows with no key at all included."""
     B, T = 4, 40
     model = PAWNModel(TOY, jax.random.key(2))
@@ -88,7 +88,7 @@ def test_plain_path_and_blockwise_path_are_the_same_function_in_logits_and_gradi
     monkeypatch.setattr(pm, "PLAIN_ATTENTION_MAX_T", 0)
     assert attention_path(T, "none") == "blockwise"
     lg_block, g_block, jaxpr_block = run()
-    # the two programs really differ: custom VJP + rolled scan against XLA's VJP + unrolled layers
+    # the two programs really differ: the custom VJP against XLA's own VJP
     assert "custom_vjp" in jaxpr_block and "custom_vjp" not in jaxpr_plain
     np.testing.assert_allclose(np.asarray(lg_plain), np.asarray(lg_block), atol=1e-5, rtol=1e-5)
     assert bool(jnp.isfinite(lg_plain).all())

@@ -263,7 +263,8 @@ def plain_attention(q, k, v, attn_mask):
 
 PLAIN_ATTENTION_MAX_T = ATTENTION_BLOCK
 """Longest sequence for which the training forward without remat uses :func:`plain_attention`
-and an unrolled layer scan (see :func:`attention_path`); 0 always takes the blockwise path."""
+(see :func:`attention_path`); 0 always takes the blockwise attention. The layer loop does not
+depend on it (unrolled whenever remat is none)."""
 
 
 def attention_path(seq_len: int, remat: bool | str) -> str:

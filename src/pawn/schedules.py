@@ -169,7 +169,7 @@ def build_schedule(
     if total_steps <= 0:
         raise ValueError(f"total_steps must be > 0, got {total_steps}")
     if not 0 <= warmup_steps < total_steps:
-        raise ValueError(f"warmup_steps ({warmup_steps}) must be in [0, total_steps={total_steps})")
+        raise ValueError(f"warmup_steps ({warmup_steps}) must be ≥ 0 and < total_steps ({total_steps})")
     if name == "one_cycle" and warmup_steps == 0:
         raise ValueError("one_cycle needs 0 < warmup_steps < total_steps (warmup is the peak step)")
     if decay_shape not in ("linear", "cosine"):
@@ -181,11 +181,11 @@ def build_schedule(
     C = int(cooldown_frac * total_steps)
     if name == "wsd" and warmup_steps + D > total_steps:
         raise ValueError(
-            f"warmup_steps ({warmup_steps}) + decay steps (decay_frac·total_steps = {D}) exceed total_steps ({total_steps})"
+            f"warmup_steps ({warmup_steps}) + decay steps (decay_frac × total_steps = {D}) exceed total_steps ({total_steps})"
         )
     if name == "infinite" and warmup_steps + C + D > total_steps:
         raise ValueError(
-            f"warmup_steps ({warmup_steps}) + cooldown (cooldown_frac·total_steps = {C}) + decay "
-            f"(decay_frac·total_steps = {D}) exceed total_steps ({total_steps})"
+            f"warmup_steps ({warmup_steps}) + cooldown (cooldown_frac × total_steps = {C}) + decay "
+            f"(decay_frac × total_steps = {D}) exceed total_steps ({total_steps})"
         )
     return Schedule(name, float(peak), int(total_steps), int(warmup_steps), float(min_ratio), D, C, float(stable_ratio), decay_shape)  # type: ignore[arg-type]

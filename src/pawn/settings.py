@@ -437,12 +437,12 @@ class PretrainConfig(OptimizerSettings, RunOutputSettings):
 def _name_sources(msg: str, sources: dict[str, tuple[str, str]]) -> str:
     """``msg`` with each field name that came from a flag or an environment variable written as
     that flag or variable (``total_steps must be > 0`` → ``--total-steps must be > 0``); a field
-    from a config file keeps its name, which is what the file says. Only whole words that start
-    the message or follow a space or ``(`` are renamed."""
+    from a config file keeps its name, which is what the file says. Only names with an underscore
+    are renamed (``strategy``, ``data`` or ``out`` may be plain words in a message), and only as
+    whole words that start the message or follow a space or ``(``."""
     for field, (kind, name) in sorted(sources.items(), key=lambda kv: -len(kv[0])):
-        if kind not in ("flag", "env") or field in ("out",):  # `out` is an English word too
-            continue
-        msg = re.sub(rf"(?<![^\s(]){re.escape(field)}(?![\w])", name, msg)
+        if kind in ("flag", "env") and "_" in field:
+            msg = re.sub(rf"(?<![^\s(]){re.escape(field)}(?![\w])", name, msg)
     return msg
 
 
