@@ -504,3 +504,35 @@ def test_a_schema_created_by_optuna_dashboard_at_the_same_instant_is_opened_not_
     assert fired and "studies" in fired[0]  # the race really happened: PAWN was about to create the tables
     sid = storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], "pretrain")
     assert [s.study_name for s in storage.get_all_studies()] == ["pretrain"] and sid >= 1
+
+
+def test_a_ctrl_c_python_drops_in_the_last_trials_final_moments_still_ends_the_sweep_with_it(tmp_path):
+    # A slow-run failure: the SIGINT landed in a weakref callback after the last trial's last chunk
+    # check; Python printed "Exception ignored … KeyboardInterrupt", the trial loop ended normally and
+    # `pawn sweep` exited 0 instead of 130. Here the runner's trial ends with a real dropped SIGINT.
+    import signal
+    import weakref
+
+    from pawn.sweep.study import run_worker
+    from pawn.sweep.trials import CTRL_C, ctrl_c_latch
+
+    class Dropping(_Runner):
+        def run(self, config, hooks):
+            out = super().run(config, hooks)
+
+            class Obj:
+                pass
+
+            obj = Obj()
+            ref = weakref.ref(obj, lambda _r: (os.kill(os.getpid(), signal.SIGINT), sum(range(10_000))))
+            del obj  # the handler's KeyboardInterrupt is raised inside the callback and dropped
+            assert ref() is None and CTRL_C.is_set()
+            return out
+
+    with ctrl_c_latch():
+        with pytest.raises(KeyboardInterrupt):
+            run_worker(_settings(tmp_path, 1), log=lambda m: None, runner=Dropping(), space=dict(SPACE))
+    import optuna
+
+    trials = optuna.load_study(study_name="pretrain", storage=_db(tmp_path)).trials
+    assert [t.state for t in trials] == [TrialState.FAIL]  # interrupted, so re-run later, not counted done

@@ -433,6 +433,9 @@ def run_trials(s: SweepSettings, shared: SharedStudy, objective: Callable[[optun
         with shared.beating([trial], s.heartbeat_s):
             try:
                 value = objective(trial)
+                # a Ctrl-C Python dropped after the trial's last chunk check (a weakref callback
+                # in its final steps): the trial is interrupted, as if it had been raised there
+                raise_if_interrupted()
                 state = TrialState.COMPLETE if math.isfinite(value) else TrialState.FAIL
             except optuna.TrialPruned:
                 state = TrialState.PRUNED
@@ -448,6 +451,7 @@ def run_trials(s: SweepSettings, shared: SharedStudy, objective: Callable[[optun
         if error is not None:
             raise error
         gc.collect()
+    raise_if_interrupted()  # one dropped during the last trial's gc.collect() or the loop's exit
 
 
 SHARED_MEMORY_FRACTION = 0.9
