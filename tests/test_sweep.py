@@ -34,11 +34,15 @@ def _env():
     return {**os.environ, "JAX_PLATFORMS": "cpu"}
 
 
-def _sweep_cmd(out: Path, trials: int, *extra: str) -> list[str]:
-    (out.parent / "base.json").write_text(json.dumps(TOY))
+def _sweep_cmd(out: Path, trials: int, *extra: str, steps: int = 8) -> list[str]:
+    """A pretraining sweep of the toy model; ``steps`` > 8 makes each trial long (validation every 20
+    steps, one checkpoint at the end) so a test can signal it mid-trial with seconds to spare."""
+    base = TOY if steps == 8 else {**TOY, "total_steps": steps, "val_every": 20, "checkpoint_every": steps}
+    (out.parent / "base.json").write_text(json.dumps(base))
     (out.parent / "space.json").write_text(json.dumps({
         "lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
-        "weight_decay": {"type": "float", "low": 0.0, "high": 0.1}, "batch_size": 4, "warmup_steps": 1, "total_steps": 8}))
+        "weight_decay": {"type": "float", "low": 0.0, "high": 0.1}, "batch_size": 4, "warmup_steps": 1,
+        "total_steps": steps}))
     return [sys.executable, "-m", "pawn.cli", "sweep", "--run-type", "pretrain", "--trials", str(trials),
             "--base-config", str(out.parent / "base.json"), "--space", str(out.parent / "space.json"),
             "--pruner", "median", "--out", str(out), *extra]
@@ -217,24 +221,28 @@ def test_sweep_prunes_bad_trial_continues_and_best_config_reproduces(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_then_rerun_continues_the_study(tmp_path):
     out = tmp_path / "sw"
-    p = subprocess.Popen(_sweep_cmd(out, 3), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # 400-step trials (~12 s each here): the Ctrl-C lands in the second trial's training with seconds
+    # to spare, not after a short sweep has already ended (it did once: 3 trials of 8 steps in 10 s).
+    cmd = _sweep_cmd(out, 3, steps=400)
+    p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
-    while time.time() < deadline:
-        time.sleep(1)
+    while time.time() < deadline and p.poll() is None:
+        time.sleep(0.2)
         if (out / "study.db").exists():
             try:
-                if any(t.state == TrialState.COMPLETE for t in _study(out).trials):
-                    break
+                trials = _study(out).trials
             except Exception:  # the study may not exist yet
-                pass
-    time.sleep(3)  # into the second trial
+                continue
+            if any(t.number == 1 and t.state == TrialState.RUNNING and t.intermediate_values for t in trials):
+                break  # the second trial has reported a validation: mid-trial
+    assert p.poll() is None, "the sweep ended before its second trial was seen mid-training"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err[-2000:]
     before = _study(out).trials
     done_before = [t for t in before if t.state == TrialState.COMPLETE]
-    assert done_before and all(t.state != TrialState.RUNNING for t in before)
-    r = subprocess.run(_sweep_cmd(out, 3), env=_env(), capture_output=True, text=True, timeout=600)
+    assert [t.number for t in done_before] == [0] and all(t.state != TrialState.RUNNING for t in before)
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     after = _study(out).trials
     assert [t.value for t in after[:len(done_before)]] == [t.value for t in done_before]  # the same study, continued
@@ -281,10 +289,11 @@ def test_population_sweep_tells_each_member_to_the_study(tmp_path):
 def test_a_killed_worker_leaves_no_trial_running(tmp_path):
     out = tmp_path / "sw"
     hb = ["--heartbeat-s", "1", "--grace-s", "4"]
-    p = subprocess.Popen(_sweep_cmd(out, 1, *hb), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = _sweep_cmd(out, 1, *hb, steps=400)  # a trial of seconds: the kill lands in it, not after it
+    p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
-    while time.time() < deadline:
-        time.sleep(0.5)
+    while time.time() < deadline and p.poll() is None:
+        time.sleep(0.2)
         try:
             if any(t.state == TrialState.RUNNING and t.params for t in _study(out).trials):
                 break  # mid-trial: sampled and running (a kill before the first heartbeat: the test below)
@@ -294,7 +303,7 @@ def test_a_killed_worker_leaves_no_trial_running(tmp_path):
     p.wait()
     assert [t.state for t in _study(out).trials] == [TrialState.RUNNING]
     time.sleep(5)  # past the grace period
-    r = subprocess.run(_sweep_cmd(out, 1, *hb), env=_env(), capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     trials = _study(out).trials
     assert trials[0].state == TrialState.FAIL
