@@ -1,9 +1,14 @@
-"""Train steps of PAWN against the public reference (PyTorch), side by side, interleaved.
+"""Train steps of PAWN against the public reference (v1 PyTorch or v2 JAX), side by side, interleaved.
 
 Usage:
     python benchmarks/reference_ab.py --ref-src /path/to/reference --ref-python /path/to/venv/bin/python \
         [--ref-path DIR] [--step adapter|pretrain] [--strategies lora,bottleneck] [--shape 16x128,32x256]
-        [--rounds 4] [--steps 8]
+        [--config tiny|base] [--loss legal|plain] [--rounds 4] [--steps 8]
+
+The reference is read from ``--ref-src``: v1 is the PyTorch tree (github ``thomas-schweich/PAWN``
+``main``), v2 its JAX / Equinox / Optax rewrite (branch ``jax_migration``; told apart by
+``pawn/adapter_trainer.py``). Both interpreters should carry the same JAX, Equinox and Optax
+versions for a v2 comparison.
 
 Each round runs one fresh process per side (order alternating A, B, B, A …) that builds the step,
 warms it up (the reference: two steps; PAWN: one K-step chunk, compile included) and times
@@ -27,6 +32,15 @@ legal-masked cross-entropy, grad clip 1.0 and AdamW (β 0.9/0.999, no decay):
   ``backward``, ``clip_grad_norm_``, ``AdamW.step``). Its Rust engine must be importable as
   ``chess_engine`` from ``--ref-path`` or the reference interpreter's own packages.
 
+The v2 reference (its own ``pawn.model.init_model``, ``pawn.adapters.lora.init_lora_model`` rank 4
+on q, k, v, o / ``pawn.adapters.bottleneck.init_bottleneck_model`` width 8,
+``pawn.trainer.make_optimizer`` with the same clip and AdamW, ``pawn.adapter_trainer``'s
+``init_adapter_state``, ``make_adapter_train_step`` and ``make_adapter_scan_step``) trains the same
+K-step chunks as PAWN, K steps a compiled call. It has only the plain cross-entropy, so against v2
+``--loss`` defaults to ``plain`` on PAWN's side too (``--loss legal`` times PAWN's default loss
+against it); against v1 it defaults to ``legal``, the loss both apply. ``--config base`` uses the
+published base shape (d_model 512, 8 layers, 8 heads, d_ff 2,048) instead of the TINY one.
+
 ``--step pretrain`` times the TINY supernet's pretraining step instead: PAWN's joint step of its
 three nested variants (``benchmarks/joint_step.py --worker``: small d 64 × 2 layers, base d 128 × 3,
 large d 192 × 4, weight 1 each, fp32, clip 1.0 + AdamW 3e-4, β 0.9/0.95, decay 0.01, state donated)
@@ -35,7 +49,9 @@ trainer's ``train_step`` + ``optimizer_step`` do it (``forward_train``, ``backwa
 ``clip_grad_norm_``, ``AdamW.step``, ``zero_grad``). The same FLOPs: a nested variant's forward is
 its own; the reference's optimizer updates three models' moments where PAWN's updates one supernet's.
 The batch: B rows (``--shape BxT``) of random action ids with prefix masks of random length in [T/2, T], one
-row empty (``joint_step.py``'s).
+row empty (``joint_step.py``'s). Against v2: its own supernet joint step (``pawn.trainer``'s
+``init_train_state`` and ``make_train_step`` over ``VariantSpec`` of its ``TINY_VARIANTS``, clip 1.0
++ AdamW 3e-4, β 0.9/0.95, decay 0.01), one jitted call per step as PAWN's worker.
 
 Not timed on PAWN's side: moving the chunk to the device (``place_chunk``, done before the clock
 starts); timed on the reference's: its per-step legal-mask scatter, as its loop runs it. The
@@ -80,8 +96,8 @@ def synthetic_batch(B: int, T: int, K: int, V: int = 1980):
     return ids[0], targets[0], mask[0], legal[0]
 
 
-def reference_worker(strategy: str, B: int, T: int, steps: int, K: int) -> dict:
-    """One timed round of the reference's adapter step (runs under the reference's interpreter)."""
+def reference_worker(strategy: str, B: int, T: int, steps: int, K: int, config: str) -> dict:
+    """One timed round of the v1 (PyTorch) reference's adapter step (runs under the reference's interpreter)."""
     import numpy as np
     import torch
 
@@ -91,7 +107,8 @@ def reference_worker(strategy: str, B: int, T: int, steps: int, K: int) -> dict:
     from pawn.model import PAWNCLM
 
     torch.manual_seed(0)
-    backbone = PAWNCLM(CLMConfig(d_model=192, n_layers=4, n_heads=3, d_ff=768))
+    d, L, h, f = SHAPES[config]
+    backbone = PAWNCLM(CLMConfig(d_model=d, n_layers=L, n_heads=h, d_ff=f))
     if strategy == "lora":
         from pawn.adapters.lora import LoRACLM
 
@@ -171,6 +188,89 @@ def reference_pretrain_worker(B: int, T: int, steps: int) -> dict:
             "threads": torch.get_num_threads()}
 
 
+SHAPES = {"tiny": (192, 4, 3, 768), "base": (512, 8, 8, 2048)}
+"""d_model, n_layers, n_heads, d_ff of ``--config``'s backbone (spec §2: the TINY supernet, base)."""
+
+
+def _timed_chunks(scan, state, chunk, K: int, steps: int):
+    """Warm up one K-step chunk (compile included), then time ⌈steps / K⌉ more; returns the final
+    ``(state, result dict)``."""
+    import jax
+
+    state, m = scan(state, chunk)
+    jax.block_until_ready(m)
+    n = -(-steps // K)
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(n):
+        state, m = scan(state, chunk)
+    jax.block_until_ready(m)
+    return {"s": (time.perf_counter() - t0) / (n * K), "cpu": (time.process_time() - c0) / (n * K),
+            "loss": float(m["loss"][-1])}
+
+
+def reference_v2_worker(strategy: str, B: int, T: int, steps: int, K: int, config: str) -> dict:
+    """One timed round of the v2 (JAX) reference's adapter chunk (runs under the reference's interpreter)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from pawn.adapter_trainer import init_adapter_state, make_adapter_scan_step, make_adapter_train_step
+    from pawn.config import ModelConfig
+    from pawn.model import init_model
+    from pawn.trainer import make_optimizer
+
+    d, L, h, f = SHAPES[config]
+    backbone = init_model(ModelConfig(d_model=d, n_layers=L, n_heads=h, d_ff=f), jax.random.key(0))
+    if strategy == "lora":
+        from pawn.adapters.lora import LoRAConfig, adapter_filter, init_lora_model
+
+        model = init_lora_model(backbone, LoRAConfig(rank=4, targets=("q", "k", "v", "o")), jax.random.key(1))
+    else:
+        from pawn.adapters.bottleneck import BottleneckConfig, adapter_filter, init_bottleneck_model
+
+        model = init_bottleneck_model(backbone, BottleneckConfig(bottleneck_dim=8), jax.random.key(1))
+    opt = make_optimizer(1e-3, weight_decay=0.0, b1=0.9, b2=0.999, max_grad_norm=1.0)
+    state, frozen = init_adapter_state(model, opt, adapter_filter_fn=adapter_filter)
+    scan = make_adapter_scan_step(make_adapter_train_step(opt, frozen), K)
+    r = np.random.default_rng(0)  # adapter_step.py's chunk generator (the legal sets are not drawn: no use here)
+    lens = r.integers(T // 2, T + 1, (K, B))
+    lens[:, 0] = 0
+    mask = np.arange(T)[None, None] < lens[..., None]
+    ids = np.where(mask, r.integers(0, 1968, (K, B, T)), 0).astype(np.int32)
+    chunk = (jnp.asarray(ids), jnp.asarray(mask), jnp.asarray(np.roll(ids, -1, 2)), jnp.asarray(mask))
+    return {**_timed_chunks(scan, state, chunk, K, steps), "threads": f"jax {jax.__version__}"}
+
+
+def reference_v2_pretrain_worker(B: int, T: int, steps: int) -> dict:
+    """One timed round of the v2 (JAX) reference's supernet joint step on its TINY supernet."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from pawn.config import TINY_SUPERNET, TINY_VARIANTS
+    from pawn.model import init_model
+    from pawn.trainer import VariantSpec, init_train_state, make_optimizer, make_train_step
+
+    opt = make_optimizer(3e-4, weight_decay=0.01, b1=0.9, b2=0.95, max_grad_norm=1.0)
+    state = init_train_state(init_model(TINY_SUPERNET, jax.random.key(0)), opt)
+    step = make_train_step(opt, tuple(VariantSpec(c) for c in TINY_VARIANTS.values()))
+    r = np.random.default_rng(0)  # joint_step.py's batch
+    lens = r.integers(T // 2, T + 1, B)
+    lens[0] = 0
+    mask = np.arange(T)[None] < lens[:, None]
+    ids = np.where(mask, r.integers(0, 1968, (B, T)), 0).astype(np.int32)
+    batch = (jnp.asarray(ids), jnp.asarray(mask), jnp.asarray(np.roll(ids, -1, 1)), jnp.asarray(mask))
+    for _ in range(2):
+        state, m = step(state, batch)
+    jax.block_until_ready(m)
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        state, m = step(state, batch)
+    jax.block_until_ready(m)
+    return {"s": (time.perf_counter() - t0) / steps, "cpu": (time.process_time() - c0) / steps,
+            "loss": float(m["loss"]), "threads": f"jax {jax.__version__}"}
+
+
 def _run(cmd: list[str], env: dict, what: str) -> dict:
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:
@@ -188,7 +288,10 @@ def main() -> None:
     p.add_argument("--shape", default="16x128", help="comma list of BxT")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--steps", type=int, default=8, help="timed steps per round (PAWN: rounded up to whole chunks)")
-    p.add_argument("--k", type=int, default=4, help="PAWN's steps per compiled chunk")
+    p.add_argument("--k", type=int, default=4, help="steps per compiled chunk (PAWN; the v2 reference's adapter chunk)")
+    p.add_argument("--config", default="tiny", choices=sorted(SHAPES), help="adapter backbone shape")
+    p.add_argument("--loss", default=None, choices=["legal", "plain"],
+                   help="PAWN's adapter loss (default: the reference's: legal for v1, plain for v2)")
     p.add_argument("--ref-worker", default=None, help=argparse.SUPPRESS)
     a = p.parse_args()
     shapes = a.shape.split(",")
@@ -201,10 +304,14 @@ def main() -> None:
         sys.exit(f"error: --strategies takes lora and bottleneck (the reference's counterparts here), got {sorted(bad)}")
     if a.ref_worker:
         B, T = map(int, shapes[0].split("x"))
-        if a.ref_worker == "pretrain":
-            print(json.dumps(reference_pretrain_worker(B, T, a.steps)))
+        kind, what = a.ref_worker.split(":")
+        if kind == "v2":
+            res = (reference_v2_pretrain_worker(B, T, a.steps) if what == "pretrain"
+                   else reference_v2_worker(what, B, T, a.steps, a.k, a.config))
         else:
-            print(json.dumps(reference_worker(a.ref_worker, B, T, a.steps, a.k)))
+            res = (reference_pretrain_worker(B, T, a.steps) if what == "pretrain"
+                   else reference_worker(what, B, T, a.steps, a.k, a.config))
+        print(json.dumps(res))
         return
     if not (a.ref_src and a.ref_python):
         sys.exit("error: --ref-src and --ref-python are required")
@@ -212,16 +319,22 @@ def main() -> None:
         sys.exit(f"error: --ref-src {a.ref_src}: no pawn/model.py there (give the reference's source tree)")
     if not (os.path.isfile(a.ref_python) and os.access(a.ref_python, os.X_OK)):
         sys.exit(f"error: --ref-python {a.ref_python}: not an executable file")
+    kind = "v2" if os.path.isfile(os.path.join(a.ref_src, "pawn", "adapter_trainer.py")) else "v1"
+    loss = a.loss or ("plain" if kind == "v2" else "legal")
+    if kind == "v1" and loss != "legal":
+        sys.exit("error: the v1 reference's adapter step applies the legal mask: --loss plain has no counterpart there")
     ref_env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (os.path.abspath(a.ref_src), a.ref_path) if x),
                "OPENBLAS_NUM_THREADS": "1"}
     pawn_env = {**os.environ, "JAX_PLATFORMS": "cpu", "OPENBLAS_NUM_THREADS": "1"}
     chunks = -(-a.steps // a.k)
     if a.step == "pretrain":
-        print(f"pretraining step, TINY supernet's three variants, fp32; {a.steps} steps a round; {a.rounds} rounds, "
-              "fresh processes, order alternating")
+        print(f"pretraining step against the {kind} reference, TINY supernet's three variants, fp32; {a.steps} steps "
+              f"a round; {a.rounds} rounds, fresh processes, order alternating")
     else:
-        print(f"adapter step, TINY shape, fp32, hard legal mask; PAWN K {a.k} × {chunks} chunks, reference {a.steps} "
-              f"eager steps; {a.rounds} rounds, fresh processes, order alternating")
+        ref = f"K {a.k} × {chunks} chunks" if kind == "v2" else f"{a.steps} eager steps"
+        print(f"adapter step against the {kind} reference, {a.config} shape, fp32, PAWN {loss} loss (reference: "
+              f"{'plain' if kind == 'v2' else 'legal'}); PAWN K {a.k} × {chunks} chunks, reference {ref}; "
+              f"{a.rounds} rounds, fresh processes, order alternating")
     for strategy in (["pretrain"] if a.step == "pretrain" else a.strategies.split(",")):
         for shape in shapes:
             B, T = map(int, shape.split("x"))
@@ -234,14 +347,15 @@ def main() -> None:
                         res[side].append(_run(cmd, pawn_env, f"PAWN pretrain {shape}"))
                     elif side == "pawn":
                         cmd = [sys.executable, os.path.join(HERE, "adapter_step.py"), "--worker", "--strategies",
-                               strategy, "--shape", shape, "--loss", "legal", "--k", str(a.k), "--chunks", str(chunks)]
+                               strategy, "--shape", shape, "--loss", loss, "--k", str(a.k), "--chunks", str(chunks),
+                               "--config", a.config]
                         res[side].append(_run(cmd, pawn_env, f"PAWN {strategy} {shape}"))
                     else:
-                        cmd = [a.ref_python, os.path.abspath(__file__), "--ref-worker", strategy, "--shape", shape,
-                               "--steps", str(a.steps)]
+                        cmd = [a.ref_python, os.path.abspath(__file__), "--ref-worker", f"{kind}:{strategy}",
+                               "--shape", shape, "--steps", str(a.steps), "--k", str(a.k), "--config", a.config]
                         res[side].append(_run(cmd, ref_env, f"reference {strategy} {shape}"))
                     x = res[side][-1]
-                    threads = f"  {x['threads']} torch threads" if "threads" in x else ""
+                    threads = f"  {x['threads']}{' torch threads' if kind == 'v1' else ''}" if "threads" in x else ""
                     print(f"  round {r + 1} {side:<9} {strategy:<10} B{B} T{T}  {x['s'] * 1e3:8.1f} ms/step  "
                           f"{x['cpu'] * 1e3:8.1f} CPU-ms/step  loss {x['loss']:.4f}{threads}", flush=True)
             wall = {k: [x["s"] for x in v] for k, v in res.items()}

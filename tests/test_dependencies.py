@@ -39,8 +39,9 @@ def _declared() -> tuple[set[str], dict[str, set[str]]]:
     return names(project["dependencies"]), {k: names(v) for k, v in project["optional-dependencies"].items()}
 
 
-# Functions that run under another interpreter (the public reference's, with its own torch), not PAWN's.
-OTHER_INTERPRETER = {"reference_ab.py": {"reference_worker", "reference_pretrain_worker"}}
+# Functions that run under another interpreter (the public reference's, with its own torch or JAX), not PAWN's.
+OTHER_INTERPRETER = {"reference_ab.py": {"reference_worker", "reference_pretrain_worker", "reference_v2_worker",
+                                         "reference_v2_pretrain_worker"}}
 
 
 def _imported(folder: Path) -> set[str]:
