@@ -8,7 +8,13 @@ Writes ``big.pgn`` (the copies concatenated) and ``big.pgn.zst`` (zstandard leve
 (``load_corpus``, ``--min-ply 1``, a private cache folder) and prints its wall time, games read
 per second and peak RSS (``getrusage`` of the child), in the order small, big, big.zst,
 small.zst, big, big.zst (A/B interleaved). Peak RSS independent of the file size is the claim
-shown: the big file's peak is the small file's plus the piece size, not proportional to the file.
+shown: it is set by the 64 MiB pieces in flight and their parsed games, not by the file (run with
+two ``--copies`` to see it).
+
+Measured (2-core Xeon, 2 threads, the shared 7,321 games): ``--copies 100`` (0.92 GiB, 732,100 games)
+peak RSS 773 / 778 MiB plain / .zst; ``--copies 300`` (2.77 GiB, 2,196,300 games) 796–797 / 805–816
+MiB; the 1-copy file 93 / 95 MiB. Games/s .zst ÷ plain: 0.93, 0.93 (``--copies 300``), 0.96
+(``--copies 100``).
 Every copy after the first is dropped as ``duplicate`` (the same Lichess ids), so the caches are
 small; the games are all parsed.
 """
