@@ -47,6 +47,7 @@ from pawn.train.adapt import BATCH_KEYS, BatchChunks, load_backbone_for, make_ad
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
 from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, partition_model
+from pawn.train.memory import release_free_heap
 from pawn.train.pretrain import _data_source, _monitored, _validate
 from pawn.train.run import TrainingError, ValidationEvent, to_host
 
@@ -260,6 +261,7 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
     step = 0
     for s0, host_chunk in chunks:
         raise_if_interrupted()  # a Ctrl-C Python dropped inside a callback (pawn.sweep.trials.CTRL_C)
+        release_free_heap()  # as pawn.train.run.training_steps: freed heap back to the OS before the chunk
         state, m = pop.run_chunk(state, place(host_chunk), table, frozen)
         losses = np.asarray(to_host(m)["loss"])  # [K, P]
         step = s0 + losses.shape[0]

@@ -38,6 +38,7 @@ from pawn.train.lifecycle import (
     step_dir_name,
     write_schedule_health,
 )
+from pawn.train.memory import release_free_heap
 from pawn.train.metrics import MetricsLogger, truncate_metrics
 from pawn.train.rundir import RunDirError, RunDirPlan, check_run_dir
 
@@ -161,6 +162,7 @@ def training_steps(program, state, chunks: Iterable[tuple[int, Mapping[str, np.n
     t_prev = time.perf_counter()
     wait_prev = getattr(chunks, "wait_s", 0.0)
     for s0, host_chunk in chunks:
+        release_free_heap()  # what compiling, validation and checkpoints freed, before the chunk's temp buffer
         chunk = program.place_chunk(host_chunk)
         first = next(iter(host_chunk.values()))
         k, games = int(first.shape[0]), int(first.shape[0] * first.shape[1])
