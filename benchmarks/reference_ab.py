@@ -20,8 +20,9 @@ ratios (> 1 = PAWN faster), wall and CPU time.
 The two steps do the same work on batches of one synthetic generator (``adapter_step.py``'s, seed 0:
 B rows of random action ids, prefix masks of random length in [T/2, T], one row empty; legal sets =
 the target plus ~30 random actions; PAWN cycles through its chunk's K batches, the reference trains
-on the first of them, so the printed losses differ), the TINY supernet's shape (d_model 192, 4 layers, 3 heads, d_ff 768), fp32, the hard
-legal-masked cross-entropy, grad clip 1.0 and AdamW (β 0.9/0.999, no decay):
+on the first of them, so the printed losses differ), the TINY supernet's shape (d_model 192, 4 layers, 3 heads, d_ff 768; ``--config``),
+fp32, grad clip 1.0 and AdamW (β 0.9/0.999, no decay); against v1 both apply the hard legal-masked
+cross-entropy (against v2 see below):
 
 * PAWN: ``benchmarks/adapter_step.py --worker`` — ``pawn adapt``'s own compiled K-step chunk
   (``--k``, default 4 steps a call), the legal sets bit-packed as the trainer gets them.
@@ -57,8 +58,12 @@ Not timed on PAWN's side: moving the chunk to the device (``place_chunk``, done 
 starts); timed on the reference's: its per-step legal-mask scatter, as its loop runs it. The
 reference's pretraining step leaves out its trainer's grad-norm logging and LR scheduler call.
 
-The reference's interpreter needs torch, numpy, wandb and polars (its ``adapter_training``
-imports them); PAWN's side runs under this interpreter. Threads: both use every core (torch's
+The v1 reference's interpreter needs torch, numpy, wandb and polars (its ``adapter_training``
+imports them), v2's JAX, Equinox, Optax and numpy; both need the reference's engine as
+``chess_engine``. Before any round the reference's modules are imported once under
+``--ref-python`` (a one-line error if they do not import); PAWN's side runs under this interpreter.
+Both sides run on ``JAX_PLATFORMS`` (default ``cpu``; ``JAX_PLATFORMS=cuda`` on an NVIDIA GPU, where
+the v1 reference's eager PyTorch step stays on the CPU). Threads: both use every core (torch's
 intra-op pool, XLA's CPU pool; the reference's thread count is printed); both run with
 ``OPENBLAS_NUM_THREADS=1`` so numpy's idle OpenBLAS threads take no core (torch's CPU wheels use
 MKL/oneDNN, not OpenBLAS, on x86). Timings on a shared machine drift: only the ratios of one run
@@ -321,12 +326,20 @@ def main() -> None:
         sys.exit(f"error: --ref-python {a.ref_python}: not an executable file")
     kind = "v2" if os.path.isfile(os.path.join(a.ref_src, "pawn", "adapter_trainer.py")) else "v1"
     loss = a.loss or ("plain" if kind == "v2" else "legal")
-    if kind == "v1" and loss != "legal":
+    if a.step == "adapter" and kind == "v1" and loss != "legal":
         sys.exit("error: the v1 reference's adapter step applies the legal mask: --loss plain has no counterpart there")
+    platform = os.environ.get("JAX_PLATFORMS") or "cpu"  # JAX_PLATFORMS=cuda times both sides on a GPU
     ref_env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (os.path.abspath(a.ref_src), a.ref_path) if x),
-               "OPENBLAS_NUM_THREADS": "1"}
-    pawn_env = {**os.environ, "JAX_PLATFORMS": "cpu", "OPENBLAS_NUM_THREADS": "1"}
+               "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": platform}
+    pawn_env = {**os.environ, "JAX_PLATFORMS": platform, "OPENBLAS_NUM_THREADS": "1"}
     chunks = -(-a.steps // a.k)
+    probe = ("import pawn.adapter_trainer, pawn.trainer, pawn.model, chess_engine" if kind == "v2"
+             else "import torch, pawn.model, chess_engine")
+    check = subprocess.run([a.ref_python, "-c", probe], env=ref_env, capture_output=True, text=True)
+    if check.returncode:
+        last = (check.stderr.strip().splitlines() or ["no output"])[-1]
+        sys.exit(f"error: the {kind} reference does not import under {a.ref_python} with PYTHONPATH "
+                 f"{ref_env['PYTHONPATH']}: {last}")
     if a.step == "pretrain":
         print(f"pretraining step against the {kind} reference, TINY supernet's three variants, fp32; {a.steps} steps "
               f"a round; {a.rounds} rounds, fresh processes, order alternating")

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import platform
+import sys
+
 import numpy as np
 import pytest
 
@@ -253,12 +256,13 @@ print(json.dumps({"called": called, "before": before, "after": rss_kib()}))
 """
 
 
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"),
+                    reason="glibc's malloc_trim and /proc: elsewhere release_free_heap does nothing")
 def test_release_free_heap_gives_freed_heap_pages_back_to_the_os():
     """156 MiB freed below a live block stay resident under glibc until malloc_trim; the call
     must give them back (a no-op implementation leaves RSS where it was)."""
     import json
     import subprocess
-    import sys
 
     out = subprocess.run([sys.executable, "-c", _FRAGMENTED_HEAP], capture_output=True, text=True, check=True)
     r = json.loads(out.stdout)
@@ -267,7 +271,7 @@ def test_release_free_heap_gives_freed_heap_pages_back_to_the_os():
 
 
 def test_training_steps_release_the_free_heap_before_every_chunk(monkeypatch):
-    """The README's tiny run peaked at 1,288 MiB resident without the trim and ≈ 970 MiB with it:
+    """The README's tiny run peaked at 1.18–1.30 GiB resident without the trim and 0.97 GiB with it:
     every chunk must start with it, after the previous chunk's consumers (validation,
     checkpoints) have run."""
     import pawn.train.run as runmod

@@ -92,9 +92,10 @@ _LIBC_TRIM: Any = None  # glibc's malloc_trim once looked up; False where there 
 def release_free_heap() -> bool:
     """Give the C heap's free pages back to the operating system (glibc ``malloc_trim(0)``).
 
-    XLA's compiler and runtime threads free far more than they keep, but glibc returns freed
-    memory inside its per-thread arenas only when asked, so the resident set between chunks holds
-    hundreds of MiB of free heap on top of which each chunk's temp buffer is allocated. Called
+    XLA's compiler and runtime threads free far more than they keep; glibc gives back only the free
+    memory at the top of each arena by itself, not free pages inside the heap, so the resident set
+    between chunks holds hundreds of MiB of free heap on top of which each chunk's temp buffer is
+    allocated. Called
     before every compiled chunk (:func:`pawn.train.run.training_steps`): the README's tiny
     supernet run (300 steps) peaked at 1.18–1.30 GiB resident without it and 0.97 GiB with it,
     at the same tokens/s; a K = 4 LoRA adapter chunk measured 196.7 → 199.8 ms a step, within
@@ -111,8 +112,9 @@ def release_free_heap() -> bool:
         try:
             import ctypes
 
-            _LIBC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
-            _LIBC_TRIM.argtypes, _LIBC_TRIM.restype = [ctypes.c_size_t], ctypes.c_int
+            trim = ctypes.CDLL("libc.so.6").malloc_trim
+            trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+            _LIBC_TRIM = trim
         except (OSError, AttributeError):
             pass
     if _LIBC_TRIM is False:
