@@ -95,12 +95,11 @@ def release_free_heap() -> bool:
     XLA's compiler and runtime threads free far more than they keep; glibc gives back only the free
     memory at the top of each arena by itself, not free pages inside the heap, so the resident set
     between chunks holds hundreds of MiB of free heap on top of which each chunk's temp buffer is
-    allocated. Called
-    before every compiled chunk (:func:`pawn.train.run.training_steps`): the README's tiny
-    supernet run (300 steps) peaked at 1.18–1.30 GiB resident without it and 0.97 GiB with it,
-    at the same tokens/s; a K = 4 LoRA adapter chunk measured 196.7 → 199.8 ms a step, within
-    noise (``docs/measurements.md``, Memory). The call itself takes 1.4 ms the first time and
-    microseconds after.
+    allocated. Called before every compiled chunk (:func:`pawn.train.run.training_steps`, population
+    sweeps): the README's tiny supernet run (300 steps) peaked at 1.18–1.30 GiB resident without it
+    and 0.97 GiB with it, at the same tokens/s; a K = 4 LoRA adapter chunk measured 196.7 → 199.8 ms
+    a step, within noise (``docs/measurements.md``, Memory). The call itself takes 1.4 ms the first
+    time and microseconds after.
 
     Returns:
         True where glibc's ``malloc_trim`` was called (Linux with glibc), False elsewhere (macOS,
