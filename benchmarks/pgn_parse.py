@@ -1,18 +1,24 @@
 """PGN parser A/B: games/s of engine builds, each round running every build in turn in fresh
 processes, and a fingerprint of everything the parser returns on the shared Lichess files.
 
-    python benchmarks/pgn_parse.py bench A.so B.so … [--rounds 5] [--threads 1[,2]] [--files DIR]
+    python benchmarks/pgn_parse.py bench A.so B.so … [--rounds 5] [--passes 1] [--threads 1[,2]] [--ceiling]
+                                                   [--files DIR]
     python benchmarks/pgn_parse.py hash  ENGINE.so [--files DIR]
 
 ``bench`` runs each build in its own process (``RAYON_NUM_THREADS`` = each of ``--threads``,
 ``OPENBLAS_NUM_THREADS=1`` so numpy's idle OpenBLAS threads take no core), in the same order every
 round (A at each thread count, then B …), parsing every ``*.pgn`` under ``--files`` (default
-``/work/shared/data/lichess``) once to warm up and once timed. A PAWN build is called with
+``/work/shared/data/lichess``) once to warm up and ``--passes`` times timed (the median pass counts:
+one pass over the shared files is 30–150 ms, short enough for one scheduler hiccup to move it). A PAWN build is called with
 ``parse_pgn_path(path, 512, 0)`` (the call the Lichess data path makes); a build of the public
 reference's engine (its ``.so`` also defines a module ``_engine``, e.g. ``REF/target/release/
 libchess_engine.so``) with its tokens-only ``parse_pgn_file(path, 512, 10**9, 0)``. Printed: games/s
 per round (each build's own count of games read: the reference counts 7,306 of the shared files'
-7,321) and each variant's ratio to the first, of the median seconds for the same files. ``hash`` prints one SHA-256 per file over the tokens, lengths, outcomes, Elo, clocks,
+7,321) and each variant's ratio to the first, of the median games/s. ``--ceiling`` adds, per build, two
+1-thread processes released at one instant (a shared start time after their warm-up), their games/s
+summed: what two cores give this workload with no sharing at all in the parser. Virtual machines whose
+two vCPUs share a physical core give well under 2× there, and a thread-scaling figure means little
+without it. ``hash`` prints one SHA-256 per file over the tokens, lengths, outcomes, Elo, clocks,
 evals, game numbers, full lengths, headers, skipped list and counts, so two builds can be shown to
 return the same games and skip reasons. Engine builds are loaded straight from the ``.so``
 (``importlib``), so they need not be installed.
@@ -70,16 +76,26 @@ def _parse(eng, path: str) -> int:
     return int(eng.parse_pgn_file(path, 512, 10**9, 0)[2])
 
 
-def _one_round(so: str, folder: str) -> None:
+def _one_round(so: str, folder: str, passes: int, start_at: float | None) -> None:
+    """Warm up once, wait for ``start_at`` (epoch seconds) if given, then time ``passes`` passes
+    over every file; print the median pass."""
     eng = load_engine(so)
     files = _files(folder)
     for f in files:  # warm the page cache and the allocator
         _parse(eng, f)
-    t = time.perf_counter()
-    n = 0
-    for f in files:
-        n += _parse(eng, f)
-    print(json.dumps({"games": n, "seconds": time.perf_counter() - t}))
+    late = False
+    if start_at is not None:
+        late = time.time() > start_at
+        while time.time() < start_at:
+            time.sleep(max(0.0, min(0.05, start_at - time.time())))
+    times = []
+    for _ in range(passes):
+        t = time.perf_counter()
+        n = 0
+        for f in files:
+            n += _parse(eng, f)
+        times.append(time.perf_counter() - t)
+    print(json.dumps({"games": n, "seconds": statistics.median(times), "late": late}))
 
 
 def _check(a) -> None:
@@ -91,6 +107,8 @@ def _check(a) -> None:
         sys.exit(f"error: --files {a.files}: no *.pgn files there")
     if a.rounds < 1:
         sys.exit(f"error: --rounds must be ≥ 1, got {a.rounds}")
+    if a.passes < 1:
+        sys.exit(f"error: --passes must be ≥ 1, got {a.passes}")
     if not all(t.isdigit() and int(t) >= 1 for t in a.threads.split(",")):
         sys.exit(f"error: --threads takes thread counts ≥ 1, comma-separated, got {a.threads!r}")
 
@@ -100,11 +118,16 @@ def main() -> None:
     ap.add_argument("mode", choices=["bench", "hash", "_round"], help="bench or hash (_round: one timed round, internal)")
     ap.add_argument("engines", nargs="+")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--passes", type=int, default=1,
+                    help="timed passes over the files in each process (the median pass counts)")
     ap.add_argument("--threads", default="1", help="thread counts, comma-separated (each is a variant)")
     ap.add_argument("--files", default=DEFAULT_FILES)
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also run two 1-thread processes of each build at once: the machine's 2-core ceiling")
+    ap.add_argument("--start-at", type=float, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.mode == "_round":
-        _one_round(a.engines[0], a.files)
+        _one_round(a.engines[0], a.files, a.passes, a.start_at)
         return
     _check(a)
     if a.mode == "hash":
@@ -115,28 +138,57 @@ def main() -> None:
             rec = eng.parse_pgn_path(f, 512, 0)
             print(f"{fingerprint(rec)}  {int(rec.counts['read']):5d} read  {len(rec):5d} kept  {Path(f).name}")
         return
-    variants = [(so, int(t)) for so in a.engines for t in a.threads.split(",")]
-    rates: dict[tuple[str, int], list[float]] = {v: [] for v in variants}
-    secs: dict[tuple[str, int], list[float]] = {v: [] for v in variants}
+    variants = [(so, int(t), 1) for so in a.engines for t in a.threads.split(",")]
+    if a.ceiling:
+        variants += [(so, 1, 2) for so in a.engines]
+    rates: dict[tuple[str, int, int], list[float]] = {v: [] for v in variants}
     for r in range(a.rounds):
-        for so, t in variants:
-            # numpy's OpenBLAS threads spin after import and would take a core from the parser
-            env = {**os.environ, "RAYON_NUM_THREADS": str(t), "OPENBLAS_NUM_THREADS": "1"}
-            out = subprocess.run([sys.executable, __file__, "_round", so, "--files", a.files], env=env,
-                                 capture_output=True, text=True)
-            if out.returncode:
-                sys.exit(f"error: {so} ({t} threads) failed:\n{out.stderr[-2000:]}")
-            d = json.loads(out.stdout.strip().splitlines()[-1])
-            rates[(so, t)].append(d["games"] / d["seconds"])
-            secs[(so, t)].append(d["seconds"])
-            print(f"round {r + 1} {Path(so).name:24s} {t} thr {d['games']} games  "
-                  f"{d['games'] / d['seconds']:10,.0f} games/s", flush=True)
+        for v in variants:
+            games, rate = _run_variant(v, a)
+            rates[v].append(rate)
+            print(f"round {r + 1} {_label(v)} {games} games  {rate:10,.0f} games/s", flush=True)
     med = {v: statistics.median(x) for v, x in rates.items()}
-    med_s = {v: statistics.median(x) for v, x in secs.items()}
     base = variants[0]
     for v in variants:
-        print(f"median {Path(v[0]).name:24s} {v[1]} thr {med[v]:10,.0f} games/s  ×{med_s[base] / med_s[v]:.2f} vs "
-              f"{Path(base[0]).name} {base[1]} thr (same files, median seconds)")
+        print(f"median {_label(v)} {med[v]:10,.0f} games/s  ×{med[v] / med[base]:.2f} vs {_label(base, pad=False)} "
+              f"(same files, median of rounds)")
+    if a.ceiling:
+        for so in a.engines:
+            one, two, ceil = med[(so, 1, 1)], med.get((so, 2, 1)), med[(so, 1, 2)]
+            line = f"machine ceiling {Path(so).name}: 2 processes × 1 thread = ×{ceil / one:.2f} one process × 1 thread"
+            if two is not None:
+                line += f"; 2 threads ×{two / one:.2f}, {two / ceil:.0%} of the ceiling"
+            print(line)
+
+
+def _label(v: tuple[str, int, int], pad: bool = True) -> str:
+    so, t, procs = v
+    what = f"{t} thr" if procs == 1 else f"{procs} proc × {t} thr"
+    return f"{Path(so).name:24s} {what:14s}" if pad else f"{Path(so).name} {what}"
+
+
+def _run_variant(v: tuple[str, int, int], a) -> tuple[int, float]:
+    """Run one variant's fresh process(es); (games read per process, games/s of all together).
+    Several processes are released at one instant (a shared start time after their warm-up)."""
+    so, t, procs = v
+    # numpy's OpenBLAS threads spin after import and would take a core from the parser
+    env = {**os.environ, "RAYON_NUM_THREADS": str(t), "OPENBLAS_NUM_THREADS": "1"}
+    cmd = [sys.executable, __file__, "_round", so, "--files", a.files, "--passes", str(a.passes)]
+    if procs > 1:
+        cmd += ["--start-at", str(time.time() + 5.0)]
+    kids = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(procs)]
+    outs = [k.communicate() + (k.returncode,) for k in kids]
+    rate, games = 0.0, 0
+    for out, err, rc in outs:
+        if rc:
+            sys.exit(f"error: {_label(v).strip()} failed:\n{err[-2000:]}")
+        d = json.loads(out.strip().splitlines()[-1])
+        if d.get("late"):
+            sys.exit(f"error: {_label(v).strip()}: a process finished its warm-up after the shared start time; "
+                     "the processes did not race")
+        games, rate = d["games"], rate + d["games"] / d["seconds"]
+    return games, rate
 
 if __name__ == "__main__":
     main()

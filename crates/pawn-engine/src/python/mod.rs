@@ -4,6 +4,12 @@
 
 use pyo3::prelude::*;
 
+/// Rust-side heap of the extension module: mimalloc (per-thread free lists) instead of the system
+/// malloc. PGN parsing and random-game generation allocate a few small vectors per game on every
+/// rayon thread; see `docs/measurements.md` for the A/B.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod common;
 mod diagnostics;
 mod env;
