@@ -111,6 +111,8 @@ def _check(a) -> None:
         sys.exit(f"error: --passes must be ≥ 1, got {a.passes}")
     if not all(t.isdigit() and int(t) >= 1 for t in a.threads.split(",")):
         sys.exit(f"error: --threads takes thread counts ≥ 1, comma-separated, got {a.threads!r}")
+    if a.ceiling and 1 not in {int(t) for t in a.threads.split(",")}:
+        sys.exit(f"error: --ceiling compares against one thread; --threads {a.threads} has no 1")
 
 
 def main() -> None:
