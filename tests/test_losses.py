@@ -89,3 +89,31 @@ def test_masked_accuracy_counts_argmax_hits_on_supervised_positions_only():
     _, (per, n, acc) = joint_loss(sup, batch, [(TINY_VARIANTS["small"], 1.0)], with_accuracy=True)
     small_logits = np.asarray(sliced(sup, TINY_VARIANTS["small"])(toks))
     assert abs(float(acc["d64_L2_F256"]) - float((small_logits.argmax(-1) == np.asarray(batch["targets"])).mean())) < 1e-7
+
+
+def test_first_argmax_gives_jnp_argmax_values_on_ties_nan_and_infinities():
+    """first_argmax replaces jnp.argmax in the losses and eval scores for speed; its values must be
+    jnp.argmax's exactly: first index on ties, the first NaN wins, all -inf gives 0."""
+    from pawn.metrics_core import first_argmax
+
+    r = np.random.default_rng(0)
+    ties = r.integers(-2, 2, (64, 50)).astype(np.float32)  # many rows with a tied maximum
+    nan = r.standard_normal((8, 10)).astype(np.float32)
+    nan[1, [3, 7]] = np.nan
+    nan[2, 0] = np.nan
+    nan[3, :] = np.nan
+    inf = r.standard_normal((8, 10)).astype(np.float32)
+    inf[0, [4, 6]] = np.inf
+    inf[5, :] = -np.inf
+    inf[6, :] = -np.inf
+    inf[6, 9] = np.nan
+    cases = [r.standard_normal((16, 128, 1980)).astype(np.float32), ties, nan, inf,
+             r.standard_normal((32, 40)).astype(np.float16), r.integers(-3, 3, (64, 50)).astype(np.int32)]
+    for x in cases:
+        for axis in range(-1, -x.ndim - 1, -1):
+            want = np.asarray(jnp.argmax(jnp.asarray(x), axis=axis))
+            got = np.asarray(jax.jit(first_argmax, static_argnums=1)(jnp.asarray(x), axis))
+            assert got.dtype == np.int32 and np.array_equal(got, want), (x.dtype, x.shape, axis)
+    # the cases hold what they claim: ties the first index breaks, NaN rows, an all -inf row
+    assert (ties == ties.max(-1, keepdims=True)).sum(-1).max() > 1
+    assert np.asarray(first_argmax(jnp.asarray(nan)))[1] == 3 and np.asarray(first_argmax(jnp.asarray(inf)))[5] == 0

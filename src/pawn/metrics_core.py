@@ -43,6 +43,29 @@ _SRC, _DST, _ = (a.astype(np.int64) for a in action_table())
 
 
 # --------------------------------------------------------------------------- device step
+def first_argmax(x: jax.Array, axis: int = -1) -> jax.Array:
+    """Index of the first maximum along ``axis``: the same values as ``jnp.argmax`` (ties go to the
+    lowest index, a NaN counts as the maximum, all ``-inf`` gives 0), computed as one max-reduce
+    and one min-reduce over ``where(x == max, index, n)`` instead of XLA's variadic (value, index)
+    reduce, which XLA:CPU runs several times slower: on [2048, 1980] fp32 logits
+    ``benchmarks/xla_profile.py`` puts it among the adapter step's largest non-matmul ops.
+
+    Args:
+        x: array of any real dtype and shape [..., n, ...] (n = ``x.shape[axis]`` ≥ 1).
+        axis: the axis to reduce.
+
+    Returns:
+        int32 array of ``x``'s shape without ``axis``.
+    """
+    axis = axis % x.ndim
+    m = jnp.max(x, axis=axis, keepdims=True)
+    hit = x == m
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        hit = hit | (jnp.isnan(x) & jnp.isnan(m))  # jnp.argmax: the first NaN wins
+    index = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)
+    return jnp.min(jnp.where(hit, index, x.shape[axis]), axis=axis)
+
+
 @eqx.filter_jit
 def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
     """Per-position scores of one batch, on device. Returns a dict of [B, T] arrays:
@@ -68,12 +91,12 @@ def _score_batch(model, input_ids, attn_mask, targets, packed_legal, dtype):
     legal_nll = jnp.where(any_legal, legal_lse - jnp.take_along_axis(logits, tgt, axis=-1)[..., 0], 0.0)
     return {
         "nll": nll,
-        "argmax": jnp.argmax(logits, axis=-1).astype(jnp.int32),
+        "argmax": first_argmax(logits),
         "in_top5": jnp.any(top5 == tgt, axis=-1),
-        "act_argmax": jnp.argmax(logits[..., :NUM_ACTIONS], axis=-1).astype(jnp.int32),
+        "act_argmax": first_argmax(logits[..., :NUM_ACTIONS]),
         "act_in_top5": jnp.any(act_top5 == tgt, axis=-1),
         "legal_mass": legal_mass,
-        "legal_hit": jnp.argmax(masked, axis=-1) == targets,
+        "legal_hit": first_argmax(masked) == targets,
         "legal_in_top5": jnp.any(legal_top5 == tgt, axis=-1),
         "legal_nll": legal_nll,
     }
@@ -472,7 +495,7 @@ def _top_moves_batch(model, input_ids, attn_mask, targets, packed_legal, k, dtyp
     mlogp = jnp.where(legal, mlogp, -jnp.inf)
     top_lp, top_i = jax.lax.top_k(mlogp, k)
     tgt_lp = jnp.take_along_axis(mlogp, targets[..., None], axis=-1)[..., 0]
-    argmax = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    argmax = first_argmax(logits)
     return {
         "top_i": top_i.astype(jnp.int32), "top_p": jnp.exp(top_lp), "played_p": jnp.exp(tgt_lp),
         "played_rank": 1 + jnp.sum(legal & (mlogp > tgt_lp[..., None]), axis=-1),

@@ -35,6 +35,7 @@ from pawn.data import split as split_record
 from pawn.data.lichess import LichessFilters, load_corpus
 from pawn.data.lichess_batches import GameBatches, ValidationBatches
 from pawn.hub.push import check_can_push
+from pawn.metrics_core import first_argmax
 from pawn.progress import ProgressReporter
 from pawn.settings import format_validation_error
 from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
@@ -125,7 +126,7 @@ def position_terms(logits: jax.Array, targets: jax.Array, loss_mask: jax.Array, 
     zt = jnp.where(is_t, z, 0.0).sum(-1)
     lse = jax.nn.logsumexp(z, axis=-1)
     nll = lse - zt
-    pred = jnp.argmax(jax.lax.stop_gradient(z), axis=-1)
+    pred = first_argmax(jax.lax.stop_gradient(z))
     top1 = (pred == targets).astype(jnp.float32)
     top5 = ((jax.lax.stop_gradient(z) > jax.lax.stop_gradient(zt)[..., None]).sum(-1) < 5).astype(jnp.float32)
     zero = jnp.zeros_like(nll)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from pawn.config import ModelConfig
+from pawn.metrics_core import first_argmax
 from pawn.model import PAWNModel, sliced
 
 
@@ -46,7 +47,7 @@ def masked_accuracy(
     """Top-1 accuracy over supervised positions: the fraction of ``loss_mask`` positions whose
     argmax logit (first index on ties) equals the target; 0 for an all-false mask. No gradient
     flows through it. Returns a float32 scalar in [0, 1]."""
-    hit = (jnp.argmax(jax.lax.stop_gradient(logits), axis=-1) == targets) & loss_mask
+    hit = (first_argmax(jax.lax.stop_gradient(logits)) == targets) & loss_mask
     return hit.sum(dtype=jnp.float32) / jnp.maximum(loss_mask.sum(dtype=jnp.int32), 1).astype(jnp.float32)
 
 
