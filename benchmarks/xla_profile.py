@@ -133,8 +133,9 @@ def _step_module(hlo_dir: str) -> str:
     return open(max(files, key=os.path.getsize)).read()  # the step is by far the largest module
 
 
-def _dot_flops(name: str, hlo: str) -> int | None:
-    """FLOPs of one call of op ``name`` if it is a dot or a fusion around one, else None."""
+def _dot_flops(name: str, hlo: str) -> tuple[int, tuple[int, ...], int] | None:
+    """``(FLOPs of one call, output shape, contracted size)`` of op ``name`` if it is a dot or a
+    fusion around one, else None."""
     m = re.search(r"^\s*(?:ROOT )?%?" + re.escape(name) + r" = (\S+) (fusion|dot)\((.*?)\)(.*)$", hlo, re.M)
     if not m:
         return None
@@ -183,10 +184,13 @@ def analyse(trace_dir: str, hlo_dir: str, steps: int, wall_s: float, top: int, l
     mm_t = other_t = 0.0
     mm_flops = 0
     classes: dict = collections.defaultdict(lambda: [0.0, 0, 0])
+    dots = {name: _dot_flops(name, hlo) for name in dur}
+    others: collections.Counter = collections.Counter()
     for name, t in dur.items():
-        f = _dot_flops(name, hlo)
+        f = dots[name]
         if f is None:
             other_t += t
+            others[re.sub(r"\.\d+$", "", name)] += t
             continue
         flops, out, k = f
         mm_t += t
@@ -203,10 +207,6 @@ def analyse(trace_dir: str, hlo_dir: str, steps: int, wall_s: float, top: int, l
     print(f"  {'output shape':>22} {'K':>5} {'ms/step':>8} {'calls/step':>10} {'GFLOP/s':>8}")
     for (out, k), (t, n, fl) in sorted(classes.items(), key=lambda x: -x[1][0])[:top]:
         print(f"  {str(list(out)):>22} {k:5d} {t / us:8.1f} {n / steps:10.1f} {fl / max(t, 1e-9) / 1e3:8.1f}")
-    others: collections.Counter = collections.Counter()
-    for name, t in dur.items():
-        if _dot_flops(name, hlo) is None:
-            others[re.sub(r"\.\d+$", "", name)] += t
     print("  largest other op kinds: " + ", ".join(f"{k} {v / us:.1f}" for k, v in others.most_common(6)) + " (ms/step)")
 
 
