@@ -246,8 +246,9 @@ def reference_v2_worker(strategy: str, B: int, T: int, steps: int, K: int, confi
     return {**_timed_chunks(scan, state, chunk, K, steps), "threads": f"jax {jax.__version__}"}
 
 
-def reference_v2_pretrain_worker(B: int, T: int, steps: int) -> dict:
-    """One timed round of the v2 (JAX) reference's supernet joint step on its TINY supernet."""
+def reference_v2_pretrain_setup(B: int, T: int):
+    """``(step, state, batch)`` of the v2 (JAX) reference's supernet joint step on its TINY supernet, with
+    ``joint_step.py``'s batch (runs under the reference's interpreter)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -265,6 +266,14 @@ def reference_v2_pretrain_worker(B: int, T: int, steps: int) -> dict:
     mask = np.arange(T)[None] < lens[:, None]
     ids = np.where(mask, r.integers(0, 1968, (B, T)), 0).astype(np.int32)
     batch = (jnp.asarray(ids), jnp.asarray(mask), jnp.asarray(np.roll(ids, -1, 1)), jnp.asarray(mask))
+    return step, state, batch
+
+
+def reference_v2_pretrain_worker(B: int, T: int, steps: int) -> dict:
+    """One timed round of the v2 (JAX) reference's supernet joint step on its TINY supernet."""
+    import jax
+
+    step, state, batch = reference_v2_pretrain_setup(B, T)
     for _ in range(2):
         state, m = step(state, batch)
     jax.block_until_ready(m)

@@ -73,22 +73,8 @@ def v2_worker(a) -> dict:
     B, T = map(int, a.shape.split("x"))
     if a.step == "pretrain":
         import jax
-        import jax.numpy as jnp
-        import numpy as np
 
-        from pawn.config import TINY_SUPERNET, TINY_VARIANTS
-        from pawn.model import init_model
-        from pawn.trainer import VariantSpec, init_train_state, make_optimizer, make_train_step
-
-        opt = make_optimizer(3e-4, weight_decay=0.01, b1=0.9, b2=0.95, max_grad_norm=1.0)
-        state = init_train_state(init_model(TINY_SUPERNET, jax.random.key(0)), opt)
-        step = make_train_step(opt, tuple(VariantSpec(c) for c in TINY_VARIANTS.values()))
-        r = np.random.default_rng(0)  # joint_step.py's batch, as reference_ab.py's v2 worker
-        lens = r.integers(T // 2, T + 1, B)
-        lens[0] = 0
-        mask = np.arange(T)[None] < lens[:, None]
-        ids = np.where(mask, r.integers(0, 1968, (B, T)), 0).astype(np.int32)
-        batch = (jnp.asarray(ids), jnp.asarray(mask), jnp.asarray(np.roll(ids, -1, 1)), jnp.asarray(mask))
+        step, state, batch = R.reference_v2_pretrain_setup(B, T)
         for _ in range(2):
             state, m = step(state, batch)
         jax.block_until_ready(m)

@@ -41,7 +41,7 @@ def _declared() -> tuple[set[str], dict[str, set[str]]]:
 
 # Functions that run under another interpreter (the public reference's, with its own torch or JAX), not PAWN's.
 OTHER_INTERPRETER = {"reference_ab.py": {"reference_worker", "reference_pretrain_worker", "reference_v2_worker",
-                                         "reference_v2_pretrain_worker"},
+                                         "reference_v2_pretrain_worker", "reference_v2_pretrain_setup"},
                       "xla_profile.py": {"v2_worker"}}
 
 
