@@ -5,7 +5,7 @@ Usage: python benchmarks/xla_profile.py [--step adapter|pretrain] [--strategy lo
        [--shape 16x128] [--config tiny|base] [--steps 8] [--k 4] [--top 12]
        [--ref-src REF_V2 --ref-python PY [--ref-path DIR]]
 
-Each side runs in a fresh process that builds the step exactly as ``adapter_step.py`` /
+Each side runs in a fresh process that builds the step exactly as ``adapter_step.py --loss plain`` /
 ``joint_step.py`` (PAWN) and ``reference_ab.py`` (v2) time it, warms it up, then records
 ``jax.profiler`` traces of the timed steps while XLA dumps the optimized HLO. The trace gives each
 executed HLO op (a fusion, a dot, a copy …) with its duration; the HLO gives each dot's operand
@@ -216,7 +216,9 @@ def main() -> None:
     p.add_argument("--strategy", default="lora", choices=["lora", "bottleneck"])
     p.add_argument("--shape", default="16x128", help="BxT")
     p.add_argument("--config", default="tiny", choices=["tiny", "base"], help="adapter backbone shape")
-    p.add_argument("--steps", type=int, default=8, help="traced steps (adapter: rounded up to whole chunks)")
+    p.add_argument("--steps", type=int, default=8,
+                   help="timed steps (adapter: rounded up to whole chunks; v2's adapter trace also holds one more "
+                        "warm-up chunk, and every per-step figure divides by the steps traced)")
     p.add_argument("--k", type=int, default=4, help="adapter steps per compiled chunk")
     p.add_argument("--top", type=int, default=12, help="matmul classes shown per side")
     p.add_argument("--ref-src", help="the v2 reference's source tree (holds pawn/adapter_trainer.py)")
@@ -232,19 +234,36 @@ def main() -> None:
     if a.worker:
         print(json.dumps(pawn_worker(a) if a.worker == "pawn" else v2_worker(a)))
         return
+    if a.step == "pretrain" and a.config != "tiny":
+        sys.exit("error: --config picks the adapter's backbone; --step pretrain always times the TINY supernet")
+    from pawn.config import TINY_SUPERNET, VARIANTS
+
+    max_t = (TINY_SUPERNET if a.step == "pretrain" or a.config == "tiny" else VARIANTS["base"]).max_seq_len
+    if int(a.shape.split("x")[1]) > max_t:
+        sys.exit(f"error: --shape {a.shape}: T must be ≤ {max_t} (the model's max_seq_len)")
     if bool(a.ref_src) != bool(a.ref_python):
         sys.exit("error: --ref-src and --ref-python go together")
     if a.ref_src and not os.path.isfile(os.path.join(a.ref_src, "pawn", "adapter_trainer.py")):
         sys.exit(f"error: --ref-src {a.ref_src}: no pawn/adapter_trainer.py there (give the v2 reference's tree)")
     platform = os.environ.get("JAX_PLATFORMS") or "cpu"
+    env = {**os.environ, "JAX_PLATFORMS": platform, "OPENBLAS_NUM_THREADS": "1"}
+    if a.ref_src:
+        if not (os.path.isfile(a.ref_python) and os.access(a.ref_python, os.X_OK)):
+            sys.exit(f"error: --ref-python {a.ref_python}: not an executable file")
+        ref_env = {**env, "PYTHONPATH": os.pathsep.join(x for x in (os.path.abspath(a.ref_src), a.ref_path) if x)}
+        probe = subprocess.run([a.ref_python, "-c", "import jax, pawn.adapter_trainer, pawn.trainer, pawn.model"],
+                               env=ref_env, capture_output=True, text=True)
+        if probe.returncode:
+            last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+            sys.exit(f"error: the v2 reference does not import under {a.ref_python} with PYTHONPATH "
+                     f"{ref_env['PYTHONPATH']}: {last}")
     common = ["--step", a.step, "--strategy", a.strategy, "--shape", a.shape, "--config", a.config,
               "--steps", str(a.steps), "--k", str(a.k)]
     what = "pretrain joint step, TINY supernet" if a.step == "pretrain" else f"{a.strategy} adapter step, {a.config}"
-    print(f"{what}, B·T {a.shape}, fp32, plain loss on both sides, {platform}")
-    env = {**os.environ, "JAX_PLATFORMS": platform, "OPENBLAS_NUM_THREADS": "1"}
+    loss = "" if a.step == "pretrain" else ", plain loss" + (" on both sides" if a.ref_src else "")
+    print(f"{what}, B × T {a.shape}, fp32{loss}, {platform}")
     _side([sys.executable, os.path.abspath(__file__), "--worker", "pawn", *common], env, "PAWN", a.top)
     if a.ref_src:
-        ref_env = {**env, "PYTHONPATH": os.pathsep.join(x for x in (os.path.abspath(a.ref_src), a.ref_path) if x)}
         _side([a.ref_python, os.path.abspath(__file__), "--worker", "v2", *common], ref_env, "v2 reference", a.top)
 
 
