@@ -56,6 +56,9 @@ def first_argmax(x: jax.Array, axis: int = -1) -> jax.Array:
 
     Returns:
         int32 array of ``x``'s shape without ``axis``.
+
+    Raises:
+        ValueError: ``axis`` has size 0 (as ``jnp.argmax``).
     """
     axis = axis % x.ndim
     m = jnp.max(x, axis=axis, keepdims=True)
