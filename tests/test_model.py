@@ -19,7 +19,7 @@ from pawn.config import (
     param_count,
     validate_nested,
 )
-from pawn.model import PAWNModel, apply_rope, rope_tables, sliced
+from pawn.model import PAWNModel, apply_rope, rope_constants, rope_tables, sliced
 from pawn.vocab import PAD_TOKEN
 
 
@@ -119,6 +119,32 @@ def test_rope_rotates_adjacent_pairs():
     out = np.asarray(apply_rope(x, cos, sin))[0, :, 0]
     # pair 0 rotates by θ = p, pair 1 by θ = p / 100 (base^(2/4) = 100)
     np.testing.assert_allclose(out[2], [np.cos(2), np.sin(2), np.cos(0.02), np.sin(0.02)], atol=1e-6)
+
+
+@pytest.mark.parametrize("T, hd", [(37, 16), (128, 64), (512, 32)])
+def test_rope_constants_are_the_compiled_tables_bitwise(T, hd):
+    cos, sin = rope_constants(T, hd, 10000.0)
+    ref = jax.jit(lambda: rope_tables(jnp.arange(T), hd, 10000.0))()
+    assert isinstance(cos, np.ndarray) and cos.dtype == np.float32 and cos.shape == (T, hd // 2)
+    np.testing.assert_array_equal(cos, np.asarray(ref[0]))
+    np.testing.assert_array_equal(sin, np.asarray(ref[1]))
+    x = jax.random.normal(jax.random.key(1), (2, T, 3, hd))
+    inline = jax.jit(lambda x: apply_rope(x, *rope_tables(jnp.arange(T), hd, 10000.0)))(x)
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda x: apply_rope(x, cos, sin))(x)), np.asarray(inline))
+
+
+def test_forward_and_gradient_programs_compute_no_rope_trigonometry(toy):
+    # XLA:CPU fused the tables' cos/sin into every q/k consumer, recomputing them per element
+    # (47 ms of a 425 ms joint step): the model's program holds them as constants instead.
+    t = random_tokens(2, 9)
+    from jax.extend.core import subjaxprs
+
+    prims = lambda jaxpr: {e.primitive.name for e in jaxpr.eqns} | {  # noqa: E731
+        p for sub in subjaxprs(jaxpr) for p in prims(sub)}
+    fwd = jax.make_jaxpr(lambda m: m(t))(toy).jaxpr
+    grad = jax.make_jaxpr(jax.grad(lambda m: m(t).sum()))(toy).jaxpr
+    for jaxpr in (fwd, grad):
+        assert "dot_general" in prims(jaxpr) and not prims(jaxpr) & {"cos", "sin"}
 
 
 def test_hidden_states_have_embedding_plus_every_layer(toy):
