@@ -2,7 +2,7 @@
 processes, and a fingerprint of everything the parser returns on the shared Lichess files.
 
     python benchmarks/pgn_parse.py bench A.so B.so … [--rounds 5] [--passes 1] [--threads 1[,2]] [--ceiling]
-                                                   [--files DIR]
+                                                   [--call path|bytes] [--files DIR]
     python benchmarks/pgn_parse.py hash  ENGINE.so [--files DIR]
 
 ``bench`` runs each build in its own process (``RAYON_NUM_THREADS`` = each of ``--threads``,
@@ -10,7 +10,8 @@ processes, and a fingerprint of everything the parser returns on the shared Lich
 round (A at each thread count, then B …, then the ``--ceiling`` pairs), parsing every ``*.pgn`` directly in ``--files`` (default
 ``/work/shared/data/lichess``) once to warm up and ``--passes`` times timed (the median pass counts:
 one pass over the shared files is 30–150 ms, short enough for one scheduler hiccup to move it). A PAWN build is called with
-``parse_pgn_path(path, 512, 0)`` (the call the Lichess data path makes); a build of the public
+``parse_pgn_path(path, 512, 0)`` (``pawn.engine.parse_pgn(path)``'s call, which reads the whole file; ``--call bytes``
+below is the data path's); a build of the public
 reference's engine (its ``.so`` also defines a module ``_engine``, e.g. ``REF/target/release/
 libchess_engine.so``) with its tokens-only ``parse_pgn_file(path, 512, 10**9, 0)``. Printed: games/s
 per round, each variant's median with the rounds' range, (each build's own count of games read: the reference counts 7,306 of the shared files'
@@ -20,7 +21,12 @@ summed: what two cores give this workload with no sharing at all in the parser. 
 two vCPUs share a physical core give well under 2× there, and a thread-scaling figure means little
 without it. ``hash`` prints, for each build given, one SHA-256 per file over the tokens, lengths, outcomes, Elo, clocks,
 evals, game numbers, full lengths, headers, SAN, skipped list and counts, so two builds can be shown to
-return the same games and skip reasons. Engine builds are loaded straight from the ``.so``
+return the same games and skip reasons. ``--call bytes`` times PAWN's
+``parse_pgn_bytes(data, 512, 0)`` on each file's bytes, read before the timed passes, instead of
+``parse_pgn_path``: the call ``pawn data`` / ``pawn adapt --data`` make on each piece of ≤ 64 MiB, whose read (and
+decompression) overlaps the previous piece's parse in a background thread, so this is the parser's own
+thread scaling without the file read that ``parse_pgn_path`` does on the caller's thread (the reference has no
+bytes call). Engine builds are loaded straight from the ``.so``
 (``importlib``), so they need not be installed.
 """
 
@@ -77,21 +83,25 @@ def _files(folder: str) -> list[str]:
     return [str(p) for p in sorted(Path(folder).glob("*.pgn"))]
 
 
-def _parse(eng, path: str) -> int:
-    """Parse one file with the engine's whole-file call; the games it read."""
+def _parse(eng, path: str, data: bytes | None = None) -> int:
+    """Parse one file with the engine's whole-file call, or PAWN's ``parse_pgn_bytes`` on ``data``
+    (the file's bytes) when given; the games it read."""
+    if data is not None:
+        return int(eng.parse_pgn_bytes(data, 512, 0).counts["read"])
     if hasattr(eng, "parse_pgn_path"):
         return int(eng.parse_pgn_path(path, 512, 0).counts["read"])
     # the reference's tokens-only parser: (tokens [N, max_ply] int16, lengths, games read)
     return int(eng.parse_pgn_file(path, 512, 10**9, 0)[2])
 
 
-def _one_round(so: str, folder: str, passes: int, start_at: float | None) -> None:
+def _one_round(so: str, folder: str, passes: int, start_at: float | None, call: str = "path") -> None:
     """Warm up once, wait for ``start_at`` (epoch seconds) if given, then time ``passes`` passes
-    over every file; print the median pass."""
+    over every file (``call``: ``path`` or ``bytes``, see the module's docstring); print the median pass."""
     eng = load_engine(so)
     files = _files(folder)
+    data = {f: Path(f).read_bytes() if call == "bytes" else None for f in files}
     for f in files:  # warm the page cache and the allocator
-        _parse(eng, f)
+        _parse(eng, f, data[f])
     late = False
     if start_at is not None:
         late = time.time() > start_at
@@ -102,7 +112,7 @@ def _one_round(so: str, folder: str, passes: int, start_at: float | None) -> Non
         t = time.perf_counter()
         n = 0
         for f in files:
-            n += _parse(eng, f)
+            n += _parse(eng, f, data[f])
         times.append(time.perf_counter() - t)
     print(json.dumps({"games": n, "seconds": statistics.median(times), "late": late}))
 
@@ -114,9 +124,11 @@ def _check(a) -> None:
             sys.exit(f"error: {so}: no such engine build (.so file)")
     if len(set(map(os.path.realpath, a.engines))) < len(a.engines):
         sys.exit("error: an engine build is named twice")
-    if a.mode == "hash":
+    if a.mode == "hash" or a.call == "bytes":
         for so in a.engines:
-            load_engine(so)
+            if not hasattr(load_engine(so), "parse_pgn_path") and a.mode == "bench":
+                sys.exit(f"error: --call bytes times PAWN's parse_pgn_bytes; {so} (the reference's engine) has none: "
+                         "use --call path")
     if not _files(a.files):
         sys.exit(f"error: --files {a.files}: no *.pgn files there")
     if a.rounds < 1:
@@ -145,10 +157,13 @@ def main() -> None:
                     help="also run two 1-thread processes of each build at once: the machine's 2-core ceiling")
     ap.add_argument("--start-delay", type=float, default=5.0,
                     help="seconds from launch to the shared start of the --ceiling pairs (longer than their warm-up)")
+    ap.add_argument("--call", choices=["path", "bytes"], default="path",
+                    help="path: parse_pgn_path / the reference's parse_pgn_file (reads the file in the call); "
+                         "bytes: PAWN's parse_pgn_bytes on bytes read beforehand (what pawn data does per piece)")
     ap.add_argument("--start-at", type=float, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.mode == "_round":
-        _one_round(a.engines[0], a.files, a.passes, a.start_at)
+        _one_round(a.engines[0], a.files, a.passes, a.start_at, a.call)
         return
     _check(a)
     if a.mode == "hash":
@@ -209,7 +224,7 @@ def _run_variant(v: tuple[str, int, int], a) -> tuple[int, float]:
     so, t, procs = v
     # numpy's OpenBLAS threads spin after import and would take a core from the parser
     env = {**os.environ, "RAYON_NUM_THREADS": str(t), "OPENBLAS_NUM_THREADS": "1"}
-    cmd = [sys.executable, __file__, "_round", so, "--files", a.files, "--passes", str(a.passes)]
+    cmd = [sys.executable, __file__, "_round", so, "--files", a.files, "--passes", str(a.passes), "--call", a.call]
     if procs > 1:
         cmd += ["--start-at", str(time.time() + a.start_delay)]
     kids = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

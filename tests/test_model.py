@@ -147,6 +147,15 @@ def test_forward_and_gradient_programs_compute_no_rope_trigonometry(toy):
         assert "dot_general" in prims(jaxpr) and not prims(jaxpr) & {"cos", "sin"}
 
 
+def test_the_model_runs_under_disable_jit(toy):
+    # rope_constants compiles its tables ahead of time, which jax.disable_jit() refuses: there it
+    # computes them op by op, as everything else is computed there.
+    t = random_tokens(1, 6)
+    with jax.disable_jit():
+        eager = np.asarray(toy(t))
+    np.testing.assert_allclose(eager, np.asarray(jax.jit(lambda m, t: m(t))(toy, t)), atol=2e-5)
+
+
 def test_hidden_states_have_embedding_plus_every_layer(toy):
     t = random_tokens(2, 9)
     logits, hidden = toy(t, return_hidden=True)

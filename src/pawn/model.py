@@ -76,7 +76,11 @@ def rope_constants(T: int, head_dim: int, base: float) -> tuple[np.ndarray, np.n
 
     Left as traced ops, XLA:CPU fuses the ``cos``/``sin`` into every consumer and recomputes them
     for each element of q and k, forward and backward: 47 ms of a 425 ms TINY supernet joint step
-    at T 128 (``benchmarks/xla_profile.py --step pretrain``)."""
+    at T 128 (``benchmarks/xla_profile.py --step pretrain``). Under ``jax.disable_jit()`` the tables
+    are computed op by op, as everything else is there."""
+    if jax.config.jax_disable_jit:
+        cos, sin = rope_tables(jnp.arange(T), head_dim, base)
+        return np.asarray(cos), np.asarray(sin)
     return _rope_constants(int(T), int(head_dim), float(base), jax.default_backend())
 
 
@@ -85,7 +89,8 @@ def _rope_constants(T: int, head_dim: int, base: float, backend: str) -> tuple[n
     # One compiled program with the positions as an iota, as in a model's program (an op-by-op or
     # positions-as-argument computation rounds a few values differently); a compiled executable
     # runs even while a caller is being traced.
-    cos, sin = jax.jit(lambda: rope_tables(jnp.arange(T), head_dim, base), backend=backend).lower().compile()()
+    del backend  # a key only: jit compiles for the default backend
+    cos, sin = jax.jit(lambda: rope_tables(jnp.arange(T), head_dim, base)).lower().compile()()
     return np.asarray(cos), np.asarray(sin)
 
 
