@@ -274,7 +274,7 @@ def test_params_wrong_shape_is_named():
 def test_the_parameter_table_is_the_one_tensor_schema():
     """Issue 22: names, shapes, counts, slices and v1 names all come from pawn.config.PARAMS;
     the counts still equal spec §3.3's formula and the slices spec §3.5's table."""
-    from pawn.config import PARAMS, SUPERNETS, TOY, VARIANTS, param_count
+    from pawn.config import PARAMS, TOY, VARIANTS, param_count
     from pawn.model import PARAM_NAMES, param_shapes
 
     assert PARAM_NAMES == ("src_embed", "dst_embed", "promo_embed", "pad_embed", "outcome_embed", "attn_norm", "wq", "wk",
