@@ -80,7 +80,7 @@ def fingerprint(rec) -> str:
 
 
 def _files(folder: str) -> list[str]:
-    return [str(p) for p in sorted(Path(folder).glob("*.pgn"))]
+    return [str(p) for p in sorted(Path(folder).glob("*.pgn")) if p.is_file()]  # not a folder named x.pgn
 
 
 def _parse(eng, path: str, data: bytes | None = None) -> int:
