@@ -199,3 +199,18 @@ def test_random_bytes_never_crash_the_parser():
             p = parse_pgn(blob, max_ply=16)
             assert p.counts["read"] == p.counts["kept"] + len(p.skipped)
             assert p.tokens.shape == (len(p), 16)
+
+
+def test_a_large_file_read_in_two_halves_parses_as_its_bytes(lichess_pgns, tmp_path):
+    # parse_pgn_path reads files of ≥ 1 MiB as two halves at once (positioned reads); the games,
+    # skips and counts must be those of the same bytes parsed from memory, and a cut through a game
+    # at the halfway point must not show.
+    data = b"\n\n".join(p.read_bytes() for p in lichess_pgns)
+    assert len(data) >= 2 << 20
+    big = tmp_path / "big.pgn"
+    big.write_bytes(data)
+    a, b = parse_pgn(big, 512, 0), parse_pgn(data, 512, 0)
+    assert a.counts == b.counts and a.counts["read"] > 7000
+    for name in ("tokens", "lengths", "outcome", "white_elo", "black_elo", "game_index", "full_length"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.skipped == b.skipped and a.san == b.san and a.headers == b.headers
