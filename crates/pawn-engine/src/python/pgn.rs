@@ -85,7 +85,13 @@ fn read_whole(path: &str) -> std::io::Result<Vec<u8>> {
             }
             // shorter than its length said (truncated meanwhile): read it again the plain way
         }
+        // one open and one length for every file: the plain read goes on from here
+        let mut buf = Vec::with_capacity(len);
+        file.seek(SeekFrom::Start(0))?;
+        file.read_to_end(&mut buf)?;
+        Ok(buf)
     }
+    #[cfg(not(unix))]
     std::fs::read(path)
 }
 
