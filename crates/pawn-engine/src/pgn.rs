@@ -20,6 +20,7 @@
 //! the first result token ends the main line.
 
 use std::ops::ControlFlow;
+use std::sync::Mutex;
 
 use pgn_reader::{KnownOutcome, Outcome, RawTag, Reader, SanPlus, Visitor};
 use shakmaty::san::{San, Suffix};
@@ -319,15 +320,29 @@ pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
 
 /// [`split_games`], calling `emit` with each span as soon as it is cut (so games can be parsed
 /// while the rest of the input is still being cut).
-pub fn each_game_span(data: &[u8], mut emit: impl FnMut(GameSpan)) {
+pub fn each_game_span(data: &[u8], emit: impl FnMut(GameSpan)) {
+    cut_games(data, true, emit);
+}
+
+/// [`each_game_span`] on `data` that may be only the first part of the input (`complete`
+/// false): only the spans whose end the bytes at hand settle are emitted, and the offset where
+/// cutting must go on once more bytes follow is returned (`data.len()` when `complete`).
+///
+/// A span ending before `data.len()` is the span the whole input gives: each place where the
+/// cut looks past the bytes it has (an unclosed `{`, a line without its newline, a tag pair
+/// cut short) ends the span at `data.len()`, and such a span is held back. Cutting again from
+/// the returned offset with more bytes appended gives the spans the whole input gives after
+/// it, since the cut restarts at the end of every span in the same state.
+pub fn cut_games(data: &[u8], complete: bool, mut emit: impl FnMut(GameSpan)) -> usize {
     let mut i = 0;
     loop {
+        let top = i;
         if data[i.min(data.len())..].starts_with(BOM) {
             i += BOM.len();
         }
         i = skip_whitespace(data, i, true);
         if i >= data.len() {
-            break;
+            return if complete { data.len() } else { top };
         }
         let start = i;
         while data.get(i) == Some(&b'[') {
@@ -373,6 +388,9 @@ pub fn each_game_span(data: &[u8], mut emit: impl FnMut(GameSpan)) {
             }
         }
         let end = i.min(data.len());
+        if end == data.len() && !complete {
+            return top;
+        }
         if movetext > start || !only_comments(&data[movetext..end]) {
             emit(GameSpan { start, movetext, end });
         }
@@ -1216,26 +1234,17 @@ pub fn parse_pgn(data: &[u8], max_ply: usize, min_ply: usize) -> PgnBatch {
     // threads need not wait for the cutting (~8 % of the work) to end; batches finish in any
     // order and are put back in file order. Small batches (32 games, ~0.3 ms each) leave the
     // other threads little idle time at the end of a file.
-    const BATCH: usize = 32;
-    type Parsed = Vec<Result<Game, Skipped>>;
-    let done: std::sync::Mutex<Vec<(usize, Parsed)>> = std::sync::Mutex::new(Vec::new());
+    let done: Mutex<Vec<(usize, Parsed)>> = Mutex::new(Vec::new());
     let mut spans = Vec::new();
     rayon::scope(|s| {
         let queue = |chunk: Vec<GameSpan>, first: usize| {
             let done = &done;
-            s.spawn(move |_| {
-                let games: Parsed = chunk
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &span)| parse_game(data, span, first + k + 1, max_ply, min_ply))
-                    .collect();
-                done.lock().unwrap_or_else(|e| e.into_inner()).push((first, games));
-            });
+            s.spawn(move |_| parse_chunk(data, &chunk, first, max_ply, min_ply, done));
         };
         let mut first = 0;
         each_game_span(data, |span| {
             spans.push(span);
-            if spans.len() - first == BATCH {
+            if spans.len() - first == PARSE_BATCH {
                 queue(spans[first..].to_vec(), first);
                 first = spans.len();
             }
@@ -1244,23 +1253,124 @@ pub fn parse_pgn(data: &[u8], max_ply: usize, min_ply: usize) -> PgnBatch {
             queue(spans[first..].to_vec(), first);
         }
     });
+    let head = &data[..data.len().min(PGN_LIKE_HEAD)];
+    let no_nul = memchr::memchr(0, head).is_none();
+    let blank = data.iter().all(|b| b.is_ascii_whitespace());
+    let tagged = spans.iter().any(|s| s.movetext > s.start && is_tag_start(data, s.start));
+    assemble(done, spans.len(), no_nul, blank, tagged)
+}
+
+/// Games per parse task of [`parse_pgn`] and [`parse_pgn_read`].
+const PARSE_BATCH: usize = 32;
+/// The leading bytes in which a NUL byte marks an input as not PGN.
+const PGN_LIKE_HEAD: usize = 64 << 10;
+/// Bytes [`parse_pgn_read`] reads before cutting: small enough that the first read (the only
+/// one no parsing overlaps) is short, large enough that a read call moves a lot at once.
+const READ_BLOCK: usize = 256 << 10;
+
+/// Parse results of one task: `(number of games before it, one result per game)`.
+type Parsed = Vec<Result<Game, Skipped>>;
+
+/// Parse the games at `spans` of `data` (games `first + 1 …`, 1-based) into `done`.
+fn parse_chunk(data: &[u8], spans: &[GameSpan], first: usize, max_ply: usize, min_ply: usize, done: &Mutex<Vec<(usize, Parsed)>>) {
+    let games: Parsed = spans.iter().enumerate().map(|(k, &span)| parse_game(data, span, first + k + 1, max_ply, min_ply)).collect();
+    done.lock().unwrap_or_else(|e| e.into_inner()).push((first, games));
+}
+
+/// The batch of the parse tasks' results, in file order; `pgn_like` as [`PgnBatch`] defines it.
+fn assemble(done: Mutex<Vec<(usize, Parsed)>>, n_read: usize, no_nul: bool, blank: bool, tagged: bool) -> PgnBatch {
     let mut parts = done.into_inner().unwrap_or_else(|e| e.into_inner());
     parts.sort_unstable_by_key(|(first, _)| *first);
-    let mut batch = PgnBatch { n_read: spans.len(), ..PgnBatch::default() };
-    batch.games.reserve(spans.len());
+    let mut batch = PgnBatch { n_read, ..PgnBatch::default() };
+    batch.games.reserve(n_read);
     for r in parts.into_iter().flat_map(|(_, games)| games) {
         match r {
             Ok(g) => batch.games.push(g),
             Err(s) => batch.skipped.push(s),
         }
     }
-    let head = &data[..data.len().min(64 << 10)];
-    batch.pgn_like = memchr::memchr(0, head).is_none()
-        && (data.iter().all(|b| b.is_ascii_whitespace())
-            || !batch.games.is_empty()
-            || batch.skipped.iter().any(|s| s.ply > 0)
-            || spans.iter().any(|s| s.movetext > s.start && is_tag_start(data, s.start)));
+    batch.pgn_like = no_nul && (blank || !batch.games.is_empty() || batch.skipped.iter().any(|s| s.ply > 0) || tagged);
     batch
+}
+
+/// Append up to `want` bytes of `input` to `buf`; true when `input` ended before that.
+fn read_block(input: &mut impl std::io::Read, buf: &mut Vec<u8>, want: usize) -> std::io::Result<bool> {
+    use std::io::Read;
+    let n = input.by_ref().take(want as u64).read_to_end(buf)?;
+    Ok(n < want)
+}
+
+/// [`parse_pgn`] on everything `input` yields (a file, a decoder), the same games, skips and
+/// `pgn_like`, with the reading overlapped with the parsing.
+///
+/// The input is read in blocks of 256 KiB on one pool thread, which cuts each block (with the
+/// unfinished game carried over from the block before) as soon as it is read and hands its
+/// games to the other threads in batches of 32, so only the first block's read runs before
+/// any parsing. A game longer than a block (or bytes that never end a game) makes the next
+/// block as large as what is carried, so the cut work stays linear in the input. Memory: the
+/// input's bytes while their games are parsed, plus the parsed games.
+///
+/// Errors: the first read error of `input` (nothing is returned for a part of the input).
+pub fn parse_pgn_read(input: impl std::io::Read + Send, max_ply: usize, min_ply: usize) -> std::io::Result<PgnBatch> {
+    parse_pgn_blocks(input, READ_BLOCK, max_ply, min_ply)
+}
+
+/// [`parse_pgn_read`] reading `block` bytes at a time (tests cut games across many blocks).
+fn parse_pgn_blocks(mut input: impl std::io::Read + Send, block: usize, max_ply: usize, min_ply: usize) -> std::io::Result<PgnBatch> {
+    let done: Mutex<Vec<(usize, Parsed)>> = Mutex::new(Vec::new());
+    let (mut n_read, mut seen) = (0usize, 0usize);
+    let (mut no_nul, mut blank, mut tagged) = (true, true, false);
+    let mut failed = None;
+    rayon::scope(|s| {
+        let mut carry: Vec<u8> = Vec::new();
+        let mut want = block;
+        loop {
+            let mut buf = Vec::with_capacity(carry.len() + want);
+            buf.extend_from_slice(&carry);
+            let eof = match read_block(&mut input, &mut buf, want) {
+                Ok(eof) => eof,
+                Err(e) => {
+                    failed = Some(e);
+                    return;
+                }
+            };
+            let fresh = &buf[carry.len()..];
+            if seen < PGN_LIKE_HEAD {
+                no_nul &= memchr::memchr(0, &fresh[..fresh.len().min(PGN_LIKE_HEAD - seen)]).is_none();
+            }
+            seen += fresh.len();
+            blank = blank && fresh.iter().all(|b| b.is_ascii_whitespace());
+            let segment = std::sync::Arc::new(buf);
+            let queue = |chunk: Vec<GameSpan>, first: usize| {
+                let (segment, done) = (std::sync::Arc::clone(&segment), &done);
+                s.spawn(move |_| parse_chunk(&segment, &chunk, first, max_ply, min_ply, done));
+            };
+            let mut chunk = Vec::with_capacity(PARSE_BATCH);
+            let cut = cut_games(&segment, eof, |span| {
+                tagged |= span.movetext > span.start && is_tag_start(&segment, span.start);
+                chunk.push(span);
+                if chunk.len() == PARSE_BATCH {
+                    queue(std::mem::replace(&mut chunk, Vec::with_capacity(PARSE_BATCH)), n_read);
+                    n_read += PARSE_BATCH;
+                }
+            });
+            if !chunk.is_empty() {
+                let k = chunk.len();
+                queue(chunk, n_read);
+                n_read += k;
+            }
+            if eof {
+                break;
+            }
+            carry = segment[cut..].to_vec();
+            // no game ended in this block: read as much again as is carried (geometric growth)
+            want = if cut == 0 { carry.len().max(block) } else { block };
+        }
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(assemble(done, n_read, no_nul, blank, tagged)),
+    }
 }
 
 #[cfg(test)]
@@ -1544,6 +1654,91 @@ mod tests {
                 prop_assert_eq!(g.tokens.len(), g.clocks.len());
             }
         }
+    }
+
+    /// PGN made of pieces that end games in every way the cut knows, and some that never do.
+    fn pgn_pieces() -> impl Strategy<Value = Vec<u8>> {
+        let pieces = vec![
+            "[Event \"a\"]\n", "[Result \"1-0\"]\n", "[Termination \"Normal\"]\n", "\n", "\r\n", "\n\n", " ",
+            "1. e4 ", "e5 ", "2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# ", "1-0", "0-1 ", "*", "{ [%clk 0:01:00] }", "{ a\n\nb }",
+            "{ unclosed ", "}", "; line\n", "%escape\n", "\u{feff}", "1-0[Event \"glued\"]", "[Ev", "ent \"x\"]",
+            "[Site  \t\"s\"]\n", "(2. d4 d5)", "\u{a0}", "\0", "[", "\n[",
+        ];
+        proptest::collection::vec(prop::sample::select(pieces), 0..60).prop_map(|v| v.concat().into_bytes())
+    }
+
+    /// A reader handing out its bytes in pieces of the given lengths (cycled), as pipes do.
+    struct Dribble<'a> {
+        data: &'a [u8],
+        at: usize,
+        sizes: Vec<usize>,
+        k: usize,
+    }
+
+    impl std::io::Read for Dribble<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.sizes[self.k % self.sizes.len()].min(buf.len()).min(self.data.len() - self.at);
+            self.k += 1;
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    fn same_batch(a: &PgnBatch, b: &PgnBatch) -> bool {
+        (a.n_read, a.pgn_like, &a.skipped, format!("{:?}", a.games)) == (b.n_read, b.pgn_like, &b.skipped, format!("{:?}", b.games))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+        #[test]
+        fn cutting_a_prefix_emits_only_spans_the_whole_input_has(data in pgn_pieces(), at in any::<prop::sample::Index>()) {
+            let whole = split_games(&data);
+            let k = at.index(data.len() + 1);
+            let mut part = Vec::new();
+            let resume = cut_games(&data[..k], false, |s| part.push(s));
+            prop_assert_eq!(&part[..], &whole[..part.len()]);
+            prop_assert!(part.last().map_or(0, |s| s.end) <= resume && resume <= k);
+            // going on from `resume` with the rest gives the remaining spans
+            let mut rest = Vec::new();
+            cut_games(&data[resume..], true, |s| rest.push(GameSpan { start: s.start + resume, movetext: s.movetext + resume, end: s.end + resume }));
+            part.extend(rest);
+            prop_assert_eq!(part, whole);
+        }
+
+        #[test]
+        fn reading_in_blocks_gives_the_batch_of_the_whole_bytes(
+            data in pgn_pieces(),
+            block in 1usize..48,
+            sizes in proptest::collection::vec(1usize..20, 1..4),
+        ) {
+            let whole = parse_pgn(&data, 8, 0);
+            let read = parse_pgn_blocks(Dribble { data: &data, at: 0, sizes, k: 0 }, block, 8, 0).unwrap();
+            prop_assert!(same_batch(&read, &whole), "{:?}\nblocks {:?}\nwhole {:?}", String::from_utf8_lossy(&data), read, whole);
+        }
+    }
+
+    #[test]
+    fn a_game_longer_than_many_blocks_and_a_read_error() {
+        let long = format!("{HEAD}{} 1-0\n\n", "{ a comment that runs on } ".repeat(2000));
+        let data = format!("{long}{HEAD}1. e4 e5 1-0\n\n{long}").into_bytes();
+        let read = parse_pgn_blocks(&data[..], 64, 512, 0).unwrap();
+        assert!(same_batch(&read, &parse_pgn(&data, 512, 0)));
+        assert_eq!((read.n_read, read.games.len(), read.games[1].tokens.len()), (3, 3, 2));
+        struct Broken(usize);
+        impl std::io::Read for Broken {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(std::io::Error::other("disk gone"));
+                }
+                self.0 -= 1;
+                let n = buf.len().min(HEAD.len());
+                buf[..n].copy_from_slice(&HEAD.as_bytes()[..n]);
+                Ok(n)
+            }
+        }
+        let err = parse_pgn_blocks(Broken(3), 64, 512, 0).unwrap_err();
+        assert_eq!(err.to_string(), "disk gone");
     }
 
     #[test]

@@ -59,40 +59,7 @@ fn check_plies(max_ply: i64, min_ply: i64) -> PyResult<(usize, usize)> {
 }
 
 fn read_file(py: Python<'_>, path: &str) -> PyResult<Vec<u8>> {
-    Ok(py.detach(|| read_whole(path)).map_err(|e| EngineError::io(path, &e))?)
-}
-
-/// The bytes of the file at `path`, as `std::fs::read` returns them. A file of 1 MiB or more is
-/// read as two halves at once on two pool threads (positioned reads into one buffer), so copying
-/// it out of the page cache and faulting in the fresh buffer are not all on the caller's thread
-/// before the parse can start (1.1–1.7 ms of a 17–20 ms two-thread parse of a 3.2 MB file).
-fn read_whole(path: &str) -> std::io::Result<Vec<u8>> {
-    #[cfg(unix)]
-    {
-        use std::io::{Read, Seek, SeekFrom};
-        use std::os::unix::fs::FileExt;
-        let mut file = std::fs::File::open(path)?;
-        let len = file.metadata()?.len() as usize;
-        if len >= 1 << 20 && rayon::current_num_threads() > 1 {
-            let mut buf = vec![0u8; len];
-            let (a, b) = buf.split_at_mut(len / 2);
-            let (ra, rb) = rayon::join(|| file.read_exact_at(a, 0), || file.read_exact_at(b, (len / 2) as u64));
-            if ra.is_ok() && rb.is_ok() {
-                // a file that grew since its length was read: the rest, as a plain read takes it
-                file.seek(SeekFrom::Start(len as u64))?;
-                file.read_to_end(&mut buf)?;
-                return Ok(buf);
-            }
-            // shorter than its length said (truncated meanwhile): read it again the plain way
-        }
-        // one open and one length for every file: the plain read goes on from here
-        let mut buf = Vec::with_capacity(len);
-        file.seek(SeekFrom::Start(0))?;
-        file.read_to_end(&mut buf)?;
-        Ok(buf)
-    }
-    #[cfg(not(unix))]
-    std::fs::read(path)
+    Ok(py.detach(|| std::fs::read(path)).map_err(|e| EngineError::io(path, &e))?)
 }
 
 fn skipped_list(py: Python<'_>, skipped: &[Skipped]) -> PyResult<Py<PyList>> {
@@ -481,13 +448,15 @@ fn parse_pgn_bytes(py: Python<'_>, data: &[u8], max_ply: i64, min_ply: i64) -> P
 }
 
 /// As `parse_pgn_bytes`, reading the file at `path` (FileNotFoundError naming it if missing);
-/// the record's `path` is that file.
+/// the record's `path` is that file. The file is read in blocks while the games already read
+/// are parsed (`pgn::parse_pgn_read`).
 #[pyfunction]
 #[pyo3(signature = (path, max_ply=512, min_ply=1))]
 fn parse_pgn_path(py: Python<'_>, path: &str, max_ply: i64, min_ply: i64) -> PyResult<PgnGames> {
     let (max_ply, min_ply) = check_plies(max_ply, min_ply)?;
-    let data = read_file(py, path)?;
-    let batch = py.detach(|| pgn::parse_pgn(&data, max_ply, min_ply));
+    let batch = py
+        .detach(|| std::fs::File::open(path).and_then(|f| pgn::parse_pgn_read(f, max_ply, min_ply)))
+        .map_err(|e| EngineError::io(path, &e))?;
     PgnGames::new(py, batch, max_ply, Some(path.to_owned()))
 }
 
