@@ -276,7 +276,9 @@ def parse_pgn_bytes(data: bytes, max_ply: int = 512, min_ply: int = 1) -> PgnGam
     """Parse PGN bytes (spec §6.1–§6.4). EngineUsageError for max_ply outside 1..32767 or
     min_ply outside 0..max_ply."""
 def parse_pgn_path(path: str, max_ply: int = 512, min_ply: int = 1) -> PgnGames:
-    """As parse_pgn_bytes, reading ``path`` (FileNotFoundError naming it if missing)."""
+    """As parse_pgn_bytes, reading ``path`` (FileNotFoundError naming it if missing). The file
+    is read in 256 KiB blocks while the games of the blocks already read are parsed; the
+    result is that of ``parse_pgn_bytes`` on the whole file's bytes."""
 def parse_uci_bytes(data: bytes, max_ply: int = 512, min_ply: int = 1) -> UciGames:
     """Parse a UCI file's bytes (spec §6.7): one game per non-empty line, a trailing result
     dropped; bad games skipped and reported."""
