@@ -1268,13 +1268,37 @@ const PGN_LIKE_HEAD: usize = 64 << 10;
 /// one no parsing overlaps) is short, large enough that a read call moves a lot at once.
 const READ_BLOCK: usize = 256 << 10;
 
-/// Parse results of one task: `(number of games before it, one result per game)`.
-type Parsed = Vec<Result<Game, Skipped>>;
+/// Bytes of read blocks whose games [`parse_pgn_read`] lets wait for a parse before its reading
+/// thread parses some itself (16 blocks).
+const READ_AHEAD: usize = 16 * READ_BLOCK;
+
+/// A read block shared by the parse tasks of its games; dropping the last one takes its bytes
+/// off the count of bytes waiting.
+struct Segment<'a> {
+    bytes: Vec<u8>,
+    waiting: &'a std::sync::atomic::AtomicUsize,
+}
+
+impl Drop for Segment<'_> {
+    fn drop(&mut self) {
+        self.waiting.fetch_sub(self.bytes.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Parse results of one task: its kept games and its skipped ones, each in file order (apart,
+/// so a skipped game takes the size of a [`Skipped`], not of a [`Game`]).
+type Parsed = (Vec<Game>, Vec<Skipped>);
 
 /// Parse the games at `spans` of `data` (games `first + 1 …`, 1-based) into `done`.
 fn parse_chunk(data: &[u8], spans: &[GameSpan], first: usize, max_ply: usize, min_ply: usize, done: &Mutex<Vec<(usize, Parsed)>>) {
-    let games: Parsed = spans.iter().enumerate().map(|(k, &span)| parse_game(data, span, first + k + 1, max_ply, min_ply)).collect();
-    done.lock().unwrap_or_else(|e| e.into_inner()).push((first, games));
+    let mut parsed: Parsed = (Vec::with_capacity(spans.len()), Vec::new());
+    for (k, &span) in spans.iter().enumerate() {
+        match parse_game(data, span, first + k + 1, max_ply, min_ply) {
+            Ok(g) => parsed.0.push(g),
+            Err(s) => parsed.1.push(s),
+        }
+    }
+    done.lock().unwrap_or_else(|e| e.into_inner()).push((first, parsed));
 }
 
 /// The batch of the parse tasks' results, in file order; `pgn_like` as [`PgnBatch`] defines it.
@@ -1282,12 +1306,10 @@ fn assemble(done: Mutex<Vec<(usize, Parsed)>>, n_read: usize, no_nul: bool, blan
     let mut parts = done.into_inner().unwrap_or_else(|e| e.into_inner());
     parts.sort_unstable_by_key(|(first, _)| *first);
     let mut batch = PgnBatch { n_read, ..PgnBatch::default() };
-    batch.games.reserve(n_read);
-    for r in parts.into_iter().flat_map(|(_, games)| games) {
-        match r {
-            Ok(g) => batch.games.push(g),
-            Err(s) => batch.skipped.push(s),
-        }
+    batch.games.reserve(parts.iter().map(|(_, (g, _))| g.len()).sum());
+    for (_, (games, skipped)) in parts {
+        batch.games.extend(games);
+        batch.skipped.extend(skipped);
     }
     batch.pgn_like = no_nul && (blank || !batch.games.is_empty() || batch.skipped.iter().any(|s| s.ply > 0) || tagged);
     batch
@@ -1305,22 +1327,33 @@ fn read_block(input: &mut impl std::io::Read, buf: &mut Vec<u8>, want: usize) ->
 ///
 /// The input is read in blocks of 256 KiB on one pool thread, which cuts each block (with the
 /// unfinished game carried over from the block before) as soon as it is read and hands its
-/// games to the other threads in batches of 32, so only the first block's read runs before
-/// any parsing. A game longer than a block (or bytes that never end a game) makes the next
-/// block as large as what is carried, so the cut work stays linear in the input. Memory: the
-/// input's bytes while their games are parsed, plus the parsed games.
+/// games to the other threads in batches of 32, so with two threads or more only the first
+/// block's read runs before any parsing. When more than 4 MiB of read blocks wait for their
+/// games to be parsed, the reading thread parses waiting batches itself until they fit again
+/// (on one thread: read 4 MiB, parse, read on). A game longer than a block (or bytes that never
+/// end a game) makes the next block as large as what is carried, so the cut work stays linear
+/// in the input. Memory: ≈ 4 MiB of input (more only for a game longer than that) plus the
+/// parsed games.
 ///
 /// Errors: the first read error of `input` (nothing is returned for a part of the input).
 pub fn parse_pgn_read(input: impl std::io::Read + Send, max_ply: usize, min_ply: usize) -> std::io::Result<PgnBatch> {
-    parse_pgn_blocks(input, READ_BLOCK, max_ply, min_ply)
+    parse_pgn_blocks(input, READ_BLOCK, READ_AHEAD, max_ply, min_ply).map(|(batch, _)| batch)
 }
 
-/// [`parse_pgn_read`] reading `block` bytes at a time (tests cut games across many blocks).
-fn parse_pgn_blocks(mut input: impl std::io::Read + Send, block: usize, max_ply: usize, min_ply: usize) -> std::io::Result<PgnBatch> {
+/// [`parse_pgn_read`] reading `block` bytes at a time and letting `read_ahead` bytes wait (tests
+/// cut games across many blocks), also returning the most bytes that waited at once.
+fn parse_pgn_blocks(
+    mut input: impl std::io::Read + Send,
+    block: usize,
+    read_ahead: usize,
+    max_ply: usize,
+    min_ply: usize,
+) -> std::io::Result<(PgnBatch, usize)> {
     let done: Mutex<Vec<(usize, Parsed)>> = Mutex::new(Vec::new());
     let (mut n_read, mut seen) = (0usize, 0usize);
     let (mut no_nul, mut blank, mut tagged) = (true, true, false);
     let mut failed = None;
+    let (waiting, mut peak) = (std::sync::atomic::AtomicUsize::new(0), 0);
     rayon::scope(|s| {
         let mut carry: Vec<u8> = Vec::new();
         let mut want = block;
@@ -1340,14 +1373,15 @@ fn parse_pgn_blocks(mut input: impl std::io::Read + Send, block: usize, max_ply:
             }
             seen += fresh.len();
             blank = blank && fresh.iter().all(|b| b.is_ascii_whitespace());
-            let segment = std::sync::Arc::new(buf);
+            peak = peak.max(waiting.fetch_add(buf.len(), std::sync::atomic::Ordering::Relaxed) + buf.len());
+            let segment = std::sync::Arc::new(Segment { bytes: buf, waiting: &waiting });
             let queue = |chunk: Vec<GameSpan>, first: usize| {
                 let (segment, done) = (std::sync::Arc::clone(&segment), &done);
-                s.spawn(move |_| parse_chunk(&segment, &chunk, first, max_ply, min_ply, done));
+                s.spawn(move |_| parse_chunk(&segment.bytes, &chunk, first, max_ply, min_ply, done));
             };
             let mut chunk = Vec::with_capacity(PARSE_BATCH);
-            let cut = cut_games(&segment, eof, |span| {
-                tagged |= span.movetext > span.start && is_tag_start(&segment, span.start);
+            let cut = cut_games(&segment.bytes, eof, |span| {
+                tagged |= span.movetext > span.start && is_tag_start(&segment.bytes, span.start);
                 chunk.push(span);
                 if chunk.len() == PARSE_BATCH {
                     queue(std::mem::replace(&mut chunk, Vec::with_capacity(PARSE_BATCH)), n_read);
@@ -1362,14 +1396,22 @@ fn parse_pgn_blocks(mut input: impl std::io::Read + Send, block: usize, max_ply:
             if eof {
                 break;
             }
-            carry = segment[cut..].to_vec();
+            carry = segment.bytes[cut..].to_vec();
+            drop(segment);
+            // read-ahead bound: parse waiting batches here while too many bytes wait (none
+            // left to take: the other threads hold them all, and they are soon done)
+            while waiting.load(std::sync::atomic::Ordering::Relaxed) > read_ahead {
+                if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                    break;
+                }
+            }
             // no game ended in this block: read as much again as is carried (geometric growth)
             want = if cut == 0 { carry.len().max(block) } else { block };
         }
     });
     match failed {
         Some(e) => Err(e),
-        None => Ok(assemble(done, n_read, no_nul, blank, tagged)),
+        None => Ok((assemble(done, n_read, no_nul, blank, tagged), peak)),
     }
 }
 
@@ -1713,7 +1755,7 @@ mod tests {
             sizes in proptest::collection::vec(1usize..20, 1..4),
         ) {
             let whole = parse_pgn(&data, 8, 0);
-            let read = parse_pgn_blocks(Dribble { data: &data, at: 0, sizes, k: 0 }, block, 8, 0).unwrap();
+            let (read, _) = parse_pgn_blocks(Dribble { data: &data, at: 0, sizes, k: 0 }, block, 4 * block, 8, 0).unwrap();
             prop_assert!(same_batch(&read, &whole), "{:?}\nblocks {:?}\nwhole {:?}", String::from_utf8_lossy(&data), read, whole);
         }
     }
@@ -1722,7 +1764,7 @@ mod tests {
     fn a_game_longer_than_many_blocks_and_a_read_error() {
         let long = format!("{HEAD}{} 1-0\n\n", "{ a comment that runs on } ".repeat(2000));
         let data = format!("{long}{HEAD}1. e4 e5 1-0\n\n{long}").into_bytes();
-        let read = parse_pgn_blocks(&data[..], 64, 512, 0).unwrap();
+        let (read, _) = parse_pgn_blocks(&data[..], 64, 256, 512, 0).unwrap();
         assert!(same_batch(&read, &parse_pgn(&data, 512, 0)));
         assert_eq!((read.n_read, read.games.len(), read.games[1].tokens.len()), (3, 3, 2));
         struct Broken(usize);
@@ -1737,8 +1779,27 @@ mod tests {
                 Ok(n)
             }
         }
-        let err = parse_pgn_blocks(Broken(3), 64, 512, 0).unwrap_err();
+        let err = parse_pgn_blocks(Broken(3), 64, 256, 512, 0).unwrap_err();
         assert_eq!(err.to_string(), "disk gone");
+    }
+
+    #[test]
+    fn read_ahead_is_bounded_and_one_thread_parses_as_it_reads() {
+        // 2,000 games (≈ 330 KB) in 1 KiB blocks: on one thread the reading thread must parse
+        // waiting games itself once 8 KiB wait, instead of reading the whole input first.
+        let game = format!("{HEAD}1. e4 {{ [%clk 0:01:00] }} e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1-0\n\n");
+        let data = game.repeat(2000).into_bytes();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        for threads in [1, 2] {
+            let pool = if threads == 1 { &pool } else { &rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap() };
+            let (batch, peak) = pool.install(|| parse_pgn_blocks(&data[..], 1024, 8192, 512, 0)).unwrap();
+            assert!(same_batch(&batch, &parse_pgn(&data, 512, 0)));
+            assert_eq!(batch.games.len(), 2000);
+            // the bound plus one block and its carried game (each a batch of 32 games holds)
+            assert!(peak <= 8192 + 2 * 1024 + 32 * game.len(), "{threads} threads: {peak} bytes waited");
+        }
+        let (_, unbounded) = pool.install(|| parse_pgn_blocks(&data[..], 1024, usize::MAX, 512, 0)).unwrap();
+        assert!(unbounded > data.len() / 2, "without the bound one thread reads first: {unbounded}");
     }
 
     #[test]
