@@ -214,6 +214,41 @@ def test_eval_command_writes_every_figure_and_the_settings(toy_checkpoint, tmp_p
     assert "Top-1" in res.output
 
 
+def test_eval_reads_pgn_from_a_pipe_as_from_the_file(toy_checkpoint, tmp_path, lichess_pgns):
+    # `pawn eval CKPT --pgn <(zstdcat month.pgn.zst)`: the pipe's games give the file's figures;
+    # a pipe can be read once, so several models on one pipe is refused before any is evaluated.
+    import os
+    import threading
+
+    from pawn.evaluate import runs
+    from pawn.evaluate.settings import EvalSettings
+    from pawn.errors import UsageError
+
+    pgn = next(p for p in lichess_pgns if "first32" in p.name)
+    fifo = tmp_path / "games"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "wb") as f:
+            f.write(pgn.read_bytes())
+
+    writer = threading.Thread(target=write, daemon=True)  # never outlives a failed test
+    writer.start()
+    args = ["--games", "2", "--max-ply", "24", "--pgn-only", "--elo-edges", "0,1500,3000"]
+    a, b = tmp_path / "pipe.json", tmp_path / "file.json"
+    res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--pgn", str(fifo), "--json", str(a), *args])
+    writer.join(timeout=30)
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--pgn", str(pgn), "--json", str(b), *args])
+    assert res.exit_code == 0, res.output
+    from_pipe, from_file = (json.loads(x.read_text())["models"][0]["lichess"] for x in (a, b))
+    assert from_pipe["parser"] == from_file["parser"] and from_pipe["parser"]["kept"] > 0
+    assert from_pipe["bands"] == from_file["bands"]
+    models = runs.load(str(toy_checkpoint), None)
+    with pytest.raises(UsageError, match="pipe, which can be read once"):
+        next(runs.eval_models([*models, *models], EvalSettings(pgn=fifo, pgn_only=True)))
+
+
 def test_eval_command_reports_a_missing_checkpoint_in_one_line(tmp_path):
     res = CliRunner().invoke(app, ["eval", str(tmp_path / "nope")])
     assert res.exit_code == 1

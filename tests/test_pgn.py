@@ -214,3 +214,33 @@ def test_a_large_file_read_in_blocks_parses_as_its_bytes(lichess_pgns, tmp_path)
     for name in ("tokens", "lengths", "outcome", "white_elo", "black_elo", "game_index", "full_length"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.skipped == b.skipped and a.san == b.san and a.headers == b.headers
+
+
+def test_a_named_pipe_is_read_as_a_stream(lichess_pgns, tmp_path):
+    # `pawn eval --pgn <(zstdcat month.pgn.zst)` hands the parser a pipe: it is read in blocks as
+    # it is written (a writer thread feeding it in pieces that split games), with the games of the
+    # bytes written; a character device such as /dev/zero is still refused by name.
+    import os
+    import threading
+
+    data = b"\n\n".join(p.read_bytes() for p in lichess_pgns[:3])
+    fifo = tmp_path / "games.pgn"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "wb") as f:
+            for i in range(0, len(data), 77_777):
+                f.write(data[i : i + 77_777])
+
+    writer = threading.Thread(target=write, daemon=True)  # never outlives a failed test
+    writer.start()
+    try:
+        a = parse_pgn(fifo, 512, 0)
+    finally:
+        writer.join(timeout=30)
+    b = parse_pgn(data, 512, 0)
+    assert a.counts == b.counts and a.counts["read"] > 100 and a.path == fifo
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    assert a.skipped == b.skipped
+    with pytest.raises(FileNotFoundError, match="/dev/zero"):
+        parse_pgn("/dev/zero")

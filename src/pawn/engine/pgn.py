@@ -77,7 +77,7 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
     """Parse Lichess PGN games (spec §6.1–§6.4) in Rust, in parallel, keeping file order.
 
     Args:
-        source: a path (str or path-like) to a PGN file, or PGN text (see ``is_pgn_text``:
+        source: a path (str or path-like) to a PGN file or named pipe, or PGN text (see ``is_pgn_text``:
             bytes, or a str containing a newline or starting with ``[``). Bytes may be UTF-8
             or Latin-1, with an optional BOM and LF or CRLF line ends.
         max_ply: width T of the token arrays; longer games are truncated to T plies and get
@@ -89,7 +89,8 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
         ``pawn/_engine.pyi``; ``path`` is the file read, or None for text input).
 
     Raises:
-        FileNotFoundError: the path does not exist (the message names it).
+        FileNotFoundError: the path does not exist, or is neither a file nor a named pipe (the
+            message names it).
         IsADirectoryError: the path is a directory.
         NotPgnFileError: the file is not PGN at all (JSON, binary; see :func:`check_pgn`). Text
             and bytes input are not checked: call :func:`check_pgn` on the result.
@@ -104,6 +105,7 @@ def parse_pgn(source: str | bytes | os.PathLike, max_ply: int = 512, min_ply: in
     path = Path(source)
     if path.is_dir():
         raise IsADirectoryError(f"PGN path is a directory, not a file: {path}")
-    if not path.is_file():
+    # a named pipe (``<(zstdcat month.pgn.zst)``, ``/dev/stdin``) is read as a stream, as a file is
+    if not (path.is_file() or path.is_fifo()):
         raise FileNotFoundError(f"PGN file not found: {path}")
     return check_pgn(_engine.parse_pgn_path(str(path), max_ply, min_ply), str(path))

@@ -119,7 +119,7 @@ def check_eval(s: EvalSettings) -> None:
         raise UsageError("--pgn-only skips the random-game pass: it needs --pgn FILE or --split val|test")
     if s.pgn is not None and s.pgn.is_dir() and not pgn_files_in(s.pgn):
         raise UsageError(f"--pgn {s.pgn}: no .pgn file in this folder")
-    if s.pgn is not None and not (s.pgn.is_file() or s.pgn.is_dir()):
+    if s.pgn is not None and not (s.pgn.is_file() or s.pgn.is_dir() or s.pgn.is_fifo()):
         raise EvaluationError(f"PGN file not found: {s.pgn}")
     if s.pgn is not None and s.max_ply is not None and s.pgn_min_ply > s.max_ply:
         raise UsageError(f"--pgn-min-ply ({s.pgn_min_ply}) exceeds --max-ply ({s.max_ply}); lower it to at most {s.max_ply}")
@@ -189,7 +189,8 @@ def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambd
     random-game pass (games done).
 
     Raises:
-        UsageError: --pgn-min-ply above a model's ply cap; EvaluationError: unusable games or PGN,
+        UsageError: --pgn-min-ply above a model's ply cap, --pgn a pipe (``<(zstdcat …)``, read
+            once) with several models; EvaluationError: unusable games or PGN,
             --split on a model without a split record; pawn.errors.DataError: the run's source
             changed since it recorded its split.
     """
@@ -197,6 +198,9 @@ def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambd
     from pawn.evaluate.accuracy import evaluate_games, evaluate_pgn
 
     edges, game_cache = elo_edges(s), {}
+    if s.pgn is not None and s.pgn.is_fifo() and len(models) > 1:
+        raise UsageError(f"--pgn {s.pgn} is a pipe, which can be read once: evaluate one checkpoint at a time on it, "
+                         "or save the games to a file")
     for lm in models:
         run, rec = adapter_split(lm, required=s.split is not None) if (s.split is not None or s.pgn is not None) else (None, None)
         layout = Layout.resolve(s.prepend_outcome, lm.layout)
