@@ -53,7 +53,7 @@ class EvalSettings(_ModelCommand):
     max_ply: Optional[int] = Field(None, ge=1, description="Ply cap of the random games; the sequence length is max_ply (+1 with the outcome prefix), capped at the model context. Default: the checkpoint's trained context (its run config's seq_len, less 1 with the outcome prefix), so the numbers match the run's own validation; 512 for a checkpoint that records none (published models).")
     batch_size: int = Field(256, ge=1, description="Games per model call; also the batch of the published per-batch means (256 in the published runs).")
     late_ply: Optional[int] = Field(None, description="First sequence position of the late-game legal rate (default: sequence length // 2 = 256).")
-    pgn: Optional[Path] = Field(None, description="Also evaluate on Lichess games from this PGN file (or folder of .pgn files), by Elo band.")
+    pgn: Optional[Path] = Field(None, description="Also evaluate on Lichess games from this PGN file (or folder of .pgn files, or a named pipe such as <(zstdcat month.pgn.zst)), by Elo band.")
     elo_edges: str = Field("600,1000,1400,1800,2200", description="Comma-separated Elo band edges for --pgn, by the average of both players' Elo (pawn adapt --elo-min/--elo-max bound both players).")
     pgn_games_per_band: int = Field(1000, ge=1, description="At most this many games per Elo band.")
     pgn_min_ply: int = Field(10, ge=0, description="Skip PGN games shorter than this.")
