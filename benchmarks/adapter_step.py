@@ -6,7 +6,7 @@ Usage: python benchmarks/adapter_step.py [--strategies lora,bottleneck] [--shape
        [--tree NAME=SRC_DIR ...]
 
 The step is exactly ``pawn adapt``'s: :class:`pawn.train.loop.TrainProgram` with
-:func:`pawn.train.adapt.make_adapter_loss` (fp32, remat none), the trainable half in the donated
+:func:`pawn.train.adapter_step.make_adapter_loss` (fp32, remat none), the trainable half in the donated
 state and the frozen backbone as a separate argument, clip 1.0 + AdamW (β 0.9/0.999, no decay),
 K steps per compiled chunk. Strategies at their defaults: ``lora`` = rank 4 on q, k, v, o of
 every layer; ``bottleneck`` = width 8 after attention and FFN of every layer. The batch is fixed
@@ -84,7 +84,7 @@ def build(strategy: str, B: int, T: int, K: int, loss_kind: str, config: str, fl
     from pawn.config import TINY_SUPERNET, VARIANTS
     from pawn.model import PAWNModel
     from pawn.schedules import build_schedule
-    from pawn.train.adapt import make_adapter_loss
+    from pawn.train.adapter_step import make_adapter_loss
     from pawn.train.loop import TrainProgram, init_partitioned_state, make_mesh, make_optimizer
 
     cfg = TINY_SUPERNET if config == "tiny" else VARIANTS["base"]

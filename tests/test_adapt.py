@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from pawn.checkpoint import save_checkpoint
 from pawn.config import ModelConfig
 from pawn.model import PAWNModel
-from pawn.train.adapt import make_validator, position_terms, run_adapt
+from pawn.train.adapt import run_adapt
+from pawn.train.adapter_step import make_validator, position_terms
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.run import Hook
 
@@ -123,7 +124,7 @@ def test_bottleneck_run_lifts_val_top1_and_baseline_is_the_bare_backbone(backbon
     from pawn.data.lichess import LichessFilters, load_corpus
     from pawn.data.lichess_batches import GameBatches
     from pawn.data.layout import Layout
-    from pawn.train.adapt import BATCH_KEYS, batch_dict
+    from pawn.train.adapter_step import BATCH_KEYS, batch_dict
 
     corpus = load_corpus(shared_data / "lichess", LichessFilters(1200, 2200, 10), val_games=96, cache_dir=cache_dir)
     gb = GameBatches(corpus.val, Layout.of(False), 96, 16, shuffle=False, drop_last=False)

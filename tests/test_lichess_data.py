@@ -248,7 +248,7 @@ def test_validation_holds_token_batches_only_and_gives_bit_identical_metrics(two
 
     from pawn.config import ModelConfig
     from pawn.model import PAWNModel
-    from pawn.train.adapt import BATCH_KEYS, batch_dict, make_validator
+    from pawn.train.adapter_step import BATCH_KEYS, batch_dict, make_validator
 
     corpus = load_corpus(two_files, LichessFilters(min_ply=10))
     B, T = 16, 64

@@ -70,7 +70,7 @@ class AdaptStep:
 @dataclass
 class AdaptDataWait:
     """Training one strategy from the memory-mapped cache with the trainer's prefetching
-    :class:`~pawn.train.adapt.BatchChunks` for ``chunks`` chunks: wall seconds, seconds the loop
+    :class:`~pawn.train.adapter_step.BatchChunks` for ``chunks`` chunks: wall seconds, seconds the loop
     waited for batches, their ratio and the tokens/s achieved."""
 
     strategy: str
@@ -142,7 +142,7 @@ def bench_adapt(s: BenchSettings, mfu_result: Any = None) -> AdaptResult:
     from pawn.data.lichess_batches import GameBatches
     from pawn.model import PAWNModel
     from pawn.schedules import build_schedule
-    from pawn.train.adapt import BATCH_KEYS, BatchChunks, make_adapter_loss
+    from pawn.train.adapter_step import BATCH_KEYS, BatchChunks, make_adapter_loss
     from pawn.train.loop import TrainProgram, init_partitioned_state, make_mesh, make_optimizer
 
     cfg, _, label = s.model()

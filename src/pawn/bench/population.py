@@ -293,7 +293,8 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
     from pawn.data.lichess_batches import GameBatches
     from pawn.model import PAWNModel
     from pawn.sweep.population import run_adapt_population
-    from pawn.train.adapt import BATCH_KEYS, AdaptReuse, load_backbone_for, make_adapter_loss, run_adapt
+    from pawn.train.adapt import AdaptReuse, load_backbone_for, run_adapt
+    from pawn.train.adapter_step import BATCH_KEYS, make_adapter_loss
     from pawn.train.adapt_config import AdaptSettings
     from pawn.train.loop import TrainProgram, make_mesh, make_optimizer
 

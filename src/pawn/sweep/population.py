@@ -43,7 +43,8 @@ from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, fi
                                   n_counted, trial_data_seed)
 from pawn.sweep.space import derive, suggest
 from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, raise_if_interrupted
-from pawn.train.adapt import BATCH_KEYS, BatchChunks, load_backbone_for, make_adapter_loss, make_validator
+from pawn.train.adapt import load_backbone_for
+from pawn.train.adapter_step import BATCH_KEYS, BatchChunks, make_adapter_loss, make_validator
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
 from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, partition_model
@@ -313,8 +314,8 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     leading axis P, the frozen backbone is passed once (unbatched), every member sees the same
     :class:`~pawn.data.lichess_batches.GameBatches` steps (the shared ``data_seed``; a random one
     when none is set, written into each outcome's config) and is trained on
-    :func:`pawn.train.adapt.make_adapter_loss` and validated with
-    :func:`pawn.train.adapt.make_validator` at the steps ``run_adapt`` validates (``eval_interval``
+    :func:`pawn.train.adapter_step.make_adapter_loss` and validated with
+    :func:`pawn.train.adapter_step.make_validator` at the steps ``run_adapt`` validates (``eval_interval``
     or every ``val_every`` epochs, and the last step), so member p follows ``run_adapt`` with its
     config up to float rounding. Pruning and patience act per member as in
     :func:`_train_population`. Each member with an ``out`` keeps its adapter at its lowest val
