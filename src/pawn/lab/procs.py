@@ -2,14 +2,21 @@
 
 State lives in the run directories only: ``lab.json`` (written atomically before the process
 starts and rewritten when it is resumed or seen to exit) holds the process id, the process's
-start time in clock ticks since boot (``/proc/PID/stat`` field 22, so a reused pid is never taken
-for the run), the command and argv, the start time (ISO 8601, UTC), the tags and the visible
-devices. A lab server that restarts reads them again; there is no lab-wide state and no recovery
-step. The process's stdout and stderr go to ``lab.log`` beside it.
+start time in clock ticks since boot (``/proc/PID/stat`` field 22) and the boot's id
+(``/proc/sys/kernel/random/boot_id``), a random token the process was started with in its
+environment (:data:`TOKEN_ENV`), the command and argv, the start time (ISO 8601, UTC), the tags
+and the visible devices. A lab server that restarts reads them again; there is no lab-wide state
+and no recovery step. The process's stdout and stderr go to ``lab.log`` beside it.
 
 Every run starts in its own process group (``start_new_session``), so :func:`stop` reaches the
 command and any worker processes it started with one SIGTERM (the trainers checkpoint and exit on
 it, spec ``training-and-adapters.md`` §1.10).
+
+A ``lab.json`` is only a claim: a run folder may be copied, downloaded or written by someone
+else. A process counts as the run's (:func:`alive`, :func:`stop`) only when it is this server's
+own child, or — read from ``/proc`` — it started in this boot at the recorded clock tick, leads
+its own process group, and carries the recorded token in its environment. Anything else is never
+signalled.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -33,6 +41,9 @@ LOG_FILE = "lab.log"
 """The started process's stdout and stderr (appended to on resume)."""
 CONFIG_FILE = "lab-config.json"
 """The validated settings a run was started with, passed to the command as ``--config``."""
+TOKEN_ENV = "PAWN_LAB_RUN"
+"""The environment variable holding the random token (``lab.json`` ``token``) a started process
+carries, by which a restarted lab recognises it in ``/proc/PID/environ``."""
 
 
 class LabError(PawnError):
@@ -68,6 +79,59 @@ def proc_start_ticks(pid: int) -> Optional[int]:
     return s[1] if s else None
 
 
+def boot_id() -> Optional[str]:
+    """This boot's id (``/proc/sys/kernel/random/boot_id``), or None without it: start times in
+    clock ticks since boot compare only within one boot."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _environ_has(pid: int, name: str, value: str) -> bool:
+    """Whether ``/proc/PID/environ`` (the environment the process started with) holds
+    ``name=value``; False when it cannot be read (another user's process, or no ``/proc``)."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{name}={value}".encode() in env.split(b"\0")
+
+
+def _is_ours(info: dict) -> Optional[bool]:
+    """Whether the live process ``info`` names is the one this lab started: True, False (gone, a
+    reused pid, or a process the lab never started), or None when ``/proc`` is missing and the
+    process is not this server's child (nothing to check it by).
+
+    Checked from ``/proc``: it started in the recorded boot at the recorded clock tick, it leads
+    its own process group (``pgid`` = pid, as ``start_new_session`` makes it) and its environment
+    holds the recorded token (:data:`TOKEN_ENV`)."""
+    pid = info["pid"]
+    if info.get("pgid") not in (None, pid):
+        return False  # the lab starts every run as the leader of its own group
+    with _lock:
+        child = _children.get(pid)
+    if child is not None:
+        return child.poll() is None
+    st = _stat(pid)
+    if st is None:
+        return False if Path("/proc/self/stat").exists() else None
+    state, ticks = st
+    if state in ("Z", "X"):
+        return False
+    token, recorded = info.get("token"), info.get("proc_start")
+    if not isinstance(token, str) or not token or not isinstance(recorded, int) or recorded != ticks:
+        return False
+    if info.get("boot_id") != boot_id():
+        return False
+    try:
+        if os.getpgid(pid) != pid:
+            return False
+    except OSError:
+        return False
+    return _environ_has(pid, TOKEN_ENV, token)
+
+
 def read_lab(run_dir: Path) -> Optional[dict]:
     """``run_dir/lab.json``, or None when absent or unreadable."""
     try:
@@ -99,34 +163,26 @@ def _reap() -> None:
 
 def alive(info: Optional[dict]) -> Optional[bool]:
     """Whether the process a ``lab.json`` names still runs: True, False, or None when
-    ``info`` is None (the run was not started by the lab). A pid whose start time differs from
-    the recorded one (the pid was reused) counts as gone; so does a zombie."""
+    ``info`` is None (the run was not started by the lab). Only the process the lab started
+    counts (see the module's note): a reused pid, a zombie, or a process the ``lab.json`` names
+    that the lab never started is gone. Without ``/proc`` (macOS), a process that is not this
+    server's child is taken as alive when its pid exists (signal 0); :func:`stop` still refuses it."""
     _reap()
     if not info or not isinstance(info.get("pid"), int):
         return None
     pid = info["pid"]
     if info.get("exit_code") is not None:
         return False
-    with _lock:
-        child = _children.get(pid)
-    if child is not None:
-        return child.poll() is None
-    st = _stat(pid)
-    if st is None:
-        if Path("/proc/self/stat").exists():
-            return False
-        try:  # no /proc (macOS): signal 0 tells whether the pid exists
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    state, ticks = st
-    if state in ("Z", "X"):
+    ours = _is_ours(info)
+    if ours is not None:
+        return ours
+    try:  # no /proc (macOS): signal 0 tells whether the pid exists
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    recorded = info.get("proc_start")
-    return recorded is None or recorded == ticks
+    except PermissionError:
+        return True
+    return True
 
 
 def device_env(devices: Any) -> dict[str, str]:
@@ -182,7 +238,8 @@ def spawn(run_dir: Path, command: str, argv: Sequence[str], *, tags: Sequence[st
     Raises:
         LabError: the directory or log cannot be written, or the process cannot start.
     """
-    env = {**os.environ, **device_env(devices)}
+    token = secrets.token_hex(16)
+    env = {**os.environ, **device_env(devices), TOKEN_ENV: token}
     run_dir = Path(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +250,7 @@ def spawn(run_dir: Path, command: str, argv: Sequence[str], *, tags: Sequence[st
     if previous and previous.get("pid") is not None:
         history.append({k: previous.get(k) for k in ("pid", "argv", "start", "ended", "exit_code", "devices")})
     info: dict[str, Any] = {
-        "pid": None, "pgid": None, "proc_start": None, "command": command, "argv": list(argv), "start": now_iso(),
+        "pid": None, "pgid": None, "proc_start": None, "boot_id": boot_id(), "token": token, "command": command, "argv": list(argv), "start": now_iso(),
         "tags": list(tags), "devices": devices, "log": LOG_FILE, "cwd": os.getcwd(), "host": os.uname().nodename,
         "exit_code": None, "ended": None, "history": history,
     }
@@ -214,25 +271,39 @@ def spawn(run_dir: Path, command: str, argv: Sequence[str], *, tags: Sequence[st
 
 
 def stop(run_dir: Path, info: Optional[dict], sig: int = signal.SIGTERM) -> int:
-    """Send ``sig`` (SIGTERM: checkpoint and exit) to the process group of the run's process.
+    """Send ``sig`` (SIGTERM: checkpoint and exit) to the process group of the run's process,
+    only when that process is the one the lab started (see the module's note; without ``/proc``
+    only this server's own children).
 
     Returns:
         The pid signalled.
 
     Raises:
-        LabError: the run was not started by the lab, or its process has already ended.
+        LabError: the run was not started by the lab, its process has already ended, or the
+            process its ``lab.json`` names is not one the lab started (nothing is signalled).
     """
     if not info or not isinstance(info.get("pid"), int):
         raise LabError(f"{run_dir}: not started by pawn lab (no {LAB_FILE}); stop it where it runs")
-    if not alive(info):
-        raise LabError(f"{run_dir}: its process {info['pid']} has already ended")
+    _reap()
+    pid = info["pid"]
+    ended = LabError(f"{run_dir}: its process {pid} has already ended")
+    if info.get("exit_code") is not None:
+        raise ended
+    ours = _is_ours(info)
+    if not ours:
+        st = _stat(pid)
+        recorded = info.get("proc_start")
+        if ours is False and (st is None or st[0] in ("Z", "X") or (isinstance(recorded, int) and recorded != st[1])):
+            raise ended  # gone, or its pid now belongs to a later process
+        raise LabError(f"{run_dir}: process {pid} is not one pawn lab started here (its {LAB_FILE} names a process "
+                       "without the lab's start record: copied or written elsewhere); nothing was signalled")
     try:
-        os.killpg(info.get("pgid") or info["pid"], sig)
+        os.killpg(pid, sig)
     except ProcessLookupError:
-        raise LabError(f"{run_dir}: its process {info['pid']} has already ended") from None
+        raise ended from None
     except PermissionError:
-        raise LabError(f"{run_dir}: not allowed to signal process {info['pid']}") from None
-    return info["pid"]
+        raise LabError(f"{run_dir}: not allowed to signal process {pid}") from None
+    return pid
 
 
 def wait(info: dict, timeout_s: float) -> bool:

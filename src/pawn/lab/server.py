@@ -4,16 +4,27 @@ streamable HTTP.
 
 A tool's result is its JSON dict (structured content, also sent as JSON text). A request the
 tool cannot do is a tool error (``isError``) whose text is PAWN's one-line message, never a
-traceback.
+traceback. Every path a tool is given must resolve inside the server's runs root
+(:func:`pawn.lab.tools.within_root`).
+
+Over HTTP, the SDK's transport security (``TransportSecuritySettings``: DNS-rebinding protection)
+is always on, with the host names of the bound address plus ``--allow-host`` names
+(:func:`pawn.report.hosts.host_names`): another ``Host`` header gets 421, another ``Origin`` 403.
+The lab has no authentication: served beyond loopback, anyone who can reach the port can start
+and stop runs, and :func:`serve` says so on stderr.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
 
 from pawn.errors import UsageError
-from pawn.lab.tools import TOOLS, one_line
+from pawn.lab.tools import RUNS_ROOT, TOOLS, one_line
+from pawn.report.hosts import host_names, is_loopback, url_host
 
 INSTRUCTIONS = (
     "PAWN lab: start, watch, stop, resume and compare PAWN training runs (pawn pretrain, pawn adapt) and sweeps. "
@@ -36,12 +47,14 @@ def _mcp():
     return MCPServer, ToolError
 
 
-def _one_line_errors(fn: Callable[..., Any], tool_error: type) -> Callable[..., Any]:
-    """``fn`` with PAWN's errors (and settings validation errors) raised as the SDK's tool error
-    carrying the one-line message; anything else (a bug) is left to the SDK."""
+def _one_line_errors(fn: Callable[..., Any], tool_error: type, root: Path) -> Callable[..., Any]:
+    """``fn`` called with ``root`` as the runs root (:data:`pawn.lab.tools.RUNS_ROOT`), and with
+    PAWN's errors (and settings validation errors) raised as the SDK's tool error carrying the
+    one-line message; anything else (a bug) is left to the SDK."""
 
     @functools.wraps(fn)
     def tool(*args: Any, **kwargs: Any) -> Any:
+        token = RUNS_ROOT.set(root)
         try:
             return fn(*args, **kwargs)
         except Exception as e:
@@ -49,13 +62,19 @@ def _one_line_errors(fn: Callable[..., Any], tool_error: type) -> Callable[..., 
             if msg is None:
                 raise
             raise tool_error(msg) from None
+        finally:
+            RUNS_ROOT.reset(token)
 
     return tool
 
 
-def build_server(name: str = "pawn-lab"):
+def build_server(name: str = "pawn-lab", root: Optional[os.PathLike | str] = None):
     """The MCP server with every lab tool registered (``await server.call_tool(name, args)``
     calls one in process, without a transport).
+
+    Args:
+        root: the runs root: every path a tool is given must resolve inside it (default: the
+            working directory when the server is built).
 
     Raises:
         LabExtraMissing: the ``mcp`` package is not installed (``pip install 'pawn[lab]'``).
@@ -63,11 +82,30 @@ def build_server(name: str = "pawn-lab"):
     MCPServer, ToolError = _mcp()
     from pawn import __version__
 
+    where = Path(root if root is not None else os.getcwd()).resolve()
     server = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     for fn in TOOLS:
-        server.add_tool(_one_line_errors(fn, ToolError), name=fn.__name__, description=fn.__doc__,
+        server.add_tool(_one_line_errors(fn, ToolError, where), name=fn.__name__, description=fn.__doc__,
                         structured_output=True)
     return server
+
+
+def transport_security(host: str, allow_hosts: Sequence[str] = ()):
+    """The SDK's ``TransportSecuritySettings`` for a server bound to ``host``: DNS-rebinding
+    protection on, Host headers of :func:`pawn.report.hosts.host_names` (any port), Origins
+    ``http(s)://`` on those names (any port).
+
+    Raises:
+        UsageError: a bad ``allow_hosts`` name. LabExtraMissing: no ``mcp`` package.
+    """
+    _mcp()
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = [url_host(n) for n in host_names(host, allow_hosts)]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[h for n in names for h in (n, f"{n}:*")],
+        allowed_origins=[o for n in names for scheme in ("http", "https") for o in (f"{scheme}://{n}", f"{scheme}://{n}:*")])
 
 
 def parse_http(spec: str) -> tuple[str, int]:
@@ -83,16 +121,29 @@ def parse_http(spec: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def serve(http: Optional[str] = None) -> None:
+def serve(http: Optional[str] = None, root: Optional[os.PathLike | str] = None, allow_hosts: Sequence[str] = ()) -> None:
     """Run the lab server: over stdio (the default: an MCP client starts ``pawn lab``), or with
-    ``http="HOST:PORT"`` as a streamable-HTTP server at ``http://HOST:PORT/mcp``.
+    ``http="HOST:PORT"`` as a streamable-HTTP server at ``http://HOST:PORT/mcp`` answering the
+    host names of :func:`transport_security` (``allow_hosts`` adds names). Served beyond loopback,
+    a warning on stderr says that the lab has no authentication.
+
+    Args:
+        root: the runs root (:func:`build_server`).
 
     Raises:
-        LabExtraMissing: the ``mcp`` package is not installed. UsageError: a bad ``http``.
+        LabExtraMissing: the ``mcp`` package is not installed. UsageError: a bad ``http`` or
+            ``allow_hosts`` name.
     """
     hostport = parse_http(http) if http is not None else None
-    server = build_server()
+    security = transport_security(hostport[0], allow_hosts) if hostport is not None else None
+    server = build_server(root=root)
     if hostport is None:
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=hostport[0], port=hostport[1])
+        return
+    host, port = hostport
+    if not is_loopback(host):
+        print(f"warning: pawn lab serves http://{url_host(host)}:{port}/mcp without authentication: anyone who can "
+              f"reach this port can start, stop and read runs under {Path(root or os.getcwd()).resolve()}; serve it on "
+              "127.0.0.1 (behind an authenticating proxy or an SSH tunnel) to keep it to this machine",
+              file=sys.stderr, flush=True)
+    server.run("streamable-http", host=host, port=port, transport_security=security)

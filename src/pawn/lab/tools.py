@@ -4,13 +4,17 @@ request it cannot do. :mod:`pawn.lab.server` registers them as MCP tools.
 
 Runs are read only through :mod:`pawn.runs` (the one run reader); the lab's own state is the
 ``lab.json`` of each run it started (:mod:`pawn.lab.procs`). Paths given as arguments are taken
-relative to the lab server's working directory.
+relative to the lab server's working directory, and each must resolve (symbolic links followed)
+inside the lab's runs root (:func:`runs_root`: ``pawn lab --dir``, else the working directory);
+one that does not is refused before anything is read, written or started.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
+import os
 import statistics
 import tempfile
 from collections import deque
@@ -37,6 +41,58 @@ TAIL_LIMIT = 1000
 
 
 # ============================================================================ helpers
+RUNS_ROOT: contextvars.ContextVar[Optional[Path]] = contextvars.ContextVar("pawn_lab_runs_root", default=None)
+"""The runs root of the lab serving the current tool call (set by :mod:`pawn.lab.server` around
+each call); None: the working directory."""
+
+WRITTEN_PATHS = {"sweep": ("storage", "json_out")}
+"""Config keys, per command, naming a file the started command writes: held to the runs root like
+``out`` (a storage URL with a scheme other than a file, e.g. ``postgresql://``, is not a path)."""
+
+
+def runs_root() -> Path:
+    """The folder every path argument must resolve inside (absolute, symbolic links resolved)."""
+    root = RUNS_ROOT.get()
+    return Path(root if root is not None else os.getcwd()).resolve()
+
+
+def within_root(value: Any, what: str) -> Path:
+    """``value`` as a path, after checking that it resolves (relative to the working directory,
+    symbolic links followed, ``..`` applied) to the runs root or inside it.
+
+    Returns:
+        ``Path(value)`` as given (results name runs as the caller did).
+
+    Raises:
+        LabError: not a path string, or one outside the runs root (names the argument and the root).
+    """
+    if not isinstance(value, (str, os.PathLike)) or not str(value) or "\0" in str(value):
+        raise LabError(f"{what}: expected a path inside the lab's runs root, got {value!r}")
+    p = Path(value)
+    root = runs_root()
+    where = Path(os.path.abspath(p)).resolve()
+    if where != root and root not in where.parents:
+        raise LabError(f"{what} {str(value)!r}: resolves to {where}, outside the lab's runs root {root} "
+                       "(pawn lab --dir sets it); nothing was done")
+    return p
+
+
+def _check_written_paths(command: str, config: dict[str, Any]) -> None:
+    """Hold the config keys of :data:`WRITTEN_PATHS` to the runs root."""
+    for key in WRITTEN_PATHS.get(command, ()):
+        v = config.get(key)
+        if not isinstance(v, str) or not v:
+            continue
+        if key == "storage":
+            if v.startswith("sqlite:///"):
+                v = v[len("sqlite:///"):]
+            elif v.startswith("journal:"):
+                v = v[len("journal:"):]
+            elif "://" in v:
+                continue
+        within_root(v, f"config: {key}")
+
+
 def settings_model(command: str) -> type:
     """The pydantic-settings model of ``command`` (the one its flags are generated from).
 
@@ -61,7 +117,7 @@ def settings_model(command: str) -> type:
 def _open(run: str):
     from pawn.runs import open_run
 
-    return open_run(Path(run))
+    return open_run(within_root(run, "run"))
 
 
 def _finite(v: Any) -> Optional[float]:
@@ -270,8 +326,9 @@ def lab_start(command: str, config: dict[str, Any], out: str, tags: Sequence[str
     Raises:
         pawn.settings.SettingsError, LabError, pawn.train.rundir.RunDirError: nothing is started.
     """
-    out_p = Path(out)
+    out_p = within_root(out, "out")
     settings = validate_config(command, config, str(out_p))
+    _check_written_paths(command, config)
     procs.device_env(devices)  # a bad devices value fails before anything is written
     _check_out(command, out_p, settings)
     from pawn.fileio import write_json
@@ -291,7 +348,7 @@ def lab_runs(root: str = "runs", kind: Optional[str] = None, status: Optional[st
     running, complete, stopped, failed, unknown, starting), ``tag``."""
     from pawn.runs import discover_runs
 
-    r = Path(root)
+    r = within_root(root, "root")
     rows = []
     seen = set()
     for run in discover_runs(r):
@@ -333,7 +390,7 @@ def lab_status(run: str) -> dict[str, Any]:
     train records, :data:`STALL_MIN_S`); ``process`` is ``alive``/``gone`` for runs the lab
     started (gone without an end record makes the state ``failed``).
     """
-    run_dir = Path(run)
+    run_dir = within_root(run, "run")
     lab = procs.read_lab(run_dir)
     if lab is not None and not (run_dir / "metrics.jsonl").exists():
         st = _no_run_yet(run_dir, lab)
@@ -393,7 +450,7 @@ def lab_tail(run: str, since: int = 0, kinds: Optional[Sequence[str]] = None, fi
     """
     if not isinstance(since, int) or since < 0:
         raise LabError(f"since: expected a byte cursor ≥ 0 (a previous call's 'next'), got {since!r}")
-    lab = procs.read_lab(Path(run))
+    lab = procs.read_lab(within_root(run, "run"))
     if lab is not None and not (Path(run) / "metrics.jsonl").exists():  # started, nothing written yet
         return {"run": str(run), "since": since, "next": since, "more": False, "records": [],
                 "state": _no_run_yet(Path(run), lab)["state"]}
@@ -495,7 +552,7 @@ def lab_stop(run: str, wait_s: float = 0.0) -> dict[str, Any]:
     Raises:
         LabError: not started by the lab, or its process has already ended.
     """
-    run_dir = Path(run)
+    run_dir = within_root(run, "run")
     lab = procs.read_lab(run_dir)
     pid = procs.stop(run_dir, lab)
     ended = procs.wait(lab, float(wait_s)) if wait_s and wait_s > 0 else not procs.alive(lab)
@@ -511,7 +568,7 @@ def lab_resume(run: str, devices: Any = None) -> dict[str, Any]:
         LabError: the process still runs, the run is complete, or nothing is known of its command.
         pawn.runs.RunError: not a run directory.
     """
-    run_dir = Path(run)
+    run_dir = within_root(run, "run")
     lab = procs.read_lab(run_dir)
     if procs.alive(lab):
         raise LabError(f"{run_dir}: still running (process {lab['pid']}); lab_stop it first")
@@ -560,11 +617,14 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
 
     from pawn.sweep.storage import open_storage, storage_url
 
-    out_p = Path(out)
+    out_p = within_root(out, "out")
     lab = procs.read_lab(out_p) or {}
     cfg = _read_json(out_p / CONFIG_FILE) or {}
     spec = storage or cfg.get("storage")
     url = storage_url(spec, out_p)
+    for prefix in ("sqlite:///", "journal:"):  # a file storage is read (and opened) only inside the root
+        if url.startswith(prefix):
+            within_root(url[len(prefix):], "storage")
     process = {True: "alive", False: "gone", None: "not started by the lab"}[procs.alive(lab or None)]
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
         if not lab:
@@ -668,7 +728,7 @@ def lab_audit(run: str) -> dict[str, Any]:
 
 def lab_log(run: str, lines: int = 50) -> dict[str, Any]:
     """The last ``lines`` lines of ``RUN/lab.log`` (the started command's stdout and stderr)."""
-    run_dir = Path(run)
+    run_dir = within_root(run, "run")
     path = run_dir / LOG_FILE
     if not path.is_file():
         if not run_dir.is_dir():

@@ -71,12 +71,60 @@ def report_kind(d: Any) -> Optional[str]:
     return None
 
 
-def _json_reports(paths: Iterable[Path], skip: set[Path]) -> list[dict[str, Any]]:
+_EVAL_MODEL_FIELDS = ("name", "prepend_outcome", "random_games", "eval_wall_s", "lichess", "held_out")
+_BENCH_FIELDS = ("header", "settings", "sections", "completed_sections", "interrupted", "wall_s")
+
+
+def report_fields(kind: str, d: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a report of ``kind`` (:func:`report_kind`) that its card on the page shows,
+    and nothing else of the file: an eval report's ``checkpoint``, ``hub``, ``settings`` and per
+    model the fields ``pawn eval --json`` writes (:data:`_EVAL_MODEL_FIELDS`); a bench report's
+    header, settings, section lists, ``interrupted``, ``wall_s`` and the record of each section it
+    lists; a suite's ``kind``, ``suite_version``, ``checkpoint``, ``hub`` and ``settings`` (its
+    models are drawn from :func:`pawn.report.suite.suite_view`)."""
+    if kind == "eval":
+        models = [{k: m[k] for k in _EVAL_MODEL_FIELDS if k in m} for m in d.get("models") or [] if isinstance(m, dict)]
+        return {**{k: d[k] for k in ("checkpoint", "hub", "settings") if k in d}, "models": models}
+    if kind == "bench":
+        names = [x for x in d.get("sections") or [] if isinstance(x, str) and x not in _BENCH_FIELDS]
+        return {k: d[k] for k in (*_BENCH_FIELDS, *names) if k in d}
+    if kind == "suite":
+        return {k: d[k] for k in ("kind", "suite_version", "checkpoint", "hub", "settings") if k in d}
+    return {}
+
+
+def report_entry(path: Path, d: Any) -> Optional[dict[str, Any]]:
+    """The page's entry of the JSON ``d`` read from ``path``: ``{"path", "kind", "report"}`` with
+    only :func:`report_fields` (and ``suite``, the suite view), or None when ``d`` is no eval,
+    suite or bench report."""
+    kind = report_kind(d)
+    if kind is None:
+        return None
+    entry = annotate({"path": str(path), "kind": kind, "report": d})
+    entry["report"] = report_fields(kind, d)
+    return entry
+
+
+def inside(path: Path, boundary: Optional[Path]) -> bool:
+    """Whether ``path`` resolves (symbolic links followed) to ``boundary`` or inside it; always
+    True without a boundary. ``boundary`` must be resolved already."""
+    if boundary is None:
+        return True
+    try:
+        r = Path(path).resolve()
+    except (OSError, ValueError):
+        return False
+    return r == boundary or boundary in r.parents
+
+
+def _json_reports(paths: Iterable[Path], skip: set[Path], bounds: dict[Path, Optional[Path]]) -> list[dict[str, Any]]:
     out = []
     seen: set[Path] = set()
     for p in paths:
         files = [p] if p.is_file() else sorted(p.rglob("*.json")) if p.is_dir() else []
         for f in files:
+            if not inside(f, bounds.get(p)):
+                continue  # a link out of the folder searched: not shown
             f = f.resolve()
             if (f in seen or f.suffix != ".json" or f.name in _NOT_REPORTS or any(s in f.parents for s in skip)
                     or any(part in _SKIP_DIRS for part in f.parts)):
@@ -88,9 +136,9 @@ def _json_reports(paths: Iterable[Path], skip: set[Path]) -> list[dict[str, Any]
                 d = json.loads(f.read_text("utf-8"))
             except (OSError, ValueError):
                 continue
-            kind = report_kind(d)
-            if kind:
-                out.append(annotate({"path": str(f), "kind": kind, "report": d}))
+            entry = report_entry(f, d)
+            if entry is not None:
+                out.append(entry)
     return out
 
 
@@ -161,13 +209,20 @@ def top_moves(game_list: list[dict[str, Any]], checkpoint: str, *, variant: Opti
 
 
 def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoint: Optional[str] = None,
-            variant: Optional[str] = None, top_k: int = 5, log: Any = lambda _m: None) -> dict[str, Any]:
+            variant: Optional[str] = None, top_k: int = 5, log: Any = lambda _m: None,
+            within: Optional[str | os.PathLike] = None) -> dict[str, Any]:
     """What the report shows of ``paths`` (run directories, folders holding runs, studies, PGN
     files, eval/bench JSON files), as the JSON-ready dict the page embeds: ``runs`` (one
     :func:`pawn.report.data.run_data` each), ``studies``, ``games``, ``evals`` (files outside the
-    runs), ``labels`` (metric key → label), ``compare_default`` (the runs ticked at first: all
-    when at most 6), ``top_moves`` (with ``checkpoint``: the model whose top-``top_k`` moves the
-    Games page shows at each position, :func:`top_moves`; else None).
+    runs; only the fields their cards show, :func:`report_fields`), ``labels`` (metric key →
+    label), ``compare_default`` (the runs ticked at first: all when at most 6), ``top_moves``
+    (with ``checkpoint``: the model whose top-``top_k`` moves the Games page shows at each
+    position, :func:`top_moves`; else None).
+
+    What is found by searching a folder among ``paths`` must resolve inside it (or inside
+    ``within``, the dashboard's root, when given): a symbolic link to a file or folder outside is
+    skipped, as the run search skips linked folders. A file named directly in ``paths`` is read
+    as given.
 
     Raises:
         ReportError: a path that does not exist, or nothing to report under any path; ``checkpoint``
@@ -188,6 +243,8 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
     for p in roots:
         if not p.exists():
             raise ReportError(f"{p}: no such file or directory")
+    limit = Path(within).resolve() if within is not None else None
+    bounds = {p: (limit or p.resolve()) if p.is_dir() else limit for p in roots}
     runs: list[Run] = []
     seen: set[Path] = set()
     for p in roots:
@@ -197,6 +254,8 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
             except RunError as e:
                 raise ReportError(str(e)) from None
             for r in found:
+                if not all(inside(r.path / f, bounds[p]) for f in ("metrics.jsonl", "config.json")):
+                    continue  # its record is a link out of the folder searched
                 if r.path.resolve() not in seen:
                     seen.add(r.path.resolve())
                     runs.append(r)
@@ -207,15 +266,22 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
         d = rdata.run_data(r, f"r{i}")
         d["label"] = labels[i]
         run_items.append(d)
-    studies = rsweep.read_studies(rsweep.find_storages(roots), ids)
+    def found_inside(find, file_of=lambda x: x) -> list:
+        """What ``find`` finds under each root whose file resolves inside that root's boundary."""
+        out: list = []
+        for p in roots:
+            out += [x for x in find([p]) if x not in out and inside(file_of(x), bounds[p])]
+        return out
+
+    studies = rsweep.read_studies(found_inside(rsweep.find_storages, rsweep.storage_file), ids)
     for s in studies:
         s["figures"] = rsweep.figures(s) if s.get("trials") else []
-    game_list = rgames.read_games(rgames.find_pgns(roots)) if games else []
+    game_list = rgames.read_games(sorted(found_inside(rgames.find_pgns))) if games else []
     moves_info = None
     if checkpoint is not None and game_list:
         moves_info = top_moves(game_list, checkpoint_for_top_moves(checkpoint, runs), variant=variant, k=top_k, log=log)
     rgames.pack_boards(game_list)  # after the top moves redrew them
-    evals = _json_reports(roots, skip={r.path.resolve() for r in runs})
+    evals = _json_reports(roots, skip={r.path.resolve() for r in runs}, bounds=bounds)
     if not (run_items or studies or game_list or evals):
         raise ReportError(f"nothing to report under {', '.join(map(str, roots))}: no PAWN run directory "
                           "(config.json + metrics.jsonl), study.db, PGN or eval/bench JSON")

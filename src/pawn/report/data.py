@@ -15,7 +15,6 @@ import re
 from typing import Any, Iterable, Optional
 
 from pawn.metrics import METRICS
-from pawn.report.suite import annotate
 from pawn.runs import Record, Run
 
 INTEGRITY_KEYS = ("legal_rate", "late_legal_rate", "completion_rate")
@@ -375,9 +374,11 @@ def summary(run: Run) -> dict[str, Any]:
     over_source = "val" if over is not None else None
     if over is None:  # the validation records carry no ceiling: the run's latest pawn eval --json report
         from pawn.metrics import eval_values
+        from pawn.report import inside
 
         shown = _shown_model(run)
-        for _, rep in reversed(run.eval_reports()):
+        home = run.path.resolve()
+        for _, rep in reversed([(p, d) for p, d in run.eval_reports() if inside(p, home)]):
             models = [m for m in (rep.get("models") if isinstance(rep.get("models"), list) else []) if isinstance(m, dict)]
             if shown is not None:  # a supernet: the report's model of the variant the row shows, if it has one
                 models = [m for m in models if m.get("name") == shown]
@@ -412,8 +413,23 @@ def checkpoints(run: Run) -> list[dict[str, Any]]:
             for c in run.checkpoints()]
 
 
+def run_evals(run: Run) -> list[dict[str, Any]]:
+    """The run's own eval, suite and bench reports (its ``eval*.json`` files,
+    :meth:`pawn.runs.Run.eval_reports`) as page entries (:func:`pawn.report.report_entry`: only
+    the fields their cards show); a file that is no such report, or a link to a file outside the
+    run directory, is left out."""
+    from pawn.report import inside, report_entry
+
+    home = run.path.resolve()
+    out = []
+    for p, d in run.eval_reports():
+        entry = report_entry(p, d) if inside(p, home) else None
+        if entry is not None:
+            out.append(entry)
+    return out
+
+
 def run_data(run: Run, rid: str) -> dict[str, Any]:
     """Everything the report embeds for one run under id ``rid``."""
     return {"id": rid, "summary": summary(run), "figures": figures(run), "series": compare_series(run),
-            "config": flatten(run.config), "checkpoints": checkpoints(run),
-            "evals": [annotate({"path": str(p), "report": d}) for p, d in run.eval_reports()]}
+            "config": flatten(run.config), "checkpoints": checkpoints(run), "evals": run_evals(run)}

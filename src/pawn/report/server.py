@@ -6,6 +6,12 @@ Routes: ``/`` the report of every run under the root; ``/run/<path>`` the report
 ``study.db``, eval JSON and PGN: path, size, mtime). A page is rebuilt when the stamp changed
 since it was built (a metrics.jsonl is newer), and the served page polls ``/stamp`` and reloads
 itself when it changes, so a live run's charts follow it.
+
+Only the host names of the bound address (and ``--allow-host`` names) are answered
+(:mod:`pawn.report.hosts`): another ``Host`` gets 421, another ``Origin`` 403, so a page on another
+site cannot read the report through DNS rebinding. Every spelling of a path (``/run/a``,
+``/run/a/``, ``/run//a``, ``/run/./a``, ``/run/%61``) is one cached page, keyed by the folder it
+resolves to, and at most :data:`MAX_PAGES` pages are kept.
 """
 
 from __future__ import annotations
@@ -17,15 +23,20 @@ import os
 import socket
 import threading
 import urllib.parse
+from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from pawn.report import ReportError, build_html, collect
+from pawn.report.hosts import host_allowed, host_names, origin_allowed
 
 _WATCHED = ("metrics.jsonl", "study.db")
 _WATCHED_SUFFIXES = (".pgn", ".journal")
 _SKIP_DIRS = ("checkpoints", "tensorboard", "wandb", "jax-cache")
+MAX_PAGES = 8
+"""The most built pages the dashboard keeps (least recently served dropped first); a page is
+several MiB (plotly.js is embedded)."""
 
 
 def stamp(root: Path) -> str:
@@ -47,19 +58,42 @@ def stamp(root: Path) -> str:
 
 
 class ReportCache:
-    """Built pages by route, rebuilt when :func:`stamp` of the root changed (one build at a time).
+    """Built pages by the folder they report, rebuilt when :func:`stamp` of the root changed (one
+    build at a time); at most ``max_pages`` kept, least recently served dropped first, and pages
+    of an older stamp dropped when the stamp changes.
 
     Args:
         root: the folder served. every_ms: how often the page polls ``/stamp``.
-        log: receives one line per rebuild.
+        log: receives one line per rebuild. max_pages: see :data:`MAX_PAGES`.
     """
 
-    def __init__(self, root: Path, every_ms: int = 10_000, log: Callable[[str], None] = print):
+    def __init__(self, root: Path, every_ms: int = 10_000, log: Callable[[str], None] = print,
+                 max_pages: int = MAX_PAGES):
         self.root = Path(root).resolve()
         self.every_ms = every_ms
         self.log = log
-        self._pages: dict[str, tuple[str, bytes]] = {}
+        self.max_pages = max(1, int(max_pages))
+        self._pages: OrderedDict[Path, tuple[str, bytes]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """The number of pages kept."""
+        return len(self._pages)
+
+    def target(self, rel: str) -> Path:
+        """The folder (or file) ``root/rel`` resolves to.
+
+        Raises:
+            ReportError: ``rel`` resolves outside the root (symbolic links followed), or holds a
+                NUL byte or is otherwise not a path.
+        """
+        try:
+            target = (self.root / rel).resolve()
+        except (ValueError, OSError):
+            raise ReportError(f"{rel!r}: not a path under {self.root}") from None
+        if target != self.root and self.root not in target.parents:
+            raise ReportError(f"{rel}: outside {self.root}")
+        return target
 
     def page(self, rel: str) -> bytes:
         """The HTML of the report of ``root/rel`` (``""``: every run).
@@ -67,31 +101,41 @@ class ReportCache:
         Raises:
             ReportError: ``rel`` leaves the root or holds nothing to report.
         """
-        target = (self.root / rel).resolve()
-        if target != self.root and self.root not in target.parents:
-            raise ReportError(f"{rel}: outside {self.root}")
+        target = self.target(rel)
         with self._lock:
             s = stamp(self.root)
-            hit = self._pages.get(rel)
-            if hit is not None and hit[0] == s:
+            for key in [k for k, (old, _) in self._pages.items() if old != s]:
+                del self._pages[key]  # built from older files: never served again
+            hit = self._pages.get(target)
+            if hit is not None:
+                self._pages.move_to_end(target)
                 return hit[1]
-            html = build_html(collect([target]), live={"stamp_url": "/stamp", "stamp": s, "every_ms": self.every_ms})
+            html = build_html(collect([target], within=self.root),
+                              live={"stamp_url": "/stamp", "stamp": s, "every_ms": self.every_ms})
             body = html.encode("utf-8")
-            self._pages[rel] = (s, body)
-            self.log(f"pawn dashboard: built /{('run/' + rel) if rel else ''} ({len(body) / 2**20:.1f} MiB, stamp {s})")
+            self._pages[target] = (s, body)
+            while len(self._pages) > self.max_pages:
+                self._pages.popitem(last=False)
+            shown = target.relative_to(self.root).as_posix()
+            self.log(f"pawn dashboard: built /{('run/' + shown) if shown != '.' else ''} "
+                     f"({len(body) / 2**20:.1f} MiB, stamp {s})")
             return body
 
 
 def make_server(root: Path, host: str = "127.0.0.1", port: int = 8050, every_ms: int = 10_000,
-                log: Callable[[str], None] = print) -> ThreadingHTTPServer:
-    """The dashboard's HTTP server, bound (not yet serving).
+                log: Callable[[str], None] = print, allow_hosts: Sequence[str] = ()) -> ThreadingHTTPServer:
+    """The dashboard's HTTP server, bound (not yet serving). Its ``report_cache`` is the
+    :class:`ReportCache`; its ``host_names`` the Host names it answers
+    (:func:`pawn.report.hosts.host_names` of ``host`` and ``allow_hosts``).
 
     Raises:
         ReportError: ``root`` is not a directory, or the port is taken / cannot be bound (one line).
+        UsageError: a bad ``allow_hosts`` name.
     """
     root = Path(root)
     if not root.is_dir():
         raise ReportError(f"{root}: not a directory")
+    names = host_names(host, allow_hosts)
     cache = ReportCache(root, every_ms, log)
 
     class Handler(BaseHTTPRequestHandler):
@@ -113,7 +157,17 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 8050, every_ms:
             self.do_GET()
 
         def do_GET(self) -> None:
+            text = "text/plain; charset=utf-8"
+            host = self.headers.get("Host")
+            if not host_allowed(host, names):
+                return self._send(421, f"pawn dashboard answers the host names {', '.join(names)}, not {host!r} "
+                                       "(pawn dashboard --allow-host NAME adds one)\n".encode(), text)
+            origin = self.headers.get("Origin")
+            if not origin_allowed(origin, names):
+                return self._send(403, f"pawn dashboard: requests from the page origin {origin!r} are refused\n".encode(), text)
             path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+            if "\0" in path:
+                return self._send(404, b"not found\n", text)
             try:
                 if path == "/stamp":
                     return self._send(200, stamp(cache.root).encode(), "text/plain; charset=utf-8")
@@ -135,6 +189,8 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 8050, every_ms:
                               "choose another with --port") from None
         raise ReportError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
     server.daemon_threads = True
+    server.report_cache = cache  # type: ignore[attr-defined]
+    server.host_names = names  # type: ignore[attr-defined]
     return server
 
 

@@ -51,6 +51,11 @@ def _is_journal(p: Path) -> bool:
     return b'"op_code"' in head
 
 
+def storage_file(url: str) -> Path:
+    """The file of a storage URL :func:`find_storages` returns (``sqlite:///PATH``, ``journal:PATH``)."""
+    return Path(url[len("sqlite:///"):] if url.startswith("sqlite:///") else url.split(":", 1)[1])
+
+
 def _storage(url: str):
     import optuna
 
