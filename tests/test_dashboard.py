@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from _report_page import browser_page, page_data
@@ -29,17 +30,17 @@ def _get(url: str) -> tuple[int, str]:
         return r.status, r.read().decode("utf-8")
 
 
-def _start(root: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+def _start(root: Path, *args: str, env: Optional[dict] = None) -> subprocess.Popen:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "pawn.cli", "dashboard", str(root), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
 
 
 @contextlib.contextmanager
-def _serving(root: Path, *args: str):
+def _serving(root: Path, *args: str, env: Optional[dict] = None):
     """``pawn dashboard ROOT ARGS`` as a real process for the ``with`` block; at its end the
     process gets SIGINT (Ctrl-C) and must exit 0; killed whatever happens."""
-    proc = _start(root, *args)
+    proc = _start(root, *args, env=env)
     try:
         yield proc
         os.kill(proc.pid, signal.SIGINT)
@@ -160,3 +161,137 @@ def test_the_served_page_in_a_headless_browser_has_no_console_error(tmp_path):
             page.wait_for_selector("#run-plots .js-plotly-plot")
             page.wait_for_timeout(500)
         assert errors == []
+
+
+def _request(base: str, path: str, headers: Optional[dict] = None) -> tuple[int, str]:
+    """(status, body) of GET ``base + path`` with these headers (``Host`` included), errors too."""
+    import http.client
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, r.read().decode("utf-8")
+    finally:
+        conn.close()
+
+
+def _port(proc: subprocess.Popen) -> int:
+    line = proc.stdout.readline()
+    m = re.match(r"pawn dashboard: http://localhost:(\d+)/ ", line)
+    assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+    return int(m.group(1))
+
+
+def test_dashboard_answers_only_its_host_names(tmp_path):
+    """What a DNS-rebinding page sends — its own name as Host, its own origin — gets 421 / 403,
+    not the report; the bound names (127.0.0.1, localhost) are answered, and --allow-host (here
+    PAWN_DASHBOARD_ALLOW_HOST) adds a name."""
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    with _serving(root, "--port", "0") as proc:
+        port = _port(proc)
+        base = f"http://127.0.0.1:{port}"
+        for path in ("/", "/stamp", "/run/tiny"):
+            code, body = _request(base, path, {"Host": f"attacker.example:{port}"})
+            assert code == 421 and "pawn-data" not in body and "attacker.example" in body, (path, code)
+        code, body = _request(base, "/", {"Host": f"127.0.0.1:{port}", "Origin": "http://attacker.example"})
+        assert code == 403 and "pawn-data" not in body
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+            code, body = _request(base, "/", {"Host": host, "Origin": f"http://{host}"})
+            assert code == 200 and len(page_data(body)["runs"]) == 2, host
+    with _serving(root, "--port", "0", env={"PAWN_DASHBOARD_ALLOW_HOST": "pawn.example.org"}) as proc:
+        port = _port(proc)
+        base = f"http://127.0.0.1:{port}"
+        assert _request(base, "/stamp", {"Host": f"pawn.example.org:{port}"})[0] == 200
+        assert _request(base, "/stamp", {"Host": f"attacker.example:{port}"})[0] == 421
+
+
+def test_links_out_of_the_root_are_not_followed(tmp_path):
+    """A link inside ROOT to a file outside it (an eval report, a PGN, a run's eval*.json) is not
+    followed, as a link to a folder outside is not: neither on the page nor at /run/LINK."""
+    root, outside = tmp_path / "runs", tmp_path / "outside"
+    shutil.copytree(V1_RUNS, root)
+    outside.mkdir()
+    private = {"checkpoint": "private-model", "settings": {}, "models": [{"name": "private", "random_games": {"published/top1": 0.5}}]}
+    (outside / "eval-private.json").write_text(json.dumps(private))
+    (outside / "private.pgn").write_text('[Event "private-outside"]\n[Result "*"]\n\n1. e4 e5 *\n')
+    (root / "linked-eval.json").symlink_to(outside / "eval-private.json")
+    (root / "tiny" / "eval-linked.json").symlink_to(outside / "eval-private.json")
+    (root / "linked.pgn").symlink_to(outside / "private.pgn")
+    (root / "linked-folder").symlink_to(outside, target_is_directory=True)
+    (root / "games.pgn").write_text('[Event "kept-inside"]\n[Result "*"]\n\n1. d4 d5 *\n')
+    with _serving(root, "--port", "0") as proc:
+        base = f"http://127.0.0.1:{_port(proc)}"
+        code, html = _get(base + "/")
+        assert code == 200
+        assert "private-model" not in html and "private-outside" not in html
+        d = page_data(html)
+        assert [g["headers"]["Event"] for g in d["games"]] == ["kept-inside"]
+        assert d["evals"] == []
+        tiny = next(r for r in d["runs"] if r["label"] == "tiny")
+        assert [Path(e["path"]).name for e in tiny["evals"]] == ["eval.json"]
+        for path in ("/run/linked.pgn", "/run/linked-eval.json", "/run/linked-folder", "/run/tiny/eval-linked.json"):
+            code, body = _request(base, path, {"Host": base.removeprefix("http://")})
+            assert code == 404 and "private-" not in body, path
+
+
+@contextlib.contextmanager
+def _server_object(root: Path, lines: list):
+    """The dashboard's real server object (:func:`pawn.report.server.make_server`) serving on a
+    loopback port in a thread; yields (server, base URL)."""
+    import threading
+
+    from pawn.report.server import make_server
+
+    server = make_server(root, "127.0.0.1", 0, log=lines.append)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield server, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_nul_byte_in_the_url_is_404(tmp_path, capfd):
+    """A NUL byte in the path (``%00``) is a 404, not a dropped connection and a traceback."""
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    with _server_object(root, []) as (server, base):
+        for path in ("/run/a%00b", "/run/%00", "/run/tiny%00/x"):
+            code, body = _request(base, path, {"Host": base.removeprefix("http://")})
+            assert code == 404, path
+        assert _request(base, "/run/tiny", {"Host": base.removeprefix("http://")})[0] == 200
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_one_page_per_folder_and_a_bounded_cache(tmp_path):
+    """The real server object on a loopback port: 40 spellings of one folder build one page (each
+    had built and kept its own ≈ 5 MiB page); at most MAX_PAGES pages are kept, least recently
+    served dropped first."""
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    lines: list[str] = []
+    with _server_object(root, lines) as (server, base):
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        spellings = [f"/run/{'./' * k}adapt-lora" for k in range(20)] + [f"/run/adapt-lora{'/.' * k}/" for k in range(10)]
+        spellings += [f"/run/tiny/../{'/' * k}adapt-lora" for k in range(1, 6)] + [f"/run/%61dapt-lor%61{'/' * k}" for k in range(5)]
+        assert len(set(spellings)) == 40
+        for path in spellings:
+            code, html = _request(base, path, {"Host": base.removeprefix("http://")})
+            assert code == 200 and [r["label"] for r in page_data(html)["runs"]] == ["adapt-lora"], path
+        assert [x for x in lines if "built" in x] == [lines[0]] and lines[0].startswith("pawn dashboard: built /run/adapt-lora ")
+        from pawn.report.server import MAX_PAGES
+
+        assert len(server.report_cache) == 1
+        for i in range(MAX_PAGES + 1):
+            shutil.copytree(V1_RUNS / "adapt-lora", root / "many" / f"r{i}")
+        for i in range(MAX_PAGES + 1):
+            assert _request(base, f"/run/many/r{i}", {"Host": base.removeprefix("http://")})[0] == 200
+        assert len(server.report_cache) == MAX_PAGES
+        before = len(lines)
+        assert _request(base, "/run/adapt-lora", {"Host": base.removeprefix("http://")})[0] == 200
+        assert len(lines) == before + 1  # the least recently served page was dropped: built again

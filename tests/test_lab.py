@@ -6,12 +6,14 @@ client. The runs are tiny (toy model, batch 4 × 32 plies); the tests that run o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -29,8 +31,9 @@ TOY = {"variant": "toy", "batch_size": 4, "seq_len": 32, "val_games": 8}
 
 
 @pytest.fixture(scope="module")
-def server():
-    return build_server()
+def server(tmp_path_factory):
+    """The lab server, its runs root the session's temporary folder (every test's tmp_path is in it)."""
+    return build_server(root=tmp_path_factory.getbasetemp())
 
 
 def call(server, name: str, **args):
@@ -206,6 +209,199 @@ def test_http_serves_the_same_tools(tmp_path):
     # the core install does not need the SDK: the CLI and the lab's tools import without it
     code = "import sys, pawn.cli, pawn.lab.tools; sys.exit('mcp' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def _lab_over_stdio(root: Path, calls: list[tuple[str, dict]]) -> list:
+    """``pawn lab --dir ROOT`` as a real process over stdio (the SDK's client): the results of
+    ``calls`` (tool name, arguments), in order."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "JAX_PLATFORMS": "cpu"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pawn.cli", "lab", "--dir", str(root)], env=env,
+                                   cwd=str(root.parent))
+
+    async def go():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return [await session.call_tool(name, args) for name, args in calls]
+
+    return asyncio.run(go())
+
+
+def _error_text(res) -> str:
+    assert res.is_error, res
+    return res.content[0].text
+
+
+def _reap(pid: int, timeout: float = 60.0) -> int:
+    """Wait for this test's child ``pid`` to end; its wait status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        assert time.monotonic() < deadline, f"process {pid} did not end"
+        time.sleep(0.05)
+
+
+def test_stop_signals_only_processes_the_lab_started(tmp_path):
+    """``lab_stop`` through a real ``pawn lab`` process on run folders whose ``lab.json`` names a
+    process the lab never started (copied from elsewhere; forged with its exact start tick and
+    boot; a real lab run's record pointed at another process group): nothing is signalled and that
+    process survives. The run a lab did start (``procs.spawn``, as ``lab_start`` does) is stopped
+    by this other lab process, which recognises it from ``/proc``."""
+    import signal
+
+    from pawn.lab import procs
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    victim = subprocess.Popen(sleeper, start_new_session=True)  # leads its own group, as a lab run does
+    genuine = None
+    try:
+        ticks = procs.proc_start_ticks(victim.pid)
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        assert ticks is not None
+        forged = {
+            "copied": {"pid": victim.pid, "pgid": victim.pid, "command": "pretrain", "exit_code": None},
+            "exact": {"pid": victim.pid, "pgid": victim.pid, "proc_start": ticks, "boot_id": boot,
+                      "token": "0" * 32, "command": "pretrain", "exit_code": None},
+        }
+        genuine = procs.spawn(root / "genuine", "pretrain", sleeper)
+        forged["regrouped"] = {**genuine, "pgid": victim.pid}
+        for name, info in forged.items():
+            (root / name).mkdir()
+            (root / name / "lab.json").write_text(json.dumps(info))
+        results = _lab_over_stdio(root, [("lab_stop", {"run": name}) for name in forged] + [("lab_stop", {"run": "genuine"})])
+        assert victim.poll() is None, "lab_stop killed a process the lab never started"
+        for name, res in zip(forged, results):
+            assert "is not one pawn lab started here" in _error_text(res) and "nothing was signalled" in _error_text(res), name
+        stopped = results[-1]
+        assert not stopped.is_error and stopped.structured_content["pid"] == genuine["pid"], stopped
+        status = _reap(genuine["pid"])
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+        genuine = None
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
+        if genuine is not None:
+            os.kill(genuine["pid"], signal.SIGKILL)
+            _reap(genuine["pid"])
+
+
+def test_paths_outside_the_runs_root_are_refused(tmp_path, monkeypatch):
+    """Every path a tool is given must resolve inside the runs root (``pawn lab --dir``): ``..``,
+    an absolute path elsewhere and a link to a folder outside are refused before anything is
+    written or started, and nothing outside is read; paths inside still work."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "lab.log").write_text("a line outside the root\n")
+    (root / "inside").mkdir()
+    (root / "inside" / "lab.log").write_text("a line inside\n")
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    monkeypatch.chdir(root)  # as pawn lab --dir ROOT does
+    srv = build_server()  # its root: the working directory
+    where = f"outside the lab's runs root {root}"
+    cfg = {**TOY, "total_steps": 20}
+    for out in ("../x", str(tmp_path / "x"), "link/run", "inside/../../x"):
+        # devices="gpu0" would fail later: the root is checked first, nothing is validated, written or started
+        msg = call_error(srv, "lab_start", command="pretrain", config=cfg, out=out, devices="gpu0")
+        assert msg.startswith(f"out {out!r}: resolves to ") and where in msg, msg
+    assert not (tmp_path / "x").exists() and not (outside / "run").exists()
+    for tool, args in (("lab_log", {"run": "link"}), ("lab_log", {"run": str(outside)}), ("lab_status", {"run": "../outside"}),
+                       ("lab_tail", {"run": "link"}), ("lab_stop", {"run": "link"}), ("lab_runs", {"root": ".."}),
+                       ("lab_compare", {"runs": ["inside", "link"]}), ("lab_audit", {"run": "link"}),
+                       ("lab_sweep_status", {"out": "link"}), ("lab_sweep_status", {"out": "inside", "storage": "../s.db"})):
+        assert where in call_error(srv, tool, **args), (tool, args)
+    msg = call_error(srv, "lab_sweep", out="sw", config={"run_type": "pretrain", "trials": 1, "storage": "../study.db"})
+    assert msg.startswith("config: storage '../study.db': resolves to ") and where in msg, msg
+    assert not (root / "sw").exists() and not (tmp_path / "study.db").exists()
+    assert call(srv, "lab_log", run="inside")["lines"] == ["a line inside"]
+    assert call(srv, "lab_runs", root=".")["runs"] == []
+    # the real CLI: --dir is the root
+    (res,) = _lab_over_stdio(root, [("lab_log", {"run": "../outside"})])
+    assert where in _error_text(res)
+
+
+def _free_port(host: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _lab_http(root: Path, hostport: str, env: Optional[dict] = None):
+    """``pawn lab --http HOSTPORT --dir ROOT`` as a real process, listening; yields it (stderr piped)."""
+    import socket
+
+    host, port = hostport.rsplit(":", 1)
+    proc = subprocess.Popen([sys.executable, "-m", "pawn.cli", "lab", "--http", hostport, "--dir", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    try:
+        deadline = time.monotonic() + 120
+        probe = "127.0.0.1" if host == "0.0.0.0" else host
+        while True:
+            try:
+                socket.create_connection((probe, int(port)), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                assert time.monotonic() < deadline, "pawn lab --http did not listen"
+                time.sleep(0.2)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _initialize(addr: str, port: int, host_header: str, origin: Optional[str] = None) -> int:
+    """The HTTP status of an MCP ``initialize`` POSTed to ``http://ADDR:PORT/mcp`` with this Host (and Origin)."""
+    import http.client
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+    headers = {"Host": host_header, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if origin is not None:
+        headers["Origin"] = origin
+    conn = http.client.HTTPConnection(addr, port, timeout=60)
+    try:
+        conn.request("POST", "/mcp", body, headers)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def test_http_answers_only_its_host_names(tmp_path):
+    """``pawn lab --http 127.0.0.2:P`` (a loopback address the SDK's own list lacks) refuses a
+    forged Host (421) and Origin (403) — what a DNS-rebinding page sends — and answers its own
+    names; ``--allow-host`` (here PAWN_LAB_ALLOW_HOST) adds one; served on every interface it
+    warns that the lab has no authentication."""
+    port = _free_port("127.0.0.2")
+    with _lab_http(tmp_path, f"127.0.0.2:{port}"):
+        assert _initialize("127.0.0.2", port, "attacker.example") == 421
+        assert _initialize("127.0.0.2", port, f"attacker.example:{port}") == 421
+        assert _initialize("127.0.0.2", port, f"127.0.0.2:{port}", origin="http://attacker.example") == 403
+        assert _initialize("127.0.0.2", port, f"127.0.0.2:{port}") == 200
+        assert _initialize("127.0.0.2", port, f"localhost:{port}", origin=f"http://localhost:{port}") == 200
+    port = _free_port()
+    with _lab_http(tmp_path, f"0.0.0.0:{port}", env={"PAWN_LAB_ALLOW_HOST": "pawn.example.org"}) as proc:
+        assert _initialize("127.0.0.1", port, f"pawn.example.org:{port}", origin="https://pawn.example.org") == 200
+        assert _initialize("127.0.0.1", port, f"attacker.example:{port}") == 421
+        assert _initialize("127.0.0.1", port, f"127.0.0.1:{port}") == 200
+    warning = proc.stderr.read().splitlines()[0]
+    assert warning.startswith(f"warning: pawn lab serves http://0.0.0.0:{port}/mcp without authentication"), warning
+    bad = subprocess.run([sys.executable, "-m", "pawn.cli", "lab", "--http", f"127.0.0.1:{port}", "--allow-host", "http://x:1"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --allow-host 'http://x:1': expected a host name"), bad.stderr
 
 
 # ============================================================================ slow: real runs

@@ -286,3 +286,29 @@ def test_runs_write_their_own_report_at_each_validation(tmp_path):
     assert [r["label"] for r in d["runs"]] == ["adapt-lora"] and _names(_fig(d["runs"][0], "loss")) == ["train", "val"]
     assert hooks.hooks  # the hook did not fail (a failing hook is dropped)
     hooks.close()
+
+
+def test_report_cards_get_only_the_reports_own_fields(tmp_path):
+    """An eval or bench report's card (and the data the page embeds) holds the fields pawn eval /
+    pawn bench write, not every key of the JSON file; a JSON file that is no report is left out."""
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    ev = json.loads((root / "tiny" / "eval.json").read_text())
+    ev["api_token"] = "hunter2-top"
+    ev["models"][0]["access"] = {"token": "hunter2-model"}
+    (root / "tiny" / "eval.json").write_text(json.dumps(ev))
+    (root / "tiny" / "eval-notes.json").write_text(json.dumps({"note": "hunter2-notes"}))
+    bench = {"header": {"device": "cpu"}, "settings": {"only": "memory"}, "sections": ["memory"], "completed_sections": ["memory"],
+             "memory": {"peak_mib": 12.5}, "wall_s": 3.0, "ssh_key": "hunter2-bench"}
+    (root / "bench.json").write_text(json.dumps(bench))
+    out = tmp_path / "report.html"
+    _invoke(["report", root, "-o", out])
+    assert "hunter2" not in out.read_text("utf-8")
+    d = embedded(out)
+    (b,) = d["evals"]
+    assert b["kind"] == "bench" and b["report"] == {k: v for k, v in bench.items() if k != "ssh_key"}
+    tiny = next(r for r in d["runs"] if r["label"] == "tiny")
+    (kept,) = tiny["evals"]
+    assert Path(kept["path"]).name == "eval.json" and set(kept["report"]) == {"checkpoint", "settings", "models"}
+    model = ev["models"][0]
+    assert kept["report"]["models"] == [{k: model[k] for k in ("name", "prepend_outcome", "random_games", "eval_wall_s")}]

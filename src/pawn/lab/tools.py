@@ -529,6 +529,8 @@ def lab_compare(runs: Sequence[str], metric: str = "loss", at: Optional[int] = N
         runs = [runs]
     if not runs:
         raise LabError("runs: give at least one run directory")
+    for path in runs:  # every path is checked before any run is read
+        within_root(path, "runs")
     m = METRICS[metric]
     rows = []
     for path in runs:
