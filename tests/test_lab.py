@@ -308,7 +308,7 @@ def test_paths_outside_the_runs_root_are_refused(tmp_path, monkeypatch):
     srv = build_server()  # its root: the working directory
     where = f"outside the lab's runs root {root}"
     cfg = {**TOY, "total_steps": 20}
-    for out in ("../x", str(tmp_path / "x"), "link/run", "inside/../../x"):
+    for out in ("../x", str(tmp_path / "x"), "link/run", "inside/../../x", "link/../x"):  # link/..: outside's parent
         # devices="gpu0" would fail later: the root is checked first, nothing is validated, written or started
         msg = call_error(srv, "lab_start", command="pretrain", config=cfg, out=out, devices="gpu0")
         assert msg.startswith(f"out {out!r}: resolves to ") and where in msg, msg

@@ -70,7 +70,7 @@ def within_root(value: Any, what: str) -> Path:
         raise LabError(f"{what}: expected a path inside the lab's runs root, got {value!r}")
     p = Path(value)
     root = runs_root()
-    where = Path(os.path.abspath(p)).resolve()
+    where = p.resolve()  # os.path.realpath: each link resolved before a following ".." applies, as the OS does
     if where != root and root not in where.parents:
         raise LabError(f"{what} {str(value)!r}: resolves to {where}, outside the lab's runs root {root} "
                        "(pawn lab --dir sets it); nothing was done")

@@ -26,7 +26,7 @@ import urllib.parse
 from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Sequence
 
 from pawn.report import ReportError, build_html, collect
 from pawn.report.hosts import host_allowed, host_names, origin_allowed
