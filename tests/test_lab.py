@@ -322,6 +322,8 @@ def test_paths_outside_the_runs_root_are_refused(tmp_path, monkeypatch):
     assert msg.startswith("config: storage '../study.db': resolves to ") and where in msg, msg
     assert not (root / "sw").exists() and not (tmp_path / "study.db").exists()
     assert call(srv, "lab_log", run="inside")["lines"] == ["a line inside"]
+    (outside / "lab.json").write_text(json.dumps({"pid": os.getpid(), "command": "pretrain", "tags": []}))
+    (root / "inside" / "lab.json").symlink_to(outside / "lab.json")  # a record linked from outside: not listed
     assert call(srv, "lab_runs", root=".")["runs"] == []
     # the real CLI: --dir is the root
     (res,) = _lab_over_stdio(root, [("lab_log", {"run": "../outside"})])

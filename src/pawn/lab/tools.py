@@ -183,7 +183,10 @@ def _median_gap_s(train: list) -> Optional[float]:
 
 
 def _lab_dirs(root: Path) -> list[Path]:
-    return sorted(p.parent for p in root.rglob(LAB_FILE) if "checkpoints" not in p.parts)
+    """The folders under ``root`` holding a ``lab.json`` (not a link to one outside the runs root)."""
+    top = runs_root()
+    return sorted(p.parent for p in root.rglob(LAB_FILE)
+                  if "checkpoints" not in p.parts and (p.resolve() == top or top in p.resolve().parents))
 
 
 def _last_log_line(run_dir: Path) -> Optional[str]:
