@@ -153,6 +153,24 @@ def test_multi_frame_and_concatenated_zst_read_fully(shared_data: Path, tmp_path
         np.testing.assert_array_equal(got.train.offsets, want.train.offsets)
 
 
+# ------------------------------------------------------------------------------------------- game numbers
+def test_a_comment_only_forfeit_game_is_one_game(shared_data: Path, tmp_path: Path):
+    """A forfeit without a move (its movetext a comment, a blank line, then ``0-1``) before the
+    999 games of the dump: 1,000 games read (the forfeit kept, with 0 plies), and the dump's
+    first skipped game (its game 43) is game 44, not 45 after a phantom game of the bare ``0-1``."""
+    raw = (shared_data / "lichess" / DUMP).read_text()
+    tags = raw[: raw.index("\n\n") + 2].replace("NRafdioG", "Forfeit0").replace('[Result "1-0"]', '[Result "0-1"]')
+    f = tmp_path / "with_forfeit.pgn"
+    f.write_text(tags + "{ White forfeits on time }\n\n0-1\n\n" + raw)
+    r = _pawn("data", "info", str(f), "--cache-dir", str(tmp_path / "c"), "--min-ply", "1", env={"COLUMNS": "400"})
+    assert r.returncode == 0, r.stderr
+    assert "games read / kept │ 1,000 / 983" in " ".join(r.stdout.split()), r.stdout
+    assert f"{f}: game 44, ply 1: no_outcome" in r.stdout, r.stdout
+    alone = _pawn("data", "info", str(shared_data / "lichess" / DUMP), "--cache-dir", str(tmp_path / "c"), "--min-ply",
+                  "1", env={"COLUMNS": "400"})
+    assert f"{DUMP}: game 43, ply 1: no_outcome" in alone.stdout and "999 / 982" in alone.stdout
+
+
 # ------------------------------------------------------------------------------------------- full disk
 def _can_mount() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("mount") is not None
