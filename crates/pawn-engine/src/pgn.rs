@@ -36,8 +36,9 @@ pub const EVAL_MISSING: i16 = i16::MIN;
 /// Version of the parser's output: bumped whenever the same bytes can give different games,
 /// moves, outcomes or skip reasons, so that caches built by an older parser are rebuilt.
 /// 1: the parser up to PAWN 0.1; 2: a comment-only span and a UTF-8 BOM between games are not
-/// games, and `½-½`, `1/2`, `0.5-0.5` are draws.
-pub const PARSER_VERSION: u32 = 2;
+/// games, and `½-½`, `1/2`, `0.5-0.5` are draws; 3: a span without tags that holds only comments
+/// and a result (the `0-1` after a comment-only game and a blank line) is not a game.
+pub const PARSER_VERSION: u32 = 3;
 
 /// Why a game was left out of the parsed batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -309,9 +310,11 @@ fn skip_whitespace(data: &[u8], mut i: usize, mut new_line: bool) -> usize {
 /// newline followed by `[` or by an empty line, except inside a `{…}` comment. A tag pair
 /// (`[Name "`) inside the movetext, outside comments, also starts a new game: two games glued
 /// on one line (`… 1-0[Event "b"] …`). A UTF-8 BOM before a game (at the start, or between two
-/// concatenated exports) is skipped. A span with no tag pair and nothing but comments is not a
-/// game (python-chess returns an empty game for it; PAWN does not count it, so the game
-/// numbers after it stay those of the games in the file).
+/// concatenated exports) is skipped. A span with no tag pair and nothing but comments and
+/// results is not a game (python-chess returns an empty game for it; PAWN does not count it, so
+/// the game numbers after it stay those of the games in the file): a game whose movetext is
+/// only a comment, a blank line and its result (`{ White forfeits }`, blank line, `0-1`) is
+/// one game, as in the file.
 pub fn split_games(data: &[u8]) -> Vec<GameSpan> {
     let mut spans = Vec::new();
     each_game_span(data, |span| spans.push(span));
@@ -391,7 +394,7 @@ pub fn cut_games(data: &[u8], complete: bool, mut emit: impl FnMut(GameSpan)) ->
         if end == data.len() && !complete {
             return top;
         }
-        if movetext > start || !only_comments(&data[movetext..end]) {
+        if movetext > start || !no_moves(&data[movetext..end]) {
             emit(GameSpan { start, movetext, end });
         }
         i = end;
@@ -408,16 +411,25 @@ static MOVETEXT_STOP: [bool; 256] = {
     t
 };
 
-/// Whether a movetext holds nothing but whitespace, `{…}`, `;` and `%` comments (and BOMs).
-fn only_comments(d: &[u8]) -> bool {
+/// Whether a movetext holds nothing but whitespace, `{…}`, `;` and `%` comments (and BOMs) and
+/// game results (`1-0`, `0-1`, `1/2-1/2` in any spelling [`classify`] reads, `*`): a span
+/// without tags made of these is no game. It is the end of the game before it whose movetext
+/// is only a comment, cut off by a blank line (`{ White forfeits }`, blank line, `0-1`).
+fn no_moves(d: &[u8]) -> bool {
     let mut i = 0;
     while let Some(&c) = d.get(i) {
         match c {
-            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+            b' ' | b'\t' | b'\r' | b'\n' | b'*' => i += 1,
             b'{' => i = find_from(d, i + 1, b'}').map_or(d.len(), |p| p + 1),
             b';' | b'%' => i = find_from(d, i, b'\n').unwrap_or(d.len()),
             0x80.. if unicode_space_len(&d[i..]) > 0 => i += unicode_space_len(&d[i..]),
-            _ => return false,
+            _ => {
+                let k = token_len(&d[i..]);
+                if k == 0 || !matches!(classify(&d[i..i + k]), Token::Result(_)) {
+                    return false;
+                }
+                i += k;
+            }
         }
     }
     true
@@ -1821,6 +1833,25 @@ mod tests {
         }
         // A tagless game with moves is still a game.
         assert_eq!(parse_pgn(b"1. e4 e5 *\n", 512, 1).n_read, 1);
+    }
+
+    #[test]
+    fn a_result_after_a_comment_only_game_is_not_a_game() {
+        // A forfeit with no move: its movetext is a comment, then a blank line, then the result.
+        let forfeit = "[Event \"a\"]\n[Result \"0-1\"]\n[Termination \"Time forfeit\"]\n\n{ White forfeits on time }\n\n";
+        let bad = "[Event \"b\"]\n[Result \"1-0\"]\n[Termination \"Normal\"]\n\n1. e4 e5 2. Ke3 1-0\n\n";
+        for end in ["0-1", "*", "1/2-1/2 { agreed }", "\u{bd}-\u{bd}", "{ c } 1-0 ; a line comment", "0-1\n\n*"] {
+            let pgn = format!("{forfeit}{end}\n\n{bad}");
+            let b = parse_pgn(pgn.as_bytes(), 512, 0);
+            assert_eq!(b.n_read, 2, "{pgn:?}");
+            assert_eq!(b.skipped, [Skipped { game: 2, ply: 2, reason: SkipReason::IllegalMove }], "{pgn:?}");
+            assert_eq!(b.games[0].headers.get(Tag::Event), "a");
+            assert_eq!(b.games[0].outcome, outcome::BLACK_WINS_ON_TIME);
+        }
+        // After a blank line, moves without tags are still a game of their own.
+        let pgn = format!("{forfeit}1. e4 e5 0-1\n\n{bad}");
+        assert_eq!(parse_pgn(pgn.as_bytes(), 512, 0).n_read, 3);
+        assert_eq!(parse_pgn(b"1/2-1/2\n", 512, 0).n_read, 0);
     }
 
     #[test]
