@@ -397,7 +397,8 @@ def test_large_pgn_files_are_parsed_in_chunks_with_the_same_games(two_files: Pat
 def test_unwritable_cache_is_one_line_naming_the_folder(two_files: Path, tmp_path: Path, monkeypatch):
     """A PAWN_DATA_CACHE that cannot be created (a file stands there) or a full disk while the
     cache is finished: one ``error:`` line naming the cache folder and PAWN_DATA_CACHE, exit 1,
-    no traceback, no half-written cache (it was a FileExistsError / OSError traceback)."""
+    no traceback (it was a FileExistsError / OSError traceback), no finished cache; the scanned
+    partial build is kept to be continued (``tests/test_data_nothing_lost.py``: on a real full disk)."""
     import errno
 
     from typer.testing import CliRunner
@@ -421,5 +422,6 @@ def test_unwritable_cache_is_one_line_naming_the_folder(two_files: Path, tmp_pat
 
     monkeypatch.setattr(CacheWriter, "finish", full_disk)
     r = CliRunner().invoke(app, ["data", "info", str(two_files)])
-    assert r.exit_code == 1 and f"error: game cache {root}: cannot write it (No space left on device)" in r.output
-    assert list(root.iterdir()) == []  # the temporary cache folder was removed
+    assert r.exit_code == 1 and f"error: game cache {root}: cannot write it (No space left on device; " in r.output
+    (partial,) = list(root.iterdir())  # no finished cache; the scanned partial build, kept
+    assert partial.name.endswith(".partial") and f"the partial build {partial} is kept" in r.output

@@ -34,6 +34,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -165,9 +166,10 @@ class CacheWriter:
 
     After construction, ``done`` is True when another process finished the cache while this one
     waited for the lock (nothing to write), and ``resumed`` is the scan state the last
-    :meth:`checkpoint` recorded (None for a fresh build). Use as a context manager: on an error
-    the partial directory is removed; on ``KeyboardInterrupt``/``SystemExit`` (Ctrl-C, SIGTERM)
-    it is kept to be continued.
+    :meth:`checkpoint` recorded (None for a fresh build). Use as a context manager: on any error
+    (a full disk, Ctrl-C, SIGTERM) the partial directory is kept, to be continued by the next
+    build, once a :meth:`checkpoint` has written its journal (before that it is removed: there is
+    nothing to continue); :meth:`discard` removes it (the source itself is bad: nothing of it is kept).
     """
 
     def __init__(self, root: Path, key: str, identity: Optional[dict] = None):
@@ -222,9 +224,23 @@ class CacheWriter:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         for f in getattr(self, "_files", {}).values():
-            f.close()
-        if exc_type is not None and not issubclass(exc_type, (KeyboardInterrupt, SystemExit)) and not self.done:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            try:
+                f.close()
+            except OSError:  # its buffer could not be written (a full disk): the journal's sizes still hold
+                pass
+        if exc_type is not None and not self.done and not (self.tmp / JOURNAL_FILE).is_file():
+            shutil.rmtree(self.tmp, ignore_errors=True)  # no journal yet: nothing a new build could continue
+        self._release()
+
+    def discard(self) -> None:
+        """Remove the partial directory (everything this build and the ones it continues wrote),
+        e.g. when the source turned out to be unreadable; the lock is released."""
+        for f in getattr(self, "_files", {}).values():
+            try:
+                f.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
         self._release()
 
     def _release(self) -> None:
@@ -305,23 +321,42 @@ class CacheWriter:
         ids = np.fromfile(self.tmp / IDS_PART, dtype="<u8")
         if ids.size and ids.size == outcome.size:
             index["game_ids"] = ids.astype(np.uint64)
-        save_safetensors(index, self.tmp / INDEX_FILE)
+        try:
+            save_safetensors(index, self.tmp / INDEX_FILE)
+        except OSError:
+            raise
+        except Exception as e:  # safetensors reports a failed write as SafetensorError "... (os error 28)"
+            raise _os_error(e, self.tmp / INDEX_FILE) from None
         meta = {"format_version": FORMAT_VERSION, **meta, "n_games": int(outcome.shape[0]),
                 "total_tokens": int(self._total), "created_at_unix": time.time()}
-        (self.tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
-        for name in (LENGTHS_PART, OUTCOME_PART, SEEN_PART, IDS_PART, JOURNAL_FILE):
-            (self.tmp / name).unlink(missing_ok=True)
+        with open(self.tmp / META_FILE, "w") as f:
+            f.write(json.dumps(meta, indent=2, sort_keys=True))
+            f.flush()
+            os.fsync(f.fileno())
         manifest = {name: _sha256(self.tmp / name) for name in (TOKENS_FILE, INDEX_FILE, META_FILE)}
         with open(self.tmp / COMPLETE_FILE, "w") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
+        # the parts and the journal go only once the manifest is written: a build that fails
+        # before (a full disk) is continued from the journal
+        for name in (LENGTHS_PART, OUTCOME_PART, SEEN_PART, IDS_PART, JOURNAL_FILE):
+            (self.tmp / name).unlink(missing_ok=True)
         if self.final.exists():  # a stale cache the caller did not remove
             remove_cache(self.final)
         os.rename(self.tmp, self.final)
         self.done = True
         self._release()
         return self.final
+
+
+def _os_error(e: Exception, path: Path) -> Exception:
+    """``e`` as an OSError when its message carries an ``os error N`` (safetensors' errors), else ``e``."""
+    m = re.search(r"os error (\d+)", str(e))
+    if m is None:
+        return e
+    code = int(m.group(1))
+    return OSError(code, os.strerror(code), str(path))
 
 
 def open_cache(directory: Path) -> CsrGames:

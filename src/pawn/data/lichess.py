@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -33,7 +34,8 @@ from typing import Callable, Iterator, Optional, Protocol
 
 import numpy as np
 
-from pawn.data.cache import CacheCorrupt, CacheWriter, CsrGames, cache_key, cache_root, open_cache, remove_cache
+from pawn.data.cache import (JOURNAL_FILE, CacheCorrupt, CacheWriter, CsrGames, cache_key, cache_root, open_cache,
+                             remove_cache)
 from pawn.data.pgn_stream import is_pgn_name, pgn_files_in, pgn_pieces, pgn_stem
 from pawn.engine import PgnGames, parse_pgn
 from pawn.engine.pgn import PARSE_SKIP_REASONS, PARSER_VERSION, SKIP_REASON_TEXT, check_pgn
@@ -659,11 +661,17 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
                         w.add_seen(seen.drain())
                         w.checkpoint({"position": c.position, "stats": stats.to_json()})
                 except OSError as e:
-                    raise _cache_write_error(root, e) from None
+                    raise _cache_write_error(root, e, w.tmp) from None
+        except CacheWriteError:
+            raise
+        except DataError:  # the source cannot be read (a cut or corrupt file): nothing of it is kept
+            w.discard()
+            raise
         finally:
             if bar is not None:
                 bar.stop()
         if stats.kept == 0:
+            w.discard()
             raise DataError(f"no games left in {source.repo_or_path} ({split}) after the filters "
                             f"{describe_filters(filters)}: {stats.explain()}")
         try:
@@ -672,7 +680,7 @@ def cached_games(source: Source, split: str, filters: LichessFilters, *, cache_d
                       "source_files": fingerprint, "stats": stats.to_json(),
                       "parser_version": PARSER_VERSION if source.kind == "pgn" else None})
         except OSError as e:
-            raise _cache_write_error(root, e) from None
+            raise _cache_write_error(root, e, w.tmp) from None
     return open_cache(d), CacheInfo(key, split, d, state, stats)
 
 
@@ -692,10 +700,27 @@ def _open_hit(source: Source, d: Path, key: str, split: str, fingerprint: list) 
     return games, CacheInfo(key, split, d, "hit", ScanStats.from_json(old))
 
 
-def _cache_write_error(root: Path, e: OSError) -> DataError:
-    """One line for a cache that cannot be written (no permission, not a folder, a full disk)."""
-    return DataError(f"game cache {root}: cannot write it ({e.strerror or e}); set PAWN_DATA_CACHE to a writable "
-                     "folder with free space")
+class CacheWriteError(DataError):
+    """The game cache cannot be written (no permission, not a folder, a full disk); the message
+    names the folder, the system's reason and the free space there, and says whether a partial
+    build was kept to be continued."""
+
+
+def _cache_write_error(root: Path, e: OSError, partial: Optional[Path] = None) -> CacheWriteError:
+    """One line for a cache that cannot be written (no permission, not a folder, a full disk):
+    the folder, the reason, the bytes free there and, when ``partial`` holds a journal, that the
+    partial build is kept so that a new run continues it."""
+    try:
+        free = f"; {shutil.disk_usage(root).free:,} bytes free there"
+    except OSError:
+        free = ""
+    kept = ""
+    if partial is not None and (partial / JOURNAL_FILE).is_file():
+        kept = f"; the partial build {partial} is kept: make room and run again to continue it, or"
+    else:
+        kept = ";"
+    return CacheWriteError(f"game cache {root}: cannot write it ({e.strerror or e}{free}){kept} set PAWN_DATA_CACHE "
+                           "to a writable folder with free space")
 
 
 def describe_filters(f: LichessFilters) -> str:
