@@ -411,23 +411,46 @@ def test_cli_workers_each_receive_their_device_settings(tmp_path):
 
 
 # ------------------------------------------------------------------ leftovers of a new-user trial
-def test_best_config_paths_are_absolute(tmp_path, monkeypatch):
-    # best_config.json kept relative corpus_dir / backbone paths and failed from another directory.
+def test_best_config_paths_are_relative_to_the_file_and_move_with_it(tmp_path, monkeypatch):
+    # best_config.json kept relative corpus_dir / backbone paths and failed from another directory;
+    # then it stored them absolute: not portable to another checkout, and the report's Compare listed
+    # `/abs/runs/base` as differing from the same backbone given as `runs/base`.
+    import shutil
+
     from pawn.sweep.study import open_study, run_worker, summarize
+    from pawn.train.adapt_config import AdaptSettings
 
     class WithPaths(_Runner):
         def config(self, params, trial_dir):
-            return {**params, "corpus_dir": "corpus", "backbone": "runs/base", "data": "owner/games", "out": str(trial_dir)}
+            return {**params, "cache_dir": "cache", "backbone": "runs/base", "data": "owner/games", "out": str(trial_dir)}
 
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "runs" / "base").mkdir(parents=True)
-    s = SweepSettings.load(run_type="pretrain", trials=1, pruner="none", out="sw", compilation_cache="none")
+    root = tmp_path / "checkout"
+    monkeypatch.chdir(root.mkdir() or root)
+    (root / "cache").mkdir()
+    (root / "runs" / "base").mkdir(parents=True)
+    s = SweepSettings.load(run_type="pretrain", trials=1, pruner="none", out="runs/sw", compilation_cache="none")
     run_worker(s, log=lambda m: None, runner=WithPaths(), space=dict(SPACE))
     res = summarize(s, *open_study(s))
     cfg = json.loads(res.best_config.read_text())
-    assert cfg["corpus_dir"] == str(tmp_path / "corpus") and cfg["backbone"] == str(tmp_path / "runs" / "base")
+    assert cfg["cache_dir"] == "../../cache" and cfg["backbone"] == "../base"
     assert cfg["data"] == "owner/games"  # not a local path: a Hub id, left as it is
+    # read back from where it was written: the same spelling as given
+    ad = AdaptSettings.load(config_file=res.best_config)
+    assert (ad.backbone, ad.cache_dir, ad.data) == ("runs/base", Path("cache"), "owner/games")
+    # another checkout, read from another directory: the paths follow the file
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(root, moved)
+    monkeypatch.chdir(tmp_path)
+    ad = AdaptSettings.load(config_file=moved / "runs" / "sw" / "best_config.json")
+    assert (ad.backbone, ad.cache_dir) == ("elsewhere/copy/runs/base", Path("elsewhere/copy/cache"))
+    # a file written before (absolute paths), and one whose relative paths are from the working directory, read as before
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"backbone": str(root / "runs" / "base"), "cache_dir": str(root / "cache")}))
+    ad = AdaptSettings.load(config_file=old)
+    assert (ad.backbone, ad.cache_dir) == (str(root / "runs" / "base"), root / "cache")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "cwd.json").write_text(json.dumps({"backbone": "checkout/runs/base"}))
+    assert AdaptSettings.load(config_file=tmp_path / "cfg" / "cwd.json").backbone == "checkout/runs/base"
 
 
 def test_cli_unwritable_or_garbage_storage_is_one_line(tmp_path):

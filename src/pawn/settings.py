@@ -74,6 +74,39 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
+CONFIG_PATH_FIELDS = ("backbone", "data", "corpus_dir", "cache_dir", "init_from")
+"""Config-file fields that may name a local path (else a Hub id or a source left as it is)."""
+
+
+def resolve_config_paths(values: dict[str, Any], config_file: Path) -> dict[str, Any]:
+    """``values`` read from ``config_file`` with each relative :data:`CONFIG_PATH_FIELDS` entry
+    that exists beside the file (relative to the file's folder) rewritten as that path seen from
+    the working directory (``os.path.relpath``, so ``runs/base`` stays ``runs/base`` when the
+    file sits in the working directory). A relative value that does not exist there is kept as
+    given (a path from the working directory, a Hub id), so files written with paths relative
+    to the working directory, or absolute ones, read as before. ``pawn sweep`` writes
+    ``best_config.json`` with its local paths relative to itself (:func:`relative_config_path`)."""
+    base = os.path.dirname(os.path.abspath(config_file))
+    out = dict(values)
+    for key in CONFIG_PATH_FIELDS:
+        v = out.get(key)
+        if isinstance(v, str) and v and not os.path.isabs(v):
+            beside = os.path.normpath(os.path.join(base, v))
+            if os.path.exists(beside):
+                out[key] = os.path.relpath(beside)
+    return out
+
+
+def relative_config_path(value: str, config_dir: Path) -> str:
+    """``value``, a path that exists from the working directory, spelled relative to
+    ``config_dir`` (the folder of the config file it goes into) when it was given relative,
+    so that the file and the paths it names can move together; an absolute ``value`` stays
+    absolute. The inverse of :func:`resolve_config_paths`."""
+    if os.path.isabs(value):
+        return value
+    return os.path.relpath(os.path.abspath(value), os.path.abspath(config_dir))
+
+
 class _FileSource(PydanticBaseSettingsSource):
     """Settings source for ``--config FILE`` (lowest priority above defaults)."""
 
@@ -82,7 +115,7 @@ class _FileSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         path = _config_file.get()
-        return read_config_file(path) if path is not None else {}
+        return resolve_config_paths(read_config_file(path), path) if path is not None else {}
 
 
 class _Settings(BaseSettings):

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from pawn.errors import PawnError
 from pawn.fileio import write_json
-from pawn.settings import format_validation_error, read_config_file
+from pawn.settings import CONFIG_PATH_FIELDS, format_validation_error, read_config_file, relative_config_path, resolve_config_paths
 from pawn.sweep.objective import ask_quietly, failed_elsewhere, log_stale, make_objective, n_counted, n_finished
 from pawn.sweep.settings import SweepSettings
 from pawn.sweep.space import Space, derive, load_space, suggest
@@ -216,7 +216,7 @@ def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
     Raises:
         SweepError: a run type whose trainer is not available, or unusable base settings.
     """
-    base = read_config_file(s.base_config) if s.base_config is not None else {}
+    base = resolve_config_paths(read_config_file(s.base_config), s.base_config) if s.base_config is not None else {}
     try:
         if s.run_type == "pretrain":
             if s.data is not None:
@@ -559,10 +559,12 @@ def trial_record(t: optuna.trial.FrozenTrial, retried_as: Optional[int] = None) 
     }
 
 
-def best_config(study: optuna.Study) -> Optional[dict[str, Any]]:
-    """The best COMPLETE trial's settings as a ``--config`` file for its command: its stored
-    config without ``out`` and ``resume`` (give ``--out`` when re-running), relative local paths
-    made absolute (:data:`PATH_FIELDS`), or None."""
+def best_config(study: optuna.Study, config_dir: Path) -> Optional[dict[str, Any]]:
+    """The best COMPLETE trial's settings as a ``--config`` file for its command, to be written
+    into ``config_dir``: its stored config without ``out`` and ``resume`` (give ``--out`` when
+    re-running), each local path of :data:`pawn.settings.CONFIG_PATH_FIELDS` given relative
+    (a path that exists from here) spelled relative to ``config_dir``
+    (:func:`pawn.settings.relative_config_path`; ``--config`` resolves it back), or None."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
     if not done:
         return None
@@ -570,18 +572,14 @@ def best_config(study: optuna.Study) -> Optional[dict[str, Any]]:
     cfg = best.user_attrs.get("config")
     if cfg is None:
         return None
-    return {k: _absolute(k, v) for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+    return {k: _portable(k, v, config_dir) for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
 
 
-PATH_FIELDS = ("backbone", "data", "corpus_dir", "cache_dir")
-"""Trial settings that may name a local path (or a Hub id / Lichess source, left as they are)."""
-
-
-def _absolute(key: str, value: Any) -> Any:
-    """``value`` as an absolute path when ``key`` is a :data:`PATH_FIELDS` entry and ``value`` a
-    relative path that exists from here, so ``best_config.json`` works from any directory."""
-    if key in PATH_FIELDS and isinstance(value, str) and value and not os.path.isabs(value) and os.path.exists(value):
-        return os.path.abspath(value)
+def _portable(key: str, value: Any, config_dir: Path) -> Any:
+    """``value`` relative to ``config_dir`` when ``key`` is a path field and ``value`` a local
+    path that exists from here; other values (a Hub id, a Lichess source) as they are."""
+    if key in CONFIG_PATH_FIELDS and isinstance(value, str) and value and os.path.exists(value):
+        return relative_config_path(value, config_dir)
     return value
 
 
@@ -594,7 +592,7 @@ def summarize(s: SweepSettings, study: optuna.Study, url: str, *, write_best: bo
     done = [r for r in trials if r["state"] == "COMPLETE" and r["value"] is not None]
     best = min(done, key=lambda r: r["value"]) if done else None
     path = None
-    cfg = best_config(study) if write_best else None
+    cfg = best_config(study, s.out) if write_best else None
     if cfg is not None:
         path = s.out / BEST_CONFIG
         write_json(path, cfg, what="best config")
