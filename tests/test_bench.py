@@ -340,3 +340,28 @@ def test_step_section_runs_all_three_forms_of_the_current_train_step():
     for m in r.forms.values():
         assert m.n >= 1 and 0 < m.min_s <= m.median_s <= m.max_s
         assert m.rates["tokens_per_s"] > 0
+
+
+def test_adapt_data_defaults_to_the_lichess_folder_from_the_working_directory(tmp_path, shared_data, monkeypatch):
+    # It looked beside the installed package: after `pip install .` the adapt and population sections
+    # silently timed engine random games. Now ../shared/data/lichess from the working directory, else
+    # a plain line and a table title that say random games were timed.
+    from pawn.bench.adapt import RANDOM_GAMES
+
+    monkeypatch.delenv("PAWN_SHARED_DIR", raising=False)
+    one = tmp_path / "shared" / "data" / "lichess"
+    one.mkdir(parents=True)
+    small = min((shared_data / "lichess").glob("*.pgn"), key=lambda p: p.stat().st_size)  # 10 games
+    (one / small.name).symlink_to(small)
+    args = ["bench", "--quick", "--only", "adapt", "--repeats", "1", "--warmup", "1", "--steps-per-chunk", "1",
+            "--data-chunks", "1", "--batch-size", "2", "--adapt-strategies", "lora"]
+    for cwd, data, games, said in ((tmp_path / "checkout", "../shared/data/lichess", 10, False),
+                                   (tmp_path / "checkout" / "deeper", RANDOM_GAMES, 64, True)):
+        cwd.mkdir()
+        monkeypatch.chdir(cwd)
+        r = CliRunner().invoke(app, [*args, "--json", str(cwd / "b.json")])
+        assert r.exit_code == 0, r.output
+        rec = json.loads((cwd / "b.json").read_text())["adapt"]
+        assert (rec["data"], rec["train_games"]) == (data, games)
+        assert ("adapt: timing engine random games (no --adapt-data given" in r.output) == said
+        assert ("games of engine random" in r.output) == said

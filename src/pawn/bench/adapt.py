@@ -4,8 +4,8 @@ FLOPs per token) against full fine-tuning of the same backbone, per strategy, an
 fraction when training from the memory-mapped Lichess cache.
 
 Workload: the bench's model shape (``--variant``/``--supernet``, random weights) as the backbone,
-batch ``B × T`` of real Lichess games from ``--adapt-data`` (default: the project's shared PGN
-files; engine random games written as PGN when neither exists), the legal-masked loss, K steps per compiled chunk. "tokens" are padded positions
+batch ``B × T`` of real Lichess games from ``--adapt-data`` (default: :func:`default_adapt_data`;
+engine random games written as PGN, said so, when there are none), the legal-masked loss, K steps per compiled chunk. "tokens" are padded positions
 ``K·B·T`` per chunk, as everywhere in ``pawn bench``.
 
 Each row also reports its model FLOP utilisation against the same peak as the ``mfu`` section
@@ -101,14 +101,38 @@ class AdaptResult:
     flops_formula: str = ADAPTER_FLOPS_FORMULA
 
 
+LICHESS_FOLDER = Path("..") / "shared" / "data" / "lichess"
+"""The Lichess PGN folder ``--adapt-data`` defaults to, from the working directory (after
+``$PAWN_SHARED_DIR/data/lichess``): games of the public Lichess database, database.lichess.org."""
+
+RANDOM_GAMES = "engine random games (no --adapt-data given, and no Lichess folder at $PAWN_SHARED_DIR/data/lichess or ../shared/data/lichess)"
+"""The ``data`` of a record timed on engine random games written as PGN, as printed."""
+
+
 def default_adapt_data() -> Optional[str]:
-    """The shared Lichess PGN folder (``$PAWN_SHARED_DIR/data/lichess``, else
-    ``../shared/data/lichess`` beside the checkout), or None when neither exists."""
+    """The Lichess PGN folder of ``--adapt-data``'s default: ``$PAWN_SHARED_DIR/data/lichess``,
+    else :data:`LICHESS_FOLDER` from the working directory (not from where the package is
+    installed), or None when neither is a folder."""
     candidates = []
     if os.environ.get("PAWN_SHARED_DIR"):
         candidates.append(Path(os.environ["PAWN_SHARED_DIR"]) / "data" / "lichess")
-    candidates.append(Path(__file__).resolve().parents[3].parent / "shared" / "data" / "lichess")
+    candidates.append(LICHESS_FOLDER)
     return next((str(c) for c in candidates if c.is_dir()), None)
+
+
+def adapt_data(s: BenchSettings, detail: Any = lambda m: None) -> Optional[str]:
+    """``--adapt-data``, else :func:`default_adapt_data`; when neither gives games, says so
+    through ``detail`` (the section's sub-status line) and returns None (the caller then times
+    engine random games, recorded as :data:`RANDOM_GAMES`)."""
+    data = s.adapt_data or default_adapt_data()
+    if data is None:
+        detail(f"timing {RANDOM_GAMES}")
+    return data
+
+
+def data_name(data: str) -> str:
+    """A record's ``data`` as a table title names it: the file or folder name, or :data:`RANDOM_GAMES`."""
+    return data if data == RANDOM_GAMES else Path(data).name
 
 
 def _random_games_pgn(path: Path, n: int, max_ply: int, seed: int) -> str:
@@ -122,12 +146,13 @@ def _random_games_pgn(path: Path, n: int, max_ply: int, seed: int) -> str:
     return str(path)
 
 
-def bench_adapt(s: BenchSettings, mfu_result: Any = None) -> AdaptResult:
+def bench_adapt(s: BenchSettings, mfu_result: Any = None, detail: Any = lambda m: None) -> AdaptResult:
     """Time the adapter chunk per strategy (``--adapt-strategies``) and full fine-tuning on the
     same backbone, batch and loss, then the data-wait fraction of the first adapter strategy fed
     from the cache (built in a temporary directory, untimed). ``mfu_result``: the ``mfu``
     section's :class:`~pawn.bench.mfu.MfuResult` when it ran (its peak is reused and its MFU
-    reported beside the adapter rows); else the peak is measured here.
+    reported beside the adapter rows); else the peak is measured here. ``detail``: the
+    section's sub-status callback (:func:`adapt_data` says there when no Lichess games exist).
 
     Raises:
         UsageError: fewer games than the chunks need.
@@ -147,7 +172,7 @@ def bench_adapt(s: BenchSettings, mfu_result: Any = None) -> AdaptResult:
 
     cfg, _, label = s.model()
     B, T, K = s.batch_size, s.seq_len, s.steps_per_chunk
-    data = s.adapt_data or default_adapt_data()
+    data = adapt_data(s, detail)
     keys = (*BATCH_KEYS, "legal")
     tmp = Path(tempfile.mkdtemp(prefix="pawn-bench-adapt-"))
     try:
@@ -162,7 +187,8 @@ def bench_adapt(s: BenchSettings, mfu_result: Any = None) -> AdaptResult:
         host = [batches.batch_at(i) for i in range(K)]
         chunk_host = {k: np.stack([getattr(b, k) for b in host]) for k in keys}
         backbone = PAWNModel(cfg, jax.random.key(0))
-        out = AdaptResult(label, backbone.num_params(), B, T, K, data, len(corpus.train))
+        out = AdaptResult(label, backbone.num_params(), B, T, K, s.adapt_data or default_adapt_data() or RANDOM_GAMES,
+                          len(corpus.train))
         sched = build_schedule("constant", 1e-4, 10**6, 0)
         opt = make_optimizer(sched, b1=0.9, b2=0.999, weight_decay=0.0, max_grad_norm=1.0)
         loss = make_adapter_loss(legal_mask=True, illegal_penalty=0.0, dtype=s.compute_dtype())
@@ -223,7 +249,7 @@ def adapt_view(r: AdaptResult):
     """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
 
     v = TableView(f"adapter step vs full fine-tuning: {r.backbone} ({r.backbone_params:,} params), batch {r.batch_size} × "
-                  f"seq {r.seq_len}, K = {r.steps_per_chunk}, legal-masked loss, {r.train_games:,} games of {Path(r.data).name}",
+                  f"seq {r.seq_len}, K = {r.steps_per_chunk}, legal-masked loss, {r.train_games:,} games of {data_name(r.data)}",
                   ["workload", Metric("trainable params"), "call_ms", "tokens_per_s", "tokens_per_s_range",
                    Metric("vs full fine-tuning"), Metric("FLOPs/token"), Metric("% of peak")])
     for a in r.steps:
@@ -250,6 +276,6 @@ def _work(s: BenchSettings) -> float:
     return train_step_work(s) * ((len(s.adapt_strategies) + 1) * (s.repeats + s.warmup) + s.data_chunks)
 
 
-SECTION = register(Section("adapt", 90, lambda s, ctx: bench_adapt(s, ctx.results.get("mfu")), adapt_view, (40.0, 240.0),
+SECTION = register(Section("adapt", 90, lambda s, ctx: bench_adapt(s, ctx.results.get("mfu"), ctx.detail), adapt_view, (40.0, 240.0),
                            _work))
 """The ``adapt`` row of the section table (:mod:`pawn.bench.section`)."""

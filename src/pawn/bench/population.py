@@ -9,7 +9,8 @@ warm-up: :data:`MEMBERS`). Two run types, each with two rows:
   engine random games;
 - ``adapt``: ``--population-strategy`` adapter trials on the same shape as the backbone (random
   weights written to a temporary checkpoint), fed the adapt section's games (``--adapt-data``,
-  else the shared Lichess PGN folder, else engine random games written as PGN).
+  else ``../shared/data/lichess`` from the working directory, else engine random games written as
+  PGN, said so).
 
 Rows:
 
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from pawn.bench.adapt import data_name
 from pawn.bench.records import OMIT_NONE, Measurement
 from pawn.bench.settings import BenchSettings
 from pawn.bench.report import Metric, TableView, _n
@@ -276,8 +278,9 @@ def bench_pretrain_population(s: BenchSettings, out: PopulationResult, tmp: Path
                                  seq, P, steps))
 
 
-def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -> None:
+def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path, detail: Callable[[str], None] = lambda m: None) -> None:
     """The adapter rows (appended to ``out.rows``); sets ``out.data`` and ``out.train_games``.
+    ``detail``: the section's sub-status callback.
 
     Raises:
         UsageError: fewer games than one epoch of the end-to-end trials needs.
@@ -287,7 +290,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
     import numpy as np
 
     from pawn.adapters import build_adapted, get_strategy, rosa
-    from pawn.bench.adapt import _random_games_pgn, default_adapt_data
+    from pawn.bench.adapt import RANDOM_GAMES, _random_games_pgn, adapt_data
     from pawn.checkpoint import save_checkpoint
     from pawn.data.lichess import LichessFilters, load_corpus
     from pawn.data.lichess_batches import GameBatches
@@ -305,7 +308,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
     backbone = tmp / "backbone"
     save_checkpoint(backbone, {k: np.asarray(v) for k, v in PAWNModel(cfg, jax.random.key(0)).params().items()}, cfg,
                     run_config={"prepend_outcome": False, "seq_len": T})
-    data = s.adapt_data or default_adapt_data()
+    data = named = adapt_data(s, detail)
     if data is None:  # no Lichess games here: engine random games through the same PGN → cache path
         data = _random_games_pgn(tmp / "random-games.pgn", max(4 * (half + K) * B, 64 + s.population_val_games), T, s.seed)
     base = dict(backbone=str(backbone), strategy=s.population_strategy, data=data, batch_size=B, seq_len=T, epochs=2,
@@ -316,7 +319,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
     # the cache is built here, untimed, with run_adapt's arguments: both timed sides then read it
     corpus = load_corpus(c0.data, LichessFilters(c0.elo_min, c0.elo_max, c0.min_ply, c0.max_games), split=c0.split,
                          val_games=c0.val_games, cache_dir=c0.cache_dir, test_games=c0.test_games)
-    out.data, out.train_games = str(data), len(corpus.train)
+    out.data, out.train_games = str(named or RANDOM_GAMES), len(corpus.train)
     batches = GameBatches(corpus.train, c0.layout, T, B, s.seed, legal_mask=True)
     if batches.steps_per_epoch < max(K, half):
         raise UsageError(f"bench population: {len(corpus.train)} games of {data} give {batches.steps_per_epoch} batches of "
@@ -349,10 +352,10 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path) -
                                  seq, P, steps))
 
 
-def bench_population(s: BenchSettings) -> PopulationResult:
+def bench_population(s: BenchSettings, detail: Callable[[str], None] = lambda m: None) -> PopulationResult:
     """Run the section: the pretraining rows, then the adapter rows (module docstring). Every
     file (run directories, the backbone checkpoint, the game cache) lives in a temporary
-    directory removed at the end.
+    directory removed at the end. ``detail``: the section's sub-status callback (which row runs).
 
     Raises:
         UsageError: too few games for the adapter trials, or a phased strategy (RoSA family).
@@ -365,7 +368,7 @@ def bench_population(s: BenchSettings) -> PopulationResult:
     tmp = Path(tempfile.mkdtemp(prefix="pawn-bench-population-"))
     try:
         bench_pretrain_population(s, out, tmp)
-        bench_adapt_population(s, out, tmp)
+        bench_adapt_population(s, out, tmp, detail)
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -376,7 +379,7 @@ def population_view(r: PopulationResult):
 
     v = TableView(f"population of {r.population_size} (one vmapped program) vs {r.population_size} sequential trials: {r.model}, "
                   f"batch {r.batch_size} × seq {r.seq_len}, K = {r.steps_per_chunk}, {r.steps_per_trial} steps per trial; "
-                  f"adapters {r.strategy} on {r.train_games:,} games of {Path(r.data).name or r.data}",
+                  f"adapters {r.strategy} on {r.train_games:,} games of {data_name(r.data)}",
                   ["workload", Metric("measure", left=True), Metric("population s"), Metric("sequential s"),
                    Metric("s/trial-step pop"), Metric("s/trial-step seq"), Metric("trials/h pop"), Metric("trials/h seq"),
                    Metric("ratio"), Metric("first chunk s pop / seq")])
@@ -410,6 +413,6 @@ def _work(s: BenchSettings) -> float:
 
 
 # measured on the shared 2-core CPU at load ~5: quick ~100 s, default ~20 min
-SECTION = register(Section("population", 100, lambda s, ctx: bench_population(s), population_view, (60.0, 600.0),
+SECTION = register(Section("population", 100, lambda s, ctx: bench_population(s, ctx.detail), population_view, (60.0, 600.0),
                            _work))
 """The ``population`` row of the section table (:mod:`pawn.bench.section`)."""
