@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import re
 import subprocess
 import sys
 import time
@@ -199,6 +200,16 @@ def test_sweep_prunes_bad_trial_continues_and_best_config_reproduces(tmp_path):
     study = _study(out)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 2
     first_values = [t.value for t in study.trials]
+    # one line per validation of the running trial (a trial printed nothing until it ended)
+    lines = re.findall(r"^trial (\d+) step (\d+): val loss ([\d.]+) \(trial best ([\d.]+)(?:; study best ([\d.]+), trial (\d+))?\)$",
+                       r.stderr, re.M)
+    want = []
+    for t in study.trials:
+        for step, v in sorted(t.intermediate_values.items()):
+            best_so_far = min(x for k, x in t.intermediate_values.items() if k <= step)
+            study_best = ("", "") if t.number == 0 else (f"{first_values[0]:.4f}", "0")
+            want.append((str(t.number), str(step), f"{v:.4f}", f"{best_so_far:.4f}", *study_best))
+    assert lines == want and len(want) == 8, r.stderr[-3000:]
     study.enqueue_trial({"lr": 1.0})  # deliberately bad; the re-run continues the same study with it
     r = subprocess.run(_sweep_cmd(out, 3, "--seed", "0", "--json", str(tmp_path / "all.json")), env=_env(),
                        capture_output=True, text=True, timeout=600)

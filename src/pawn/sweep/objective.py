@@ -74,7 +74,7 @@ def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Cal
             return _fail(trial, f"settings refused: {e}", log)
         trial.set_user_attr("run_dir", str(trial_dir))
         trial.set_user_attr("config", config)
-        hook = PrunerHook(trial, lambda m: m[runner.objective_key])
+        hook = PrunerHook(trial, lambda m: m[runner.objective_key], log=log)
         log(f"trial {trial.number}: {json.dumps(params, default=str)}")
         try:
             outcome = runner.run(config, [hook])

@@ -488,7 +488,7 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
             alive.append(t)
         if alive:
             log(f"population of {len(alive)}: trials {[t.number for t in alive]}")
-            reporters = [PrunerHook(t, lambda m: m[runner.objective_key]) for t in alive]
+            reporters = [PrunerHook(t, lambda m: m[runner.objective_key], log=log) for t in alive]
             try:
                 with shared.beating(alive, s.heartbeat_s):
                     outcomes = train_population(configs, reporters, log=log)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import TrialState
 
 from pawn.errors import PawnError
 from pawn.settings import PretrainConfig
@@ -130,13 +131,17 @@ class PrunerHook(Hook):
     longer running (failed by another worker's stale-trial check while this worker was
     suspended) stops it with reason :data:`FAILED_ELSEWHERE`.
 
+    With ``log``, each validation is one line while the trial runs (:meth:`progress_line`):
+    ``trial 3 step 16: val loss 3.4012 (trial best 3.4012; study best 3.3652, trial 1)``.
+
     Args:
         trial: the Optuna trial (or anything with ``report``/``should_prune``).
         value: ``ValidationEvent.metrics`` → the val loss (float).
+        log: one-line messages (None: silent).
     """
 
-    def __init__(self, trial: Any, value: Callable[[dict], float]):
-        self.trial, self.value = trial, value
+    def __init__(self, trial: Any, value: Callable[[dict], float], log: Optional[Callable[[str], None]] = None):
+        self.trial, self.value, self.log = trial, value, log
         self.reported: dict[int, float] = {}
         self._stop: Optional[str] = None
 
@@ -158,10 +163,14 @@ class PrunerHook(Hook):
         if not math.isfinite(v):
             self._stop = "nonfinite_val"
             self.reported[int(event.step)] = v
+            if self.log is not None:
+                self.log(self.progress_line(int(event.step), v) + "; stopping the trial")
             return
         if int(event.step) in self.reported or int(event.step) in getattr(self.trial, "intermediate_values", {}):
             return
         self.reported[int(event.step)] = v
+        if self.log is not None:
+            self.log(self.progress_line(int(event.step), v))
         try:
             self.trial.report(v, int(event.step))
         except UpdateFinishedTrialError:  # another worker's stale check failed this trial while it ran
@@ -169,6 +178,18 @@ class PrunerHook(Hook):
             return
         if self.trial.should_prune():
             self._stop = "pruned"
+
+    def progress_line(self, step: int, v: float) -> str:
+        """The line of one validation: trial number, global step, val loss, the trial's best so
+        far and the study's best COMPLETE trial (when the trial has a study that has one)."""
+        line = f"trial {getattr(self.trial, 'number', '?')} step {step}: val loss {v:.4f} (trial best {self.best:.4f}"
+        study = getattr(self.trial, "study", None)
+        if study is not None:
+            done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
+            if done:
+                b = min(done, key=lambda t: t.value)
+                line += f"; study best {b.value:.4f}, trial {b.number}"
+        return line + ")"
 
     def on_chunk(self, ctx: ChunkContext) -> None:
         raise_if_interrupted()  # a Ctrl-C Python dropped inside a callback: stop now (see CTRL_C)
