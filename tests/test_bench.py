@@ -5,6 +5,7 @@ run whose JSON structure (never its speed) is checked."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -365,3 +366,29 @@ def test_adapt_data_defaults_to_the_lichess_folder_from_the_working_directory(tm
         assert (rec["data"], rec["train_games"]) == (data, games)
         assert ("adapt: timing engine random games (no --adapt-data given" in r.output) == said
         assert ("games of engine random" in r.output) == said
+
+
+def test_estimates_rescale_to_this_runs_pace_as_sections_finish():
+    # The estimate printed before a run ("roughly 0:23:26") was never revised: that run took 62 min.
+    from pawn.bench import finished_line, rescaled_estimates
+
+    est = {"step": 100.0, "data": 50.0, "population": 600.0}
+    assert rescaled_estimates(est, {}) == (est, 1.0)
+    # step ran 300 s against 100 estimated, data 150 against 50: pace (300 + 150) / 150 = 3
+    rest, pace = rescaled_estimates(est, {"step": 300.0, "data": 150.0})
+    assert pace == 3.0 and rest == {"population": 1800.0}
+    assert finished_line("data", 150.0, est, {"step": 300.0, "data": 150.0}) == (
+        "pawn bench: data took 0:02:30 (estimated 0:00:50); the other 1 section roughly 0:30:00 at this run's pace "
+        "(3.00× the estimates so far)")
+    assert finished_line("population", 1.0, est, {"step": 1.0, "data": 1.0, "population": 1.0}).endswith("(estimated 0:10:00)")
+
+
+def test_bench_cli_prints_each_sections_time_the_revised_rest_and_sub_status(tmp_path):
+    r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine,data", "--repeats", "1", "--data-chunks", "1"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"^pawn bench: engine took \d+:\d\d:\d\d \(estimated \d+:\d\d:\d\d\); the other 1 section roughly "
+                     r"\d+:\d\d:\d\d at this run's pace \([\d.]+× the estimates so far\)$", r.output, re.M), r.output
+    assert re.search(r"^pawn bench: data took .*\(estimated [^)]*\)$", r.output, re.M), r.output
+    # the sub-status lines of a section (one line each when the output is not a terminal)
+    for part in ("compiling the train step shared by step, mfu, data", "building a corpus of", "training fed from the corpus"):
+        assert re.search(rf"^pawn bench: data: {part}.* \(\d+:\d\d:\d\d into the section\)$", r.output, re.M), (part, r.output)

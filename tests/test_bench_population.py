@@ -57,6 +57,14 @@ def test_population_section_runs_both_run_types_and_writes_its_json(tmp_path, sh
                                  "--population-steps", "2", "--population-val-games", "4", e2e, "--json", str(out)])
     assert r.exit_code == 0, r.output
     assert "population of 2 (one vmapped program)" in r.output and "adapter (lora)" in r.output  # the table
+    # sub-progress inside the section (it ran ≈ 37 min behind one spinner at the default settings)
+    parts = ["pretraining steady-state chunk: first calls (compiling)", "pretraining steady-state chunk: round 1/1",
+             "adapter: reading the games of lichess into a cache", "adapter steady-state chunk: round 1/1"]
+    if end_to_end:
+        parts += ["pretraining end to end: a population of 2 trials of 2 steps", "pretraining end to end: sequential trial 2/2 of 2 steps",
+                  "adapter end to end: a population of 2 trials of 2 steps", "adapter end to end: sequential trial 2/2 of 2 steps"]
+    for part in parts:
+        assert f"pawn bench: population: {part} (" in r.output, (part, r.output[-3000:])
     rep = json.loads(out.read_text())
     assert rep["sections"] == rep["completed_sections"] == ["population"]
     p = rep["population"]

@@ -30,8 +30,8 @@ from pawn.bench.mfu import (FLOPS_FORMULA, GPU_PEAKS, PEAK_SOURCE, bench_mfu, lo
                             step_flops_per_token)
 from pawn.bench.records import Measurement, to_json
 from pawn.bench.report import METRICS, print_report
-from pawn.bench.runner import (REFERENCE_MACHINE, REFERENCE_SECTION_S, SECTIONS, BenchReport, estimate_line,
-                               estimate_seconds, header, parse_only, run_bench)
+from pawn.bench.runner import (REFERENCE_MACHINE, REFERENCE_SECTION_S, SECTIONS, BenchReport, estimate_line, finished_line,
+                               estimate_seconds, header, parse_only, rescaled_estimates, run_bench)
 from pawn.bench.section import Section, SectionContext, register
 from pawn.bench.settings import QUICK_PRESET, BenchSettings, pretrain_optimizer
 from pawn.bench.step import StepSetup, bench_step, fresh_state, make_setup
@@ -42,7 +42,7 @@ __all__ = [
     "BenchReport", "BenchSettings", "FLOPS_FORMULA", "GPU_PEAKS", "METRICS", "Measurement", "PEAK_SOURCE", "QUICK_PRESET",
     "REFERENCE_MACHINE", "REFERENCE_SECTION_S", "SECTIONS", "Section", "SectionContext", "StepSetup", "bench_adapt", "bench_concurrency", "bench_data", "bench_decode",
     "bench_engine", "bench_eval", "bench_memory", "bench_mfu", "bench_population", "bench_step", "common_window_rate", "decode_step_timing",
-    "estimate_line", "estimate_seconds", "flops_per_token", "fresh_state", "header", "lookup_gpu_peak", "make_setup",
+    "estimate_line", "estimate_seconds", "finished_line", "rescaled_estimates", "flops_per_token", "fresh_state", "header", "lookup_gpu_peak", "make_setup",
     "measure_matmul_peak", "parse_only", "per_repetition_rates", "pretrain_optimizer", "print_report", "rates", "register",
     "resolve_pgn_files", "run_bench", "step_flops_per_token", "time_call", "timing_stats", "to_json",
 ]

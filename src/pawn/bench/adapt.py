@@ -193,7 +193,9 @@ def bench_adapt(s: BenchSettings, mfu_result: Any = None, detail: Any = lambda m
         opt = make_optimizer(sched, b1=0.9, b2=0.999, weight_decay=0.0, max_grad_norm=1.0)
         loss = make_adapter_loss(legal_mask=True, illegal_penalty=0.0, dtype=s.compute_dtype())
         programs = {}
-        for name in (FULL, *s.adapt_strategies):
+        names = (FULL, *s.adapt_strategies)
+        for i, name in enumerate(names):
+            detail(f"{'full fine-tuning' if name == FULL else name} ({i + 1}/{len(names)})")
             if name == FULL:
                 model, trainable, n = backbone, None, backbone.num_params()
             else:
@@ -229,6 +231,7 @@ def bench_adapt(s: BenchSettings, mfu_result: Any = None, detail: Any = lambda m
             a.mfu = a.flops_per_token * a.chunk.rates["tokens_per_s"] / out.peak.flops_per_s
         name = s.adapt_strategies[0] if s.adapt_strategies else FULL
         prog, holder, frozen = programs[name]
+        detail(f"data wait: {name}, {s.data_chunks} chunks from the cache")
         stream = BatchChunks(batches, start=K, end=K + s.data_chunks * K, k=K, keys=keys)
         try:
             t0 = time.perf_counter()

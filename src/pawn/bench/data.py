@@ -9,7 +9,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
@@ -45,13 +45,13 @@ class DataResult:
     training: dict[str, DataWait] = field(default_factory=dict)
 
 
-def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None) -> DataResult:
+def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None, detail: Callable[[str], None] = lambda m: None) -> DataResult:
     """The trainer's data path. (1) Host batch build per step (``make_batch``: games → packed
     [B, T]) from fresh engine games versus a pre-staged on-disk corpus (built in a temporary
     directory, untimed). (2) The data-wait fraction while training: the trainer's
     :class:`~pawn.data.stream.ChunkStream` (background thread, prefetch 2) feeding
     ``run_chunk`` for ``data_chunks`` chunks after compilation, for both sources;
-    ``wait_frac`` = seconds the loop blocked on data / wall seconds."""
+    ``wait_frac`` = seconds the loop blocked on data / wall seconds. ``detail`` is told which part runs."""
     import jax
 
     from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus, make_batch
@@ -60,12 +60,14 @@ def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None) -> DataResul
     n_steps = max(s.repeats, s.data_chunks * K) + K
     tmp = Path(tempfile.mkdtemp(prefix="pawn-bench-corpus-"))
     try:
+        detail(f"building a corpus of {n_steps * B} games (untimed)")
         t0 = time.perf_counter()
         build_corpus(tmp / "corpus", n_steps * B, T, s.seed)
         out = DataResult(B, T, K, {"games": n_steps * B, "build_s": time.perf_counter() - t0})
         sources = {"engine": EngineSource(s.seed, T),
                    "corpus": CorpusSource(tmp / "corpus", seed=s.seed, max_ply=T, mate_boost=0.0, n_games=n_steps * B)}
         for name, src in sources.items():
+            detail(f"batch build from the {name}")
             make_batch(src, 0, B, T, False)
             samples = []
             for i in range(s.repeats):
@@ -80,6 +82,7 @@ def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None) -> DataResul
         state, _ = prog.run_chunk(state, prog.place_chunk(setup.chunk))  # compile outside the timing
         jax.block_until_ready(state)
         for name, src in sources.items():
+            detail(f"training fed from the {name}: {s.data_chunks} chunks")
             stream = ChunkStream(src, start_step=0, end_step=s.data_chunks * K, k=K, batch_size=B, seq_len=T,
                                  prepend_outcome=False, prefetch=2)
             try:
@@ -97,6 +100,6 @@ def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None) -> DataResul
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-SECTION = register(Section("data", 50, lambda s, ctx: bench_data(s, ctx.setup), R._data, (1.0, 50.0),
+SECTION = register(Section("data", 50, lambda s, ctx: bench_data(s, ctx.setup, ctx.detail), R._data, (1.0, 50.0),
                            lambda s: train_step_work(s) * s.data_chunks, shared_setup=True))
 """The ``data`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -131,16 +131,20 @@ def member_settings(i: int, steps: int) -> dict[str, float]:
     return {"lr": m["lr"] * (1 + i // len(MEMBERS)), "weight_decay": m["weight_decay"], "warmup_steps": int(m["warmup"] * steps)}
 
 
-def _interleaved(run_pop: Callable[[], None], run_seq: Callable[[], None], rounds: int) -> tuple[dict, dict]:
+def _interleaved(run_pop: Callable[[], None], run_seq: Callable[[], None], rounds: int,
+                 detail: Callable[[str], None] = lambda m: None) -> tuple[dict, dict]:
     """First call of each (compilation included), then ``rounds`` rounds pop, seq, pop, seq …:
-    :func:`~pawn.bench.timing.timing_stats` of each, with ``first_call_s``."""
+    :func:`~pawn.bench.timing.timing_stats` of each, with ``first_call_s``. ``detail`` is told
+    which part runs (``first calls (compiling)``, ``round 2/5``)."""
     firsts = []
+    detail("first calls (compiling)")
     for fn in (run_pop, run_seq):
         t0 = time.perf_counter()
         fn()
         firsts.append(time.perf_counter() - t0)
     tp, ts = [], []
-    for _ in range(max(1, rounds)):
+    for r in range(max(1, rounds)):
+        detail(f"round {r + 1}/{max(1, rounds)}")
         for fn, xs in ((run_pop, tp), (run_seq, ts)):
             t0 = time.perf_counter()
             fn()
@@ -154,9 +158,9 @@ def _interleaved(run_pop: Callable[[], None], run_seq: Callable[[], None], round
 
 
 def _step_row(run_type: str, prog_of: Callable, member_cfgs: list, model, trainable, chunk_host: dict, frozen_needed: bool,
-              s: BenchSettings, steps: int) -> PopulationRow:
+              s: BenchSettings, steps: int, detail: Callable[[str], None] = lambda m: None) -> PopulationRow:
     """The ``step`` row: ``prog_of(member config) -> (TrainProgram, optimizer, schedule)``;
-    ``model`` is split by ``trainable`` (None = all trained)."""
+    ``model`` is split by ``trainable`` (None = all trained); ``detail``: sub-status lines."""
     import equinox as eqx
     import jax
 
@@ -187,7 +191,8 @@ def _step_row(run_type: str, prog_of: Callable, member_cfgs: list, model, traina
             holder["seq"][i], m = prog.run_chunk(holder["seq"][i], prog.place_chunk(chunk_host), *args)
             jax.block_until_ready(m["loss"])
 
-    sp, ss = _interleaved(run_pop, run_seq, s.repeats)
+    label = "pretraining" if run_type == "pretrain" else "adapter"
+    sp, ss = _interleaved(run_pop, run_seq, s.repeats, lambda m: detail(f"{label} steady-state chunk: {m}"))
     mp = Measurement.of(sp).per(K * P * B * T, "tokens_per_s")
     ms = Measurement.of(ss).per(K * P * B * T, "tokens_per_s")
     return PopulationRow.of(run_type, "step", mp.median_s, ms.median_s, K * P, steps,
@@ -195,7 +200,12 @@ def _step_row(run_type: str, prog_of: Callable, member_cfgs: list, model, traina
                             population=mp, sequential=ms)
 
 
-def _e2e_row(run_type: str, run_pop: Callable[[], Any], run_seq: Callable[[], Any], P: int, steps: int) -> PopulationRow:
+def _e2e_row(run_type: str, run_pop: Callable[[], Any], run_seq: Callable[[], Any], P: int, steps: int,
+             detail: Callable[[str], None] = lambda m: None) -> PopulationRow:
+    """The ``end_to_end`` row: wall seconds of ``run_pop()`` (P whole trials as one population)
+    and of ``run_seq()`` (the same P trials one after another; it reports each trial through
+    ``detail`` itself). Raises UsageError when a population member did not complete."""
+    detail(f"{'pretraining' if run_type == 'pretrain' else 'adapter'} end to end: a population of {P} trials of {steps} steps")
     t0 = time.perf_counter()
     outs = run_pop()
     pop_s = time.perf_counter() - t0
@@ -232,8 +242,8 @@ def _e2e_chunk(s: BenchSettings) -> tuple[int, int]:
     return half, math.gcd(s.steps_per_chunk, half)
 
 
-def bench_pretrain_population(s: BenchSettings, out: PopulationResult, tmp: Path) -> None:
-    """The pretraining rows (appended to ``out.rows``)."""
+def bench_pretrain_population(s: BenchSettings, out: PopulationResult, tmp: Path, detail: Callable[[str], None] = lambda m: None) -> None:
+    """The pretraining rows (appended to ``out.rows``); ``detail``: the section's sub-status callback."""
     import numpy as np
 
     from pawn.data.stream import EngineSource, make_batch
@@ -263,7 +273,7 @@ def bench_pretrain_population(s: BenchSettings, out: PopulationResult, tmp: Path
     batches = [make_batch(src, i, s.batch_size, s.seq_len, False) for i in range(s.steps_per_chunk)]
     chunk = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
     model = PAWNModel(stored, jax.random.key(0))
-    out.rows.append(_step_row("pretrain", prog_of, cfgs, model, None, chunk, False, s, steps))
+    out.rows.append(_step_row("pretrain", prog_of, cfgs, model, None, chunk, False, s, steps, detail))
     if s.population_end_to_end:
         from pawn.sweep.trials import PretrainTrialRunner
 
@@ -271,11 +281,12 @@ def bench_pretrain_population(s: BenchSettings, out: PopulationResult, tmp: Path
         key = PretrainTrialRunner(dumps[0]).objective_key
 
         def seq():
-            for c in cfgs:
+            for i, c in enumerate(cfgs):
+                detail(f"pretraining end to end: sequential trial {i + 1}/{P} of {steps} steps")
                 run_pretrain(c, log=lambda m: None, progress=False, install_signal_handlers=False)
 
         out.rows.append(_e2e_row("pretrain", lambda: run_pretrain_population(dumps, _reporters(P, key), log=lambda m: None),
-                                 seq, P, steps))
+                                 seq, P, steps, detail))
 
 
 def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path, detail: Callable[[str], None] = lambda m: None) -> None:
@@ -316,6 +327,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path, d
                 cache_dir=str(tmp / "cache"), dtype=s.dtype or "auto", lr_schedule="cosine")
     cfgs = [AdaptSettings.load(**base, **member_settings(i, steps), out=str(tmp / "adapt" / f"m{i}")) for i in range(P)]
     c0 = cfgs[0]
+    detail(f"adapter: reading the games of {data_name(named or RANDOM_GAMES)} into a cache")
     # the cache is built here, untimed, with run_adapt's arguments: both timed sides then read it
     corpus = load_corpus(c0.data, LichessFilters(c0.elo_min, c0.elo_max, c0.min_ply, c0.max_games), split=c0.split,
                          val_games=c0.val_games, cache_dir=c0.cache_dir, test_games=c0.test_games)
@@ -339,17 +351,18 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path, d
         opt = make_optimizer(sched, b1=c.beta1, b2=c.beta2, weight_decay=c.weight_decay, max_grad_norm=c.max_grad_norm)
         return TrainProgram(opt, sched, [(model.config, 1.0)], s.compute_dtype(), "none", make_mesh(), 1, loss_fn=loss), opt, sched
 
-    out.rows.append(_step_row("adapt", prog_of, cfgs, model, model.trainable_filter(), chunk, True, s, steps))
+    out.rows.append(_step_row("adapt", prog_of, cfgs, model, model.trainable_filter(), chunk, True, s, steps, detail))
     if s.population_end_to_end:
         dumps = [c.model_dump(mode="json") for c in cfgs]
 
         def seq():  # as a sequential sweep runs its trials: one AdaptReuse (backbone read once, programs shared)
             reuse = AdaptReuse()
-            for c in cfgs:
+            for i, c in enumerate(cfgs):
+                detail(f"adapter end to end: sequential trial {i + 1}/{P} of {steps} steps")
                 run_adapt(c, log=lambda m: None, progress=False, install_signal_handlers=False, reuse=reuse)
 
         out.rows.append(_e2e_row("adapt", lambda: run_adapt_population(dumps, _reporters(P, "loss"), log=lambda m: None),
-                                 seq, P, steps))
+                                 seq, P, steps, detail))
 
 
 def bench_population(s: BenchSettings, detail: Callable[[str], None] = lambda m: None) -> PopulationResult:
@@ -367,7 +380,7 @@ def bench_population(s: BenchSettings, detail: Callable[[str], None] = lambda m:
                            s.population_strategy, "", 0, [member_settings(i, s.population_steps) for i in range(s.population_size)])
     tmp = Path(tempfile.mkdtemp(prefix="pawn-bench-population-"))
     try:
-        bench_pretrain_population(s, out, tmp)
+        bench_pretrain_population(s, out, tmp, detail)
         bench_adapt_population(s, out, tmp, detail)
         return out
     finally:

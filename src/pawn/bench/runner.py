@@ -139,6 +139,7 @@ def run_bench(
             t0 = time.perf_counter()
             row = SECTION_TABLE[name]
             if row.shared_setup and setup is None:
+                detail(name, f"compiling the train step shared by {', '.join(SHARED_SETUP)}")
                 setup = make_setup(s)
             ctx = SectionContext(setup if row.shared_setup else None, report.results,
                                  detail=lambda m, _n=name: detail(_n, m), partial=partial)
@@ -191,6 +192,30 @@ def estimate_seconds(s: BenchSettings, sections: Sequence[str], cores: int = 2) 
             t *= sum(max(1.0, n / cores) for n in range(1, s.concurrency + 1))
         out[name] = t
     return out
+
+
+def rescaled_estimates(est: dict[str, float], wall_s: dict[str, float]) -> tuple[dict[str, float], float]:
+    """The estimates of the sections not finished yet, scaled by this run's pace: ``(estimates,
+    pace)`` with ``pace`` = Σ wall seconds of the finished sections (``wall_s``) ÷ Σ their
+    estimates (``est``), 1.0 before any finished. So after the first sections ran 2.7× slower
+    than :data:`REFERENCE_MACHINE` (a slower or busier machine), the rest is expected 2.7×
+    slower too."""
+    done = [n for n in wall_s if n in est]
+    pace = sum(wall_s[n] for n in done) / max(sum(est[n] for n in done), 1e-9) if done else 1.0
+    return {n: t * pace for n, t in est.items() if n not in wall_s}, pace
+
+
+def finished_line(name: str, wall_s: float, est: dict[str, float], done_wall_s: dict[str, float]) -> str:
+    """The line printed as section ``name`` finishes: its wall time against its estimate and
+    the rest of the run re-estimated at this run's pace (:func:`rescaled_estimates`)."""
+    from pawn.progress import format_duration
+
+    rest, pace = rescaled_estimates(est, done_wall_s)
+    line = f"pawn bench: {name} took {format_duration(wall_s)} (estimated {format_duration(est[name])})"
+    if rest:
+        line += (f"; the other {len(rest)} section{'s' if len(rest) > 1 else ''} roughly {format_duration(sum(rest.values()))} "
+                 f"at this run's pace ({pace:.2f}× the estimates so far)")
+    return line
 
 
 def estimate_line(s: BenchSettings, sections: Sequence[str], est: dict[str, float], backend: str) -> str:

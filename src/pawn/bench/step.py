@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -121,13 +121,13 @@ class StepResult:
     forms: dict[str, Measurement] = field(default_factory=dict)
 
 
-def bench_step(s: BenchSettings, setup: StepSetup | None = None) -> StepResult:
+def bench_step(s: BenchSettings, setup: StepSetup | None = None, detail: Callable[[str], None] = lambda m: None) -> StepResult:
     """Train-step tokens/s and steps/s in three forms: eager (the same step function under
     ``jax.disable_jit()``: every primitive dispatched one by one, ``lax.scan`` run as a Python
     loop, as in a framework without a compiler), a jitted single step driven from Python (state
     donated), and the K-step ``lax.scan`` chunk the trainer runs (``TrainProgram.run_chunk``).
     Compile time is reported apart from the steady state (for eager, the first call's extra
-    time is the per-primitive kernel compilation)."""
+    time is the per-primitive kernel compilation). ``detail`` is told which form runs."""
     import equinox as eqx
     import jax
     import jax.numpy as jnp
@@ -148,6 +148,7 @@ def bench_step(s: BenchSettings, setup: StepSetup | None = None) -> StepResult:
             holder["state"], m = prog._step(None, holder["state"], batch)  # nothing frozen
         return holder["state"], m
 
+    detail("eager (1/3)")
     st = time_call(eager, repeats=max(1, min(s.repeats, 3)), warmup=s.warmup)
     out.forms["eager"] = Measurement.of(st).per(B * T, "tokens_per_s").per(1, "steps_per_s")
 
@@ -158,12 +159,14 @@ def bench_step(s: BenchSettings, setup: StepSetup | None = None) -> StepResult:
         holder["state"], m = jstep(batch, holder["state"])
         return holder["state"], m
 
+    detail("jitted step (2/3)")
     st = time_call(jitted, repeats=s.repeats * K, warmup=s.warmup)
     out.forms["jit_step"] = Measurement.of(st).per(B * T, "tokens_per_s").per(1, "steps_per_s")
+    detail(f"{K}-step lax.scan chunk (3/3)")
     out.forms["scan_chunk"] = chunk_timing(setup, s, s.repeats).per(B * T * K, "tokens_per_s").per(K, "steps_per_s")
     return out
 
 
-SECTION = register(Section("step", 30, lambda s, ctx: bench_step(s, ctx.setup), R._step, (25.0, 120.0),
+SECTION = register(Section("step", 30, lambda s, ctx: bench_step(s, ctx.setup, ctx.detail), R._step, (25.0, 120.0),
                            lambda s: train_step_work(s) * s.repeats, shared_setup=True))
 """The ``step`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 
 from pawn.bench.settings import BenchSettings
 from pawn.cli._errors import fail
@@ -62,20 +63,29 @@ def bench_cmd(s: BenchSettings) -> None:
     est = bench.estimate_seconds(s, sections)
     err.print(bench.estimate_line(s, sections, est, jax.default_backend()), highlight=False, soft_wrap=True)
     beat = heartbeat("pawn bench")
+    started = {"t": time.monotonic()}
 
     def progress(name: str) -> None:
-        beat.status = f"{name} (roughly {format_duration(est[name])})"
-        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(est[name])})"
+        started["t"] = time.monotonic()
+        now = bench.rescaled_estimates(est, done)[0][name]
+        beat.status = f"{name} (roughly {format_duration(now)})"
+        msg = f"pawn bench: {name} ({sections.index(name) + 1}/{len(sections)}, roughly {format_duration(now)})"
         status.update(msg) if err.is_terminal else err.print(msg, highlight=False, soft_wrap=True)
 
     def detail(name: str, message: str) -> None:
-        msg = f"pawn bench: {name}: {message}"
+        msg = f"pawn bench: {name}: {message} ({format_duration(time.monotonic() - started['t'])} into the section)"
         beat.status = f"{name}: {message}"
         status.update(msg) if err.is_terminal else err.print(msg, highlight=False, soft_wrap=True)
 
+    done: dict[str, float] = {}
+
+    def on_section(name: str, r) -> None:
+        bench.print_report(r, console, only=[name], header=not r.completed_sections[:-1], footer=False)
+        done[name] = r.section_wall_s[name]
+        err.print(bench.finished_line(name, done[name], est, done), highlight=False, soft_wrap=True)
+
     with err.status("") as status, _sigterm_as_interrupt():
-        report = bench.run_bench(s, sections, progress=progress, detail=detail, on_section=lambda name, r: bench.print_report(
-            r, console, only=[name], header=not r.completed_sections[:-1], footer=False))
+        report = bench.run_bench(s, sections, progress=progress, detail=detail, on_section=on_section)
     if report.completed_sections:
         bench.print_report(report, console, only=[], header=False)
     if report.interrupted:
