@@ -301,12 +301,12 @@ class OptimizerSettings(_Settings):
 
 
 class PretrainConfig(OptimizerSettings, RunOutputSettings):
-    """Configuration of ``pawn pretrain``. Defaults follow the published v1.0.0 run (spec
-    training §1.1): lr 3e-4 peak, AdamW (β 0.9/0.95, ε 1e-8) with decoupled weight decay 0.01 on
+    """Configuration of ``pawn pretrain``. Defaults follow the published v1.0.0 run (the
+    published PAWN models' training): lr 3e-4 peak, AdamW (β 0.9/0.95, ε 1e-8) with decoupled weight decay 0.01 on
     all parameters, global-norm clip 1.0, batch 256, 512-ply sequences, cosine schedule floored at
     0.1 × peak, warmup 5 % of total steps (10,000 at 200K).
 
-    Defaults decided here (the spec leaves them open): β2 = 0.95 (the single-model trainer's
+    Defaults decided here (the published run does not record them): β2 = 0.95 (the single-model trainer's
     value; the published cotrain path may have used 0.999); the supernet ``large`` is trained
     when neither ``supernet`` nor ``variant`` is given; ``seed = 42`` so batch s is games
     ``[s·B, (s+1)·B)`` of ``random_games(seed=42)``, as in the published stream's base seed;
@@ -344,7 +344,7 @@ class PretrainConfig(OptimizerSettings, RunOutputSettings):
     val_every: int = Field(1000, description="Validate every N steps (and at the end).")
     checkpoint_every: int = Field(5000, description="Write a step checkpoint every N steps (and at the end).")
     keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all); checkpoints/best is always kept.")
-    patience: Optional[int] = Field(None, description="Early stopping: stop after N validations in a row with no improvement, where any of val loss down, late legal rate, game completion rate or average plies completed up counts (spec §1.8). Off when unset; needs val_games > 0.")
+    patience: Optional[int] = Field(None, description="Early stopping: stop after N validations in a row with no improvement, where any of val loss down, late legal rate, game completion rate or average plies completed up counts. Off when unset; needs val_games > 0.")
     out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
     init_from: Optional[Path] = Field(None, description="Start this new run from a checkpoint's weights only (a checkpoint directory, or a run directory: its best checkpoint): a fresh optimizer, schedule and step counter from step 0; the model must be the same size; recorded in config.json. Ignored by --resume (which continues the stored run).")

@@ -89,7 +89,7 @@ class BottleneckConfig(_Settings):
                                             "ffn_layers": "bottleneck_ffn_layers"}
     negated_flags: ClassVar[frozenset[str]] = frozenset({"adapt_attn", "adapt_ffn"})
 
-    bottleneck_dim: int = Field(8, ge=1, description="Bottleneck width bn (spec §4.3 default 8).")
+    bottleneck_dim: int = Field(8, ge=1, description="Bottleneck width bn.")
     n_hidden: int = Field(0, ge=0, description="Extra bn×bn hidden stages in each bottleneck.")
     init_scale: float = Field(1.0, gt=0, description="Multiplier on the random init bound 1/√fan_in of LoRA A and the bottleneck "
                                                      "down/hidden weights (v1: 1); the adapter stays the identity at init.")

@@ -78,7 +78,7 @@ class RetroBottleneckConfig(RetroSparseConfig):
                                             "adapt_ffn": "no_adapt_ffn"}
     negated_flags: ClassVar[frozenset[str]] = frozenset({"adapt_attn", "adapt_ffn"})
 
-    bottleneck_dim: int = Field(8, ge=1, description="Bottleneck width bn (spec §4.3 default 8).")
+    bottleneck_dim: int = Field(8, ge=1, description="Bottleneck width bn.")
     n_hidden: int = Field(0, ge=0, description="Extra bn×bn hidden stages in each bottleneck.")
     adapt_attn: bool = Field(True, description="Bottleneck after attention (off: --no-adapt-attn).")
     adapt_ffn: bool = Field(True, description="Bottleneck after the FFN (off: --no-adapt-ffn).")

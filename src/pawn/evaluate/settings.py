@@ -82,7 +82,7 @@ class ProbeSettings(_ModelCommand):
     model_config = SettingsConfigDict(env_prefix="PAWN_PROBE_")
 
     games: int = Field(4096, ge=1, description="Training games (seed).")
-    val_games: Optional[int] = Field(None, ge=1, description="Validation games (seed + 1). Default: --games / 4, i.e. 1,024 for the default 4,096 (the spec's 4:1 split).")
+    val_games: Optional[int] = Field(None, ge=1, description="Validation games (seed + 1). Default: --games / 4, i.e. 1,024 for the default 4,096 (a 4:1 split).")
     seed: int = Field(12345, ge=0, description="Training-corpus seed; validation uses seed + 1, probe init seed + 7.")
     max_ply: Optional[int] = Field(None, ge=1, description="Ply cap of the probe games. Default (v2): min(context, 256), the context being the checkpoint's trained seq_len when it records one. The v1 per-run probe script used the full context (--max-ply 512 for the published models); which of 256 or 512 produced the published v1.0.0 table is not recorded.")
     epochs: int = Field(20, ge=0, description="Training epochs.")
@@ -117,5 +117,5 @@ class GenerateSettings(_ModelCommand):
     out: Optional[Path] = Field(None, description="Write the games to this parquet file (tokens, UCI, SAN, length, termination, outcome).")
     pgn_out: Optional[Path] = Field(None, description="Also write the games as PGN.")
     diagnostics: bool = Field(False, description="Run the five outcome-conditioned tests and the edge-case diagnostics.")
-    edge_positions: int = Field(10_000, ge=1, description="Positions per edge-case category (spec: 10,000).")
+    edge_positions: int = Field(10_000, ge=1, description="Positions per edge-case category (the published models' figures used 10,000).")
     outcome_prefix_trained: Optional[bool] = Field(None, description=_PREFIX_HELP, json_schema_extra={"flag": "--prepend-outcome/--pure-moves"})

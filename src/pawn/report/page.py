@@ -352,7 +352,7 @@ function renderGames() {
                          `the game ended: ${g.result} ${g.termination}`));
     if (!x.argmax_legal) panel.append(el('div', {class: 'warn', id: 'illegal-note'},
       `⚠ unmasked, the model's most likely token here is ${x.argmax === 'PAD' ? 'PAD (end of game)' : x.argmax}, which is not legal` + (x.played ? '' : ' at the end of the game') +
-      `; ${fmt(x.p_illegal, 'pct')} of its probability is on illegal tokens` + (p === P.first_illegal_ply ? '. This is where the game forfeits teacher-forced (its first illegal argmax, spec §1.3).' : '.')));
+      `; ${fmt(x.p_illegal, 'pct')} of its probability is on illegal tokens` + (p === P.first_illegal_ply ? '. This is where the game forfeits teacher-forced (its first illegal argmax).' : '.')));
     else panel.append(el('div', {class: 'muted'}, `unmasked argmax ${x.argmax} is legal; illegal mass ${fmt(x.p_illegal, 'pct')}`));
     if (p === g.sans.length && /forfeit/i.test(g.termination)) panel.append(el('div', {class: 'warn'}, 'The game ended by forfeit: the next move played was illegal (PGN Termination).'));
   }
@@ -439,7 +439,7 @@ function suiteCard(e) {
     const et = table([{label: 'Edge case', cell: r => r.label}, {label: 'positions', num: true, cell: r => fmt(r.n_positions, 'int')},
       {label: 'legal rate / P(PAD)', num: true, cell: r => fmt(r.value, 'pct')}, {label: 'entropy (nats)', num: true, cell: r => r.entropy === null ? '—' : r.entropy.toFixed(2)}], D2.edge, {});
     et.querySelector('table').classList.add('suite-edge');
-    diag.append(el('div', {class: 'muted'}, 'Legal fraction of moves sampled from the model in each kind of position; at checkmate and stalemate, P(PAD) (game over). Spec eval §3.5.'), et);
+    diag.append(el('div', {class: 'muted'}, 'Legal fraction of moves sampled from the model in each kind of position; at checkmate and stalemate, P(PAD) (game over).'), et);
     sec.append(diag);
   }
   card.append(el('details', {}, el('summary', {}, 'settings'), kv(flat(S.settings))));

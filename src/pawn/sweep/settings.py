@@ -13,7 +13,7 @@ from pawn.settings import CommandSettings
 
 
 class SweepSettings(CommandSettings):
-    """Configuration of ``pawn sweep`` (spec ``eval-probe-generate-sweep-bench.md`` §6.1).
+    """Configuration of ``pawn sweep``: an Optuna study whose trials are ``pawn adapt`` or ``pawn pretrain`` runs.
 
     Defaults decided here: the study name is the strategy (``pretrain`` for pretraining
     sweeps); the pruner is hyperband (the v1 default) with a MedianPruner alternative that

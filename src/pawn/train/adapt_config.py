@@ -130,12 +130,12 @@ _StrategySettings = create_model("_StrategySettings", __base__=_AdaptHead, __mod
 
 
 class AdaptSettings(_StrategySettings):
-    """Configuration of ``pawn adapt`` (spec §3 AdapterConfig, v1 names canonical; §5 training).
+    """Configuration of ``pawn adapt`` (the published adapters' v1 settings; v1 names canonical).
 
     Defaults decided here: AdamW with v1's library betas (0.9, 0.999), weight decay 0 and clip 1.0
-    (spec §5: the anchors were produced with these); cosine to zero (``min_lr_ratio = 0``);
+    (the published v1 adapter results were produced with these); cosine to zero (``min_lr_ratio = 0``);
     ``batch_size 64`` and ``seq_len 256`` so a first run fits a laptop (the v1 anchors used batch
-    128 and 512-ply sequences: pass them); ``val_games 50,000`` (spec); K (``steps_per_chunk``)
+    128 and 512-ply sequences: pass them); ``val_games 50,000`` (v1's); K (``steps_per_chunk``)
     = the largest divisor ≤ 32 of gcd(steps_per_epoch, eval_interval, checkpoint_interval).
     ``steps_per_epoch`` unset = ``"all"`` (``n_train // batch_size``).
 
