@@ -82,3 +82,49 @@ def test_slow_tests_exist_are_deselected_by_default_and_the_readme_runs_them():
     readme = (REPO_ROOT / "README.md").read_text()
     tests_block = re.findall(r"```bash\n(.*?)```", readme, re.S)[1]
     assert _commands(tests_block)[-2:] == ["pytest -n 2 --dist loadfile", "pytest -n 2 --dist loadfile -m slow"]
+
+
+def _torch_line() -> str:
+    readme = (REPO_ROOT / "README.md").read_text()
+    block = re.findall(r"## Run the tests\n\n```bash\n(.*?)```", readme, re.S)[0]
+    lines = _commands(block)
+    extras = lines.index("pip install 'pawn[test,torch,peft,dashboard,lab]'")
+    torch = [c for c in lines[:extras] if "torch" in c]
+    assert len(torch) == 1, "one line before the extras installs torch"
+    return torch[0]
+
+
+def test_readme_installs_the_cpu_torch_without_a_gpu_and_goes_on_where_its_index_is_unreachable(tmp_path):
+    # The README's test install pulled PyPI's CUDA torch (5.7 GB) on a CPU-only machine. Its torch line
+    # runs here under bash with `pip` and `nvidia-smi` as small recording programs on PATH (the line's
+    # logic is what is tested; pip itself is measured in docs/reference.md), under `set -euo pipefail`
+    # as .ci/run runs it.
+    import os
+    import subprocess
+
+    line = _torch_line()
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    log = tmp_path / "pip.log"
+
+    def run(pip_rc: int, gpu: bool) -> tuple[int, list[str]]:
+        log.write_text("")
+        (bin_ / "pip").write_text(f'#!/bin/sh\necho "$@" >> {log}\nexit {pip_rc}\n')
+        (bin_ / "pip").chmod(0o755)
+        if gpu:
+            (bin_ / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+            (bin_ / "nvidia-smi").chmod(0o755)
+        elif (bin_ / "nvidia-smi").exists():
+            (bin_ / "nvidia-smi").unlink()
+        env = {**os.environ, "PATH": f"{bin_}:/usr/bin:/bin"}
+        r = subprocess.run(["bash", "-c", f"set -euo pipefail\n{line}\necho after"], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.stdout.strip().endswith("after") or r.returncode != 0
+        return r.returncode, log.read_text().splitlines()
+
+    rc, calls = run(0, gpu=False)  # no GPU, the CPU index reachable: torch from it, one attempt
+    assert rc == 0 and calls == ["install --retries 0 --timeout 5 torch --index-url https://download.pytorch.org/whl/cpu"]
+    rc, calls = run(1, gpu=False)  # no GPU, the index unreachable (pip fails): the script goes on to the extras
+    assert rc == 0 and len(calls) == 1 and "--retries 0" in calls[0] and "--timeout 5" in calls[0]
+    rc, calls = run(0, gpu=True)  # an NVIDIA GPU: PyPI's CUDA torch from the extras' line
+    assert rc == 0 and calls == []
