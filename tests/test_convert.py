@@ -138,6 +138,8 @@ def test_cli_offline_unknown_repo_is_one_line_error():
     assert r.exit_code == 1
     assert "Traceback" not in r.output
     assert "nobody-here/no-such-pawn" in r.output and "HF_HUB_OFFLINE" in r.output
+    # the one line, not repeated inside a table of the one failed source
+    assert r.output.count("\n") == 1 and r.output.startswith("error: nobody-here/no-such-pawn: "), r.output
 
 
 def test_cli_missing_local_source(tmp_path):
@@ -205,3 +207,13 @@ def test_cli_convert_output_file_or_symlink_is_one_line_and_untouched(tmp_path):
     assert (tmp_path / "afile").read_text() == "mine" and (tmp_path / "link").is_symlink()
     assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["notes.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "link", "real", "s"]
+
+
+def test_cli_a_failed_source_beside_a_converted_one_is_one_line_and_one_row(tmp_path):
+    # The failed source's error was printed, then repeated word for word in the table.
+    src = write_v1_checkpoint(tmp_path / "ok", v1_model_config(64, 2, 1, 256))
+    r = CliRunner().invoke(app, ["convert", str(src), "nobody-here/no-such-pawn"], terminal_width=400)
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.output.count("nobody-here/no-such-pawn: no such local directory") == 1, r.output
+    row = next(line for line in r.output.splitlines() if line.startswith("│ nobody-here/no-such-pawn"))
+    assert "failed (error above)" in row and "max / mean |Δlogit|" in r.output

@@ -72,3 +72,11 @@ def test_help_of_every_command_cites_nothing_a_user_cannot_see():
         if r.exit_code != 0:  # a command this build does not have
             continue
         assert _hits(r.output) == [], cmd
+
+
+def test_readme_play_section_says_stockfish_is_needed_and_how_to_get_it():
+    # The Play section's ladder has a Stockfish rung, but never said Stockfish must be installed.
+    readme = (ROOT / "README.md").read_text("utf-8")
+    play = readme.split("## Play", 1)[1].split("\n## ", 1)[0]
+    assert "sf-1350" in play
+    assert "needs the Stockfish engine" in play and "apt-get\ninstall stockfish" in play and "--stockfish PATH" in play

@@ -68,11 +68,12 @@ def convert_cmd(
         check_can_push(push_to_hub)
     reports = convert_many(sources, output, force=force, slice_variant=slice_variant,
                            on_done=lambda r: None if r.ok else typer.secho(f"error: {r.error}", err=True, fg=typer.colors.RED))
-    table = TableReport("pawn convert" + (f" --slice {slice_variant}" if slice_variant else ""),
-                        [Column(c, justify="left") for c in ("source", "result", "output", "parity max / mean |Δlogit|")])
-    for r in reports:
-        table.add(*r.row())
-    Output().report(table)
+    if any(r.ok for r in reports):  # when every source failed, their error lines above are the whole report
+        table = TableReport("pawn convert" + (f" --slice {slice_variant}" if slice_variant else ""),
+                            [Column(c, justify="left") for c in ("source", "result", "output", "parity max / mean |Δlogit|")])
+        for r in reports:
+            table.add(*(r.row() if r.ok else (r.source, "failed (error above)", "", "")))
+        Output().report(table)
     for r in reports:
         if r.ok:
             typer.echo(str(r.result.path))
