@@ -76,10 +76,15 @@ class ProgressReporter:
         plain: force plain lines (True) or the rich bar (False); default: plain unless
             ``stream`` is a terminal.
         clock: time source in seconds (tests inject a fake one).
+        expected_unit_s: seconds per unit the caller expects before anything is measured (a
+            run's plan), which gives the ETA until the first timed update.
 
     The ETA is extrapolated from the rate since the first update, so compile time (which the
     first update absorbs) does not inflate it; before a second update, from the seconds per unit
-    the caller measured for the first timed piece of work (``update(unit_s=…)``).
+    the caller measured for the first timed piece of work (``update(unit_s=…)``), and before any,
+    from ``expected_unit_s``. The terminal bar shows this same ETA (:meth:`eta_s`), counting down
+    between updates; rich's own estimate (units over its last 30 s) has no figure while each
+    update (a compiled chunk) takes longer than that.
     """
 
     def __init__(
@@ -94,8 +99,10 @@ class ProgressReporter:
         stream: Optional[TextIO] = None,
         plain: Optional[bool] = None,
         clock: Callable[[], float] = time.monotonic,
+        expected_unit_s: Optional[float] = None,
     ):
         self.label, self.total, self.unit = label, int(total), unit
+        self._expected_unit_s = expected_unit_s if expected_unit_s and expected_unit_s > 0 else None
         self.completed = int(start)
         self.fields: dict[str, Any] = dict(fields or {})
         self.every_s = log_every_s(every_s)
@@ -116,12 +123,12 @@ class ProgressReporter:
         self._t0 = self._clock()
         if not self.plain:
             from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             cols = [TextColumn(f"{self.unit} {{task.completed:>7}}/{{task.total}}"), BarColumn()]
             cols += [TextColumn("{task.fields[f%d]} %s" % (i, name) if name.endswith("/s") else f"{name} " + "{task.fields[f%d]}" % i)
                      for i, name in enumerate(self.fields)]
-            cols += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+            cols += [TimeElapsedColumn(), _EtaColumn(self)]
             self._bar = Progress(*cols, console=Console(file=self.stream))
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total, completed=self.completed,
@@ -198,11 +205,15 @@ class ProgressReporter:
         since the latest one (so lines written between updates count down instead of treating the
         wait as a slowdown); None before a rate exists."""
         now = self._clock() if now is None else now
+        if self._first_done is None and self._expected_unit_s is not None and self._t0 is not None:
+            # nothing measured yet: the caller's expectation, counting down from the start
+            return max(0.0, max(0, self.total - self.completed) * self._expected_unit_s - (now - self._t0))
         last = self._last_update_t if self._last_update_t is not None else now
         if self._first_done is None or self.completed <= self._first_done or last <= self._first_t:
-            if self._unit_s is None or self._first_done is None:
+            unit_s = self._unit_s if self._unit_s is not None else self._expected_unit_s
+            if unit_s is None or self._first_done is None:
                 return None
-            rate = 1.0 / self._unit_s  # one timed unit of work so far: its own rate
+            rate = 1.0 / unit_s  # one timed unit of work so far (else the caller's expectation): its own rate
             return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
         rate = (self.completed - self._first_done) / (last - self._first_t)
         return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
@@ -229,6 +240,18 @@ class ProgressReporter:
     _pending = False
     _last_update_t: Optional[float] = None
     _unit_s: Optional[float] = None
+
+
+def _EtaColumn(reporter: ProgressReporter):
+    """A rich column showing ``ETA H:MM:SS`` from ``reporter.eta_s()`` (``ETA ?`` before a rate)."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class EtaColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            return Text(f"ETA {format_duration(reporter.eta_s())}", style="progress.remaining")
+
+    return EtaColumn()
 
 
 class Heartbeat:
