@@ -343,6 +343,7 @@ class PretrainConfig(OptimizerSettings, RunOutputSettings):
     val_seed: int = Field(VAL_SEED_PUBLISHED, description="Seed of the validation games (the published set: 2^63 − 1).")
     val_every: int = Field(1000, description="Validate every N steps (and at the end).")
     checkpoint_every: int = Field(5000, description="Write a step checkpoint every N steps (and at the end).")
+    checkpoint_every_minutes: float = Field(30.0, ge=0, description="Also write a step checkpoint once this many minutes have passed since the last one (0: off), and shorten compiled chunks (when --steps-per-chunk is not given) to take about this long at most, so a stop waits for no longer and a killed run loses no more.")
     keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all); checkpoints/best is always kept.")
     patience: Optional[int] = Field(None, description="Early stopping: stop after N validations in a row with no improvement, where any of val loss down, late legal rate, game completion rate or average plies completed up counts. Off when unset; needs val_games > 0.")
     out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")

@@ -30,22 +30,12 @@ from pawn.bench.report import Metric, TableView, _n, _range
 from pawn.bench.section import Section, register, train_step_work
 from pawn.bench.timing import time_call
 from pawn.errors import UsageError
+from pawn.train.walltime import adapter_flops_per_token  # noqa: F401  (re-exported: pawn.bench names them)
 
 ADAPTER_FLOPS_FORMULA = ("FLOPs/token: frozen-backbone adapter step 4·N + 12·L·T·d (forward and activation-gradient "
                          "matmuls of the N backbone parameters, attention ×3; the adapter's own few FLOPs not counted), "
                          "full fine-tuning 6·N + 12·L·T·d")
 """The model-FLOP convention of the section (spec eval §7.3: "frozen-backbone adapters ≈ 4N")."""
-
-
-def adapter_flops_per_token(cfg, seq_len: int, *, trains_backbone: bool) -> int:
-    """Model FLOPs per token of one train step (:data:`ADAPTER_FLOPS_FORMULA`): ``6·N + 12·L·T·d``
-    when the backbone is trained (full fine-tuning, ``specialized_clm``;
-    :func:`pawn.config.flops_per_token`), else ``4·N + 12·L·T·d`` (no backbone weight
-    gradients). ``cfg``: the backbone's :class:`~pawn.config.ModelConfig`; ``seq_len``: T."""
-    from pawn.config import flops_per_token, param_count
-
-    full = flops_per_token(cfg, seq_len)
-    return full if trains_backbone else full - 2 * param_count(cfg)
 
 
 FULL = "full_finetune"

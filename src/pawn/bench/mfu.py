@@ -13,52 +13,16 @@ from pawn.bench import report as R
 from pawn.bench.step import StepResult, StepSetup, chunk_timing, make_setup
 from pawn.bench.timing import time_call
 from pawn.config import flops_per_token
+from pawn.train.walltime import GPU_PEAKS, PEAK_SOURCE, lookup_gpu_peak  # noqa: F401  (re-exported: pawn.bench names them)
 
 FLOPS_FORMULA = "FLOPs/token = 6·N + 12·L·T·d (N = all parameters, L layers, T sequence length, d width); supernet = sum over variants"
 """The model-FLOP convention of spec §7.3, as printed in the output."""
-
-PEAK_SOURCE = "vendor datasheet dense (no sparsity) figures, TFLOP/s; fp32 = non-tensor-core FP32"
-"""Where :data:`GPU_PEAKS` comes from."""
-
-# (substring of jax's device_kind, bf16 dense TFLOP/s, fp32 TFLOP/s). More specific names first.
-GPU_PEAKS: tuple[tuple[str, float, float], ...] = (
-    ("GB200", 2500.0, 80.0),
-    ("B200", 2250.0, 75.0),
-    ("GH200", 989.4, 66.9),
-    ("H200 NVL", 835.0, 60.0),
-    ("H200", 989.4, 66.9),
-    ("H100 PCIe", 756.0, 51.2),
-    ("H100 NVL", 835.0, 60.0),
-    ("H100", 989.4, 66.9),
-    ("A100", 312.0, 19.5),
-    ("L40S", 362.05, 91.6),
-    ("L40", 181.0, 90.5),
-    ("L4", 121.0, 30.3),
-    ("A10G", 70.0, 31.2),
-    ("A10", 125.0, 31.2),
-    ("RTX 6000 Ada", 364.2, 91.1),
-    ("RTX A6000", 154.8, 38.7),
-    ("RTX 4090", 165.2, 82.6),
-    ("RTX 3090", 71.0, 35.6),
-)
-"""Published dense peaks per GPU (:data:`PEAK_SOURCE`). Consumer cards list bf16 with fp32
-accumulation. Note that JAX may run fp32 matmuls on TF32 tensor cores on Ampere and newer, so fp32
-MFU against the non-tensor figure can exceed what the name suggests."""
 
 def step_flops_per_token(variants: Sequence, seq_len: int) -> int:
     """Supernet joint step: the sum of :func:`~pawn.config.flops_per_token` over the variants
     trained (each runs its own forward and backward). ``variants`` are configs or
     ``(config, weight)`` pairs."""
     return sum(flops_per_token(v[0] if isinstance(v, tuple) else v, seq_len) for v in variants)
-
-
-def lookup_gpu_peak(device_kind: str) -> Optional[tuple[str, float, float]]:
-    """The :data:`GPU_PEAKS` row whose name occurs in ``device_kind`` (first match), or None."""
-    kind = device_kind.upper()
-    for row in GPU_PEAKS:
-        if row[0].upper() in kind:
-            return row
-    return None
 
 
 def measure_matmul_peak(n: int, dtype: str, repeats: int) -> Measurement:

@@ -72,8 +72,9 @@ from pawn.train.run import (
     to_host,
 )
 from pawn.vocab import MAX_SEQ_LEN
+from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seconds_guess, plan_adapt
 
-RESUME_MUTABLE = {"resume", "out", "epochs", "patience", "keep_checkpoints", "pause_after_steps", "log_every_s",
+RESUME_MUTABLE = {"resume", "out", "epochs", "patience", "keep_checkpoints", "checkpoint_every_minutes", "pause_after_steps", "log_every_s",
                   "tensorboard", "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone",
                   "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s"}
 """Fields that may differ between a checkpoint's run config and the resuming command (``epochs``
@@ -373,10 +374,16 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     mb = _build_model(cfg, resume_la, build_model, resolve_backbone, reuse, log)
     cfg = _fit_seq_len(cfg, mb, resume_la, log)
     data = _build_data(cfg, resume_la, log)
+    start = int((resume_la.training_state or {}).get("step", 0)) if resume_la is not None else 0
+    data.k, wall = plan_adapt(cfg, mb.model, trains_backbone=not mb.st.uses_backbone or bool(getattr(mb.model.adapter, "trains_backbone", False)),
+                              steps_per_epoch=data.spe,
+                              start_step=start, end_step=data.total if cfg.pause_after_steps is None else min(data.total, cfg.pause_after_steps),
+                              k=data.k, cut="steps_per_chunk" not in cfg.user_set_fields, log=log)
     prog = _build_program(cfg, mb.model, data.schedule, reuse)
     init = _initial_state(cfg, mb.model, prog.optimizer, resume_la, mb.rosa_resume, data, log)
     del resume_la
     r = _open_run(cfg, out, given_resume, overwrite, is_main, mb, data, prog, init, hooks, log)
+    r.wall = wall
     if rosa.is_phased(mb.model) and mb.model.adapter.phase == rosa.PHASE_WARMUP:
         early = _rosa_warmup(r, mb, stop, reuse, log)
         if early is not None:
@@ -670,6 +677,7 @@ class _AdaptRun:
     checkpointer: Optional[Checkpointer] = None
     trainer: Optional[Trainer] = None
     last_val: dict = field(default_factory=dict)
+    wall: Optional[WallTimeEstimate] = None
 
     def training_state(self, at_step: int) -> dict:
         """``training_state.json`` of a checkpoint at ``at_step`` (spec §5)."""
@@ -831,7 +839,8 @@ def _adapt_hooks(r: _AdaptRun, stop: StopFlag, progress: bool, log: Callable[[st
     hk: list[Hook] = []
     bar = None
     if progress and is_main:
-        bar = ProgressReporter("adapt", r.end, start=r.start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s).start()
+        bar = ProgressReporter("adapt", r.end, start=r.start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s,
+                               expected_unit_s=r.wall.step_s if r.wall else None).start()
         hk.append(ProgressHook(bar))
     vh = ValidationHook(r.validate, every=1, final_step=total)
     vh.due = r.val_due  # type: ignore[method-assign]
@@ -842,6 +851,9 @@ def _adapt_hooks(r: _AdaptRun, stop: StopFlag, progress: bool, log: Callable[[st
         hk.append(ValidationLineHook(lambda step, val: adapt_validation_line(step, val, spe), bar.note))
     hk.append(BestLinkHook(r.run.run_dir))
     hk.append(EpochCheckpointHook(r.checkpointer, r.ckpt_due, r.end))
+    hk.append(WallClockHook(r.checkpointer, stop, start_step=r.start, end_step=r.end, estimate=r.wall,
+                            every_s=60.0 * cfg.checkpoint_every_minutes, checkpoint_s_guess=checkpoint_seconds_guess(
+                                r.mb.n_trainable), log=log if is_main else None))
     hk.append(SignalStopHook(stop))
     hk.extend(r.hooks)
     metrics_hook = None

@@ -180,6 +180,7 @@ class AdaptSettings(_StrategySettings):
     val_every: int = Field(1, ge=1, description="Validate after every N-th epoch (and after the last).")
     eval_interval: Optional[int] = Field(None, ge=1, description="Validate every N steps instead of per epoch.")
     checkpoint_interval: Optional[int] = Field(None, ge=1, description="Also checkpoint every N steps (checkpoints are always written after each validation and at exit).")
+    checkpoint_every_minutes: float = Field(30.0, ge=0, description="Also write a step checkpoint once this many minutes have passed since the last one (0: off), and shorten compiled chunks (when --steps-per-chunk is not given) to take about this long at most, so a stop waits for no longer and a killed run loses no more.")
     keep_checkpoints: int = Field(3, ge=0, description="Keep the newest N step checkpoints (0 keeps all); the best is always kept.")
     patience: Optional[int] = Field(None, ge=1, description="Stop after N validations in a row without a strictly lower val loss.")
     out: Optional[Path] = Field(None, description="Run directory; default runs/adapt-<strategy>-<time>.")

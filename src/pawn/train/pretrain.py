@@ -65,6 +65,7 @@ from pawn.train.run import (
 )
 from pawn.train.summary import run_summary, summary_lines
 from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
+from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seconds_guess, plan_pretrain
 from pawn.metrics import eval_values
 
 
@@ -74,6 +75,7 @@ VAL_METRICS = ("loss", "perplexity", "top1", "top5", "legal_rate", "late_legal_r
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
 RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
+                  "checkpoint_every_minutes",
                   "distributed_timeout_s", "log_every_s", "tensorboard", "wandb", "wandb_project", "wandb_mode",
                   "remat", "accumulation_steps",  # these two change memory, not the update
                   "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s"}
@@ -438,10 +440,13 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     monitored = _monitored(stored_cfg, variants)
     optimizer = make_optimizer(schedule, **cfg.optimizer_kwargs())
     dtype = None if cfg.dtype == "auto" else cfg.dtype
+    start = int(resume_ck.training_state["step"]) if resume_ck is not None else 0
+    K, wall = plan_pretrain(cfg, variants, dtype=jnp.dtype(resolve_dtype(dtype)).name, start_step=start,
+                            end_step=_end_step(cfg), k=K, cut="steps_per_chunk" not in cfg.user_set_fields, log=log)
     program, compiled_memory = _pretrain_program(cfg, stored_cfg, variants, optimizer, schedule, dtype, K, n_dev, reuse, log)
-    plan = lambda start, end: _summary(cfg, stored_cfg, variants, start, end, K, n_dev, n_proc, dtype, compiled_memory)  # noqa: E731
+    plan = lambda start, end: {**_summary(cfg, stored_cfg, variants, start, end, K, n_dev, n_proc, dtype, compiled_memory),  # noqa: E731
+                               "wall_time": wall.to_dict()}
     if dry_run:  # the plan and the memory check only: nothing trained, nothing written
-        start = int(resume_ck.training_state["step"]) if resume_ck is not None else 0
         for line in summary_lines(plan(start, _end_step(cfg))):
             log(line)
         return PretrainResult(run_dir, None, start, "dry_run")
@@ -473,7 +478,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
                                 best=best_path if (es.best_loss_step is not None and best_path.is_dir()) else None)
     trainer = Trainer(program, checkpointer, _pretrain_hooks(
         cfg, run, checkpointer, es, variants, monitored, val_set, dtype, stop, progress, start_step, end_step, n_proc, log,
-        extra=[*hooks, *([hub] if hub is not None else [])]), total_steps=cfg.total_steps, end_step=end_step)
+        extra=[*hooks, *([hub] if hub is not None else [])], wall=wall), total_steps=cfg.total_steps, end_step=end_step)
     try:
         outcome = trainer.run(state, stream, start_step=start_step, resumed=resume_dir is not None)
     except OSError as e:  # e.g. a metrics write on a full disk: one line, not a traceback
@@ -681,16 +686,17 @@ def _data_source(cfg: PretrainConfig, log: Callable[[str], None]):
 
 def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, es: EarlyStopping, variants, monitored: ModelConfig,
                     val_set, dtype, stop: StopFlag, progress: bool, start_step: int, end_step: int, n_proc: int,
-                    log: Callable[[str], None], extra: Sequence[Hook] = ()) -> list[Hook]:
+                    log: Callable[[str], None], extra: Sequence[Hook] = (), wall: Optional[WallTimeEstimate] = None) -> list[Hook]:
     """Pretraining's hooks, in order: progress, validation (§1.7), best checkpoint and patience
-    (§1.8), interval checkpoints, signal stop, the caller's ``extra`` hooks, and the metrics
-    records (§1.6) last."""
+    (§1.8), interval checkpoints, the wall clock (checkpoints by the clock, the first chunk's
+    measured time, the Ctrl-C messages; :class:`~pawn.train.walltime.WallClockHook`), signal stop,
+    the caller's ``extra`` hooks, and the metrics records (§1.6) last."""
     hooks: list[Hook] = []
     is_main = run.logger is not None
     if progress and is_main:
         loss_name = "joint loss" if len(variants) > 1 else "loss"
         bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
-                               every_s=cfg.log_every_s).start()
+                               every_s=cfg.log_every_s, expected_unit_s=wall.step_s if wall else None).start()
         hooks.append(ProgressHook(bar, loss_name, precompiled=True))  # the memory check compiled the chunk
     validation = None
     if val_set is not None and is_main:
@@ -708,6 +714,10 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
         shown = [(n, n) for n, c in sorted(variants, key=lambda nc: nc[1].d_model)]
         hooks.append(ValidationLineHook(lambda step, val: pretrain_validation_line(step, val, shown), bar.note))
     hooks.append(CheckpointHook(checkpointer, every=cfg.checkpoint_every, end_step=end_step))
+    hooks.append(WallClockHook(checkpointer, stop, start_step=start_step, end_step=end_step,
+                               estimate=wall, every_s=60.0 * cfg.checkpoint_every_minutes, precompiled=True,
+                               checkpoint_s_guess=checkpoint_seconds_guess(param_count(_variant_list(cfg)[0])),
+                               log=log if is_main else None))
     hooks.append(SignalStopHook(stop))
     hooks.extend(extra)
     if run.logger is not None:

@@ -1,0 +1,522 @@
+"""How long a run takes here, said before it starts and kept true while it runs.
+
+- **The rate.** A training step's model FLOPs (:func:`pawn.config.flops_per_token`,
+  ``6·N + 12·L·T·d`` summed over a supernet's variants; frozen-backbone adapters ``4·N + 12·L·T·d``)
+  divided by a rate in FLOP/s: the device's peak times the model FLOP utilisation PAWN recorded
+  for that device class and model (:data:`RECORDED_MFU`). On a CPU, and on an accelerator missing
+  from the peak tables, the peak is a jitted matmul timed here in well under a second
+  (:func:`measure_matmul_rate`), and the recorded MFU is relative to that matmul.
+- **The plan.** :class:`WallTimeEstimate`: the run's wall time, one chunk's, the first checkpoint's,
+  and a warning with what would help when the run would take more than a day here.
+- **While it runs.** :class:`WallClockHook` replaces the estimate by the first timed chunk's
+  measured time (one line), checkpoints by the clock (``--checkpoint-every-minutes``) and keeps the
+  Ctrl-C messages of :class:`~pawn.train.lifecycle.StopFlag` true: when the chunk under way should
+  end, how long its checkpoint takes, and what a second Ctrl-C loses.
+- **Chunks a stop can wait for.** :func:`cut_chunk_steps` shortens a compiled chunk whose estimated
+  time is longer than the checkpoint interval, so a stop or a clock checkpoint waits for at most
+  about that long.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+DAY_S = 86400.0
+"""A run estimated longer than this is warned about before it starts."""
+
+DEFAULT_CHECKPOINT_EVERY_MINUTES = 30.0
+"""``--checkpoint-every-minutes`` default: a stopped or killed run loses at most about this much work."""
+
+PEAK_SOURCE = "vendor datasheet dense (no sparsity) figures, TFLOP/s; fp32 = non-tensor-core FP32"
+"""Where :data:`GPU_PEAKS` comes from."""
+
+# (substring of jax's device_kind, bf16 dense TFLOP/s, fp32 TFLOP/s). More specific names first.
+GPU_PEAKS: tuple[tuple[str, float, float], ...] = (
+    ("GB200", 2500.0, 80.0),
+    ("B200", 2250.0, 75.0),
+    ("GH200", 989.4, 66.9),
+    ("H200 NVL", 835.0, 60.0),
+    ("H200", 989.4, 66.9),
+    ("H100 PCIe", 756.0, 51.2),
+    ("H100 NVL", 835.0, 60.0),
+    ("H100", 989.4, 66.9),
+    ("A100", 312.0, 19.5),
+    ("L40S", 362.05, 91.6),
+    ("L40", 181.0, 90.5),
+    ("L4", 121.0, 30.3),
+    ("A10G", 70.0, 31.2),
+    ("A10", 125.0, 31.2),
+    ("RTX 6000 Ada", 364.2, 91.1),
+    ("RTX A6000", 154.8, 38.7),
+    ("RTX 4090", 165.2, 82.6),
+    ("RTX 3090", 71.0, 35.6),
+)
+"""Published dense peaks per GPU (:data:`PEAK_SOURCE`). Consumer cards list bf16 with fp32
+accumulation. Note that JAX may run fp32 matmuls on TF32 tensor cores on Ampere and newer, so fp32
+MFU against the non-tensor figure can exceed what the name suggests."""
+
+TPU_PEAKS: tuple[tuple[str, float], ...] = (
+    ("TPU v6 lite", 918.0),
+    ("TPU v5 lite", 197.0),
+    ("TPU v5e", 197.0),
+    ("TPU v5p", 459.0),
+    ("TPU v5", 459.0),
+    ("TPU v4", 275.0),
+)
+"""Google Cloud's published bf16 peak per TPU chip, TFLOP/s (v6e, v5e, v5p, v4), by a substring of
+``device_kind`` (``"TPU v5 lite"`` is a v5e chip). No fp32 figure: fp32 there is timed."""
+
+RECORDED_MFU: tuple[tuple[str, str, float, str], ...] = (
+    ("cpu", "supernet tiny", 0.60, "2-core AMD EPYC, batch 16 × 128, fp32: 0.36–0.57 measured under a load average of 3–20, "
+                                   "≈ 0.8 alone"),
+    ("cpu", "supernet large", 0.24, "2-core AMD EPYC, batch 256 × 512, fp32, remat full, accumulation 2"),
+    ("TPU v5", "supernet large", 0.255, "one TPU v5e chip, batch 256 × 512, bf16"),
+    ("TPU v5", "supernet tiny", 0.145, "one TPU v5e chip, batch 16 × 128, bf16"),
+    ("H200", "supernet large", 0.328, "one H200, batch 256 × 512, bf16, remat attention"),
+)
+"""Model FLOP utilisation PAWN measured per (device class: ``"cpu"`` or a substring of
+``device_kind``, model) and how: on CPU relative to :func:`measure_matmul_rate`'s matmul, elsewhere to
+the datasheet peak. A model not listed takes the row of its device class whose model has the nearest
+FLOPs per token; a device class not listed, :data:`DEFAULT_MFU`."""
+
+DEFAULT_MFU = 0.3
+"""MFU assumed on a device class with no :data:`RECORDED_MFU` row (said as such in the plan)."""
+
+
+def lookup_gpu_peak(device_kind: str) -> Optional[tuple[str, float, float]]:
+    """The :data:`GPU_PEAKS` row whose name occurs in ``device_kind`` (first match), or None."""
+    kind = device_kind.upper()
+    for row in GPU_PEAKS:
+        if row[0].upper() in kind:
+            return row
+    return None
+
+
+def lookup_tpu_peak(device_kind: str) -> Optional[tuple[str, float]]:
+    """The :data:`TPU_PEAKS` row whose name occurs in ``device_kind`` (first match), or None."""
+    kind = device_kind.lower()
+    return next((row for row in TPU_PEAKS if row[0].lower() in kind), None)
+
+
+def adapter_flops_per_token(cfg, seq_len: int, *, trains_backbone: bool) -> int:
+    """Model FLOPs per token of one adapter train step: ``6·N + 12·L·T·d`` when the backbone is
+    trained (full fine-tuning, ``specialized_clm``; :func:`pawn.config.flops_per_token`), else
+    ``4·N + 12·L·T·d`` (no backbone weight gradients; spec eval §7.3: "frozen-backbone adapters
+    ≈ 4N"). ``cfg``: the backbone's :class:`~pawn.config.ModelConfig`; ``seq_len``: T."""
+    from pawn.config import flops_per_token, param_count
+
+    full = flops_per_token(cfg, seq_len)
+    return full if trains_backbone else full - 2 * param_count(cfg)
+
+
+def measure_matmul_rate(dtype: str = "float32", n: Optional[int] = None, repeats: int = 9) -> float:
+    """FLOP/s of one device of the default backend on a jitted ``[n, n] @ [n, n]`` matmul in
+    ``dtype`` (2·n³ FLOPs a call), the median of ``repeats`` timed calls after two warm-ups. ``n``
+    defaults to 1024 on CPU (≈ 20 ms a call on two cores) and 4096 elsewhere; the whole measurement
+    takes well under a second on a CPU, a few seconds at most with the compile."""
+    import jax
+    import jax.numpy as jnp
+
+    n = n or (1024 if jax.default_backend() == "cpu" else 4096)
+    a = jnp.ones((n, n), dtype)
+    f = jax.jit(lambda x, y: x @ y)
+    for _ in range(2):
+        f(a, a).block_until_ready()
+    times = []
+    for _ in range(max(1, repeats)):
+        t = time.perf_counter()
+        f(a, a).block_until_ready()
+        times.append(time.perf_counter() - t)
+    return 2.0 * n ** 3 / sorted(times)[len(times) // 2]
+
+
+@dataclass(frozen=True)
+class DeviceRate:
+    """Model FLOP/s a training step reaches here, all devices together: ``peak · mfu``.
+
+    Attributes:
+        flops_per_s: the rate (FLOP/s, all devices). peak_flops_per_s: the peak it is a fraction of.
+        mfu: that fraction. source: one line saying where peak and MFU come from.
+    """
+
+    flops_per_s: float
+    peak_flops_per_s: float
+    mfu: float
+    source: str
+
+
+def _recorded_mfu(device_class: str, model: str, flops_per_token: float) -> tuple[float, str]:
+    rows = [r for r in RECORDED_MFU if (r[0] == "cpu") == (device_class == "cpu") and r[0].lower() in device_class.lower()]
+    exact = next((r for r in rows if r[1] == model), None)
+    if exact is not None:
+        return exact[2], f"MFU {exact[2]:.1%} recorded for the {model} ({exact[3]})"
+    if not rows:
+        return DEFAULT_MFU, f"MFU {DEFAULT_MFU:.0%} assumed (none recorded for {device_class})"
+    from pawn.config import SUPERNETS, flops_per_token as fpt
+
+    def model_fpt(label: str) -> float:
+        name = label.split()[-1]
+        return sum(fpt(c, 512) for c in SUPERNETS[name][1].values()) if name in SUPERNETS else 1.0
+
+    near = min(rows, key=lambda r: abs(math.log(max(model_fpt(r[1]), 1.0) / max(flops_per_token, 1.0))))
+    return near[2], f"MFU {near[2]:.1%} of the {near[1]} ({near[3]}), the recorded model nearest in FLOPs per token"
+
+
+def device_rate(model: str, flops_per_token: float, dtype: str, *, measure: Callable[[str], float] = measure_matmul_rate) -> DeviceRate:
+    """The training rate on the default backend's devices for ``model`` (``"supernet large"``,
+    ``"variant small"``, an adapter label) of ``flops_per_token`` in compute ``dtype``
+    (``"float32"``/``"bfloat16"``): a published peak (:data:`GPU_PEAKS`, :data:`TPU_PEAKS`) or
+    ``measure(dtype)`` (one device's FLOP/s; :func:`measure_matmul_rate`) where there is none, times
+    the device count and the recorded MFU (:data:`RECORDED_MFU`)."""
+    import jax
+
+    backend, kind, n_dev = jax.default_backend(), jax.devices()[0].device_kind, jax.device_count()
+    bf16 = dtype == "bfloat16"
+    one, where = None, ""
+    if backend == "gpu":
+        row = lookup_gpu_peak(kind)
+        if row is not None:
+            one, where = (row[1] if bf16 else row[2]) * 1e12, f"{row[0]} datasheet {'bf16' if bf16 else 'fp32'} peak"
+    elif backend == "tpu" and bf16:
+        row = lookup_tpu_peak(kind)
+        if row is not None:
+            one, where = row[1] * 1e12, f"{row[0]} datasheet bf16 peak"
+    device_class = "cpu" if backend == "cpu" else kind
+    if one is None:
+        one = measure(dtype)
+        where = f"a {dtype} matmul timed now on this {'CPU' if backend == 'cpu' else kind}"
+    mfu, why = _recorded_mfu(device_class, model, flops_per_token)
+    peak = one * n_dev
+    return DeviceRate(peak * mfu, peak, mfu, f"{peak / 1e12:.3g} TFLOP/s ({where}{f' × {n_dev} devices' if n_dev > 1 else ''}) × {why}")
+
+
+def format_span(seconds: Optional[float]) -> str:
+    """A duration a person reads at a glance: ``45 s``, ``12 min``, ``3.4 h``, ``5.2 days``,
+    ``14 years`` (``?`` for None or a non-finite value)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    s = max(0.0, float(seconds))
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 90 * 60:
+        return f"{s / 60:.0f} min"
+    if s < 48 * 3600:
+        return f"{s / 3600:.1f} h"
+    if s < 730 * 86400:
+        return f"{s / 86400:.1f} days"
+    return f"{s / (365.25 * 86400):.1f} years"
+
+
+@dataclass(frozen=True)
+class WallTimeEstimate:
+    """The expected wall time of ``steps`` optimizer steps of ``flops_per_step`` model FLOPs at
+    ``rate`` (compute only: validation, checkpoints and compilation come on top).
+
+    Attributes:
+        steps: steps this invocation runs. flops_per_step: model FLOPs of one step.
+        chunk_steps: steps per compiled chunk. first_checkpoint_steps: steps until the first
+            checkpoint (None: none before the end). rate: the :class:`DeviceRate`.
+    """
+
+    steps: int
+    flops_per_step: float
+    chunk_steps: int
+    first_checkpoint_steps: Optional[int]
+    rate: DeviceRate
+
+    @property
+    def step_s(self) -> float:
+        """Seconds per optimizer step."""
+        return self.flops_per_step / self.rate.flops_per_s
+
+    @property
+    def total_s(self) -> float:
+        """Seconds for all the steps."""
+        return self.steps * self.step_s
+
+    @property
+    def chunk_s(self) -> float:
+        """Seconds per compiled chunk."""
+        return self.chunk_steps * self.step_s
+
+    @property
+    def too_long(self) -> bool:
+        """More than :data:`DAY_S` here."""
+        return self.total_s > DAY_S
+
+    def steps_in(self, seconds: float) -> int:
+        """Steps that fit in ``seconds`` at this rate."""
+        return int(seconds // self.step_s) if self.step_s > 0 else self.steps
+
+    def lines(self, what: str, advice: Sequence[str] = ()) -> list[str]:
+        """The plan's lines: expected wall time (with one chunk's and the first checkpoint's),
+        the rate's source, and when it is :attr:`too_long` a WARNING naming ``advice`` (flags,
+        hardware) and the steps that fit a day here. ``what``: the run (``"this run"``)."""
+        ck = (f", the first checkpoint (after {self.first_checkpoint_steps:,} steps) ≈ {format_span(self.first_checkpoint_steps * self.step_s)}"
+              if self.first_checkpoint_steps else "")
+        out = [f"expected wall time on this device: {what} ≈ {format_span(self.total_s)} ({self.steps:,} steps of "
+               f"≈ {format_span(self.step_s) if self.step_s >= 1 else f'{self.step_s * 1e3:.0f} ms'}; one {self.chunk_steps}-step chunk "
+               f"≈ {format_span(self.chunk_s)}{ck}); compute only, at {self.rate.flops_per_s / 1e12:.3g} TFLOP/s = {self.rate.source}; "
+               f"corrected after the first chunk"]
+        if self.too_long:
+            day = self.steps_in(DAY_S)
+            helps = list(advice) + ([f"fewer steps ({day:,} take about a day here)"] if day >= 1 else [])
+            out.append(f"WARNING: {what} would take {format_span(self.total_s)} on this device (more than a day)"
+                       + (f"; what would help: {', or '.join(helps)}" if helps else ""))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready figures (seconds, FLOP/s) for the run summary."""
+        return {"seconds": self.total_s, "step_s": self.step_s, "chunk_s": self.chunk_s, "steps": self.steps,
+                "chunk_steps": self.chunk_steps, "first_checkpoint_steps": self.first_checkpoint_steps,
+                "first_checkpoint_s": None if self.first_checkpoint_steps is None else self.first_checkpoint_steps * self.step_s,
+                "flops_per_s": self.rate.flops_per_s, "mfu": self.rate.mfu, "source": self.rate.source}
+
+
+def cut_chunk_steps(k: int, step_s: float, bound_s: float, start_step: int = 0) -> int:
+    """The largest divisor of ``k`` that divides ``start_step`` (a resumed run starts on a chunk
+    boundary) and whose chunk takes at most ``bound_s`` seconds at ``step_s`` seconds a step (the
+    largest such divisor at all when even one step takes longer); ``k`` itself when it fits. A
+    divisor of K keeps every interval that K divides (validation, checkpoints, pauses) a whole
+    number of chunks."""
+    ok = [d for d in range(1, k + 1) if k % d == 0 and start_step % d == 0]
+    fits = [d for d in ok if step_s <= 0 or d * step_s <= bound_s]
+    return max(fits) if fits else 1
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+class WallClockHook:
+    """A :class:`~pawn.train.run.Hook` (duck-typed: ``due``, ``on_chunk``, ``on_chunk_end``,
+    ``on_event``, ``on_end``) for the run's wall clock:
+
+    - after the first timed chunk, one line with its measured time and the run's remaining time at
+      that pace, against the plan's ``estimate``;
+    - a checkpoint whenever ``every_s`` seconds have passed since the last one (or the start) and
+      the run is not at ``end_step`` (``--checkpoint-every-minutes``; 0 = off);
+    - before each chunk, the :class:`~pawn.train.lifecycle.StopFlag`'s messages (instance
+      attributes ``FIRST_SIGINT``, ``FIRST_SIGTERM``, ``SECOND_SIGINT``) rewritten with when the
+      chunk under way should end, how long the checkpoint after it takes (the last one's time, else
+      ``checkpoint_s_guess``) and what a second Ctrl-C loses (the steps and minutes since the last
+      complete checkpoint, or everything when there is none).
+
+    Args:
+        checkpointer: the run's :class:`~pawn.train.run.Checkpointer`.
+        stop: the run's StopFlag (None: no messages to keep).
+        start_step, end_step: this invocation's steps. estimate: the plan's
+            :class:`WallTimeEstimate` (None: no comparison line). every_s: the clock interval.
+        checkpoint_s_guess: seconds a checkpoint is expected to take before one is timed.
+        log: where the lines go (None: no lines). precompiled: the chunk was compiled before the
+            loop (pretraining's memory check), so the first chunk's time is compute, else the first
+            timed chunk is the second. clock: ``time.time``-like seconds.
+    """
+
+    every = 1
+
+    def __init__(self, checkpointer, stop, *, start_step: int, end_step: int, estimate: Optional[WallTimeEstimate],
+                 every_s: float, checkpoint_s_guess: float, log: Optional[Callable[[str], None]] = None,
+                 precompiled: bool = False, clock: Callable[[], float] = time.time):
+        self.precompiled = precompiled
+        self.checkpointer, self.stop, self.estimate, self.every_s = checkpointer, stop, estimate, float(every_s)
+        self.start_step, self.end_step, self.log, self.clock = start_step, end_step, log, clock
+        self.checkpoint_s = float(checkpoint_s_guess)
+        self.checkpoint_timed = False
+        self.t_start = self.last_ck_t = clock()
+        self.last_ck_step: Optional[int] = None
+        self.last_ck_path = None
+        self.step = start_step
+        self.step_s: Optional[float] = estimate.step_s if estimate is not None else None
+        self.measured = False
+        self.chunk_steps = estimate.chunk_steps if estimate is not None else None
+        self.update_messages(first_chunk=True)
+
+    def due(self, step: int) -> bool:
+        return True
+
+    # ------------------------------------------------------------------ messages
+    def _chunk_end_text(self) -> str:
+        if self.step_s is None or self.chunk_steps is None:
+            return "this chunk"
+        n = min(self.chunk_steps, max(0, self.end_step - self.step))
+        end = self.clock() + n * self.step_s
+        return (f"this chunk (steps {self.step:,} → {self.step + n:,}; it should end at ≈ {_clock(end)}, "
+                f"in ≈ {format_span(n * self.step_s)}{'' if self.measured else ', estimated'})")
+
+    def _loss_text(self) -> str:
+        now = self.clock()
+        if self.last_ck_step is None:
+            return (f"no checkpoint of this run exists yet, so there is nothing to resume: all its work so far "
+                    f"({format_span(now - self.t_start)} up to {_clock(now)}, and the chunk under way) is lost")
+        n = max(0, self.step - self.last_ck_step)
+        return (f"the last complete checkpoint, step {self.last_ck_step:,} (written {_clock(self.last_ck_t)}), is kept; "
+                + (f"the {n:,} steps after it (≈ {format_span(now - self.last_ck_t)} of work up to {_clock(now)}) and "
+                   if n else "") + "the chunk under way are lost")
+
+    def update_messages(self, first_chunk: bool = False) -> None:
+        """Rewrite the stop flag's messages for the chunk starting now."""
+        if self.stop is None:
+            return
+        ck = f"then a checkpoint (≈ {format_span(self.checkpoint_s)}{'' if self.checkpoint_timed else ', estimated'})"
+        chunk = self._chunk_end_text()
+        if first_chunk and not self.precompiled:
+            chunk += " once it has compiled"
+        self.stop.FIRST_SIGINT = (f"stopping after {chunk}, {ck}; Ctrl-C again to stop now without a checkpoint: "
+                                  + self._loss_text())
+        self.stop.FIRST_SIGTERM = f"SIGTERM: stopping after {chunk}, {ck}"
+        self.stop.SECOND_SIGINT = "second Ctrl-C: stopping now without a checkpoint; " + self._loss_text()
+
+    # ------------------------------------------------------------------ hook
+    def on_chunk(self, ctx) -> None:
+        r = ctx.result
+        self.step = ctx.step
+        steps = r.step - r.step_start
+        timed = steps > 0 and (self.precompiled or not r.includes_compile)
+        if timed and not self.measured:
+            self.measured, self.step_s, self.chunk_steps = True, r.chunk_wall_s / steps, steps
+            left = max(0, self.end_step - ctx.step) * self.step_s
+            if self.log is not None and ctx.step < self.end_step:
+                was = (f"; the plan said ≈ {format_span(self.estimate.chunk_steps * self.estimate.step_s)} a chunk, "
+                       f"{format_span(self.estimate.total_s)} in all" if self.estimate is not None else "")
+                self.log(f"measured: {steps} steps in {format_span(r.chunk_wall_s) if r.chunk_wall_s >= 1 else f'{r.chunk_wall_s:.2f} s'}"
+                         f" ({r.tokens_per_s:,.0f} tokens/s); the {max(0, self.end_step - ctx.step):,} steps left take "
+                         f"≈ {format_span(left)} (ending ≈ {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.clock() + left))}){was}")
+        if self.every_s > 0 and ctx.step < self.end_step and self.clock() - self.last_ck_t >= self.every_s:
+            if self.last_ck_step != ctx.step:
+                self.checkpointer.save(ctx.step, ctx=ctx)
+
+    def on_chunk_end(self, ctx) -> None:
+        if ctx.checkpoint_wall_s > 0:
+            self.checkpoint_s, self.checkpoint_timed = ctx.checkpoint_wall_s, True
+        self.step = ctx.step
+        self.update_messages()
+
+    def on_event(self, event: Any) -> None:
+        kind = getattr(event, "kind", None)
+        if kind in ("interval", "final"):
+            self.last_ck_step, self.last_ck_t, self.last_ck_path = int(event.step), self.clock(), event.path
+
+    def on_end(self, reason: str) -> None:
+        pass
+
+
+def checkpoint_seconds_guess(n_params: int, *, with_optimizer: bool = True, bytes_per_s: float = 200e6) -> float:
+    """Seconds to write a checkpoint of ``n_params`` fp32 parameters (with the two AdamW moments
+    when ``with_optimizer``) at ``bytes_per_s`` (200 MB/s: a local disk with hashing), at least 1 s."""
+    return max(1.0, 4.0 * n_params * (3 if with_optimizer else 1) / bytes_per_s)
+
+
+def first_checkpoint_steps(start_step: int, end_step: int, *, every_steps: Optional[int], every_s: float, step_s: float,
+                           chunk_steps: int) -> Optional[int]:
+    """Steps from ``start_step`` to the run's first checkpoint: the next multiple of
+    ``every_steps`` (None: by the clock or at the end only), or the first chunk boundary at least
+    ``every_s`` seconds in at ``step_s`` a step (0 = no clock), whichever comes first; the end of
+    the run at the latest. None when no step is left."""
+    left = end_step - start_step
+    if left <= 0:
+        return None
+    cands = [left]
+    if every_steps:
+        cands.append((start_step // every_steps + 1) * every_steps - start_step)
+    if every_s > 0 and step_s > 0:
+        cands.append(max(1, math.ceil(every_s / (chunk_steps * step_s))) * chunk_steps)
+    return min(cands)
+
+
+def accelerator_hint(model: str, flops_per_token: float, flops: float) -> Optional[str]:
+    """On a CPU: how long ``flops`` model FLOPs of ``model`` (``flops_per_token`` a token) take on
+    one TPU v5e chip at its datasheet bf16 peak and the recorded MFU (:data:`RECORDED_MFU`), as
+    advice; None elsewhere."""
+    import jax
+
+    if jax.default_backend() != "cpu":
+        return None
+    peak = dict(TPU_PEAKS)["TPU v5 lite"] * 1e12
+    mfu, _ = _recorded_mfu("TPU v5 lite", model, flops_per_token)
+    return f"an accelerator (one TPU v5e chip: ≈ {format_span(flops / (peak * mfu))})"
+
+
+def plan_pretrain(cfg, variants, *, dtype: str, start_step: int, end_step: int, k: int, cut: bool,
+                  log: Callable[[str], None], measure: Callable[[str], float] = measure_matmul_rate) -> tuple[int, WallTimeEstimate]:
+    """``(steps per chunk, estimate)`` of a pretraining run before it compiles: the rate
+    (:func:`device_rate`), the chunk cut to ``cfg.checkpoint_every_minutes`` when ``cut`` (K not
+    given by the user; :func:`cut_chunk_steps`), and the plan's lines logged
+    (:meth:`WallTimeEstimate.lines`), advice included.
+
+    Args:
+        cfg: the :class:`~pawn.settings.PretrainConfig`. variants: ``[(name, ModelConfig)]`` trained
+            jointly. dtype: compute dtype name. start_step, end_step: this invocation's steps.
+        k: the configured steps per chunk.
+    """
+    from pawn.config import flops_per_token
+
+    model = f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
+    fpt = sum(flops_per_token(c, cfg.seq_len) for _, c in variants)
+    rate = device_rate(model, fpt, dtype, measure=measure)
+    flops_per_step = float(fpt) * cfg.batch_size * cfg.seq_len
+    every_s = 60.0 * cfg.checkpoint_every_minutes
+    step_s = flops_per_step / rate.flops_per_s
+    new_k = cut_chunk_steps(k, step_s, every_s if cut and every_s > 0 else math.inf, start_step)
+    if new_k != k:
+        log(f"steps per chunk {k} → {new_k}: a {k}-step chunk would take ≈ {format_span(k * step_s)} here, longer than "
+            f"--checkpoint-every-minutes {cfg.checkpoint_every_minutes:g}, and a stop or checkpoint waits for the chunk under way")
+    steps = max(0, end_step - start_step)
+    first = first_checkpoint_steps(start_step, end_step, every_steps=cfg.checkpoint_every, every_s=every_s, step_s=step_s,
+                                   chunk_steps=new_k)
+    est = WallTimeEstimate(steps, flops_per_step, new_k, first, rate)
+    advice = []
+    if cfg.variant not in ("small", "toy") and cfg.supernet != "tiny":
+        advice.append("--variant small")
+    hint = accelerator_hint(model, fpt, flops_per_step * steps)
+    if hint:
+        advice.append(hint)
+    for line in est.lines("this run", advice):
+        log(line)
+    if new_k * step_s > max(every_s, 0) and every_s > 0:
+        log(f"WARNING: one step takes ≈ {format_span(step_s)} here, so a checkpoint (and a stop) comes no sooner than "
+            f"every {format_span(new_k * step_s)}")
+    return new_k, est
+
+
+def plan_adapt(cfg, model, *, trains_backbone: bool, steps_per_epoch: int, start_step: int, end_step: int, k: int, cut: bool,
+               log: Callable[[str], None], measure: Callable[[str], float] = measure_matmul_rate) -> tuple[int, WallTimeEstimate]:
+    """:func:`plan_pretrain` for ``pawn adapt``: ``(steps per chunk, estimate)`` of an adapter run
+    of ``model`` (the adapted model; its ``config`` is the backbone's) whose step costs
+    :func:`adapter_flops_per_token` (``trains_backbone``: 6·N, else 4·N), checkpoints every
+    validation (every ``eval_interval`` steps, else every ``val_every`` epochs of ``steps_per_epoch``),
+    every ``cfg.checkpoint_interval`` steps or by the clock, chunks cut to ``cfg.checkpoint_every_minutes``
+    when ``cut``; the plan's lines logged."""
+    mcfg = model.config
+    fpt = adapter_flops_per_token(mcfg, cfg.seq_len, trains_backbone=trains_backbone)
+    rate = device_rate(f"adapter on {mcfg.name}", fpt, _dtype_name(cfg.dtype), measure=measure)
+    flops_per_step = float(fpt) * cfg.batch_size * cfg.seq_len
+    every_s = 60.0 * cfg.checkpoint_every_minutes
+    step_s = flops_per_step / rate.flops_per_s
+    new_k = cut_chunk_steps(k, step_s, every_s if cut and every_s > 0 else math.inf, start_step)
+    if new_k != k:
+        log(f"steps per chunk {k} → {new_k}: a {k}-step chunk would take ≈ {format_span(k * step_s)} here, longer than "
+            f"--checkpoint-every-minutes {cfg.checkpoint_every_minutes:g}, and a stop or checkpoint waits for the chunk under way")
+    steps = max(0, end_step - start_step)
+    firsts = [first_checkpoint_steps(start_step, end_step, every_steps=n, every_s=every_s, step_s=step_s, chunk_steps=new_k)
+              for n in (cfg.checkpoint_interval, cfg.eval_interval or steps_per_epoch * cfg.val_every)]
+    est = WallTimeEstimate(steps, flops_per_step, new_k, min((f for f in firsts if f is not None), default=None), rate)
+    advice = ["fewer --epochs or --steps-per-epoch", "a smaller --batch-size or --seq-len"]
+    hint = accelerator_hint("adapter", fpt, flops_per_step * steps)
+    if hint:
+        advice.append(hint)
+    for line in est.lines("this run (compile and validation not counted)", advice):
+        log(line)
+    return new_k, est
+
+
+def _dtype_name(dtype: str) -> str:
+    """The compute dtype's name for a ``dtype`` setting (``auto``: fp32 on CPU, bf16 elsewhere)."""
+    import jax.numpy as jnp
+
+    from pawn.model import resolve_dtype
+
+    return jnp.dtype(resolve_dtype(None if dtype == "auto" else dtype)).name

@@ -1,0 +1,135 @@
+"""The run's wall time: the plan's estimate against a measured run, the warning for a run longer
+than a day, the terminal bar's ETA, checkpoints by the clock and the Ctrl-C messages."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pawn.cli import app
+from pawn.progress import ProgressReporter
+from pawn.settings import PretrainConfig
+from pawn.train.metrics import read_metrics
+from pawn.train.pretrain import run_pretrain
+from pawn.train.walltime import cut_chunk_steps, plan_pretrain
+
+
+def test_the_plan_names_a_wall_time_within_2x_of_the_measured_one_on_the_tiny_supernet(tmp_path):
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["pretrain", "--supernet", "tiny", "--total-steps", "40", "--steps-per-chunk", "20",
+                                 "--val-games", "0", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    line = next(ln for ln in r.output.splitlines() if ln.startswith("expected wall time on this device: this run ≈ "))
+    assert "one 20-step chunk ≈ " in line and "the first checkpoint" in line, line
+    recs = read_metrics(out / "metrics.jsonl")
+    wall = next(x for x in recs if x["type"] == "config")["summary"]["wall_time"]
+    measured = sum(x["chunk_wall_s"] for x in recs if x["type"] == "train")  # the memory check compiled the chunk
+    ratio = wall["seconds"] / measured
+    assert 0.5 <= ratio <= 2.0, (wall, measured)
+    assert wall["steps"] == 40 and wall["seconds"] == wall["step_s"] * 40
+    assert any(ln.startswith("measured: 20 steps in ") and "the plan said ≈ " in ln for ln in r.output.splitlines()), r.output
+
+
+def test_a_run_of_years_on_this_cpu_is_warned_about_with_what_would_help_and_its_chunks_are_cut():
+    """Issue: ``--supernet large --total-steps 200000 --accumulation-steps 2`` on a 2-core CPU is
+    ≈ 31 h a 50-step chunk and ≈ 14 years in all; the plan said only its FLOPs."""
+    cfg = PretrainConfig.load(supernet="large", total_steps=200_000, accumulation_steps=2)
+    lines: list[str] = []
+    stored, variants = cfg.model_configs()
+    k, est = plan_pretrain(cfg, list(variants.items()), dtype="float32", start_step=0, end_step=200_000, k=cfg.chunk_steps,
+                           cut=True, log=lines.append)
+    text = "\n".join(lines)
+    assert est.too_long and est.total_s > 365 * 86400, text  # years here, whatever the load
+    assert re.search(r"this run ≈ [\d.]+ years", text), text
+    warn = next(ln for ln in lines if ln.startswith("WARNING: this run would take"))
+    assert "more than a day" in warn and "--variant small" in warn and "one TPU v5e chip: ≈ " in warn, warn
+    assert "fewer steps (" in warn, warn
+    # a step alone takes longer than the 30-minute checkpoint interval here: one-step chunks
+    assert cfg.chunk_steps == 50 and k == 1 and est.chunk_steps == 1, text
+    assert "steps per chunk 50 → 1" in text, text
+
+
+def test_cut_chunk_steps_keeps_a_divisor_that_fits_and_the_resume_boundary():
+    assert cut_chunk_steps(50, 1.0, 1800) == 50
+    assert cut_chunk_steps(50, 100.0, 1800) == 10
+    assert cut_chunk_steps(50, 100.0, 1800, start_step=5) == 5
+    assert cut_chunk_steps(50, 4000.0, 1800) == 1
+
+
+def test_the_terminal_bar_shows_the_eta_of_completed_chunks(tmp_path):
+    """Chunks of 40-100 s are longer than rich's 30 s estimation window: its column showed
+    ``-:--:--`` for a whole run. The bar shows the ETA the log lines compute."""
+    from rich.console import Console
+
+    now = [0.0]
+    bar = ProgressReporter("pretrain", 500, fields={"loss": "-"}, plain=False, stream=io.StringIO(), clock=lambda: now[0])
+    bar.start()
+    now[0] = 60.0
+    bar.update(50, unit_s=1.2, loss="3.0")  # first chunk: 50 steps timed at 1.2 s a step
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(bar._bar.get_renderable())
+    assert "ETA 0:09:00" in buf.getvalue(), buf.getvalue()  # 450 steps × 1.2 s
+    now[0] = 120.0
+    bar.update(100, unit_s=1.2, loss="2.9")
+    now[0] = 150.0  # half-way through the next chunk: counts down
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(bar._bar.get_renderable())
+    assert "ETA 0:07:30" in buf.getvalue(), buf.getvalue()  # 400 steps × 1.2 s − the 30 s since the update
+    bar.stop()
+
+
+def test_an_expected_step_time_gives_the_bar_an_eta_before_the_first_chunk():
+    now = [0.0]
+    bar = ProgressReporter("pretrain", 100, plain=True, stream=io.StringIO(), clock=lambda: now[0], expected_unit_s=2.0)
+    bar.start()
+    now[0] = 10.0
+    assert bar.eta_s() == 190.0
+
+
+def test_checkpoints_by_the_clock(tmp_path):
+    out = tmp_path / "clock"
+    cfg = PretrainConfig.load(variant="toy", total_steps=30, steps_per_chunk=10, val_games=0, checkpoint_every=30,
+                              keep_checkpoints=0, checkpoint_every_minutes=1e-6, out=str(out))
+    res = run_pretrain(cfg, progress=False, install_signal_handlers=False, log=lambda m: None)
+    assert res.reason == "completed"
+    got = sorted(p.name for p in (out / "checkpoints").glob("step_*"))
+    assert got == ["step_00000010", "step_00000020", "step_00000030"], got
+
+
+def test_without_the_clock_only_the_interval_checkpoints(tmp_path):
+    out = tmp_path / "noclock"
+    cfg = PretrainConfig.load(variant="toy", total_steps=30, steps_per_chunk=10, val_games=0, checkpoint_every=30,
+                              keep_checkpoints=0, checkpoint_every_minutes=0, out=str(out))
+    run_pretrain(cfg, progress=False, install_signal_handlers=False, log=lambda m: None)
+    assert sorted(p.name for p in (out / "checkpoints").glob("step_*")) == ["step_00000030"]
+
+
+def test_ctrl_c_says_when_the_chunk_ends_what_the_checkpoint_takes_and_what_a_second_loses(tmp_path):
+    out = tmp_path / "sigint"
+    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", "pretrain", "--variant", "toy", "--total-steps", "2000",
+                          "--batch-size", "4", "--seq-len", "32", "--val-games", "0", "--steps-per-chunk", "2",
+                          "--val-every", "2000", "--checkpoint-every", "2000", "--out", str(out)],
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = out / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (metrics.exists() and '"train"' in metrics.read_text()):
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0, stderr
+    msg = next(ln for ln in stderr.splitlines() if ln.startswith("stopping after"))
+    assert re.search(r"it should end at ≈ \d\d:\d\d, in ≈ ", msg), msg
+    assert re.search(r"then a checkpoint \(≈ \d+ s", msg), msg
+    assert "no checkpoint of this run exists yet, so there is nothing to resume" in msg, msg
+    health = json.loads((out / "schedule_health.json").read_text())
+    assert health["reason_for_stop"] == "sigterm"
+    assert (out / "checkpoints" / f"step_{health['actual_total_steps']:08d}").is_dir()
