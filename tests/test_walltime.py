@@ -133,3 +133,25 @@ def test_ctrl_c_says_when_the_chunk_ends_what_the_checkpoint_takes_and_what_a_se
     health = json.loads((out / "schedule_health.json").read_text())
     assert health["reason_for_stop"] == "sigterm"
     assert (out / "checkpoints" / f"step_{health['actual_total_steps']:08d}").is_dir()
+
+
+def test_a_sweep_names_trials_times_steps_before_its_first_trial(tmp_path):
+    base = tmp_path / "base.toml"
+    base.write_text('variant = "toy"\ntotal_steps = 20\nsteps_per_chunk = 10\nval_games = 8\nval_every = 10\n'
+                    'checkpoint_every = 20\nbatch_size = 4\nseq_len = 32\nwarmup_steps = 2\n')
+    r = CliRunner().invoke(app, ["sweep", "--run-type", "pretrain", "--base-config", str(base), "--trials", "1",
+                                 "--out", str(tmp_path / "sw")])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("expected wall time on this device: this sweep (1 trials × 20 steps"))
+    assert at < next(i for i, ln in enumerate(lines) if ln.startswith("trial 0:")), r.output
+
+
+def test_a_sweep_of_large_supernet_trials_on_this_cpu_is_warned_about():
+    from pawn.train.walltime import plan_sweep
+
+    lines: list[str] = []
+    est = plan_sweep(20, "pretrain", PretrainConfig.load(supernet="large", total_steps=10_000), log=lines.append)
+    assert est is not None and est.steps == 200_000 and est.too_long
+    warn = next(ln for ln in lines if ln.startswith("WARNING: this sweep (20 trials × 10,000 steps"))
+    assert "fewer --trials" in warn and "a smaller --total-steps in --base-config" in warn, warn

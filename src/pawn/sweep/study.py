@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from pawn.errors import PawnError
 from pawn.fileio import write_json
-from pawn.settings import CONFIG_PATH_FIELDS, format_validation_error, read_config_file, relative_config_path, resolve_config_paths
+from pawn.settings import CONFIG_PATH_FIELDS, PretrainConfig, format_validation_error, read_config_file, relative_config_path, resolve_config_paths
 from pawn.sweep.objective import ask_quietly, failed_elsewhere, log_stale, make_objective, n_counted, n_finished
 from pawn.sweep.settings import SweepSettings
 from pawn.sweep.space import Space, derive, load_space, suggest
@@ -600,6 +600,30 @@ def summarize(s: SweepSettings, study: optuna.Study, url: str, *, write_best: bo
     return SweepResult(study, url, trials, best, path, command)
 
 
+def _plan(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None]) -> None:
+    """The sweep's expected wall time before its first trial (:func:`pawn.train.walltime.plan_sweep`):
+    the trials still to run × each one's steps, from the fixed settings (``--base-config`` and the
+    sweep's own); nothing when they do not validate without the searched parameters (each trial
+    then reports its own)."""
+    from pawn.train.walltime import plan_sweep
+
+    command = getattr(runner, "command", None)
+    try:
+        if command == "pretrain":
+            settings = PretrainConfig.load(**{**runner.base, "out": None, "resume": None})
+            plan_sweep(s.trials, "pretrain", settings, log=log)
+        elif command == "adapt":
+            from pawn.train.adapt_config import AdaptSettings
+
+            settings = AdaptSettings.load(**{**runner.base, **runner.fixed, "out": None, "resume": None})
+            if "seq_len" not in settings.user_set_fields:  # as each trial: the backbone's trained context
+                settings = settings.model_copy(update={"seq_len": runner._trained_seq_len(settings)})
+            bb = runner.reuse.backbone(settings)[0] if Path(str(settings.backbone)).exists() else None
+            plan_sweep(s.trials, "adapt", settings, backbone_config=None if bb is None else bb.config, log=log)
+    except (ValidationError, PawnError):
+        return
+
+
 def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None) -> SweepResult:
     """``pawn sweep``: run the study (this process, or ``s.workers`` processes), then
     :func:`summarize`.
@@ -610,6 +634,7 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
     # settings every trial would fail on: one error before the sweep directory or study exists
     runner = runner or make_runner(s, log)
     space = prepare_space(s, runner, log)
+    _plan(s, runner, log)
     s.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if s.workers > 1:

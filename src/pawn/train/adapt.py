@@ -375,7 +375,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     cfg = _fit_seq_len(cfg, mb, resume_la, log)
     data = _build_data(cfg, resume_la, log)
     start = int((resume_la.training_state or {}).get("step", 0)) if resume_la is not None else 0
-    data.k, wall = plan_adapt(cfg, mb.model, trains_backbone=not mb.st.uses_backbone or bool(getattr(mb.model.adapter, "trains_backbone", False)),
+    data.k, wall = plan_adapt(cfg, mb.model, trains_backbone=not mb.st.uses_backbone,
                               steps_per_epoch=data.spe,
                               start_step=start, end_step=data.total if cfg.pause_after_steps is None else min(data.total, cfg.pause_after_steps),
                               k=data.k, cut="steps_per_chunk" not in cfg.user_set_fields, log=log)

@@ -194,11 +194,15 @@ def device_rate(model: str, flops_per_token: float, dtype: str, *, measure: Call
 
 
 def format_span(seconds: Optional[float]) -> str:
-    """A duration a person reads at a glance: ``45 s``, ``12 min``, ``3.4 h``, ``5.2 days``,
+    """A duration a person reads at a glance: ``310 ms``, ``4.2 s``, ``45 s``, ``12 min``, ``3.4 h``, ``5.2 days``,
     ``14 years`` (``?`` for None or a non-finite value)."""
     if seconds is None or not math.isfinite(seconds):
         return "?"
     s = max(0.0, float(seconds))
+    if s < 1:
+        return f"{s * 1e3:.0f} ms"
+    if s < 10:
+        return f"{s:.1f} s"
     if s < 90:
         return f"{s:.0f} s"
     if s < 90 * 60:
@@ -251,16 +255,20 @@ class WallTimeEstimate:
         """Steps that fit in ``seconds`` at this rate."""
         return int(seconds // self.step_s) if self.step_s > 0 else self.steps
 
-    def lines(self, what: str, advice: Sequence[str] = ()) -> list[str]:
-        """The plan's lines: expected wall time (with one chunk's and the first checkpoint's),
-        the rate's source, and when it is :attr:`too_long` a WARNING naming ``advice`` (flags,
-        hardware) and the steps that fit a day here. ``what``: the run (``"this run"``)."""
-        ck = (f", the first checkpoint (after {self.first_checkpoint_steps:,} steps) ≈ {format_span(self.first_checkpoint_steps * self.step_s)}"
-              if self.first_checkpoint_steps else "")
+    def lines(self, what: str, advice: Sequence[str] = (), tail: str = "corrected after the first chunk") -> list[str]:
+        """The plan's lines: expected wall time (with one chunk's, when ``chunk_steps`` > 0, and the
+        first checkpoint's), the rate's source, ``tail``, and when it is :attr:`too_long` a WARNING
+        naming ``advice`` (flags, hardware) and the steps that fit a day here. ``what``: the run
+        (``"this run"``)."""
+        parts = []
+        if self.chunk_steps:
+            parts.append(f"one {self.chunk_steps}-step chunk ≈ {format_span(self.chunk_s)}")
+        if self.first_checkpoint_steps:
+            parts.append(f"the first checkpoint (after {self.first_checkpoint_steps:,} steps) "
+                         f"≈ {format_span(self.first_checkpoint_steps * self.step_s)}")
         out = [f"expected wall time on this device: {what} ≈ {format_span(self.total_s)} ({self.steps:,} steps of "
-               f"≈ {format_span(self.step_s) if self.step_s >= 1 else f'{self.step_s * 1e3:.0f} ms'}; one {self.chunk_steps}-step chunk "
-               f"≈ {format_span(self.chunk_s)}{ck}); compute only, at {self.rate.flops_per_s / 1e12:.3g} TFLOP/s = {self.rate.source}; "
-               f"corrected after the first chunk"]
+               f"≈ {format_span(self.step_s)}{'; ' + ', '.join(parts) if parts else ''}); compute only, at "
+               f"{self.rate.flops_per_s / 1e12:.3g} TFLOP/s = {self.rate.source}" + (f"; {tail}" if tail else "")]
         if self.too_long:
             day = self.steps_in(DAY_S)
             helps = list(advice) + ([f"fewer steps ({day:,} take about a day here)"] if day >= 1 else [])
@@ -295,8 +303,8 @@ class WallClockHook:
     """A :class:`~pawn.train.run.Hook` (duck-typed: ``due``, ``on_chunk``, ``on_chunk_end``,
     ``on_event``, ``on_end``) for the run's wall clock:
 
-    - after the first timed chunk, one line with its measured time and the run's remaining time at
-      that pace, against the plan's ``estimate``;
+    - once timed chunks add up to 5 s (or three are done), one line with their measured time and
+      the run's remaining time at that pace, against the plan's ``estimate``;
     - a checkpoint whenever ``every_s`` seconds have passed since the last one (or the start) and
       the run is not at ``end_step`` (``--checkpoint-every-minutes``; 0 = off);
     - before each chunk, the :class:`~pawn.train.lifecycle.StopFlag`'s messages (instance
@@ -331,7 +339,8 @@ class WallClockHook:
         self.last_ck_path = None
         self.step = start_step
         self.step_s: Optional[float] = estimate.step_s if estimate is not None else None
-        self.measured = False
+        self.measured = self._reported = False
+        self._timed: list[tuple[int, float]] = []
         self.chunk_steps = estimate.chunk_steps if estimate is not None else None
         self.update_messages(first_chunk=True)
 
@@ -350,8 +359,10 @@ class WallClockHook:
     def _loss_text(self) -> str:
         now = self.clock()
         if self.last_ck_step is None:
-            return (f"no checkpoint of this run exists yet, so there is nothing to resume: all its work so far "
-                    f"({format_span(now - self.t_start)} up to {_clock(now)}, and the chunk under way) is lost")
+            done = max(0, self.step - self.start_step)
+            return (f"no checkpoint of this run exists yet, so there is nothing to resume: "
+                    + (f"the {done:,} steps done so far ({format_span(now - self.t_start)} of training up to {_clock(now)}) and "
+                       if done else "") + "the chunk under way are lost")
         n = max(0, self.step - self.last_ck_step)
         return (f"the last complete checkpoint, step {self.last_ck_step:,} (written {_clock(self.last_ck_t)}), is kept; "
                 + (f"the {n:,} steps after it (≈ {format_span(now - self.last_ck_t)} of work up to {_clock(now)}) and "
@@ -376,14 +387,21 @@ class WallClockHook:
         self.step = ctx.step
         steps = r.step - r.step_start
         timed = steps > 0 and (self.precompiled or not r.includes_compile)
-        if timed and not self.measured:
+        if timed:
+            # the messages use the latest chunk; the one "measured" line waits for 5 s of chunks (or
+            # three), leaving out the first when there are more (its first executions are slower)
             self.measured, self.step_s, self.chunk_steps = True, r.chunk_wall_s / steps, steps
-            left = max(0, self.end_step - ctx.step) * self.step_s
+            self._timed.append((steps, r.chunk_wall_s))
+        if timed and not self._reported and (sum(t for _, t in self._timed) >= 5.0 or len(self._timed) >= 3):
+            self._reported = True
+            sample = self._timed[1:] if len(self._timed) > 1 else self._timed
+            steps, wall = sum(n for n, _ in sample), sum(t for _, t in sample)
+            left = max(0, self.end_step - ctx.step) * wall / steps
             if self.log is not None and ctx.step < self.end_step:
                 was = (f"; the plan said ≈ {format_span(self.estimate.chunk_steps * self.estimate.step_s)} a chunk, "
                        f"{format_span(self.estimate.total_s)} in all" if self.estimate is not None else "")
-                self.log(f"measured: {steps} steps in {format_span(r.chunk_wall_s) if r.chunk_wall_s >= 1 else f'{r.chunk_wall_s:.2f} s'}"
-                         f" ({r.tokens_per_s:,.0f} tokens/s); the {max(0, self.end_step - ctx.step):,} steps left take "
+                self.log(f"measured: {steps} steps in {format_span(wall)} ({r.tokens * steps / (r.step - r.step_start) / wall:,.0f} "
+                         f"tokens/s); the {max(0, self.end_step - ctx.step):,} steps left take "
                          f"≈ {format_span(left)} (ending ≈ {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.clock() + left))}){was}")
         if self.every_s > 0 and ctx.step < self.end_step and self.clock() - self.last_ck_t >= self.every_s:
             if self.last_ck_step != ctx.step:
@@ -520,3 +538,53 @@ def _dtype_name(dtype: str) -> str:
     from pawn.model import resolve_dtype
 
     return jnp.dtype(resolve_dtype(None if dtype == "auto" else dtype)).name
+
+
+def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None, log: Callable[[str], None],
+               measure: Callable[[str], float] = measure_matmul_rate) -> Optional[WallTimeEstimate]:
+    """The expected wall time of a sweep before its first trial: ``trials`` × each trial's steps ×
+    the step time (:func:`device_rate`); pruned trials end sooner, so this is the most it takes
+    (one worker; ``--workers`` share the device). Logged as the plan's lines, with a WARNING past
+    a day naming fewer ``--trials``, fewer steps per trial and an accelerator.
+
+    Args:
+        command: ``"pretrain"`` or ``"adapt"``. settings: the trial command's settings without the
+            searched parameters (a :class:`~pawn.settings.PretrainConfig` or
+            :class:`~pawn.train.adapt_config.AdaptSettings`). backbone_config: an adapter sweep's
+            backbone :class:`~pawn.config.ModelConfig`.
+
+    Returns:
+        The estimate, or None when a trial's steps are not known before its data is loaded (an
+        adapter sweep without ``steps_per_epoch``): then one line says each trial's plan gives it.
+    """
+    from pawn.config import flops_per_token
+
+    if command == "pretrain":
+        _, variants = settings.model_configs()
+        model = f"variant {settings.variant}" if settings.variant else f"supernet {settings.supernet or 'large'}"
+        fpt = sum(flops_per_token(c, settings.seq_len) for c in variants.values())
+        steps = settings.total_steps
+        less = "a smaller --total-steps in --base-config"
+    else:
+        if backbone_config is None or settings.steps_per_epoch is None:
+            log(f"expected wall time: {trials} trials × each trial's steps, which come from the data (steps per epoch); "
+                f"each trial's plan names its own (set steps_per_epoch in --base-config to have it here)")
+            return None
+        from pawn.adapters import get_strategy
+
+        model = "adapter"
+        fpt = adapter_flops_per_token(backbone_config, settings.seq_len,
+                                      trains_backbone=not get_strategy(settings.strategy).uses_backbone)
+        steps = settings.epochs * settings.steps_per_epoch
+        less = "fewer epochs or steps_per_epoch in --base-config"
+    rate = device_rate(model, fpt, _dtype_name(settings.dtype), measure=measure)
+    flops_per_step = float(fpt) * settings.batch_size * settings.seq_len
+    est = WallTimeEstimate(trials * steps, flops_per_step, 0, None, rate)
+    advice = [f"fewer --trials ({max(1, int(DAY_S // max(steps * est.step_s, 1e-9))):,} trials fit a day here)", less]
+    hint = accelerator_hint(model, fpt, flops_per_step * trials * steps)
+    if hint:
+        advice.append(hint)
+    for line in est.lines(f"this sweep ({trials} trials × {steps:,} steps, at most: pruned trials end sooner)", advice,
+                          tail="each trial's own plan follows at its start"):
+        log(line)
+    return est
