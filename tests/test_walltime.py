@@ -128,7 +128,7 @@ def test_ctrl_c_says_when_the_chunk_ends_what_the_checkpoint_takes_and_what_a_se
     assert p.returncode == 0, stderr
     msg = next(ln for ln in stderr.splitlines() if ln.startswith("stopping after"))
     assert re.search(r"it should end at ≈ \d\d:\d\d, in ≈ ", msg), msg
-    assert re.search(r"then a checkpoint \(≈ \d+ s", msg), msg
+    assert re.search(r"then a checkpoint \(≈ [\d.]+ m?s", msg), msg
     assert "no checkpoint of this run exists yet, so there is nothing to resume" in msg, msg
     health = json.loads((out / "schedule_health.json").read_text())
     assert health["reason_for_stop"] == "sigterm"
@@ -155,3 +155,25 @@ def test_a_sweep_of_large_supernet_trials_on_this_cpu_is_warned_about():
     assert est is not None and est.steps == 200_000 and est.too_long
     warn = next(ln for ln in lines if ln.startswith("WARNING: this sweep (20 trials × 10,000 steps"))
     assert "fewer --trials" in warn and "a smaller --total-steps in --base-config" in warn, warn
+
+
+def test_ctrl_c_while_the_step_compiles_says_the_first_chunk_runs_first(tmp_path):
+    """Before: "stopping after this chunk (a checkpoint is written)" whatever the chunk's length."""
+    out = tmp_path / "compiling"
+    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", "pretrain", "--variant", "toy", "--total-steps", "2000",
+                          "--batch-size", "4", "--seq-len", "32", "--val-games", "0", "--steps-per-chunk", "2",
+                          "--val-every", "2000", "--checkpoint-every", "2000", "--out", str(out)],
+                         env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in p.stderr:  # the log lines
+        seen.append(line)
+        if line.startswith("memory check: compiling"):
+            break
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=180)
+    assert p.returncode == 0, stderr
+    msg = next(ln for ln in stderr.splitlines() if ln.startswith("stopping after"))
+    assert msg.startswith("stopping after the first chunk, once the train step has compiled"), msg
+    assert "steps 0 → 2; it should end at ≈ " in msg and "the chunk under way is lost" in msg, msg
+    assert (out / "checkpoints" / "step_00000002").is_dir(), "".join(seen) + stdout

@@ -379,6 +379,8 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
                               steps_per_epoch=data.spe,
                               start_step=start, end_step=data.total if cfg.pause_after_steps is None else min(data.total, cfg.pause_after_steps),
                               k=data.k, cut="steps_per_chunk" not in cfg.user_set_fields, log=log)
+    WallClockHook(None, stop, start_step=start, end_step=data.total, estimate=wall, every_s=0, setup=True,
+                  checkpoint_s_guess=checkpoint_seconds_guess(mb.n_trainable), resumed_step=start or None)
     prog = _build_program(cfg, mb.model, data.schedule, reuse)
     init = _initial_state(cfg, mb.model, prog.optimizer, resume_la, mb.rosa_resume, data, log)
     del resume_la
@@ -853,7 +855,7 @@ def _adapt_hooks(r: _AdaptRun, stop: StopFlag, progress: bool, log: Callable[[st
     hk.append(EpochCheckpointHook(r.checkpointer, r.ckpt_due, r.end))
     hk.append(WallClockHook(r.checkpointer, stop, start_step=r.start, end_step=r.end, estimate=r.wall,
                             every_s=60.0 * cfg.checkpoint_every_minutes, checkpoint_s_guess=checkpoint_seconds_guess(
-                                r.mb.n_trainable), log=log if is_main else None))
+                                r.mb.n_trainable), resumed_step=r.start or None, log=log if is_main else None))
     hk.append(SignalStopHook(stop))
     hk.extend(r.hooks)
     metrics_hook = None

@@ -443,6 +443,8 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     start = int(resume_ck.training_state["step"]) if resume_ck is not None else 0
     K, wall = plan_pretrain(cfg, variants, dtype=jnp.dtype(resolve_dtype(dtype)).name, start_step=start,
                             end_step=_end_step(cfg), k=K, cut="steps_per_chunk" not in cfg.user_set_fields, log=log)
+    WallClockHook(None, stop, start_step=start, end_step=_end_step(cfg), estimate=wall, every_s=0, setup=True,
+                  checkpoint_s_guess=checkpoint_seconds_guess(param_count(stored_cfg)), resumed_step=start or None)
     program, compiled_memory = _pretrain_program(cfg, stored_cfg, variants, optimizer, schedule, dtype, K, n_dev, reuse, log)
     plan = lambda start, end: {**_summary(cfg, stored_cfg, variants, start, end, K, n_dev, n_proc, dtype, compiled_memory),  # noqa: E731
                                "wall_time": wall.to_dict()}
@@ -717,7 +719,7 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
     hooks.append(WallClockHook(checkpointer, stop, start_step=start_step, end_step=end_step,
                                estimate=wall, every_s=60.0 * cfg.checkpoint_every_minutes, precompiled=True,
                                checkpoint_s_guess=checkpoint_seconds_guess(param_count(_variant_list(cfg)[0])),
-                               log=log if is_main else None))
+                               resumed_step=start_step or None, log=log if is_main else None))
     hooks.append(SignalStopHook(stop))
     hooks.extend(extra)
     if run.logger is not None:

@@ -264,7 +264,7 @@ class WallTimeEstimate:
         if self.chunk_steps:
             parts.append(f"one {self.chunk_steps}-step chunk ≈ {format_span(self.chunk_s)}")
         if self.first_checkpoint_steps:
-            parts.append(f"the first checkpoint (after {self.first_checkpoint_steps:,} steps) "
+            parts.append(f"the first checkpoint (after {self.first_checkpoint_steps:,} step{'s' if self.first_checkpoint_steps != 1 else ''}) "
                          f"≈ {format_span(self.first_checkpoint_steps * self.step_s)}")
         out = [f"expected wall time on this device: {what} ≈ {format_span(self.total_s)} ({self.steps:,} steps of "
                f"≈ {format_span(self.step_s)}{'; ' + ', '.join(parts) if parts else ''}); compute only, at "
@@ -328,14 +328,15 @@ class WallClockHook:
 
     def __init__(self, checkpointer, stop, *, start_step: int, end_step: int, estimate: Optional[WallTimeEstimate],
                  every_s: float, checkpoint_s_guess: float, log: Optional[Callable[[str], None]] = None,
-                 precompiled: bool = False, clock: Callable[[], float] = time.time):
-        self.precompiled = precompiled
+                 precompiled: bool = False, resumed_step: Optional[int] = None, setup: bool = False,
+                 clock: Callable[[], float] = time.time):
+        self.precompiled, self.setup = precompiled, setup
         self.checkpointer, self.stop, self.estimate, self.every_s = checkpointer, stop, estimate, float(every_s)
         self.start_step, self.end_step, self.log, self.clock = start_step, end_step, log, clock
         self.checkpoint_s = float(checkpoint_s_guess)
         self.checkpoint_timed = False
         self.t_start = self.last_ck_t = clock()
-        self.last_ck_step: Optional[int] = None
+        self.last_ck_step: Optional[int] = resumed_step
         self.last_ck_path = None
         self.step = start_step
         self.step_s: Optional[float] = estimate.step_s if estimate is not None else None
@@ -362,11 +363,12 @@ class WallClockHook:
             done = max(0, self.step - self.start_step)
             return (f"no checkpoint of this run exists yet, so there is nothing to resume: "
                     + (f"the {done:,} steps done so far ({format_span(now - self.t_start)} of training up to {_clock(now)}) and "
-                       if done else "") + "the chunk under way are lost")
+                       "the chunk under way are lost" if done else "the chunk under way is lost"))
         n = max(0, self.step - self.last_ck_step)
-        return (f"the last complete checkpoint, step {self.last_ck_step:,} (written {_clock(self.last_ck_t)}), is kept; "
+        when = f"written {_clock(self.last_ck_t)}" if self.last_ck_path is not None else "the one this run resumed"
+        return (f"the last complete checkpoint, step {self.last_ck_step:,} ({when}), is kept; "
                 + (f"the {n:,} steps after it (≈ {format_span(now - self.last_ck_t)} of work up to {_clock(now)}) and "
-                   if n else "") + "the chunk under way are lost")
+                   "the chunk under way are lost" if n else "the chunk under way is lost"))
 
     def update_messages(self, first_chunk: bool = False) -> None:
         """Rewrite the stop flag's messages for the chunk starting now."""
@@ -374,7 +376,10 @@ class WallClockHook:
             return
         ck = f"then a checkpoint (≈ {format_span(self.checkpoint_s)}{'' if self.checkpoint_timed else ', estimated'})"
         chunk = self._chunk_end_text()
-        if first_chunk and not self.precompiled:
+        if self.setup:
+            chunk = ("the first chunk, once the train step has compiled (seconds for small models, minutes for the large "
+                     "supernet on a CPU) and " + chunk.replace("this chunk (", "(", 1) + " has run")
+        elif first_chunk and not self.precompiled:
             chunk += " once it has compiled"
         self.stop.FIRST_SIGINT = (f"stopping after {chunk}, {ck}; Ctrl-C again to stop now without a checkpoint: "
                                   + self._loss_text())
