@@ -94,6 +94,27 @@ def test_gpu_peak_lookup_of_an_unknown_device_is_none():
     assert lookup_gpu_peak("cpu") is None
 
 
+@pytest.mark.parametrize("kind, name, bf16", [
+    ("TPU v4", "TPU v4", 275.0), ("TPU v5 lite", "TPU v5 lite", 197.0), ("TPU v5", "TPU v5", 459.0),
+    ("TPU v6 lite", "TPU v6 lite", 918.0),
+])
+def test_tpu_peaks_are_keyed_by_the_exact_device_kind_jax_reports(kind, name, bf16):
+    from pawn.bench import lookup_tpu_peak, published_peak
+
+    assert lookup_tpu_peak(kind) == (name, bf16)
+    flops, source = published_peak("tpu", kind, "bfloat16")
+    assert flops == bf16 * 1e12 and name in source and "cloud.google.com/tpu" in source
+    assert published_peak("tpu", kind, "float32") is None  # no fp32 figure is published: measured instead
+
+
+def test_a_tpu_not_in_the_table_has_no_published_peak():
+    from pawn.bench import lookup_tpu_peak, published_peak
+
+    assert lookup_tpu_peak("TPU v4 lite") is None  # v4i: not a v4, though its name contains it
+    assert published_peak("tpu", "TPU v4 lite", "bfloat16") is None
+    assert published_peak("gpu", "NVIDIA H200", "bfloat16")[0] == 989.4e12
+
+
 def test_only_accepts_repeats_and_comma_lists_in_run_order():
     assert parse_only(None) == list(SECTIONS)
     assert parse_only(["decode,step", "engine"]) == ["engine", "step", "decode"]

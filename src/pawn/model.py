@@ -323,7 +323,7 @@ XLA attention, e.g. when cuDNN fails to compile a shape)."""
 
 ATTENTION_IMPL: dict[str, str] = {}
 """The attention implementation chosen at the last trace of the full forward, by compute dtype
-(``"cudnn"`` or ``"xla"``); reported by ``pawn bench`` and ``benchmarks/gpu_check.sh``."""
+(``"cudnn"`` or ``"xla"``); reported by ``pawn bench`` and ``benchmarks/accel_check.sh``."""
 
 
 def _attend_full(q, k, v, attn_mask, all_masked, prefix_mask: bool, path: str = "blockwise"):

@@ -26,8 +26,8 @@ from pawn.bench.engine import bench_engine, resolve_pgn_files
 from pawn.bench.evaluation import bench_eval
 from pawn.bench.memory import bench_memory
 from pawn.bench.population import bench_population
-from pawn.bench.mfu import (FLOPS_FORMULA, GPU_PEAKS, PEAK_SOURCE, bench_mfu, lookup_gpu_peak, measure_matmul_peak,
-                            step_flops_per_token)
+from pawn.bench.mfu import (FLOPS_FORMULA, GPU_PEAKS, PEAK_SOURCE, TPU_PEAK_SOURCE, TPU_PEAKS, bench_mfu, lookup_gpu_peak,
+                            lookup_tpu_peak, measure_matmul_peak, published_peak, step_flops_per_token)
 from pawn.bench.records import Measurement, to_json
 from pawn.bench.report import METRICS, print_report
 from pawn.bench.runner import (REFERENCE_MACHINE, REFERENCE_SECTION_S, SECTIONS, BenchReport, estimate_line, finished_line,
@@ -45,4 +45,5 @@ __all__ = [
     "estimate_line", "estimate_seconds", "finished_line", "rescaled_estimates", "flops_per_token", "fresh_state", "header", "lookup_gpu_peak", "make_setup",
     "measure_matmul_peak", "parse_only", "per_repetition_rates", "pretrain_optimizer", "print_report", "rates", "register",
     "resolve_pgn_files", "run_bench", "step_flops_per_token", "time_call", "timing_stats", "to_json",
+    "TPU_PEAKS", "TPU_PEAK_SOURCE", "lookup_tpu_peak", "published_peak",
 ]

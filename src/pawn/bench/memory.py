@@ -59,7 +59,9 @@ def bench_memory(s: BenchSettings) -> MemoryResult:
     output, alias (donated) and temp bytes, and the peak (arguments + unaliased outputs + temps),
     with whether that fits this device and each of :data:`pawn.train.memory.NAMED_DEVICES`
     after :data:`~pawn.train.memory.HEADROOM`. On CPU the figure is a proxy for a GPU (no cuDNN
-    fused attention there).
+    fused attention there). A mode XLA refuses to compile for lack of device memory (a TPU
+    does so at compile time) is a row that does not fit here, with the size XLA named
+    (:meth:`pawn.train.memory.MemoryEstimate.from_refusal`), not an error.
 
     Raises:
         ValueError: the batch does not split over devices × micro-batches.
@@ -88,9 +90,10 @@ def bench_memory(s: BenchSettings) -> MemoryResult:
         ATTENTION_IMPL.clear()
         t0 = time.perf_counter()
         _, est = compile_chunk(program, cfg, s.steps_per_chunk, s.batch_size, s.seq_len)
+        known = est.peak_bytes > 0  # a compile refusal may not say how much it needed
         out.rows.append(MemoryRow(mode, est.to_dict(), time.perf_counter() - t0, ATTENTION_IMPL.get(dt_name, "?"),
-                                  None if cap is None else fits(est.peak_bytes, cap),
-                                  {name: fits(est.peak_bytes, size) for name, size in NAMED_DEVICES}))
+                                  False if est.refused else None if cap is None else fits(est.peak_bytes, cap),
+                                  {name: fits(est.peak_bytes, size) if known else None for name, size in NAMED_DEVICES}))
     return out
 
 

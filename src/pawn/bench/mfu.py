@@ -13,7 +13,8 @@ from pawn.bench import report as R
 from pawn.bench.step import StepResult, StepSetup, chunk_timing, make_setup
 from pawn.bench.timing import time_call
 from pawn.config import flops_per_token
-from pawn.train.walltime import GPU_PEAKS, PEAK_SOURCE, lookup_gpu_peak  # noqa: F401  (re-exported: pawn.bench names them)
+from pawn.train.walltime import (  # noqa: F401  (re-exported: pawn.bench names them)
+    GPU_PEAKS, PEAK_SOURCE, TPU_PEAK_SOURCE, TPU_PEAKS, lookup_gpu_peak, lookup_tpu_peak, published_peak)
 
 FLOPS_FORMULA = "FLOPs/token = 6·N + 12·L·T·d (N = all parameters, L layers, T sequence length, d width); supernet = sum over variants"
 """The model-FLOP convention of spec §7.3, as printed in the output."""
@@ -85,19 +86,19 @@ class MfuResult:
 
 
 def peak_flops(dt_name: str, s: BenchSettings) -> Peak:
-    """On GPUs the published dense figure for the compute dtype (:data:`GPU_PEAKS`); on CPU (or a
-    GPU not in the table) a matmul peak measured in this run; times the device count."""
+    """On GPUs the published dense figure for the compute dtype (:data:`GPU_PEAKS`), on TPUs the
+    published bf16 figure (:data:`TPU_PEAKS`); on a CPU, a device not in the tables or fp32 on a
+    TPU, a matmul peak measured in this run; times the device count."""
     import jax
 
     backend = jax.default_backend()
     kind = jax.devices()[0].device_kind
-    row = lookup_gpu_peak(kind) if backend == "gpu" else None
     n_dev = jax.device_count()
-    if row is not None:
-        one = (row[1] if dt_name == "bfloat16" else row[2]) * 1e12
-        return Peak(one * n_dev, one, n_dev, f"{PEAK_SOURCE} ({row[0]}, {'bf16' if dt_name == 'bfloat16' else 'fp32'})")
+    pub = published_peak(backend, kind, dt_name)
+    if pub is not None:
+        return Peak(pub[0] * n_dev, pub[0], n_dev, pub[1])
     mm = measure_matmul_peak(s.matmul_n, dt_name, s.repeats)
-    why = "CPU" if backend == "cpu" else f"{kind} is not in the published-peak table"
+    why = "CPU" if backend == "cpu" else f"no published {dt_name} peak for {kind}"
     one = mm.rates["flops_per_s"]
     return Peak(one * n_dev, one, n_dev, f"measured in this run ({why}): jitted {s.matmul_n}×{s.matmul_n} {dt_name} matmul, median", mm)
 

@@ -80,7 +80,7 @@ class TableView:
 def _memory(m) -> TableView:
     dev_cols = [Metric(f"fits {d['name'].split(' (')[0]}", _YES.__getitem__) for d in m.named_devices]
     cap = m.this_device["bytes"]
-    here = Metric(f"fits here ({cap / 2**30:.0f} GiB)" if cap else "fits here", _YES.__getitem__)
+    here = Metric(f"fits here ({cap / 2**30:.0f} GiB)" if cap else "fits here", lambda x: x if isinstance(x, str) else _YES[x])
     v = TableView(f"compiled train-step memory: {m.model}, batch {m.batch_size} × seq {m.seq_len} ({m.compute_dtype}), "
                   f"K = {m.steps_per_chunk}, accumulation {m.accumulation_steps}, per device ({m.backend})",
                   ["remat", "attention", "temp_gib", "argument_gib", "output_gib", "alias_gib", "peak_gib", "chunk_compile_s",
@@ -88,7 +88,8 @@ def _memory(m) -> TableView:
                   notes=[f"{m.source}; fits = peak ≤ {100 * (1 - m.headroom):.0f}% of the device; this device: {m.this_device['source']}"])
     for r in m.rows:
         v.rows.append({"remat": r.remat, "attention": r.attention, **r.estimate, "chunk_compile_s": r.compile_s,
-                       **{c.label: r.fits[d["name"]] for c, d in zip(dev_cols, m.named_devices)}, here.label: r.fits_this_device})
+                       **{c.label: r.fits[d["name"]] for c, d in zip(dev_cols, m.named_devices)},
+                       here.label: r.estimate.get("verdict") or r.fits_this_device})
     return v
 
 

@@ -18,14 +18,17 @@ from pawn.errors import PawnError
 
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 GIB = 2 ** 30
 
-NAMED_DEVICES: tuple[tuple[str, float], ...] = (("80 GB (A100/H100 80GB)", 80e9), ("141 GB (H200)", 141e9))
-"""Device sizes ``pawn bench --only memory`` checks the step against (bytes, as sold: 10⁹)."""
+NAMED_DEVICES: tuple[tuple[str, float], ...] = (("16 GiB (TPU v5e)", 16 * 2 ** 30), ("80 GB (A100/H100 80GB)", 80e9),
+                                                ("141 GB (H200)", 141e9))
+"""Device sizes ``pawn bench --only memory`` checks the step against, in bytes (GPUs as sold, 10⁹;
+the TPU v5e's HBM as Google Cloud's TPU v5e page gives it, 16 GiB per chip)."""
 
 HEADROOM = 0.10
 """Fraction of a device kept free when deciding "fits" (allocator fragmentation, the runtime's
@@ -47,6 +50,12 @@ class MemoryEstimate:
         temp_bytes: everything else live at some point (activations kept for the backward,
             gradients, optimizer temporaries): XLA's ``temp_size_in_bytes``.
         code_bytes: generated code.
+        refused: empty for a program that compiled; otherwise XLA's own refusal to compile it
+            (a TPU refuses at compile time a program that does not fit its HBM, where CPUs and
+            GPUs compile it and report its size), shortened to one line. Then ``temp_bytes`` is
+            the size XLA said the program needs (0 when the message gives none) and
+            ``available_bytes`` the size it said the device has.
+        available_bytes: the device memory XLA's refusal names (None when it compiled).
     """
 
     argument_bytes: int
@@ -54,6 +63,16 @@ class MemoryEstimate:
     alias_bytes: int
     temp_bytes: int
     code_bytes: int
+    refused: str = ""
+    available_bytes: Optional[int] = None
+
+    @classmethod
+    def from_refusal(cls, message: str) -> "MemoryEstimate":
+        """The estimate of a program XLA refused to compile for lack of device memory, from its
+        ``RESOURCE_EXHAUSTED`` message (:func:`parse_compile_oom`)."""
+        needed, available = parse_compile_oom(message)
+        first = next((ln.strip() for ln in message.splitlines() if ln.strip()), message.strip())
+        return cls(0, 0, 0, needed or 0, 0, refused=first[:300], available_bytes=available)
 
     @classmethod
     def from_compiled(cls, compiled: Any) -> "MemoryEstimate":
@@ -79,11 +98,56 @@ class MemoryEstimate:
         return self.fixed_bytes + self.temp_bytes
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict with every field, the peak and GiB figures."""
+        """Plain dict with every field, the peak and GiB figures (and, for a refused program,
+        ``refused``, ``verdict`` and ``available_bytes``/``available_gib``)."""
         d = {k: getattr(self, k) for k in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes", "code_bytes")}
         d["peak_bytes"] = self.peak_bytes
-        d.update({k.replace("_bytes", "_gib"): v / GIB for k, v in list(d.items())})
+        if self.refused:
+            d["available_bytes"] = self.available_bytes
+        d.update({k.replace("_bytes", "_gib"): (v / GIB if v is not None else None) for k, v in list(d.items())})
+        if self.refused:
+            d["refused"], d["verdict"] = self.refused, self.verdict()
         return d
+
+    def verdict(self) -> str:
+        """A short "does not fit: XLA needs 95.0 GiB of 15.7" for a refused program, else ""."""
+        if not self.refused:
+            return ""
+        need = f"{self.temp_bytes / GIB:.1f} GiB" if self.temp_bytes else "more than the device has"
+        of = f" of {self.available_bytes / GIB:.1f}" if self.available_bytes else ""
+        return f"does not fit: XLA needs {need}{of}"
+
+
+_SIZE = r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?B?|B)?"
+_OOM_PATTERNS = (
+    # XLA:TPU "Ran out of memory in memory space hbm. Used 21.95G of 15.48G hbm."
+    re.compile(r"Used\s+" + _SIZE + r"\s+of\s+" + _SIZE + r"\s+hbm", re.I),
+    # newer XLA: "... HLO temporaries (95.03G) exceeds available HBM (15.75G)"
+    re.compile(r"\(" + _SIZE + r"\)\s+exceeds\s+available\s+\w+\s+\(" + _SIZE + r"\)", re.I),
+)
+
+
+def _bytes(num: str, unit: Optional[str]) -> int:
+    """XLA's human-readable sizes are binary (``21.95G`` = 21.95 · 2³⁰ bytes)."""
+    power = {"B": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}[(unit or "B")[0].upper()]
+    return int(float(num) * 1024 ** power)
+
+
+def is_compile_oom(err: BaseException) -> bool:
+    """Whether ``err`` is XLA refusing to compile a program for lack of device memory
+    (a ``RESOURCE_EXHAUSTED`` status raised by ``Lowered.compile()``, as XLA:TPU does)."""
+    return "RESOURCE_EXHAUSTED" in str(err)
+
+
+def parse_compile_oom(message: str) -> tuple[Optional[int], Optional[int]]:
+    """``(bytes needed, bytes available)`` from an XLA ``RESOURCE_EXHAUSTED`` compile error
+    message; either is None where the message does not say. Reads XLA:TPU's "Used 21.95G of
+    15.48G hbm" and the newer "HLO temporaries (95.03G) exceeds available HBM (15.75G)"."""
+    for pat in _OOM_PATTERNS:
+        m = pat.search(message)
+        if m:
+            return _bytes(m.group(1), m.group(2)), _bytes(m.group(3), m.group(4))
+    return None, None
 
 
 _LIBC_TRIM: Any = None  # glibc's malloc_trim once looked up; False where there is none
@@ -183,8 +247,19 @@ def abstract_state(program, stored_config):
 
 def compile_chunk(program, stored_config, k: int, batch_size: int, seq_len: int) -> tuple[Any, MemoryEstimate]:
     """Compile ``program``'s K-step chunk for a [K, B, T] chunk from shapes alone and read its
-    memory. Returns ``(compiled, MemoryEstimate)``; ``program`` keeps the executable."""
-    compiled = program.compile(abstract_state(program, stored_config), program.abstract_chunk(k, batch_size, seq_len))
+    memory. Returns ``(compiled, MemoryEstimate)``; ``program`` keeps the executable. Where XLA
+    refuses to compile the chunk for lack of device memory (TPUs do, at compile time), returns
+    ``(None, MemoryEstimate.from_refusal(...))`` instead of raising: a row that does not fit.
+
+    Raises:
+        Exception: any other compile error, as XLA raised it.
+    """
+    try:
+        compiled = program.compile(abstract_state(program, stored_config), program.abstract_chunk(k, batch_size, seq_len))
+    except Exception as e:  # noqa: BLE001 - only XLA's out-of-memory status is a result; the rest re-raise
+        if not is_compile_oom(e):
+            raise
+        return None, MemoryEstimate.from_refusal(str(e))
     return compiled, MemoryEstimate.from_compiled(compiled)
 
 
@@ -234,10 +309,16 @@ def suggest_flags(est: MemoryEstimate, capacity: float, *, batch_size: int, n_de
 
 def refusal(est: MemoryEstimate, capacity: Optional[int], where: str, *, batch_size: int, n_devices: int,
             remat: str, accumulation_steps: int, what: str = "the train step") -> str:
-    """The one-line message for a step that will not fit."""
+    """The one-line message for a step that will not fit (``est`` compiled, or refused by XLA at
+    compile time: :attr:`MemoryEstimate.refused`)."""
+    capacity = capacity or est.available_bytes
     flags = suggest_flags(est, capacity or 0, batch_size=batch_size, n_devices=n_devices, remat=remat,
                           accumulation_steps=accumulation_steps)
     hint = f"; try {', or '.join(flags)}" if flags else "; no batch size or flag found that fits this model"
+    if est.refused:
+        need = f"{est.temp_bytes / GIB:.1f} GiB per device" if est.temp_bytes else "more memory than the device has"
+        return (f"{what} does not fit: XLA refused to compile it (remat {remat}, accumulation {accumulation_steps}), "
+                f"it needs {need} and {where} is {(capacity or 0) / GIB:.1f} GiB{hint}")
     return (f"{what} needs {est.peak_bytes / GIB:.1f} GiB per device (XLA memory analysis: "
             f"{est.temp_bytes / GIB:.1f} GiB temporaries + {est.fixed_bytes / GIB:.1f} GiB state and batch, "
             f"remat {remat}, accumulation {accumulation_steps}) but {where} is {(capacity or 0) / GIB:.1f} GiB "
@@ -367,12 +448,17 @@ def check_step_memory(program, stored_config, *, k: int, batch_size: int, seq_le
         t0 = time.perf_counter()
         _, est = compile_chunk(program, stored_config, k, batch_size, seq_len)
         tried[mode], ests[mode] = est.peak_bytes, est
-        ok = capacity is None or fits(est.peak_bytes, capacity)
-        say(f"memory check: remat {mode} needs {est.peak_bytes / GIB:.1f} GiB per device (compiled in "
-            f"{time.perf_counter() - t0:.0f} s): {'fits' if ok else 'does not fit'}")
-        if ratio is None and analytic[mode] > 0:
+        if est.refused:
+            say(f"memory check: remat {mode} {est.verdict()} ({time.perf_counter() - t0:.0f} s)")
+        else:
+            say(f"memory check: remat {mode} needs {est.peak_bytes / GIB:.1f} GiB per device (compiled in "
+                f"{time.perf_counter() - t0:.0f} s): {'fits' if ok(est) else 'does not fit'}")
+        if ratio is None and analytic[mode] > 0 and est.peak_bytes > 0:
             ratio = est.peak_bytes / analytic[mode]
         return est
+
+    def ok(est: MemoryEstimate) -> bool:
+        return not est.refused and (capacity is None or fits(est.peak_bytes, capacity))
 
     info = lambda: {"capacity_bytes": capacity, "capacity_source": where, "tried": tried, "analytic": analytic}  # noqa: E731
     modes = list(remat_candidates)
@@ -381,11 +467,11 @@ def check_step_memory(program, stored_config, *, k: int, batch_size: int, seq_le
                 and mode != order[-1]:
             continue  # calibrated estimate far over the device: do not spend a compile on it
         est = compile_mode(mode)
-        if capacity is None or fits(est.peak_bytes, capacity):
+        if ok(est):
             for cheaper in modes[:modes.index(mode)]:  # skipped by the analytic ranking: worth one compile?
                 if cheaper not in tried and ratio is not None and fits(analytic[cheaper] * ratio, capacity):
                     c_est = compile_mode(cheaper)
-                    if fits(c_est.peak_bytes, capacity):
+                    if ok(c_est):
                         return cheaper, c_est, info()
                     program.set_remat(mode)  # back to the mode that fits; its executable is cached
                     compile_chunk(program, stored_config, k, batch_size, seq_len)

@@ -58,23 +58,29 @@ GPU_PEAKS: tuple[tuple[str, float, float], ...] = (
 accumulation. Note that JAX may run fp32 matmuls on TF32 tensor cores on Ampere and newer, so fp32
 MFU against the non-tensor figure can exceed what the name suggests."""
 
+TPU_PEAK_SOURCE = ("Google Cloud TPU pages (cloud.google.com/tpu/docs/v4, /v5e, /v5p, /v6e): peak bf16 TFLOP/s per "
+                   "chip; no fp32 figure is published (fp32 matmuls run as several bf16 passes)")
+"""Where :data:`TPU_PEAKS` comes from."""
+
 TPU_PEAKS: tuple[tuple[str, float], ...] = (
     ("TPU v6 lite", 918.0),
+    ("TPU v6e", 918.0),
     ("TPU v5 lite", 197.0),
     ("TPU v5e", 197.0),
     ("TPU v5p", 459.0),
     ("TPU v5", 459.0),
     ("TPU v4", 275.0),
 )
-"""Google Cloud's published bf16 peak per TPU chip, TFLOP/s (v6e, v5e, v5p, v4), by a substring of
-``device_kind`` (``"TPU v5 lite"`` is a v5e chip). No fp32 figure: fp32 there is timed."""
+"""Google Cloud's published bf16 peak per TPU chip, TFLOP/s (v6e, v5e, v5p, v4), by the exact
+``device_kind`` JAX reports (``"TPU v5 lite"`` is a v5e chip, ``"TPU v5"`` a v5p, ``"TPU v6 lite"``
+a v6e; a ``"TPU v4 lite"`` inference chip is not a v4). No fp32 figure: fp32 there is timed."""
 
 RECORDED_MFU: tuple[tuple[str, str, float, str], ...] = (
     ("cpu", "supernet tiny", 0.60, "2-core AMD EPYC, batch 16 × 128, fp32: 0.36–0.57 measured under a load average of 3–20, "
                                    "≈ 0.8 alone"),
     ("cpu", "supernet large", 0.24, "2-core AMD EPYC, batch 256 × 512, fp32, remat full, accumulation 2"),
-    ("TPU v5", "supernet large", 0.255, "one TPU v5e chip, batch 256 × 512, bf16"),
-    ("TPU v5", "supernet tiny", 0.145, "one TPU v5e chip, batch 16 × 128, bf16"),
+    ("TPU v5 lite", "supernet large", 0.255, "one TPU v5e chip, batch 256 × 512, bf16, remat full"),
+    ("TPU v5 lite", "supernet tiny", 0.145, "one TPU v5e chip, batch 256 × 256, bf16"),
     ("H200", "supernet large", 0.328, "one H200, batch 256 × 512, bf16, remat attention"),
 )
 """Model FLOP utilisation PAWN measured per (device class: ``"cpu"`` or a substring of
@@ -96,9 +102,31 @@ def lookup_gpu_peak(device_kind: str) -> Optional[tuple[str, float, float]]:
 
 
 def lookup_tpu_peak(device_kind: str) -> Optional[tuple[str, float]]:
-    """The :data:`TPU_PEAKS` row whose name occurs in ``device_kind`` (first match), or None."""
-    kind = device_kind.lower()
-    return next((row for row in TPU_PEAKS if row[0].lower() in kind), None)
+    """The :data:`TPU_PEAKS` row ``(device_kind, bf16 TFLOP/s)`` for exactly this ``device_kind``
+    (case and surrounding blanks aside), or None."""
+    kind = device_kind.strip().lower()
+    return next((row for row in TPU_PEAKS if row[0].lower() == kind), None)
+
+
+def published_peak(backend: str, device_kind: str, dtype: str) -> Optional[tuple[float, str]]:
+    """``(FLOP/s per device, where the figure comes from)`` published for this device and compute
+    dtype, or None where there is none (a CPU, a device in neither table, fp32 on a TPU).
+
+    Args:
+        backend: ``jax.default_backend()`` (``"gpu"``, ``"tpu"``, ``"cpu"``).
+        device_kind: ``jax.devices()[0].device_kind``.
+        dtype: the compute dtype's name, ``"bfloat16"`` or ``"float32"``.
+    """
+    bf16 = dtype == "bfloat16"
+    if backend == "gpu":
+        row = lookup_gpu_peak(device_kind)
+        if row is not None:
+            return (row[1] if bf16 else row[2]) * 1e12, f"{PEAK_SOURCE} ({row[0]}, {'bf16' if bf16 else 'fp32'})"
+    elif backend == "tpu" and bf16:
+        row_t = lookup_tpu_peak(device_kind)
+        if row_t is not None:
+            return row_t[1] * 1e12, f"{TPU_PEAK_SOURCE} ({row_t[0]}, bf16)"
+    return None
 
 
 def adapter_flops_per_token(cfg, seq_len: int, *, trains_backbone: bool) -> int:
@@ -176,14 +204,9 @@ def device_rate(model: str, flops_per_token: float, dtype: str, *, measure: Call
     backend, kind, n_dev = jax.default_backend(), jax.devices()[0].device_kind, jax.device_count()
     bf16 = dtype == "bfloat16"
     one, where = None, ""
-    if backend == "gpu":
-        row = lookup_gpu_peak(kind)
-        if row is not None:
-            one, where = (row[1] if bf16 else row[2]) * 1e12, f"{row[0]} datasheet {'bf16' if bf16 else 'fp32'} peak"
-    elif backend == "tpu" and bf16:
-        row = lookup_tpu_peak(kind)
-        if row is not None:
-            one, where = row[1] * 1e12, f"{row[0]} datasheet bf16 peak"
+    pub = published_peak(backend, kind, dtype)
+    if pub is not None:
+        one, where = pub[0], f"{kind} datasheet {'bf16' if bf16 else 'fp32'} peak"
     device_class = "cpu" if backend == "cpu" else kind
     if one is None:
         one = measure(dtype)

@@ -1,21 +1,22 @@
-"""GPU check of the published recipe: large supernet, batch 256 × 512 plies, bf16.
+"""Accelerator check of the published recipe: large supernet, batch 256 × 512 plies, bf16, on a GPU or a TPU.
 
-Run from the repository root on a machine with an NVIDIA GPU (never part of CI):
+Run from the repository root on a machine with an accelerator (never part of CI):
 
-    PYTHONPATH=src python3 benchmarks/gpu_check.py          # or: benchmarks/gpu_check.sh
+    PYTHONPATH=src python3 benchmarks/accel_check.py        # or: benchmarks/accel_check.sh
 
 1. Memory: the K-step train chunk is compiled (not run) for remat attention and full (``--modes``), and
    XLA's memory analysis (per device: temp, arguments, outputs, peak) is printed with whether it
-   fits this GPU and 80 GB / 141 GB devices (10 % headroom), plus which attention ran (cuDNN or
-   XLA).
-2. Speed: the cheapest mode that fits this GPU runs one warm-up chunk and ``--chunks`` timed
-   chunks of synthetic games (uniform random move ids, lengths uniform in [T/4, T]; the step's
-   cost does not depend on the moves) and reports tokens/s and MFU = model FLOP/s ÷ peak, with
-   model FLOPs from ``pawn.bench.FLOPS_FORMULA`` and the peak from ``pawn.bench.GPU_PEAKS``
-   (H200 / H100 SXM: 989.4 TFLOP/s dense bf16, the datasheet figure).
+   fits this device and the named device sizes (10 % headroom), plus which attention ran (cuDNN or
+   XLA). A mode XLA refuses to compile for lack of memory (a TPU refuses at compile time what does
+   not fit its HBM) is a row "does not fit: XLA needs 95.0 GiB of 15.7", not an error.
+2. Speed: the cheapest mode that fits runs one warm-up chunk and ``--chunks`` timed chunks of
+   synthetic games (uniform random move ids, lengths uniform in [T/4, T]; the step's cost does not
+   depend on the moves) and reports tokens/s and MFU = model FLOP/s ÷ peak, with model FLOPs from
+   ``pawn.bench.FLOPS_FORMULA`` and the peak from ``pawn.bench.published_peak`` (GPU datasheets;
+   Google Cloud's TPU pages: v5e 197 TFLOP/s bf16 per chip).
 
-Results go to ``$OUT/gpu_check.json`` (or ``--out``). The compiled Rust engine must import: on a
-GPU machine without cargo, build a wheel for its Python elsewhere (``maturin build --release -i
+Results go to ``$OUT/accel_check.json`` (or ``--out``). The compiled Rust engine must import: on a
+machine without cargo, build a wheel for its Python elsewhere (``maturin build --release -i
 python3.12``) and copy ``pawn/_engine*.so`` from it into ``src/pawn/``.
 """
 
@@ -74,7 +75,7 @@ def main() -> int:
     import jax
 
     import pawn.model as pm
-    from pawn.bench import PEAK_SOURCE, lookup_gpu_peak, step_flops_per_token
+    from pawn.bench import published_peak, step_flops_per_token
     from pawn.config import SUPERNETS
     from pawn.model import PAWNModel
     from pawn.train.loop import TrainProgram, init_state, make_mesh, make_optimizer
@@ -98,7 +99,7 @@ def main() -> int:
         pm.ATTENTION_IMPL.clear()
         t0 = time.perf_counter()
         try:
-            _, est = compile_chunk(prog, sup, K, B, T)
+            _, est = compile_chunk(prog, sup, K, B, T)  # an out-of-memory refusal is a row, not an error
         except Exception as e:  # a cuDNN refusal at compile time: retry with the XLA attention
             if pm.ATTENTION_IMPL.get(a.dtype) != "cudnn":
                 raise
@@ -108,10 +109,15 @@ def main() -> int:
             pm.ATTENTION_IMPL.clear()
             prog = TrainProgram(opt, sched, vlist, a.dtype, mode, make_mesh(), a.accumulation_steps)
             _, est = compile_chunk(prog, sup, K, B, T)
+        known = est.peak_bytes > 0
         row = {"remat": mode, "attention": pm.ATTENTION_IMPL.get(a.dtype, "?"), **est.to_dict(),
-               "compile_s": time.perf_counter() - t0, "fits_this_device": cap is not None and fits(est.peak_bytes, cap),
-               "fits": {n: fits(est.peak_bytes, s) for n, s in NAMED_DEVICES}}
+               "compile_s": time.perf_counter() - t0,
+               "fits_this_device": not est.refused and cap is not None and fits(est.peak_bytes, cap),
+               "fits": {n: (fits(est.peak_bytes, s) if known else None) for n, s in NAMED_DEVICES}}
         res["memory"].append(row)
+        if est.refused:
+            print(f"memory remat={mode:9s}: {est.verdict()} (XLA refused to compile it, {row['compile_s']:.0f} s)", flush=True)
+            continue
         programs[mode] = prog
         print(f"memory remat={mode:9s} attention={row['attention']}: temp {row['temp_gib']:.2f} GiB, peak {row['peak_gib']:.2f} GiB "
               f"(compile {row['compile_s']:.0f} s); fits here ({(cap or 0) / GIB:.0f} GiB): {row['fits_this_device']}; "
@@ -136,21 +142,23 @@ def main() -> int:
         med = float(np.median(samples))
         tps = K * B * T / med
         fpt = step_flops_per_token(vlist, T)
-        row = lookup_gpu_peak(dev.device_kind) if jax.default_backend() == "gpu" else None
-        peak = (row[1] if a.dtype == "bfloat16" else row[2]) * 1e12 * jax.device_count() if row else None
+        import jax.numpy as jnp
+
+        pub = published_peak(jax.default_backend(), dev.device_kind, jnp.dtype(pm.resolve_dtype(a.dtype)).name)
+        peak = pub[0] * jax.device_count() if pub else None
         res["speed"] = {"remat": chosen, "chunk_s_median": med, "chunk_s": samples, "tokens_per_s": tps,
                         "steps_per_s": K / med, "flops_per_token": fpt, "achieved_flops_per_s": fpt * tps,
-                        "peak_flops_per_s": peak, "peak_source": f"{PEAK_SOURCE} ({row[0]})" if row else "no published peak for this device",
+                        "peak_flops_per_s": peak, "peak_source": pub[1] if pub else "no published peak for this device",
                         "mfu": fpt * tps / peak if peak else None, "final_loss": float(np.asarray(m["loss"])[-1])}
         s = res["speed"]
         print(f"speed remat={chosen}: {tps:,.0f} tokens/s, {K / med:.2f} steps/s, {fpt * tps / 1e12:.1f} TFLOP/s achieved"
-              + (f", MFU {100 * s['mfu']:.1f}% of {peak / 1e12:.1f} TFLOP/s ({row[0]} dense {a.dtype})" if peak else ""), flush=True)
+              + (f", MFU {100 * s['mfu']:.1f}% of {peak / 1e12:.1f} TFLOP/s ({s['peak_source']})" if peak else ""), flush=True)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "gpu_check.json.tmp"
+    tmp = out / "accel_check.json.tmp"
     tmp.write_text(json.dumps(res, indent=2, default=str) + "\n")
-    tmp.replace(out / "gpu_check.json")
-    print(f"wrote {out / 'gpu_check.json'}")
+    tmp.replace(out / "accel_check.json")
+    print(f"wrote {out / 'accel_check.json'}")
     return 0
 
 
