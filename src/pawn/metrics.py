@@ -18,8 +18,8 @@ This module imports nothing heavy (no JAX), so help texts and readers stay fast.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Optional, Sequence, overload
 
 MIN_EVAL_PLY = 10
 """First sequence position of the legal-masked (MAIA-style) accuracy of ``pawn eval``: v1's
@@ -35,9 +35,25 @@ UNITS = ("nats", "fraction", "ratio", "plies", "count", "seconds", "tokens/s", "
 """Units a metric may have: ``fraction`` is a rate in [0, 1] (shown as a percentage)."""
 
 
+RECORD_KINDS = ("train", "val", "eval")
+"""The run-record types that carry metric values (:data:`pawn.runs.METRIC_RECORDS`); a row's
+``kinds`` names those it may be written into, and the record writer refuses the others."""
+
+VIEWS: dict[str, str] = {
+    "pretrain_val": "the per-variant values of a pretraining val record (pawn.train.pretrain.VAL_METRICS)",
+    "adapt_val": "the values of an adapter run's val record (pawn.train.adapter_step.VAL_FIELDS)",
+    "validation_table": "the per-variant columns of pawn pretrain's validation table",
+    "eval_table": "the rows of pawn eval's published / moves-only table and of the report's Suite section",
+    "card": "the columns of a model card's evaluation table (read from pawn eval --json)",
+    "compare": "the metrics of the report's and the dashboard's Compare menu",
+    "integrity": "the game-integrity rates drawn on one chart of the report and the dashboard",
+}
+"""Where a metric can show, by name: a row's ``views`` maps some of these names to its place."""
+
+
 @dataclass(frozen=True)
 class Metric:
-    """One metric.
+    """One metric: its names and format, and where it is written and shown.
 
     Attributes:
         key: the canonical key in run records and reports (``top1``).
@@ -46,8 +62,15 @@ class Metric:
         better: ``"min"`` or ``"max"`` when lower/higher is better, else None.
         v1: the names older PAWN files used for it (without the ``val/`` prefix or variant suffix).
         eval_key: its key in a ``pawn eval --json`` model's ``random_games`` block, if there.
-        kinds: the record types that carry it (``train``, ``val``, ``eval``).
+        kinds: the record types that may carry it (of :data:`RECORD_KINDS`); writing it into
+            another record type raises (:func:`pawn.runs.record_line`).
         fmt: Python format spec of a value in tables (``.4f``; ``%`` for fractions).
+        moves_only_key: its key in the ``random_games`` block for the moves-only (v2) convention,
+            for the ``eval_table`` view's second column.
+        views: view name (of :data:`VIEWS`) → its place there (1 first; a tie keeps the
+            registry's order). Every list of keys a view shows is derived from these
+            (:func:`keys_in`), so a row without a view shows only where all metrics do (the run
+            record's values, the model card's validation rows, the report's series).
     """
 
     key: str
@@ -59,12 +82,24 @@ class Metric:
     eval_key: Optional[str] = None
     kinds: tuple[str, ...] = ("val",)
     fmt: str = ".4f"
+    moves_only_key: Optional[str] = field(default=None, kw_only=True)
+    views: Mapping[str, int] = field(default_factory=dict, kw_only=True, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
             raise ValueError(f"metric {self.key!r}: unknown unit {self.unit!r} (one of {', '.join(UNITS)})")
         if self.better not in (None, "min", "max"):
             raise ValueError(f"metric {self.key!r}: better must be 'min', 'max' or None")
+        bad = [k for k in self.kinds if k not in RECORD_KINDS]
+        if bad or not self.kinds:
+            raise ValueError(f"metric {self.key!r}: kinds {list(self.kinds)} must name record types of {', '.join(RECORD_KINDS)}")
+        for view, place in self.views.items():
+            if view not in VIEWS:
+                raise ValueError(f"metric {self.key!r}: unknown view {view!r} (one of {', '.join(VIEWS)})")
+            if isinstance(place, bool) or not isinstance(place, int) or place < 1:
+                raise ValueError(f"metric {self.key!r}: the place in view {view!r} must be an integer >= 1, got {place!r}")
+        if "eval_table" in self.views and not self.eval_key:
+            raise ValueError(f"metric {self.key!r}: the eval_table view needs an eval_key")
 
     def format(self, value: Any) -> str:
         """``value`` as a table cell: fractions as percentages (2 dp), counts with thousands
@@ -89,17 +124,26 @@ class Metric:
 _M = Metric
 _ROWS: tuple[Metric, ...] = (
     # --- losses and accuracies (train, val, eval)
-    _M("loss", "Loss (nats)", "loss", "nats", "min", ("loss", "val_loss"), "published/loss", ("train", "val", "eval")),
+    _M("loss", "Loss (nats)", "loss", "nats", "min", ("loss", "val_loss"), "published/loss", ("train", "val", "eval"),
+       moves_only_key="moves_only/loss",
+       views={"pretrain_val": 1, "adapt_val": 1, "validation_table": 1, "eval_table": 1, "card": 5, "compare": 1}),
     _M("loss_mean", "Loss, chunk mean (nats)", "loss mean", "nats", "min", ("loss_mean",), None, ("train",)),
-    _M("perplexity", "Perplexity", "perplexity", "ratio", "min", ("perplexity",), "published/perplexity", ("val", "eval"), ".1f"),
+    _M("perplexity", "Perplexity", "perplexity", "ratio", "min", ("perplexity",), "published/perplexity", ("val", "eval"), ".1f",
+       views={"pretrain_val": 2, "eval_table": 2, "compare": 10}),
     _M("top1", "Top-1", "top-1", "fraction", "max", ("accuracy", "val_top1", "train/accuracy", "train_top1"),
-       "published/top1", ("train", "val", "eval")),
+       "published/top1", ("train", "val", "eval"),
+       moves_only_key="moves_only/top1",
+       views={"pretrain_val": 3, "adapt_val": 2, "validation_table": 2, "eval_table": 3, "card": 1, "compare": 2}),
     _M("top1_mean", "Top-1, chunk mean", "top-1 mean", "fraction", "max", ("train/accuracy_mean",), None, ("train",)),
-    _M("top5", "Top-5", "top-5", "fraction", "max", ("top5_accuracy", "val_top5"), "published/top5", ("val", "eval")),
-    _M("top1_over_ceiling", "Top-1 / ceiling", "top-1/ceiling", "ratio", "max", (), "published/top1_over_ceiling", ("val", "eval")),
-    _M("ceiling", "Ceiling E[1/N_legal]", "ceiling", "fraction", None, (), "ceiling/e_inv_n_legal", ("val", "eval")),
+    _M("top5", "Top-5", "top-5", "fraction", "max", ("top5_accuracy", "val_top5"), "published/top5", ("val", "eval"),
+       moves_only_key="moves_only/top5",
+       views={"pretrain_val": 4, "adapt_val": 3, "validation_table": 3, "eval_table": 4, "card": 2, "compare": 3}),
+    _M("top1_over_ceiling", "Top-1 / ceiling", "top-1/ceiling", "ratio", "max", (), "published/top1_over_ceiling", ("val", "eval"),
+       moves_only_key="moves_only/top1_over_ceiling", views={"eval_table": 5, "compare": 4}),
+    _M("ceiling", "Ceiling E[1/N_legal]", "ceiling", "fraction", None, (), "ceiling/e_inv_n_legal", ("val", "eval"),
+       moves_only_key="ceiling/moves_only", views={"eval_table": 6}),
     _M("moves_only_top1", "Top-1, move positions only", "moves-only top-1", "fraction", "max", ("moves_only_top1",),
-       "moves_only/top1", ("val", "eval")),
+       "moves_only/top1", ("val", "eval"), views={"pretrain_val": 11, "card": 6}),
     _M("legal_masked_top1", f"Top-1 legal-masked ({SCOPE_FROM})", "masked top-1", "fraction", "max", (), "legal_masked/top1",
        ("eval",)),
     _M("legal_masked_top1_all_positions", f"Top-1 legal-masked ({SCOPE_ALL})", "masked top-1 (all)", "fraction", "max", (),
@@ -107,66 +151,160 @@ _ROWS: tuple[Metric, ...] = (
     _M("legal_masked_loss_all_positions", "Loss legal-masked", "masked loss (all)", "nats", "min", (),
        "legal_masked/loss_all_positions", ("eval",)),
     # --- game integrity (spec eval §1.2)
-    _M("legal_rate", "Legal move rate", "legal rate", "fraction", "max", ("legal_move_rate",), "published/legal_rate", ("val", "eval")),
+    _M("legal_rate", "Legal move rate", "legal rate", "fraction", "max", ("legal_move_rate",), "published/legal_rate", ("val", "eval"),
+       moves_only_key="moves_only/legal_rate",
+       views={"pretrain_val": 5, "validation_table": 4, "eval_table": 7, "card": 3, "compare": 5, "integrity": 1}),
     _M("late_legal_rate", "Late legal rate", "late legal", "fraction", "max", ("late_legal_move_rate", "late_legal_rate"),
-       "published/late_legal_rate", ("val", "eval")),
+       "published/late_legal_rate", ("val", "eval"),
+       views={"pretrain_val": 6, "eval_table": 8, "card": 4, "compare": 6, "integrity": 2}),
     _M("illegal_pred_rate", "Illegal prediction rate", "illegal pred", "fraction", "min", ("val_illegal_pred_rate",),
-       "published/illegal_pred_rate", ("val", "eval")),
+       "published/illegal_pred_rate", ("val", "eval"), views={"adapt_val": 4, "eval_table": 9}),
     _M("illegal_prob_mass", "Illegal probability mass", "illegal mass", "fraction", "min", ("val_illegal_prob_mass",),
-       "published/illegal_prob_mass", ("val", "eval")),
+       "published/illegal_prob_mass", ("val", "eval"), views={"adapt_val": 5, "eval_table": 10}),
     _M("completion_rate", "Game completion (teacher-forced)", "completion", "fraction", "max", ("game_completion_rate",),
-       "published/completion_rate", ("val", "eval")),
+       "published/completion_rate", ("val", "eval"),
+       views={"pretrain_val": 7, "validation_table": 5, "eval_table": 11, "compare": 7, "integrity": 3}),
     _M("avg_plies_completed", "Avg plies completed", "plies completed", "plies", "max", ("avg_plies_completed",),
-       "published/avg_plies_completed", ("val", "eval"), ".1f"),
+       "published/avg_plies_completed", ("val", "eval"), ".1f", views={"pretrain_val": 8, "eval_table": 12, "compare": 8}),
     _M("avg_pct_completion", "Avg % of game completed", "% completed", "fraction", "max", ("avg_pct_completion",),
-       "published/avg_pct_completion", ("val", "eval")),
+       "published/avg_pct_completion", ("val", "eval"), views={"pretrain_val": 9, "eval_table": 13}),
     _M("median_forfeit_ply", "Median forfeit ply", "forfeit ply", "plies", "max", ("median_forfeit_ply",),
-       "published/median_forfeit_ply", ("val", "eval"), ".0f"),
+       "published/median_forfeit_ply", ("val", "eval"), ".0f", views={"pretrain_val": 10, "compare": 9}),
     _M("forfeit_ply", "Forfeit ply min / median / max", "forfeit ply", "plies", "max", (), None, ("eval",), ".0f"),
     _M("games", "Games", "games", "count", None, ("n_games",), "counts/n_games", ("eval",), ".0f"),
     _M("positions", "Positions", "positions", "count", None, ("val_positions",), "counts/n_positions", ("val", "eval"), ".0f"),
     # --- optimisation (train)
-    _M("lr", "Learning rate", "lr", "lr", None, ("lr",), None, ("train",), ".3g"),
-    _M("grad_norm", "Gradient norm", "grad norm", "norm", None, ("grad_norm",), None, ("train",), ".3g"),
+    _M("lr", "Learning rate", "lr", "lr", None, ("lr",), None, ("train",), ".3g", views={"compare": 11}),
+    _M("grad_norm", "Gradient norm", "grad norm", "norm", None, ("grad_norm",), None, ("train",), ".3g", views={"compare": 12}),
     _M("grad_norm_mean", "Gradient norm, chunk mean", "grad norm mean", "norm", None, ("grad_norm_mean",), None, ("train",), ".3g"),
     _M("n_supervised_mean", "Supervised positions per step", "supervised", "count", None, ("n_supervised_mean",), None,
        ("train",), ".1f"),
     # --- throughput and time (train, val)
-    _M("tokens_per_s", "Tokens/s", "tok/s", "tokens/s", "max", ("tokens_per_s",), None, ("train",), ",.0f"),
+    _M("tokens_per_s", "Tokens/s", "tok/s", "tokens/s", "max", ("tokens_per_s",), None, ("train",), ",.0f",
+       views={"compare": 13}),
     _M("games_per_s", "Games/s", "games/s", "games/s", "max", ("games_per_s",), None, ("train",), ",.1f"),
     _M("data_wait_s", "Data wait (s)", "data wait", "seconds", "min", ("data_wait_s",), None, ("train",), ".3f"),
-    _M("data_wait_frac", "Data-wait fraction", "data wait", "fraction", "min", ("data_wait_frac",), None, ("train",)),
+    _M("data_wait_frac", "Data-wait fraction", "data wait", "fraction", "min", ("data_wait_frac",), None, ("train",),
+       views={"compare": 14}),
     _M("chunk_wall_s", "Chunk wall time (s)", "chunk s", "seconds", "min", ("chunk_wall_s",), None, ("train",), ".2f"),
     _M("val_wall_s", "Validation wall time (s)", "val s", "seconds", "min", ("val_wall_s",), None, ("train", "val"), ".2f"),
     _M("checkpoint_wall_s", "Checkpoint wall time (s)", "ckpt s", "seconds", "min", ("checkpoint_wall_s",), None, ("train",), ".2f"),
 )
 
-METRICS: dict[str, Metric] = {m.key: m for m in _ROWS}
-"""Key → :class:`Metric`, for every metric PAWN writes or shows."""
-
-if len(METRICS) != len(_ROWS):  # a key added twice would silently shadow the first row
-    raise RuntimeError("pawn.metrics: duplicate metric key in the registry")
+METRICS: dict[str, Metric] = {}
+"""Key → :class:`Metric`, for every metric PAWN writes or shows, in registration order."""
 
 V1_NAMES: dict[str, str] = {}
 """Every older name (``accuracy``, ``val_top1``, ``late_legal_move_rate``…) → its key."""
-for _m in _ROWS:
-    for _n in (_m.key, *_m.v1):
-        if V1_NAMES.get(_n, _m.key) != _m.key:
-            raise RuntimeError(f"pawn.metrics: the name {_n!r} maps to both {V1_NAMES[_n]!r} and {_m.key!r}")
-        V1_NAMES[_n] = _m.key
 
-EVAL_TABLE: tuple[tuple[str, str, Optional[str]], ...] = (
-    ("loss", "published/loss", "moves_only/loss"), ("perplexity", "published/perplexity", None),
-    ("top1", "published/top1", "moves_only/top1"), ("top5", "published/top5", "moves_only/top5"),
-    ("top1_over_ceiling", "published/top1_over_ceiling", "moves_only/top1_over_ceiling"),
-    ("ceiling", "ceiling/e_inv_n_legal", "ceiling/moves_only"), ("legal_rate", "published/legal_rate", "moves_only/legal_rate"),
-    ("late_legal_rate", "published/late_legal_rate", None), ("illegal_pred_rate", "published/illegal_pred_rate", None),
-    ("illegal_prob_mass", "published/illegal_prob_mass", None), ("completion_rate", "published/completion_rate", None),
-    ("avg_plies_completed", "published/avg_plies_completed", None), ("avg_pct_completion", "published/avg_pct_completion", None),
-)
-"""The rows of ``pawn eval``'s published / moves-only table: (metric key, its key in a model's
-``random_games`` block for the published (v1) convention, for the moves-only (v2) one or None).
-The CLI table and the report's Suite section both read it."""
+
+def register(row: Metric) -> Metric:
+    """Add ``row`` to :data:`METRICS` (and its older names to :data:`V1_NAMES`); every record,
+    table, chart and card that reads the registry then shows it where its ``kinds`` and
+    ``views`` say.
+
+    Raises:
+        ValueError: the key is registered already, or one of its names is another metric's.
+    """
+    if row.key in METRICS:
+        raise ValueError(f"pawn.metrics: metric {row.key!r} is registered twice")
+    for name in (row.key, *row.v1):
+        if V1_NAMES.get(name, row.key) != row.key:
+            raise ValueError(f"pawn.metrics: the name {name!r} maps to both {V1_NAMES[name]!r} and {row.key!r}")
+    METRICS[row.key] = row
+    for name in (row.key, *row.v1):
+        V1_NAMES[name] = row.key
+    return row
+
+
+def unregister(key: str) -> None:
+    """Remove metric ``key`` and its older names (the inverse of :func:`register`; for tests and
+    plug-ins that add a metric for a while). Raises KeyError for an unknown key."""
+    row = METRICS.pop(key)
+    for name in (row.key, *row.v1):
+        V1_NAMES.pop(name, None)
+
+
+for _row in _ROWS:
+    register(_row)
+
+
+def in_view(view: str) -> list[Metric]:
+    """The rows shown in ``view``, in their place order (ties in registry order).
+
+    Raises:
+        KeyError: an unknown view.
+    """
+    if view not in VIEWS:
+        raise KeyError(f"unknown view {view!r}; known: {', '.join(VIEWS)}")
+    rows = [m for m in METRICS.values() if view in m.views]
+    return sorted(rows, key=lambda m: m.views[view])  # sorted() is stable: ties keep registry order
+
+
+def keys_in(view: str) -> tuple[str, ...]:
+    """The keys of :func:`in_view`."""
+    return tuple(m.key for m in in_view(view))
+
+
+class ViewKeys(Sequence[str]):
+    """The keys of one view as a live, read-only sequence: it reads :data:`METRICS` at each use,
+    so a metric registered after import shows too. Compares equal to a tuple of the same keys."""
+
+    def __init__(self, view: str):
+        if view not in VIEWS:
+            raise KeyError(f"unknown view {view!r}; known: {', '.join(VIEWS)}")
+        self.view = view
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, i):
+        return keys_in(self.view)[i]
+
+    def __len__(self) -> int:
+        return len(keys_in(self.view))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(keys_in(self.view))
+
+    def __contains__(self, key: object) -> bool:
+        m = METRICS.get(key) if isinstance(key, str) else None
+        return m is not None and self.view in m.views
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, (ViewKeys, tuple, list)) else other)
+
+    def __hash__(self) -> int:
+        return hash((ViewKeys, self.view))
+
+    def __repr__(self) -> str:
+        return f"ViewKeys({self.view!r}: {', '.join(self)})"
+
+
+class _EvalTable(Sequence[tuple[str, str, Optional[str]]]):
+    """The ``eval_table`` view as ``(key, eval_key, moves_only_key)`` rows, live like :class:`ViewKeys`."""
+
+    def _rows(self) -> tuple[tuple[str, str, Optional[str]], ...]:
+        return tuple((m.key, m.eval_key or "", m.moves_only_key) for m in in_view("eval_table"))
+
+    def __getitem__(self, i):
+        return self._rows()[i]
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+    def __iter__(self):
+        return iter(self._rows())
+
+    def __repr__(self) -> str:
+        return f"EVAL_TABLE{self._rows()!r}"
+
+
+EVAL_TABLE: Sequence[tuple[str, str, Optional[str]]] = _EvalTable()
+"""The rows of ``pawn eval``'s published / moves-only table (the ``eval_table`` view): (metric
+key, its key in a model's ``random_games`` block for the published (v1) convention, for the
+moves-only (v2) one or None). The CLI table and the report's Suite section both read it."""
 
 PROBE_LABELS: dict[str, str] = {
     "piece_type": "Piece type", "side_to_move": "Side to move", "is_check": "Is check", "castling_rights": "Castling rights",
@@ -185,8 +323,8 @@ EDGE_LABELS: dict[str, str] = {
 """The edge-case categories of the diagnostics (spec eval §3.5) with the labels of its table;
 :mod:`pawn.evaluate.diagnostics` checks its categories against these names."""
 
-VALIDATION_COLUMNS: tuple[str, ...] = ("loss", "top1", "top5", "legal_rate", "completion_rate")
-"""The per-variant columns of the pretrain validation table."""
+VALIDATION_COLUMNS: Sequence[str] = ViewKeys("validation_table")
+"""The per-variant columns of the pretrain validation table (the ``validation_table`` view)."""
 
 
 def metric(key: str) -> Metric:
@@ -209,4 +347,4 @@ def label(key: str) -> str:
 def eval_values(random_games: Mapping[str, Any]) -> dict[str, Any]:
     """The canonical metrics of one model's ``random_games`` block of a ``pawn eval --json``
     report (``published/top1`` → ``top1``…); absent keys are left out."""
-    return {m.key: random_games[m.eval_key] for m in _ROWS if m.eval_key and m.eval_key in random_games}
+    return {m.key: random_games[m.eval_key] for m in METRICS.values() if m.eval_key and m.eval_key in random_games}

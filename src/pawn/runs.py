@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from pawn.errors import PawnError
-from pawn.metrics import METRICS, V1_NAMES
+from pawn.metrics import METRICS, RECORD_KINDS, V1_NAMES
 
 SCHEMA_VERSION = 2
 """The version of the records written by this PAWN (the ``schema`` field of each record)."""
@@ -49,8 +49,12 @@ VARIANTS_DIR = "variants"
 STEP_DIR = re.compile(r"^step_(\d{8,})$")
 BEST_DIR = "best"
 RECORD_TYPES = ("config", "train", "val", "eval", "hub", "end")
-METRIC_RECORDS = frozenset({"train", "val", "eval"})
+METRIC_RECORDS = frozenset(RECORD_KINDS)
 """The record types whose numeric fields are metric values (and ``variants`` per-variant ones)."""
+
+RECORD_FIELDS = frozenset({"epoch", "step_start", "elapsed"})
+"""Numbers a ``train``/``val``/``eval`` record carries under a plain name that are not metrics
+(the epoch, the chunk's first step, the seconds since the run started)."""
 
 COMPLETE_REASONS = frozenset({"completed", "step_limit"})
 """Stop reasons (spec §1.10) of a run that reached its planned length."""
@@ -279,6 +283,21 @@ def parse_bytes(data: bytes, since: int = 0) -> tuple[list[Record], int]:
     return out, max(cursor, since)
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_metric(record_type: str, key: str, where: str = "") -> None:
+    """Raise ValueError unless ``key`` is a registered metric whose row lets ``record_type`` carry it."""
+    m = METRICS.get(key)
+    if m is None:
+        raise ValueError(f"record {record_type}{where}: {key!r} is not a metric of pawn.metrics.METRICS "
+                         f"(register its row with pawn.metrics.register)")
+    if record_type in METRIC_RECORDS and record_type not in m.kinds:
+        raise ValueError(f"record {record_type}{where}: metric {key!r} is not written into {record_type} records "
+                         f"(its row's kinds: {', '.join(m.kinds)})")
+
+
 def record_line(record_type: str, step: Optional[int] = None, *, values: Optional[dict] = None,
                 variants: Optional[dict] = None, fields: Optional[dict] = None) -> dict[str, Any]:
     """The JSON object of one record in the current schema (what the metrics logger writes):
@@ -286,17 +305,23 @@ def record_line(record_type: str, step: Optional[int] = None, *, values: Optiona
     ``variants`` and the other fields, in that order.
 
     Raises:
-        ValueError: a key of ``values`` (or of a variant) that is not a registered metric.
+        ValueError: a key of ``values`` (or of a variant) that is not a registered metric or whose
+            row's ``kinds`` lacks ``record_type``; in a ``train``/``val``/``eval`` record, a
+            top-level number under a plain name that is neither a metric nor one of
+            :data:`RECORD_FIELDS` (an unregistered metric would otherwise vanish from every
+            report; namespaced extras such as ``rosa/phase`` are kept as fields).
     """
     for k in (values or {}):
-        if k not in METRICS:
-            raise ValueError(f"record {record_type}: {k!r} is not a metric of pawn.metrics.METRICS")
+        _check_metric(record_type, k)
     if variants and record_type not in METRIC_RECORDS:
         raise ValueError(f"record {record_type}: only {', '.join(sorted(METRIC_RECORDS))} records have variants")
     for name, vals in (variants or {}).items():
         for k in vals:
-            if k not in METRICS:
-                raise ValueError(f"record {record_type}, variant {name}: {k!r} is not a metric of pawn.metrics.METRICS")
+            _check_metric(record_type, k, f", variant {name}")
+    if record_type in METRIC_RECORDS:
+        for k, v in (fields or {}).items():
+            if _is_number(v) and "/" not in k and k not in RECORD_FIELDS:
+                _check_metric(record_type, k)
     out: dict[str, Any] = {"type": record_type, "schema": SCHEMA_VERSION}
     if step is not None:
         out["step"] = int(step)

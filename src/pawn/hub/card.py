@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from pawn.checkpoint import CONFIG_FILE, CheckpointError, read_model_config
 from pawn.config import ModelConfig, param_count
-from pawn.metrics import METRICS, eval_values
+from pawn.metrics import METRICS, ViewKeys, eval_values
 from pawn.runs import parse_record
 
 CARD_FILE = "README.md"
@@ -71,8 +71,9 @@ def latest_eval_json(directory: Path) -> Optional[Path]:
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
-CARD_EVAL_METRICS = ("top1", "top5", "legal_rate", "late_legal_rate", "loss", "moves_only_top1")
-"""The :mod:`pawn.metrics` keys of a card's evaluation table (read from ``pawn eval --json``)."""
+CARD_EVAL_METRICS = ViewKeys("card")
+"""The :mod:`pawn.metrics` keys of a card's evaluation table (read from ``pawn eval --json``): the rows
+of the ``card`` view."""
 
 
 def _eval_section(report: Mapping[str, Any], source: str) -> list[str]:

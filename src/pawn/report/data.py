@@ -14,18 +14,16 @@ import math
 import re
 from typing import Any, Iterable, Optional
 
-from pawn.metrics import METRICS
+from pawn.metrics import METRICS, ViewKeys
 from pawn.runs import Record, Run
 
-INTEGRITY_KEYS = ("legal_rate", "late_legal_rate", "completion_rate")
-"""Game-integrity rates (spec ``eval-probe-generate-sweep-bench.md`` §1.2), drawn on one chart
-with the median forfeit ply on a second axis."""
+INTEGRITY_KEYS = ViewKeys("integrity")
+"""Game-integrity rates, the ``integrity`` view (spec ``eval-probe-generate-sweep-bench.md``
+§1.2), drawn on one chart with the median forfeit ply on a second axis."""
 
-COMPARE_KEYS = ("loss", "top1", "top5", "top1_over_ceiling", "legal_rate", "late_legal_rate", "completion_rate",
-                "avg_plies_completed", "median_forfeit_ply", "perplexity", "lr", "grad_norm", "tokens_per_s",
-                "data_wait_frac")
-"""Metrics offered in the Compare page's menu (each as ``train/KEY`` and ``val/KEY`` where a run
-has it)."""
+COMPARE_KEYS = ViewKeys("compare")
+"""Metrics offered in the Compare page's menu, the ``compare`` view (each as ``train/KEY`` and
+``val/KEY`` where a run has it)."""
 
 _WEIGHT_NAME = re.compile(r"^(?:(?P<group>[^/]+)/)?layer(?P<layer>\d+)\.(?P<proj>.+)$")
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pawn.metrics import ViewKeys
 from pawn.metrics_core import first_argmax
 from pawn.train.run import to_host
 from pawn.vocab import VOCAB_SIZE
@@ -21,8 +22,9 @@ from pawn.vocab import VOCAB_SIZE
 BATCH_KEYS = ("input_ids", "targets", "loss_mask", "attn_mask")
 """Per-step batch arrays of every adapter chunk (``legal`` is added when the loss needs it)."""
 
-VAL_FIELDS = ("loss", "top1", "top5", "illegal_pred_rate", "illegal_prob_mass")
-"""Validation metrics of spec §5 (v1 ``val_loss``, ``val_top1``…), :mod:`pawn.metrics` keys, in record order."""
+VAL_FIELDS = ViewKeys("adapt_val")
+"""Validation metrics of spec §5 (v1 ``val_loss``, ``val_top1``…), :mod:`pawn.metrics` keys, in record order:
+the rows of the ``adapt_val`` view."""
 
 
 

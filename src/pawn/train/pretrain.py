@@ -66,12 +66,12 @@ from pawn.train.run import (
 from pawn.train.summary import run_summary, summary_lines
 from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
 from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seconds_guess, plan_pretrain
-from pawn.metrics import eval_values
+from pawn.metrics import ViewKeys, eval_values
 
 
-VAL_METRICS = ("loss", "perplexity", "top1", "top5", "legal_rate", "late_legal_rate", "completion_rate",
-               "avg_plies_completed", "avg_pct_completion", "median_forfeit_ply", "moves_only_top1")
-"""The :mod:`pawn.metrics` keys a pretraining ``val`` record carries per variant (spec eval §1.2)."""
+VAL_METRICS = ViewKeys("pretrain_val")
+"""The :mod:`pawn.metrics` keys a pretraining ``val`` record carries per variant (spec eval §1.2): the
+rows of the ``pretrain_val`` view."""
 
 # Fields that may differ between a checkpoint's run config and the resuming command.
 RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
