@@ -350,14 +350,15 @@ class CheckpointInfo:
     Attributes:
         step: its optimizer step. path: the directory.
         verified: its ``.complete`` manifest (SHA-256 of every file) verifies; adapter
-            checkpoints without a manifest count as verified when their files are present.
+            checkpoints without a manifest count as verified when their files are present; None
+            when the manifest was not checked (:meth:`Run.checkpoints` with ``verify=False``).
         is_best: ``checkpoints/best`` holds the same step.
         pushed: True/False when a ``hub`` record reports this step's push, None if never pushed.
     """
 
     step: int
     path: Path
-    verified: bool
+    verified: Optional[bool]
     is_best: bool
     pushed: Optional[bool]
 
@@ -581,8 +582,12 @@ class Run:
         return RunStatus("unknown", "no end record and no recent write (the process is gone?)", step, total, age)
 
     # ------------------------------------------------------------------ files
-    def checkpoints(self) -> list[CheckpointInfo]:
-        """Every ``checkpoints/step_NNNNNNNN``, oldest first, with its manifest verified."""
+    def checkpoints(self, verify: bool = True) -> list[CheckpointInfo]:
+        """Every ``checkpoints/step_NNNNNNNN``, oldest first, with its manifest verified
+        (SHA-256 of every file) unless ``verify`` is False: then a checkpoint with a ``.complete``
+        manifest has ``verified = None`` (not checked), and nothing is read but the folder names
+        and the records (a live report inside the training process must not hash every kept
+        checkpoint at every validation)."""
         from pawn.checkpoint import MANIFEST, CheckpointError, verify_manifest
 
         d = self.path / CHECKPOINTS_DIR
@@ -601,7 +606,9 @@ class Run:
             m = STEP_DIR.match(p.name)
             if not m or not p.is_dir():
                 continue
-            if (p / MANIFEST).is_file():
+            if (p / MANIFEST).is_file() and not verify:
+                ok = None
+            elif (p / MANIFEST).is_file():
                 try:
                     verify_manifest(p)
                     ok = True

@@ -210,14 +210,15 @@ def top_moves(game_list: list[dict[str, Any]], checkpoint: str, *, variant: Opti
 
 def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoint: Optional[str] = None,
             variant: Optional[str] = None, top_k: int = 5, log: Any = lambda _m: None,
-            within: Optional[str | os.PathLike] = None) -> dict[str, Any]:
+            within: Optional[str | os.PathLike] = None, verify_checkpoints: bool = True) -> dict[str, Any]:
     """What the report shows of ``paths`` (run directories, folders holding runs, studies, PGN
     files, eval/bench JSON files), as the JSON-ready dict the page embeds: ``runs`` (one
     :func:`pawn.report.data.run_data` each), ``studies``, ``games``, ``evals`` (files outside the
     runs; only the fields their cards show, :func:`report_fields`), ``labels`` (metric key →
     label), ``compare_default`` (the runs ticked at first: all when at most 6), ``top_moves``
     (with ``checkpoint``: the model whose top-``top_k`` moves the Games page shows at each
-    position, :func:`top_moves`; else None).
+    position, :func:`top_moves`; else None). ``verify_checkpoints`` False leaves every
+    checkpoint manifest unchecked (``verified`` None; nothing is hashed).
 
     What is found by searching a folder among ``paths`` must resolve inside it (or inside
     ``within``, the dashboard's root, when given): a symbolic link to a file or folder outside is
@@ -263,7 +264,7 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
     ids = {str(r.path.resolve()): f"r{i}" for i, r in enumerate(runs)}
     run_items = []
     for i, r in enumerate(runs):
-        d = rdata.run_data(r, f"r{i}")
+        d = rdata.run_data(r, f"r{i}", verify_checkpoints)
         d["label"] = labels[i]
         run_items.append(d)
     def found_inside(find, file_of=lambda x: x) -> list:
@@ -311,9 +312,10 @@ def build_html(data: dict[str, Any], title: Optional[str] = None, live: Optional
 
 def write_report(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, title: Optional[str] = None,
                  checkpoint: Optional[str] = None, variant: Optional[str] = None, top_k: int = 5,
-                 log: Any = lambda _m: None) -> Path:
-    """:func:`collect` (with ``checkpoint``: the model's top moves on the Games page) +
-    :func:`build_html`, written to ``out`` atomically (temp file, rename).
+                 log: Any = lambda _m: None, verify_checkpoints: bool = True) -> Path:
+    """:func:`collect` (with ``checkpoint``: the model's top moves on the Games page;
+    ``verify_checkpoints`` False: no checkpoint is hashed) + :func:`build_html`, written to
+    ``out`` atomically (temp file, rename).
 
     Raises:
         ReportError: nothing to report, plotly missing. OutputPathError: ``out`` cannot be written.
@@ -322,7 +324,8 @@ def write_report(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, 
 
     out = check_output_file(out, "--out")
     require_plotly()
-    html = build_html(collect(paths, checkpoint=checkpoint, variant=variant, top_k=top_k, log=log), title)
+    html = build_html(collect(paths, checkpoint=checkpoint, variant=variant, top_k=top_k, log=log,
+                              verify_checkpoints=verify_checkpoints), title)
     with atomic_output(out) as tmp:
         Path(tmp).write_text(html, "utf-8")
     return out

@@ -405,10 +405,11 @@ def summary(run: Run) -> dict[str, Any]:
             "start": start, "eta_s": eta, "trainable_params": run.trainable_params}
 
 
-def checkpoints(run: Run) -> list[dict[str, Any]]:
-    """The checkpoints table: step, manifest verified, best, pushed to the Hub (None: never)."""
+def checkpoints(run: Run, verify: bool = True) -> list[dict[str, Any]]:
+    """The checkpoints table: step, manifest verified (None: not checked, ``verify`` False), best,
+    pushed to the Hub (None: never)."""
     return [{"step": c.step, "path": str(c.path), "verified": c.verified, "best": c.is_best, "pushed": c.pushed}
-            for c in run.checkpoints()]
+            for c in run.checkpoints(verify=verify)]
 
 
 def run_evals(run: Run) -> list[dict[str, Any]]:
@@ -427,7 +428,8 @@ def run_evals(run: Run) -> list[dict[str, Any]]:
     return out
 
 
-def run_data(run: Run, rid: str) -> dict[str, Any]:
-    """Everything the report embeds for one run under id ``rid``."""
+def run_data(run: Run, rid: str, verify_checkpoints: bool = True) -> dict[str, Any]:
+    """Everything the report embeds for one run under id ``rid`` (``verify_checkpoints``: see
+    :func:`checkpoints`)."""
     return {"id": rid, "summary": summary(run), "figures": figures(run), "series": compare_series(run),
-            "config": flatten(run.config), "checkpoints": checkpoints(run), "evals": run_evals(run)}
+            "config": flatten(run.config), "checkpoints": checkpoints(run, verify_checkpoints), "evals": run_evals(run)}

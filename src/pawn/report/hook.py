@@ -18,7 +18,8 @@ class ReportHook:
     ``path``) at each ``val`` record, and at close (so the report ends with the run's final status)
     when a report was written or records came.
     The whole file is re-read each time (through :mod:`pawn.runs`), so a resumed run's report
-    has every segment.
+    has every segment. It runs inside the training process, so it never hashes a checkpoint
+    (the table says "not checked"; ``pawn report`` and ``pawn dashboard`` verify the manifests).
 
     Args:
         run_dir: the run directory (``metrics.jsonl`` is written before hooks run).
@@ -33,7 +34,7 @@ class ReportHook:
     def _write(self) -> None:
         from pawn.report import write_report
 
-        write_report([self.run_dir], self.path)
+        write_report([self.run_dir], self.path, verify_checkpoints=False)
         self._dirty = False
 
     def on_record(self, kind: str, record: dict) -> None:

@@ -212,7 +212,7 @@ function renderRun() {
   page.append(el('h2', {}, 'Checkpoints'));
   page.append(r.checkpoints.length ? table([
     {label: 'step', key: 'step', num: true, cell: c => fmt(c.step, 'int')},
-    {label: 'manifest verified', key: 'verified', cell: c => c.verified ? '✓ yes' : '✗ NO'},
+    {label: 'manifest verified', key: 'verified', cell: c => c.verified === null || c.verified === undefined ? 'not checked (live)' : (c.verified ? '✓ yes' : '✗ NO')},
     {label: 'best', key: 'best', cell: c => c.best ? '★ best' : ''},
     {label: 'pushed to the Hub', key: 'pushed', cell: c => c.pushed === null || c.pushed === undefined ? 'never' : (c.pushed ? 'yes' : 'failed')},
     {label: 'path', key: 'path', cell: c => c.path}], r.checkpoints, {sortable: true}) : el('p', {class: 'muted'}, 'No checkpoints.'));
