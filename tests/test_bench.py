@@ -330,7 +330,7 @@ def test_one_printer_writes_every_cell_through_the_metric_table():
 
     from pawn.bench.decode import DecodeResult, DecodeStep, DecodeWorkload
     from pawn.bench.records import Measurement
-    from pawn.bench.report import METRICS, VIEWS, render
+    from pawn.bench.report import COLUMNS, VIEWS, render
 
     def meas(med, lo, hi, **work):
         return Measurement.of({"median_s": med, "min_s": lo, "max_s": hi, "n": 2, "first_call_s": 1.5, "compile_s": 1.0}, **work)
@@ -339,7 +339,7 @@ def test_one_printer_writes_every_cell_through_the_metric_table():
     gen = meas(2.0, 1.0, 4.0, tokens=1000).per(1000, "tokens_per_s")
     w = DecodeWorkload(2, 16, DecodeStep(kv, rc, 4.0), {"kv_cache": gen})
     view = VIEWS["decode"](DecodeResult("variant toy", "d64_L2_F256", [w]))
-    assert all(isinstance(c, str) and c in METRICS for c in view.columns)
+    assert all(isinstance(c, str) and c in COLUMNS for c in view.columns)
     buf = io.StringIO()
     Console(file=buf, width=250).print(render(view))
     text = buf.getvalue()

@@ -13,7 +13,7 @@ from rich.console import Console
 
 import pawn.bench as bench
 from pawn.bench import BenchSettings, Section, estimate_seconds, parse_only, print_report, register, run_bench
-from pawn.bench.report import VIEWS, Metric, TableView
+from pawn.bench.report import VIEWS, BenchColumn, TableView
 from pawn.bench.section import SECTIONS as TABLE
 
 
@@ -35,7 +35,7 @@ class _Echo:
 def echo_section():
     """A section added the way a new module adds one: a record, run, view, estimate — one row."""
     row = register(Section("echo", 55, lambda s, ctx: _Echo(s.engine_games), lambda r: TableView(
-        "echo", [Metric("games", lambda v: f"{v:,}")], [{"games": r.games}]), (1.0, 4.0),
+        "echo", [BenchColumn("games", lambda v: f"{v:,}")], [{"games": r.games}]), (1.0, 4.0),
         lambda s: float(s.engine_games)))
     yield row
     del TABLE["echo"]

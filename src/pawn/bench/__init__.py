@@ -8,7 +8,8 @@ process :mod:`~pawn.bench.engine_child`, :mod:`~pawn.bench.step`, :mod:`~pawn.be
 :mod:`~pawn.bench.section` holds one :class:`Section` row per section, registered by the section's
 own module (adding a section is a module plus its test); :mod:`~pawn.bench.runner` runs the
 sections into one :class:`BenchReport`, whose ``to_dict()``
-is the ``--json`` document, and :mod:`~pawn.bench.report` prints it through one metric table.
+is the ``--json`` document, and :mod:`~pawn.bench.report` prints it through one column table
+(each section module lays out its own table).
 
 Timings are medians over repeated runs after warm-up, with min and max, and every timed call ends
 in ``jax.block_until_ready``; the first call of a jitted function is reported apart as
@@ -29,7 +30,7 @@ from pawn.bench.population import bench_population
 from pawn.bench.mfu import (FLOPS_FORMULA, GPU_PEAKS, PEAK_SOURCE, TPU_PEAK_SOURCE, TPU_PEAKS, bench_mfu, lookup_gpu_peak,
                             lookup_tpu_peak, measure_matmul_peak, published_peak, step_flops_per_token)
 from pawn.bench.records import Measurement, to_json
-from pawn.bench.report import METRICS, print_report
+from pawn.bench.report import COLUMNS, print_report
 from pawn.bench.runner import (REFERENCE_MACHINE, REFERENCE_SECTION_S, SECTIONS, BenchReport, estimate_line, finished_line,
                                estimate_seconds, header, parse_only, rescaled_estimates, run_bench)
 from pawn.bench.section import Section, SectionContext, register
@@ -39,7 +40,7 @@ from pawn.bench.timing import common_window_rate, per_repetition_rates, rates, t
 from pawn.config import flops_per_token
 
 __all__ = [
-    "BenchReport", "BenchSettings", "FLOPS_FORMULA", "GPU_PEAKS", "METRICS", "Measurement", "PEAK_SOURCE", "QUICK_PRESET",
+    "BenchReport", "BenchSettings", "COLUMNS", "FLOPS_FORMULA", "GPU_PEAKS", "Measurement", "PEAK_SOURCE", "QUICK_PRESET",
     "REFERENCE_MACHINE", "REFERENCE_SECTION_S", "SECTIONS", "Section", "SectionContext", "StepSetup", "bench_adapt", "bench_concurrency", "bench_data", "bench_decode",
     "bench_engine", "bench_eval", "bench_memory", "bench_mfu", "bench_population", "bench_step", "common_window_rate", "decode_step_timing",
     "estimate_line", "estimate_seconds", "finished_line", "rescaled_estimates", "flops_per_token", "fresh_state", "header", "lookup_gpu_peak", "make_setup",

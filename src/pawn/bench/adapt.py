@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
-from pawn.bench.report import Metric, TableView, _n, _range
+from pawn.bench.report import BenchColumn, TableView, _n, _range
 from pawn.bench.section import Section, register, train_step_work
 from pawn.bench.timing import time_call
 from pawn.errors import UsageError
@@ -243,8 +243,8 @@ def adapt_view(r: AdaptResult):
 
     v = TableView(f"adapter step vs full fine-tuning: {r.backbone} ({r.backbone_params:,} params), batch {r.batch_size} × "
                   f"seq {r.seq_len}, K = {r.steps_per_chunk}, legal-masked loss, {r.train_games:,} games of {data_name(r.data)}",
-                  ["workload", Metric("trainable params"), "call_ms", "tokens_per_s", "tokens_per_s_range",
-                   Metric("vs full fine-tuning"), Metric("FLOPs/token"), Metric("% of peak")])
+                  ["workload", BenchColumn("trainable params"), "call_ms", "tokens_per_s", "tokens_per_s_range",
+                   BenchColumn("vs full fine-tuning"), BenchColumn("FLOPs/token"), BenchColumn("% of peak")])
     for a in r.steps:
         v.rows.append({"workload": "full fine-tuning" if a.strategy == FULL else a.strategy,
                        "trainable params": f"{a.trainable_params:,}", "call_ms": a.chunk,

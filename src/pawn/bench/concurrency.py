@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 from pawn.bench.records import OMIT_NONE
 from pawn.bench.settings import BenchSettings
 from pawn.bench.section import Section, register, train_step_work
-from pawn.bench import report as R
+from pawn.bench.report import _n, TableView
 from pawn.bench.step import make_setup
 from pawn.bench.timing import common_window_rate
 
@@ -147,7 +147,23 @@ def bench_concurrency(s: BenchSettings, timeout_s: float = 900.0, detail: Callab
     return out
 
 
+def view(c) -> TableView:
+    """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
+    v = TableView(f"concurrency: independent training processes (spawned), {c.tokens_per_chunk:,} tokens per chunk",
+                  ["processes", "window_s", "aggregate_tokens_per_s", "per_process_tokens_per_s", "speedup_vs_1"],
+                  notes=["aggregate = all processes' tokens / one wall window, first start (barrier) to last finish"])
+    for r in c.rows:
+        if r.error is not None:
+            v.rows.append({"processes": str(r.processes), "window_s": "", "aggregate_tokens_per_s": "failed",
+                           "per_process_tokens_per_s": r.error[:80], "speedup_vs_1": ""})
+        else:
+            v.rows.append({"processes": str(r.processes), "window_s": r.window_s, "aggregate_tokens_per_s": _n(r.aggregate_tokens_per_s),
+                           "per_process_tokens_per_s": ", ".join(_n(x) for x in r.per_process_tokens_per_s),
+                           "speedup_vs_1": f"{r.speedup_vs_1:.2f}×"})
+    return v
+
+
 SECTION = register(Section("concurrency", 60, lambda s, ctx: bench_concurrency(s, detail=ctx.detail, partial=ctx.partial),
-                           R._concurrency, (9.0, 46.0),
+                           view, (9.0, 46.0),
                            lambda s: train_step_work(s) * s.concurrency_chunks))
 """The ``concurrency`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
 from pawn.bench.section import Section, register, train_step_work
-from pawn.bench import report as R
+from pawn.bench.report import TableView
 from pawn.bench.step import StepSetup, fresh_state, make_setup
 from pawn.bench.timing import timing_stats
 
@@ -100,6 +100,19 @@ def bench_data(s: BenchSettings, setup: Optional[StepSetup] = None, detail: Call
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-SECTION = register(Section("data", 50, lambda s, ctx: bench_data(s, ctx.setup, ctx.detail), R._data, (1.0, 50.0),
+def view(d) -> TableView:
+    """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
+    v = TableView(f"data path: batch {d.batch_size} × seq {d.seq_len}",
+                  ["source", "batch_build_ms", "games_per_s", "tokens_per_s", "wall_s", "wait_s", "wait_frac", "train_tokens_per_s"])
+    for name, b in d.batch_build.items():
+        tr = d.training[name]
+        label = "fresh engine games" if name == "engine" else f"on-disk corpus ({d.corpus['games']:,} games)"
+        v.rows.append({"source": label, "batch_build_ms": b, "games_per_s": b.rates["games_per_s"],
+                       "tokens_per_s": b.rates["tokens_per_s"], "wall_s": tr.wall_s, "wait_s": tr.wait_s,
+                       "wait_frac": tr.wait_frac, "train_tokens_per_s": tr.tokens_per_s})
+    return v
+
+
+SECTION = register(Section("data", 50, lambda s, ctx: bench_data(s, ctx.setup, ctx.detail), view, (1.0, 50.0),
                            lambda s: train_step_work(s) * s.data_chunks, shared_setup=True))
 """The ``data`` row of the section table (:mod:`pawn.bench.section`)."""

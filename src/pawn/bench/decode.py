@@ -11,7 +11,7 @@ import numpy as np
 from pawn.bench.records import OMIT_NONE, Measurement
 from pawn.bench.settings import BenchSettings
 from pawn.bench.section import Section, register
-from pawn.bench import report as R
+from pawn.bench.report import _range, TableView
 from pawn.config import flops_per_token
 from pawn.bench.timing import time_call
 
@@ -119,6 +119,24 @@ def bench_decode(s: BenchSettings) -> DecodeResult:
     return out
 
 
-SECTION = register(Section("decode", 80, lambda s, ctx: bench_decode(s), R._decode, (5.0, 60.0),
+def view(d) -> TableView:
+    """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
+    v = TableView(f"decode: {d.model} ({d.config}), legal sampling; step = one jitted model step, engine excluded",
+                  ["workload", "form", "time_ms", "tokens", "tokens_per_s", "tokens_per_s_range", "first_call_s"])
+    for w in d.workloads:
+        wl = f"{w.games} games × {w.seq_len}"
+        for name, f in (("step, KV cache", w.step.kv_cache), ("step, recompute", w.step.recompute)):
+            v.rows.append({"workload": wl, "form": name, "time_ms": f, "first_call_s": f.first_call_s})
+        v.rows.append({"workload": wl, "form": "step speed-up", "time_ms": f"{w.step.step_speedup:.2f}×"})
+        for k, f in w.forms.items():
+            v.rows.append({"workload": wl, "form": "generate, KV cache" if k == "kv_cache" else "generate, recompute", "time_ms": f,
+                           "tokens": str(f.work["tokens"]), "tokens_per_s": f.rates["tokens_per_s"],
+                           "tokens_per_s_range": _range(f, "tokens_per_s"), "first_call_s": f.first_call_s})
+        if w.kv_speedup is not None:
+            v.rows.append({"workload": wl, "form": "generate speed-up", "time_ms": f"{w.kv_speedup:.2f}×"})
+    return v
+
+
+SECTION = register(Section("decode", 80, lambda s, ctx: bench_decode(s), view, (5.0, 60.0),
                            lambda s: flops_per_token(s.model()[0], s.decode_len) / 3 * s.decode_games * s.decode_len * s.decode_len))
 """The ``decode`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -17,7 +17,7 @@ from typing import Sequence, Union
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings, resolve_pgn_files
 from pawn.bench.section import Section, register
-from pawn.bench import report as R
+from pawn.bench.report import _n, _range, TableView
 from pawn.bench.timing import timing_stats
 from pawn.errors import EngineFailure, UsageError
 
@@ -116,6 +116,29 @@ def bench_engine(s: BenchSettings) -> EngineResult:
     return out
 
 
-SECTION = register(Section("engine", 20, lambda s, ctx: bench_engine(s), R._engine, (2.0, 10.0),
+def view(e) -> TableView:
+    """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
+    v = TableView("engine", ["workload", "threads", "time_ms", "rate", "rate_range"])
+    for r in e.threads:
+        rg, pg, lm, th = r.random_games, r.parse_pgn, r.legal_masks, str(r.threads)
+        v.rows += [
+            {"workload": f"random games ×{rg.work['games']} (max_ply {rg.work['max_ply']})", "threads": th, "time_ms": rg,
+             "rate": f"{_n(rg.rates['games_per_s'])} games/s, {_n(rg.rates['plies_per_s'])} plies/s",
+             "rate_range": f"{_range(rg, 'games_per_s')} games/s"},
+            {"workload": f"parse PGN ×{pg.work['games']} ({pg.work['mb']:.1f} MB, {pg.work['source']})", "threads": th,
+             "time_ms": pg, "rate": f"{_n(pg.rates['games_per_s'])} games/s", "rate_range": _range(pg, "games_per_s")},
+            {"workload": f"legal masks ×{lm.work['positions']} positions", "threads": th, "time_ms": lm,
+             "rate": f"{_n(lm.rates['positions_per_s'])} positions/s", "rate_range": _range(lm, "positions_per_s")}]
+    pc = e.python_chess
+    if isinstance(pc, Measurement):
+        v.rows.append({"workload": f"python-chess random games ×{pc.work['games']}", "threads": "1", "time_ms": pc,
+                       "rate": f"{_n(pc.rates['games_per_s'], 1)} games/s, {_n(pc.rates['plies_per_s'])} plies/s",
+                       "rate_range": f"{_range(pc, 'games_per_s', 1)} games/s"})
+    elif pc:
+        v.rows.append({"workload": "python-chess", "threads": "", "time_ms": "", "rate": pc["skipped"], "rate_range": ""})
+    return v
+
+
+SECTION = register(Section("engine", 20, lambda s, ctx: bench_engine(s), view, (2.0, 10.0),
                            lambda s: float(s.engine_games * s.engine_max_ply * s.repeats)))
 """The ``engine`` row of the section table (:mod:`pawn.bench.section`)."""

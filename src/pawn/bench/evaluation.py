@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pawn.bench.records import FLATTEN, Measurement
 from pawn.bench.settings import BenchSettings
 from pawn.bench.section import Section, register
-from pawn.bench import report as R
+from pawn.bench.report import _range, TableView
 from pawn.config import flops_per_token
 from pawn.bench.timing import time_call
 from pawn.settings import VAL_SEED_PUBLISHED
@@ -59,6 +59,17 @@ def bench_eval(s: BenchSettings) -> EvalResult:
     return EvalResult(label, cfg.name, s.eval_games, s.seq_len, s.batch_size, n_pos, timing)
 
 
-SECTION = register(Section("eval", 70, lambda s, ctx: bench_eval(s), R._eval, (3.0, 10.0),
+def view(ev) -> TableView:
+    """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
+    t = ev.timing
+    cols = ["positions", "time_ms", "positions_per_s", "positions_per_s_range", "eval_games_per_s", "first_call_s"]
+    return TableView(f"eval (teacher-forced, as pawn eval): {ev.model} ({ev.config}), {ev.games} games × {ev.seq_len} positions, "
+                     f"batch {ev.batch_size}", cols,
+                     [{"positions": ev.positions, "time_ms": t, "positions_per_s": t.rates["positions_per_s"],
+                       "positions_per_s_range": _range(t, "positions_per_s"), "eval_games_per_s": t.rates["games_per_s"],
+                       "first_call_s": t.first_call_s}])
+
+
+SECTION = register(Section("eval", 70, lambda s, ctx: bench_eval(s), view, (3.0, 10.0),
                            lambda s: flops_per_token(s.model()[0], s.seq_len) / 3 * s.eval_games * s.seq_len * s.repeats))
 """The ``eval`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -10,7 +10,7 @@ from typing import Any, Optional
 from pawn.errors import UsageError
 from pawn.bench.settings import BenchSettings, pretrain_optimizer
 from pawn.bench.section import Section, register
-from pawn.bench import report as R
+from pawn.bench.report import _YES, BenchColumn, TableView
 
 
 @dataclass
@@ -98,6 +98,23 @@ def bench_memory(s: BenchSettings) -> MemoryResult:
 
 
 # memory: three compilations of 10–25 s (toy to large supernet).
-SECTION = register(Section("memory", 10, lambda s, ctx: bench_memory(s), R._memory, (30.0, 60.0),
+def view(m) -> TableView:
+    """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
+    dev_cols = [BenchColumn(f"fits {d['name'].split(' (')[0]}", _YES.__getitem__) for d in m.named_devices]
+    cap = m.this_device["bytes"]
+    here = BenchColumn(f"fits here ({cap / 2**30:.0f} GiB)" if cap else "fits here", lambda x: x if isinstance(x, str) else _YES[x])
+    v = TableView(f"compiled train-step memory: {m.model}, batch {m.batch_size} × seq {m.seq_len} ({m.compute_dtype}), "
+                  f"K = {m.steps_per_chunk}, accumulation {m.accumulation_steps}, per device ({m.backend})",
+                  ["remat", "attention", "temp_gib", "argument_gib", "output_gib", "alias_gib", "peak_gib", "chunk_compile_s",
+                   *dev_cols, here],
+                  notes=[f"{m.source}; fits = peak ≤ {100 * (1 - m.headroom):.0f}% of the device; this device: {m.this_device['source']}"])
+    for r in m.rows:
+        v.rows.append({"remat": r.remat, "attention": r.attention, **r.estimate, "chunk_compile_s": r.compile_s,
+                       **{c.label: r.fits[d["name"]] for c, d in zip(dev_cols, m.named_devices)},
+                       here.label: r.estimate.get("verdict") or r.fits_this_device})
+    return v
+
+
+SECTION = register(Section("memory", 10, lambda s, ctx: bench_memory(s), view, (30.0, 60.0),
                            lambda s: float(len(s.remat_candidates()))))
 """The ``memory`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings
 from pawn.bench.section import Section, register, train_step_work
-from pawn.bench import report as R
+from pawn.bench.report import _n, TableView
 from pawn.bench.step import StepResult, StepSetup, chunk_timing, make_setup
 from pawn.bench.timing import time_call
 from pawn.config import flops_per_token
@@ -128,6 +128,17 @@ def bench_mfu(s: BenchSettings, step: Optional[StepResult] = None, setup: Option
     return out
 
 
-SECTION = register(Section("mfu", 40, lambda s, ctx: bench_mfu(s, ctx.results.get("step"), ctx.setup), R._mfu, (2.0, 3.0),
+def view(m) -> TableView:
+    """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
+    rows = [(f"FLOPs/token {x.name} ({x.param_count:,} params)", f"{x.flops_per_token:,} (attention {x.attention_flops_per_token:,})")
+            for x in m.variants]
+    rows += [("FLOPs/token, step total", f"{m.flops_per_token:,}"), ("tokens/s (scan chunk)", _n(m.tokens_per_s)),
+             ("achieved", f"{m.achieved_flops_per_s / 1e9:,.2f} GFLOP/s"), ("peak", f"{m.peak.flops_per_s / 1e9:,.2f} GFLOP/s"),
+             ("MFU", f"{100 * m.mfu:.2f}%")]
+    return TableView("MFU", ["quantity", "value"], [{"quantity": q, "value": x} for q, x in rows],
+                     notes=[m.formula, f"peak: {m.peak.source}"])
+
+
+SECTION = register(Section("mfu", 40, lambda s, ctx: bench_mfu(s, ctx.results.get("step"), ctx.setup), view, (2.0, 3.0),
                            lambda s: train_step_work(s) * s.repeats, shared_setup=True))
 """The ``mfu`` row of the section table (:mod:`pawn.bench.section`)."""

@@ -47,7 +47,7 @@ from typing import Any, Callable, Optional
 from pawn.bench.adapt import data_name
 from pawn.bench.records import OMIT_NONE, Measurement
 from pawn.bench.settings import BenchSettings
-from pawn.bench.report import Metric, TableView, _n
+from pawn.bench.report import BenchColumn, TableView, _n
 from pawn.bench.section import Section, register, train_step_work
 from pawn.bench.timing import timing_stats
 from pawn.errors import UsageError
@@ -393,9 +393,9 @@ def population_view(r: PopulationResult):
     v = TableView(f"population of {r.population_size} (one vmapped program) vs {r.population_size} sequential trials: {r.model}, "
                   f"batch {r.batch_size} × seq {r.seq_len}, K = {r.steps_per_chunk}, {r.steps_per_trial} steps per trial; "
                   f"adapters {r.strategy} on {r.train_games:,} games of {data_name(r.data)}",
-                  ["workload", Metric("measure", left=True), Metric("population s"), Metric("sequential s"),
-                   Metric("s/trial-step pop"), Metric("s/trial-step seq"), Metric("trials/h pop"), Metric("trials/h seq"),
-                   Metric("ratio"), Metric("first chunk s pop / seq")])
+                  ["workload", BenchColumn("measure", left=True), BenchColumn("population s"), BenchColumn("sequential s"),
+                   BenchColumn("s/trial-step pop"), BenchColumn("s/trial-step seq"), BenchColumn("trials/h pop"), BenchColumn("trials/h seq"),
+                   BenchColumn("ratio"), BenchColumn("first chunk s pop / seq")])
     names = {"step": "steady-state chunk", "end_to_end": "end to end"}
     for row in r.rows:
         v.rows.append({"workload": "pretraining" if row.run_type == "pretrain" else f"adapter ({r.strategy})",

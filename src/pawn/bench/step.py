@@ -14,7 +14,7 @@ from pawn.errors import UsageError
 from pawn.bench.records import Measurement
 from pawn.bench.settings import BenchSettings, pretrain_optimizer
 from pawn.bench.section import Section, register, train_step_work
-from pawn.bench import report as R
+from pawn.bench.report import _range, TableView
 from pawn.bench.timing import time_call, timing_stats
 
 
@@ -167,6 +167,20 @@ def bench_step(s: BenchSettings, setup: StepSetup | None = None, detail: Callabl
     return out
 
 
-SECTION = register(Section("step", 30, lambda s, ctx: bench_step(s, ctx.setup, ctx.detail), R._step, (25.0, 120.0),
+def view(st) -> TableView:
+    """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
+    names = {"eager": "eager (no jit)", "jit_step": "jit, 1 step per call", "scan_chunk": f"lax.scan chunk, {st.steps_per_chunk} steps"}
+    v = TableView(f"train step: {st.model}, {st.param_count:,} params, batch {st.batch_size} × seq {st.seq_len} ({st.compute_dtype}), "
+                  f"K = {st.steps_per_chunk}, remat {st.remat}, accumulation {st.accumulation_steps}",
+                  ["form", "call_ms", "tokens_per_s", "tokens_per_s_range", "steps_per_s", "first_call_s", "compile_s"],
+                  notes=["compile s = first call − steady-state median (tracing + XLA compile, an estimate)"])
+    for k, f in st.forms.items():
+        v.rows.append({"form": names[k], "call_ms": f, "tokens_per_s": f.rates["tokens_per_s"],
+                       "tokens_per_s_range": _range(f, "tokens_per_s"), "steps_per_s": f.rates["steps_per_s"],
+                       "first_call_s": f.first_call_s, "compile_s": f.compile_s})
+    return v
+
+
+SECTION = register(Section("step", 30, lambda s, ctx: bench_step(s, ctx.setup, ctx.detail), view, (25.0, 120.0),
                            lambda s: train_step_work(s) * s.repeats, shared_setup=True))
 """The ``step`` row of the section table (:mod:`pawn.bench.section`)."""
