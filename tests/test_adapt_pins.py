@@ -72,7 +72,7 @@ def test_cli_adapt_trains_the_spec_defaults(tiny_backbone, shared_data, tmp_path
     # README "Where pawn adapt differs from the spec": the head stays frozen unless --include-lm-head (v1's rule)
     assert s["include_lm_head"] is False and s["include_embeddings"] is False, s
     # neither a layer list nor --n-unfreeze given: the recorded settings resolve to the top 2 layers (spec §4.7)
-    from pawn.adapters.configs import UnfreezeConfig
+    from pawn.adapters.strategies.unfreeze import UnfreezeConfig
 
     assert UnfreezeConfig(**s).selected(2) == (0, 1) and UnfreezeConfig(**s).selected(5) == (3, 4), s  # tiny: 2 layers
 

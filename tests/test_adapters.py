@@ -11,12 +11,13 @@ import optax
 import pytest
 
 from pawn.adapters import STRATEGIES, AdapterConfigError, AdapterError, build_adapted, count_params
-from pawn.config import TOY, VARIANTS, ModelConfig, param_count
+from pawn.config import TOY, VARIANTS, param_count
 from pawn.errors import PawnError
 from pawn.model import PAWNModel
 
+from _adapter_backbone import CFG, bb, tokens  # noqa: F401 (shared fixtures)
+
 BASE, LARGE = VARIANTS["base"], VARIANTS["large"]
-CFG = ModelConfig(d_model=32, n_layers=3, n_heads=2, d_ff=64, max_seq_len=64)
 
 ALL = [
     ("lora", {}), ("lora", {"ffn": True, "layers": [0, 2]}), ("film", {"use_output_film": True}),
@@ -25,17 +26,6 @@ ALL = [
     # ... and every strategy of the table with its defaults (a new strategy joins the matrix by registering)
     *[(name, {}) for name, row in STRATEGIES.items() if row.uses_backbone],
 ]
-
-
-@pytest.fixture(scope="module")
-def bb():
-    return PAWNModel(CFG, jax.random.PRNGKey(0))
-
-
-@pytest.fixture(scope="module")
-def tokens():
-    t = jax.random.randint(jax.random.PRNGKey(1), (2, 10), 0, 1968)
-    return t.at[1, 7:].set(1968)  # PAD tail in row 1
 
 
 def _perturb(model, key, scale=0.05):
@@ -229,7 +219,7 @@ def test_sparse_count_is_the_exact_mask_count_near_density_times_numel(density, 
 
 
 def test_counts_from_shapes_equal_built_adapters(bb):
-    from pawn.adapters.rosa import MODES  # phased: the count is the main phase's, the build is the warm-up's (spec §4.6)
+    from pawn.adapters.strategies.rosa import MODES  # phased: the count is the main phase's, the build is the warm-up's (spec §4.6)
 
     for name, settings in ALL + [("specialized_clm", {})]:
         if name in MODES:
@@ -326,7 +316,7 @@ def test_init_scale_scales_the_random_factors_and_keeps_the_identity(bb, tokens,
 
 
 def test_rosa_main_phase_reinitialises_lora_at_its_init_scale(bb):
-    from pawn.adapters.rosa import enter_main_phase
+    from pawn.adapters.strategies.rosa import enter_main_phase
 
     models = [build_adapted("rosa", {"init_scale": s}, bb, jax.random.PRNGKey(0)) for s in (1.0, 0.5)]
     masks = {n: np.zeros(m.shape, bool) for n, m in models[0].adapter.sparse.mask.items()}

@@ -14,21 +14,10 @@ from typer.testing import CliRunner
 
 from pawn.adapters import STRATEGIES, build_adapted, count_params
 from pawn.cli import app
-from pawn.config import VARIANTS, ModelConfig
+from pawn.config import VARIANTS
 from pawn.model import PAWNModel
 
-CFG = ModelConfig(d_model=32, n_layers=3, n_heads=2, d_ff=64, max_seq_len=64)
-
-
-@pytest.fixture(scope="module")
-def bb():
-    return PAWNModel(CFG, jax.random.PRNGKey(0))
-
-
-@pytest.fixture(scope="module")
-def tokens():
-    t = jax.random.randint(jax.random.PRNGKey(1), (2, 10), 0, 1968)
-    return t.at[1, 7:].set(1968)
+from _adapter_backbone import CFG, bb, tokens  # noqa: F401 (shared fixtures)
 
 
 @pytest.mark.parametrize("cfg,settings,want", [

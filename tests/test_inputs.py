@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from pawn.adapters.configs import LoRAConfig
+from pawn.adapters.strategies.lora import LoRAConfig
 from pawn.bench.settings import BenchSettings
 from pawn.cli import app
 from pawn.config import ModelConfig

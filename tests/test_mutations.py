@@ -30,7 +30,7 @@ MUTATIONS = {
         'schedule = build_schedule("cosine", lr, W, 0)',
         ["tests/test_adapt_pins.py::test_rosa_warmup_runs_at_the_constant_peak_lr_and_the_backbone_stays_bit_identical"]),
     "pawn adapt's default LoRA rank is not the spec's 4 (the strategy row, the CLI default's only home)": (
-        "pawn/adapters/configs.py",
+        "pawn/adapters/strategies/lora.py",
         '    rank: int = Field(4, ge=1, description="LoRA rank r.")',
         '    rank: int = Field(8, ge=1, description="LoRA rank r.")',
         ["tests/test_adapt_pins.py::test_cli_adapt_trains_the_spec_defaults"]),
@@ -50,7 +50,7 @@ MUTATIONS = {
         "[y if i == 2 else x for i, (x, y) in enumerate(zip(jax.tree_util.tree_leaves(arrays[0]), jax.tree_util.tree_leaves(a)))])\n",
         ["tests/test_sweep_adapt_population.py::test_population_members_start_from_their_own_init_scale"]),
     "retro-sparse reports the norms of the LoRA it discarded": (
-        "pawn/adapters/rosa.py",
+        "pawn/adapters/strategies/rosa.py",
         '        if self.lora is not None and self.mode == "rosa":',
         '        if self.lora is not None and (self.phase == PHASE_WARMUP or self.mode == "rosa"):',
         ["tests/test_rosa.py::test_weight_reports_per_phase"]),

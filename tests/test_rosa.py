@@ -14,26 +14,16 @@ import pytest
 
 from pawn import checkpoint as ck
 from pawn.adapters import STRATEGIES, AdapterConfigError, build_adapted, count_params, strategy_table
-from pawn.adapters import rosa as R
+from pawn.adapters.strategies import rosa as R
 from pawn.adapters.io import load_adapter, load_backbone, save_adapter
 from pawn.config import VARIANTS, ModelConfig
 from pawn.model import PAWNModel
 
+from _adapter_backbone import CFG, bb, tokens  # noqa: F401 (shared fixtures)
+
 BASE, LARGE = VARIANTS["base"], VARIANTS["large"]
-CFG = ModelConfig(d_model=32, n_layers=3, n_heads=2, d_ff=64, max_seq_len=64)
 MODES = [("rosa", {"density": 0.05}), ("retro-sparse", {"density": 0.05, "targets": ["q", "v"], "layers": [0, 2]}),
          ("retro-bottleneck", {"density": 0.05, "bottleneck_dim": 6, "n_hidden": 1, "bottleneck_layers": [1, 2]})]
-
-
-@pytest.fixture(scope="module")
-def bb():
-    return PAWNModel(CFG, jax.random.PRNGKey(0))
-
-
-@pytest.fixture(scope="module")
-def tokens():
-    t = jax.random.randint(jax.random.PRNGKey(1), (2, 10), 0, 1968)
-    return t.at[1, 7:].set(1968)
 
 
 def _perturb(model, key, scale=0.05):

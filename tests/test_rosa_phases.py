@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pawn.adapters import build_adapted
-from pawn.adapters import rosa as R
+from pawn.adapters.strategies import rosa as R
 from pawn.config import ModelConfig
 from pawn.model import PAWNModel
 from pawn.train.rosa_phases import run_warmup_and_masks, warmup_data_seed

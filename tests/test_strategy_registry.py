@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
 from pawn.adapters import STRATEGIES, build_adapted, count_params
-from pawn.adapters import modules as M
+from pawn.adapters.strategies.lora import LoRA
 from pawn.adapters.registry import Strategy, choice, register
 from pawn.cli import app
 from pawn.config import ModelConfig
@@ -129,13 +129,13 @@ class _Documented(BaseModel):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(settings=_Undocumented, module=M.LoRA, random_init=True), "no description"),
+    (dict(settings=_Undocumented, module=LoRA, random_init=True), "no description"),
     (dict(settings=_Documented, module=dict, random_init=True), "module must be an Adapter"),
-    (dict(settings=_Documented, module=M.LoRA, random_init=True, space={"nope": choice(1, 2)}), "sweep-space name 'nope'"),
+    (dict(settings=_Documented, module=LoRA, random_init=True, space={"nope": choice(1, 2)}), "sweep-space name 'nope'"),
     (dict(settings=type("BadRank", (BaseModel,), {"__annotations__": {"lora_rank": float},
                                                   "lora_rank": Field(1.0, description="x")}),
-          module=M.LoRA, random_init=True), "one pawn adapt flag, one type"),
-    (dict(name="lora", settings=_Documented, module=M.LoRA, random_init=True), "registered twice"),
+          module=LoRA, random_init=True), "one pawn adapt flag, one type"),
+    (dict(name="lora", settings=_Documented, module=LoRA, random_init=True), "registered twice"),
 ])
 def test_a_half_added_strategy_fails_at_registration(kwargs, match):
     row = Strategy(kwargs.pop("name", "halfway"), "x", "x", kwargs.pop("settings"), lambda s, bb, k: None, False, **kwargs)

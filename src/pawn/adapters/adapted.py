@@ -10,9 +10,10 @@ import jax
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
+from pawn.adapters.base import Adapter
 from pawn.adapters.configs import AdapterConfigError
-from pawn.adapters.modules import Adapter
-from pawn.adapters.registry import get_strategy, specialized_config
+from pawn.adapters.registry import get_strategy
+from pawn.adapters.strategies.specialized_clm import specialized_config
 from pawn.config import ModelConfig
 from pawn.model import KVCache, PAWNModel
 
@@ -26,7 +27,7 @@ class AdaptedModel(eqx.Module):
 
     Attributes:
         backbone: the PAWNModel (frozen, except for ``specialized_clm`` where it is the model).
-        adapter: the strategy's :class:`~pawn.adapters.modules.Adapter`.
+        adapter: the strategy's :class:`~pawn.adapters.base.Adapter`.
         strategy: strategy name (static).
         settings: the strategy's settings model (static, hashable).
     """

@@ -34,7 +34,8 @@ from pawn.fileio import save_safetensors
 from pawn import checkpoint as ck
 from pawn.adapters.adapted import AdaptedModel, build_adapted
 from pawn.adapters.errors import AdapterError
-from pawn.adapters.registry import get_strategy, specialized_config
+from pawn.adapters.registry import get_strategy
+from pawn.adapters.strategies.specialized_clm import specialized_config
 from pawn.config import SUPERNETS
 from pawn.model import PAWNModel, sliced
 

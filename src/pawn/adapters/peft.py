@@ -40,15 +40,18 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
 from pawn import checkpoint as ck
-from pawn.adapters.configs import ATTN_TARGETS, FFN_TARGETS, AdapterConfigError, LoRAConfig, check_layers
+from pawn.adapters.configs import ATTN_TARGETS, FFN_TARGETS, AdapterConfigError, check_layers
 from pawn.adapters.errors import AdapterError
 from pawn.config import PARAMS, ModelConfig
 from pawn.fileio import save_safetensors
+
+if TYPE_CHECKING:  # the lora strategy module imports JAX; this module must not (pawn.torch reads it)
+    from pawn.adapters.strategies.lora import LoRAConfig
 
 PEFT_CONFIG_FILE = "adapter_config.json"
 PEFT_WEIGHTS_FILE = "adapter_model.safetensors"
@@ -102,7 +105,7 @@ def lora_adapter_config(settings: LoRAConfig, n_layers: int, base_model: Optiona
     """The ``adapter_config.json`` object of a PAWN LoRA adapter.
 
     Args:
-        settings: the adapter's :class:`~pawn.adapters.configs.LoRAConfig`.
+        settings: the adapter's :class:`~pawn.adapters.strategies.lora.LoRAConfig`.
         n_layers: the backbone's layer count (all layers adapted → suffix ``target_modules``).
         base_model: ``base_model_name_or_path`` (the backbone's Hub id or directory), or None.
         revision: ``revision`` (a Hub branch/tag/commit), or None.
@@ -227,6 +230,8 @@ class PeftLoRA:
                 layer, FFN projections adapted only in part (PAWN adapts all three or none), or a
                 record that disagrees with the folder.
         """
+        from pawn.adapters.strategies.lora import LoRAConfig  # JAX: only where PAWN settings are made
+
         self.check_model(config)
         where = self.path / PEFT_WEIGHTS_FILE
         layers = sorted({i for _, i in self.weights})
@@ -433,6 +438,7 @@ def export_peft(adapter: str | os.PathLike, out: str | os.PathLike) -> Path:
         CheckpointError (and subclasses): a damaged checkpoint, tensors missing, extra or misshaped.
     """
     from pawn.adapters.io import ADAPTER_FILE, ADAPTER_FORMAT_VERSION, ADAPTER_MIGRATIONS
+    from pawn.adapters.strategies.lora import LoRAConfig
 
     src, out = Path(adapter).resolve(), Path(out)
     _check_peft_target(out, src)

@@ -300,7 +300,8 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path, d
     import jax
     import numpy as np
 
-    from pawn.adapters import build_adapted, get_strategy, rosa
+    from pawn.adapters import build_adapted, get_strategy
+    from pawn.adapters.strategies import rosa
     from pawn.bench.adapt import RANDOM_GAMES, _random_games_pgn, adapt_data
     from pawn.checkpoint import save_checkpoint
     from pawn.data.lichess import LichessFilters, load_corpus

@@ -29,7 +29,8 @@ import numpy as np
 import optax
 import optuna
 
-from pawn.adapters import build_adapted, get_strategy, rosa
+from pawn.adapters import build_adapted, get_strategy
+from pawn.adapters.strategies import rosa
 from pawn.adapters.io import save_adapter
 from pawn.data import split as split_record
 from pawn.data.lichess import LichessFilters, load_corpus

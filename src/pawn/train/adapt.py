@@ -26,7 +26,8 @@ import jax
 import numpy as np
 from pydantic import ValidationError
 
-from pawn.adapters import AdapterError, build_adapted, count_params, get_strategy, rosa
+from pawn.adapters import AdapterError, build_adapted, count_params, get_strategy
+from pawn.adapters.strategies import rosa
 from pawn.adapters.io import BackboneMismatchError, load_adapter, load_backbone, save_adapter
 from pawn.adapters.peft import is_peft_folder, not_a_model
 from pawn.checkpoint import MODEL_FILE, CheckpointError, is_hub_id

@@ -119,7 +119,7 @@ class _AdaptHead(OptimizerSettings, RunOutputSettings):
     # ------------------------------------------------------------------ backbone and strategy
     backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).")
     variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).")
-    strategy: Optional[str] = Field(None, description="Adapter strategy (see --list-strategies): lora, film, bottleneck, hybrid, sparse, unfreeze, specialized_clm, rosa, retro-sparse, retro-bottleneck.")
+    strategy: Optional[str] = Field(None, description=f"Adapter strategy (see --list-strategies): {', '.join(STRATEGIES)}.")
     seed: int = Field(0, ge=0, description="Adapter initialisation seed (LoRA A, bottleneck down, specialized_clm weights).")
 
 

@@ -30,7 +30,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from pawn.adapters import rosa as R
+from pawn.adapters.strategies import rosa as R
 from pawn.schedules import build_schedule
 from pawn.train.loop import (
     TrainProgram,
@@ -124,10 +124,10 @@ def run_warmup_and_masks(
     program_key: Any = None,
 ) -> WarmupOutcome:
     """Run phase 1 (LoRA warm-up) from ``resume`` (or 0) and, if it completes, phase 2 (gradient
-    masks) and the switch to phase 3 (:func:`pawn.adapters.rosa.enter_main_phase`).
+    masks) and the switch to phase 3 (:func:`pawn.adapters.strategies.rosa.enter_main_phase`).
 
     Args:
-        model: an AdaptedModel with a phase-1 :class:`~pawn.adapters.rosa.RoSAAdapter`.
+        model: an AdaptedModel with a phase-1 :class:`~pawn.adapters.strategies.rosa.RoSAAdapter`.
         loss_fn: the training loss ``(model, batch) -> (loss, metrics)`` (spec §5).
         batch_at: warm-up batch of warm-up step ``w`` (a dict of host arrays ``[B, ...]``).
         lr, b1, b2, weight_decay, max_grad_norm: the warm-up AdamW (constant ``lr``).

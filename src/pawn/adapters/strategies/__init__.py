@@ -1,4 +1,6 @@
-"""Strategies added as modules of their own: each module of this package builds its settings model
-and adapter module and calls :func:`pawn.adapters.registry.register` with its row;
-:mod:`pawn.adapters.registry` imports every module here at import time (sorted by name), so a new
-strategy needs no edit elsewhere."""
+"""One module per adapter strategy (the PEFT shape): each builds its settings model on
+:class:`pawn.adapters.configs.StrategySettings`, its adapter module on the public base
+:class:`pawn.adapters.base.Adapter`, and hands its row to :func:`pawn.adapters.table.register`.
+:mod:`pawn.adapters.registry` imports every module here at import time, so a new strategy needs
+no edit elsewhere: ``pawn adapt --strategy`` (and its help), ``--list-strategies`` and the sweep
+spaces follow from the row."""

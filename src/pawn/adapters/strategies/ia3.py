@@ -12,7 +12,7 @@ each vector scales the output columns of one projection, IA³ folds into the wei
 ``W_k ← W_k·diag(l_k)``, ``W_v ← W_v·diag(l_v)``, ``W_up ← W_up·diag(l_ff)``.
 
 This module is the whole strategy: it registers its row with the strategy table
-(:func:`pawn.adapters.registry.register`) when :mod:`pawn.adapters.registry` imports it.
+(:func:`pawn.adapters.table.register`) when :mod:`pawn.adapters.registry` imports it.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ import numpy as np
 from jaxtyping import Array
 from pydantic import Field
 
-from pawn.adapters import configs as C
-from pawn.adapters import modules as M
-from pawn.adapters.registry import Strategy, choice, register
+from pawn.adapters.base import Adapter, norm, scatter
+from pawn.adapters.configs import StrategySettings, check_layers
+from pawn.adapters.table import Strategy, choice, register
 from pawn.model import PAWNModel
 
 
-class IA3Config(C._Settings):
+class IA3Config(StrategySettings):
     """IA³ settings: the adapted layers and whether the FFN activation is rescaled too."""
 
     flag_names: ClassVar[dict[str, str]] = {"layers": "adapter_layers", "ffn": "ia3_ffn"}
@@ -40,7 +40,7 @@ class IA3Config(C._Settings):
     ffn: bool = Field(True, description="IA³: also rescale the FFN's inner activation (l_ff, d_ff per layer); off: keys and values only.")
 
 
-class IA3(M.Adapter):
+class IA3(Adapter):
     """IA³ vectors of the selected layers.
 
     Attributes:
@@ -70,7 +70,7 @@ class IA3(M.Adapter):
 
     def scan_params(self, dtype):
         # one-filled at unselected layers: those layers stay exactly the backbone's
-        return {n: M._scatter(v.astype(dtype), self.layers, self.n_layers, 1.0) for n, v in self._vectors().items()}
+        return {n: scatter(v.astype(dtype), self.layers, self.n_layers, 1.0) for n, v in self._vectors().items()}
 
     def project(self, name, x, y, ap):
         return y * ap[name] if name in ap else y
@@ -82,7 +82,7 @@ class IA3(M.Adapter):
             if v is None:
                 continue
             for j, i in enumerate(self.layers):
-                out[f"{prefix}layer{i}.{n}_dev"] = M._norm(v[j] - 1.0)
+                out[f"{prefix}layer{i}.{n}_dev"] = norm(v[j] - 1.0)
         return out
 
     def merge(self, params):
@@ -95,12 +95,12 @@ class IA3(M.Adapter):
 
 
 def _build(s: IA3Config, bb: PAWNModel, key) -> IA3:
-    return IA3(bb, C.check_layers(s.layers, bb.config.n_layers, "ia3 layers"), s.ffn)
+    return IA3(bb, check_layers(s.layers, bb.config.n_layers, "ia3 layers"), s.ffn)
 
 
 ROW = register(Strategy(
     "ia3", "learned scales of the keys, values and FFN activation of the selected layers (ones at init)",
     "L_sel·(2·d + d_ff) (L_sel·2·d without ffn)", IA3Config, _build, True,
-    module=IA3, random_init=False, space={"ffn": choice(True, False)},
+    module=IA3, random_init=False, space={"ffn": choice(True, False)}, order=110,
 ))
 """IA³'s row of the strategy table."""

@@ -1,7 +1,10 @@
 """The RoSA family (spec ``training-and-adapters.md`` §4.6; Nikdan et al. 2024, "RoSA: Accurate
 Parameter-Efficient Fine-Tuning via Robust Adaptation"): ``rosa``, ``retro-sparse`` and
 ``retro-bottleneck``, three rows of the strategy table sharing one adapter module,
-:class:`RoSAAdapter`, whose training runs in three phases:
+:class:`RoSAAdapter`, whose training runs in three phases. This module holds the family (the three
+settings models, the module, the masks, the phases) and the ``rosa`` row;
+:mod:`~pawn.adapters.strategies.retro_sparse` and :mod:`~pawn.adapters.strategies.retro_bottleneck`
+hold the other two rows.
 
 1. **LoRA warm-up** (``phase = 1``): only the LoRA ``A, B`` train, ``rosa_warmup_steps`` optimizer
    steps with their own step counter and their own AdamW at constant lr (v1);
@@ -32,9 +35,14 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import Field, model_validator
 
-from pawn.adapters import configs as C
-from pawn.adapters import modules as M
+from pawn.adapters.base import Adapter
+from pawn.adapters.configs import check_layers
 from pawn.adapters.errors import AdapterError
+from pawn.adapters.strategies.bottleneck import Bottleneck, BottleneckConfig, build_bottleneck
+from pawn.adapters.strategies.lora import LoRA, LoRAConfig
+from pawn.adapters.strategies.sparse import Sparse
+from pawn.adapters.table import FloatRange, IntRange, SpaceEntry, Strategy, choice, register
+from pawn.adapters.table import TARGET_CHOICES
 from pawn.config import ModelConfig
 from pawn.model import PAWNModel, param_shapes
 
@@ -48,7 +56,7 @@ PHASE_WARMUP, PHASE_MASK, PHASE_TRAIN = 1, 2, 3
 # ----------------------------------------------------------------------------- settings
 
 
-class RoSAConfig(C.LoRAConfig):
+class RoSAConfig(LoRAConfig):
     """``rosa`` (spec §4.6): LoRA (``rank``, ``alpha``, ``targets``, ``ffn``, ``layers``) plus a
     sparse Δ on the same matrices with gradient masks of ``density``.
 
@@ -74,7 +82,7 @@ class RetroBottleneckConfig(RetroSparseConfig):
     trained together with Δ. ``bottleneck_layers`` places the bottlenecks (e.g. ``6,7,8,9`` = top-4
     on large); ``layers`` places the LoRA warm-up and Δ (default all — the published combos)."""
 
-    flag_names: ClassVar[dict[str, str]] = {**C.LoRAConfig.flag_names, "n_hidden": "bottleneck_n_hidden", "adapt_attn": "no_adapt_attn",
+    flag_names: ClassVar[dict[str, str]] = {**LoRAConfig.flag_names, "n_hidden": "bottleneck_n_hidden", "adapt_attn": "no_adapt_attn",
                                             "adapt_ffn": "no_adapt_ffn"}
     negated_flags: ClassVar[frozenset[str]] = frozenset({"adapt_attn", "adapt_ffn"})
 
@@ -91,9 +99,9 @@ class RetroBottleneckConfig(RetroSparseConfig):
             raise ValueError("adapt_attn and adapt_ffn are both off: the bottleneck would adapt nothing")
         return self
 
-    def bottleneck(self) -> C.BottleneckConfig:
+    def bottleneck(self) -> BottleneckConfig:
         """The bottleneck half's settings."""
-        return C.BottleneckConfig(bottleneck_dim=self.bottleneck_dim, n_hidden=self.n_hidden, adapt_attn=self.adapt_attn,
+        return BottleneckConfig(bottleneck_dim=self.bottleneck_dim, n_hidden=self.n_hidden, adapt_attn=self.adapt_attn,
                                   adapt_ffn=self.adapt_ffn, layers=self.bottleneck_layers, init_scale=self.init_scale)
 
 
@@ -139,26 +147,26 @@ def top_k_mask(scores: np.ndarray, k: int) -> np.ndarray:
 # ----------------------------------------------------------------------------- the adapter
 
 
-class RoSAAdapter(M.Adapter):
+class RoSAAdapter(Adapter):
     """One module for ``rosa``, ``retro-sparse`` and ``retro-bottleneck`` (see the module docstring).
 
     Attributes:
-        lora: :class:`~pawn.adapters.modules.LoRA` on the targets of ``layers`` (None for the retro
+        lora: :class:`~pawn.adapters.strategies.lora.LoRA` on the targets of ``layers`` (None for the retro
             modes in phase 3: discarded).
-        sparse: :class:`~pawn.adapters.modules.Sparse` on the same matrices; masks all False in
+        sparse: :class:`~pawn.adapters.strategies.sparse.Sparse` on the same matrices; masks all False in
             phase 1, all True in phase 2, the gradient masks in phase 3.
-        bottleneck: :class:`~pawn.adapters.modules.Bottleneck` (``retro-bottleneck`` only; used and
+        bottleneck: :class:`~pawn.adapters.strategies.bottleneck.Bottleneck` (``retro-bottleneck`` only; used and
             trained in phase 3 only).
         mode: the strategy name. phase: 1, 2 or 3 (static).
     """
 
-    lora: Optional[M.LoRA]
-    sparse: M.Sparse
-    bottleneck: Optional[M.Bottleneck]
+    lora: Optional[LoRA]
+    sparse: Sparse
+    bottleneck: Optional[Bottleneck]
     mode: str = eqx.field(static=True)
     phase: int = eqx.field(static=True)
 
-    def _active(self) -> tuple[M.Adapter, ...]:
+    def _active(self) -> tuple[Adapter, ...]:
         if self.phase == PHASE_WARMUP:
             parts = (self.lora,)
         elif self.phase == PHASE_MASK:
@@ -294,13 +302,13 @@ def build(mode: str) -> Callable[[RoSAConfig, PAWNModel, jax.Array], RoSAAdapter
     ``Δ = 0``, masks all False, bottleneck ``up = 0``). Keys: LoRA ``fold_in(key, 0)``,
     bottleneck ``fold_in(key, 2)``."""
     def _build(s: RoSAConfig, bb: PAWNModel, key) -> RoSAAdapter:
-        layers = C.check_layers(s.layers, bb.config.n_layers, f"{mode} layers")
-        lora = M.LoRA(bb, s.target_names(), s.rank, s.scale, layers, jax.random.fold_in(key, 0), s.init_scale)
+        layers = check_layers(s.layers, bb.config.n_layers, f"{mode} layers")
+        lora = LoRA(bb, s.target_names(), s.rank, s.scale, layers, jax.random.fold_in(key, 0), s.init_scale)
         shapes = _targets_shapes(s, bb.config)
-        sparse = M.Sparse(bb, s.target_names(), layers, {n: np.zeros((len(layers),) + sh, bool) for n, sh in shapes.items()})
+        sparse = Sparse(bb, s.target_names(), layers, {n: np.zeros((len(layers),) + sh, bool) for n, sh in shapes.items()})
         bottleneck = None
         if mode == "retro-bottleneck":
-            bottleneck = M.build_bottleneck(s.bottleneck(), bb, jax.random.fold_in(key, 2))
+            bottleneck = build_bottleneck(s.bottleneck(), bb, jax.random.fold_in(key, 2))
         return RoSAAdapter(lora, sparse, bottleneck, mode, PHASE_WARMUP)
 
     return _build
@@ -311,7 +319,7 @@ def count(mode: str) -> Callable[[RoSAConfig, ModelConfig], int]:
     matrices of ``layers`` (``k = max(1, int(density·numel))``), + LoRA ``L_sel·Σ r·(d_in + d_out)``
     for ``rosa``, + bottleneck ``positions·L_sel·(2·d·bn + n_hidden·bn²)`` for ``retro-bottleneck``."""
     def _count(s: RoSAConfig, cfg: ModelConfig) -> int:
-        layers = C.check_layers(s.layers, cfg.n_layers, f"{mode} layers")
+        layers = check_layers(s.layers, cfg.n_layers, f"{mode} layers")
         shapes = _targets_shapes(s, cfg)
         n = len(layers) * sum(top_k_count(s.density, a * b) for a, b in shapes.values())
         if mode == "rosa":
@@ -321,7 +329,7 @@ def count(mode: str) -> Callable[[RoSAConfig, ModelConfig], int]:
             per = 2 * cfg.d_model * b.bottleneck_dim + b.n_hidden * b.bottleneck_dim ** 2
             for pos, on in (("attn", b.adapt_attn), ("ffn", b.adapt_ffn)):
                 if on:
-                    n += per * len(C.check_layers(b.layers, cfg.n_layers, f"{mode} bottleneck_layers"))
+                    n += per * len(check_layers(b.layers, cfg.n_layers, f"{mode} bottleneck_layers"))
         return n
 
     return _count
@@ -430,8 +438,8 @@ def enter_main_phase(model, masks: dict[str, np.ndarray], key: jax.Array):
     lora = None
     if ad.mode == "rosa":
         s = model.settings
-        layers = C.check_layers(s.layers, model.config.n_layers, "rosa layers")
-        lora = M.LoRA(model.backbone, s.target_names(), s.rank, s.scale, layers, key, s.init_scale)
+        layers = check_layers(s.layers, model.config.n_layers, "rosa layers")
+        lora = LoRA(model.backbone, s.target_names(), s.rank, s.scale, layers, key, s.init_scale)
     return with_phase(model, RoSAAdapter(lora, sp, ad.bottleneck, ad.mode, PHASE_TRAIN))
 
 
@@ -440,3 +448,16 @@ __all__ = [
     "RoSAConfig", "SETTINGS", "build", "count", "enter_main_phase", "enter_mask_phase", "gradient_masks", "is_phased",
     "mask_scores", "masks_from_scores", "top_k_count", "top_k_mask", "with_phase",
 ]
+
+
+SPACE: dict[str, SpaceEntry] = {"density": FloatRange(1e-3, 0.1, log=True), "rank": choice(2, 4, 8, 16), "targets": TARGET_CHOICES,
+                                "rosa_warmup_steps": IntRange(32, 256, step=32), "mask_samples": choice(16, 32, 64),
+                                "grad_alpha": choice(1, 2)}
+"""The sweep space the three rows share (``retro-bottleneck`` adds the bottleneck's)."""
+
+ROW = register(Strategy(
+    "rosa", "LoRA warm-up, then LoRA (re-initialised) + Δ under a fixed gradient mask",
+    "L_sel·Σ_targets r·(d_in + d_out) + Σ max(1, int(density·numel))", RoSAConfig, build("rosa"), True, order=80,
+    count=count("rosa"), module=RoSAAdapter, random_init=True, space=SPACE,
+))
+"""rosa's row of the strategy table."""

@@ -1,0 +1,25 @@
+"""The small backbone and token batch the adapter tests share (``test_adapters``, ``test_ia3``,
+``test_rosa``): import ``CFG`` and the fixtures ``bb`` and ``tokens`` into a test module."""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+from pawn.config import ModelConfig
+from pawn.model import PAWNModel
+
+CFG = ModelConfig(d_model=32, n_layers=3, n_heads=2, d_ff=64, max_seq_len=64)
+
+
+@pytest.fixture(scope="module")
+def bb():
+    """A randomly initialised PAWN backbone of shape :data:`CFG` (key 0)."""
+    return PAWNModel(CFG, jax.random.PRNGKey(0))
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    """int32 [2, 10] random move tokens; row 1 ends in a PAD tail (positions 7–9 = 1968)."""
+    t = jax.random.randint(jax.random.PRNGKey(1), (2, 10), 0, 1968)
+    return t.at[1, 7:].set(1968)

@@ -1,0 +1,100 @@
+"""Adding an adapter strategy is one file plus its test: a module dropped into
+``pawn/adapters/strategies/`` (settings on the public :class:`~pawn.adapters.configs.StrategySettings`,
+module on the public :class:`~pawn.adapters.base.Adapter`, its row handed to
+:func:`~pawn.adapters.table.register`) shows in ``pawn adapt --list-strategies``, in the
+``--strategy`` help and in the table, with no other edit. Checked on a copy of the installed
+package, through the real CLI in a child process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pawn
+
+LOGIT_BIAS = '''"""A learned bias β [V] on the output logits, zero at init (a test strategy)."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array
+from pydantic import Field
+
+from pawn.adapters.base import Adapter
+from pawn.adapters.configs import StrategySettings
+from pawn.adapters.table import Strategy, choice, register
+
+
+class LogitBiasConfig(StrategySettings):
+    """Settings of the logit bias."""
+
+    bias_scale: float = Field(1.0, gt=0, description="logit_bias: multiplier on the learned bias.")
+
+
+class LogitBias(Adapter):
+    """β float32 [V], added to the logits times ``scale``."""
+
+    beta: Array
+    scale: float = eqx.field(static=True)
+    uses_layer_hooks = False
+
+    def __init__(self, vocab_size: int, scale: float):
+        self.beta, self.scale = jnp.zeros((vocab_size,), jnp.float32), float(scale)
+
+    def logits(self, z):
+        return z + self.scale * self.beta
+
+
+ROW = register(Strategy(
+    "logit_bias", "a bias on the output logits", "V", LogitBiasConfig,
+    lambda s, bb, key: LogitBias(bb.config.vocab_size, s.bias_scale), False,
+    module=LogitBias, random_init=False, space={"bias_scale": choice(0.5, 1.0)},
+))
+'''
+
+
+def _package_with(tmp_path: Path, name: str, text: str) -> Path:
+    """A copy of the imported ``pawn`` package (engine included) with ``text`` as
+    ``pawn/adapters/strategies/{name}.py``; returns the folder to put on PYTHONPATH."""
+    root = tmp_path / "site"
+    shutil.copytree(Path(pawn.__file__).parent, root / "pawn", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "pawn" / "adapters" / "strategies" / f"{name}.py").write_text(text, "utf-8")
+    return root
+
+
+def _pawn(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root), "JAX_PLATFORMS": "cpu", "COLUMNS": "300"}
+    return subprocess.run([sys.executable, "-m", "pawn.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_strategy_file_shows_in_list_strategies_and_the_strategy_help(tmp_path):
+    root = _package_with(tmp_path, "logit_bias", LOGIT_BIAS)
+
+    listed = _pawn(root, "adapt", "--list-strategies")
+    assert listed.returncode == 0, listed.stderr
+    assert "logit_bias" in listed.stdout and "a bias on the output logits" in listed.stdout, listed.stdout
+
+    helped = _pawn(root, "adapt", "--help")
+    assert helped.returncode == 0, helped.stderr
+    flat = " ".join(helped.stdout.replace("│", " ").split())
+    assert "retro-bottleneck, ia3, logit_bias" in flat, flat  # --strategy's help lists the table, new row last
+    assert "--bias-scale" in flat  # its setting became a pawn adapt flag
+
+    code = ("from pawn.adapters import STRATEGIES, count_params; from pawn.config import ModelConfig; "
+            "print(list(STRATEGIES)[-1], count_params('logit_bias', None, ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64)))")
+    env = {**os.environ, "PYTHONPATH": str(root), "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["logit_bias", "1980"], out.stdout + out.stderr
+
+
+def test_the_strategy_help_names_every_strategy_of_the_table():
+    """``--strategy``'s help once listed ten strategies, without ia3."""
+    from pawn.adapters import STRATEGIES
+    from pawn.train.adapt_config import AdaptSettings
+
+    help_text = AdaptSettings.model_fields["strategy"].description
+    assert help_text.endswith(", ".join(STRATEGIES) + ".") and "ia3" in help_text
