@@ -23,3 +23,12 @@ def tokens():
     """int32 [2, 10] random move tokens; row 1 ends in a PAD tail (positions 7–9 = 1968)."""
     t = jax.random.randint(jax.random.PRNGKey(1), (2, 10), 0, 1968)
     return t.at[1, 7:].set(1968)
+
+
+def small_adapt_args(backbone, shared_data, tmp_path, out, *extra: str) -> list[str]:
+    """``pawn adapt`` arguments of a seconds-long run on ``backbone`` (one epoch of 4-game batches
+    of 32 positions from the shared Lichess sample, 8 validation games, its cache under
+    ``tmp_path``) writing ``out``; ``extra`` adds the strategy and its flags."""
+    return ["adapt", str(backbone), *extra, "--data", str(shared_data / "lichess"), "--elo-min", "1200", "--elo-max", "2200",
+            "--epochs", "1", "--batch-size", "4", "--seq-len", "32", "--val-games", "8",
+            "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]

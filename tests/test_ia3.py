@@ -17,7 +17,7 @@ from pawn.cli import app
 from pawn.config import VARIANTS
 from pawn.model import PAWNModel
 
-from _adapter_backbone import CFG, bb, tokens  # noqa: F401 (shared fixtures)
+from _adapter_backbone import CFG, bb, small_adapt_args, tokens  # noqa: F401 (shared fixtures)
 
 
 @pytest.mark.parametrize("cfg,settings,want", [
@@ -74,10 +74,8 @@ def test_ia3_works_from_the_cli_list_and_sweep_with_no_other_edit(tiny_backbone,
     res = CliRunner().invoke(app, ["adapt", "--list-strategies"], env={"COLUMNS": "400", "TERM": "dumb"})
     assert any(line.startswith("│ ia3 ") and "ffn=True" in line for line in res.output.splitlines()), res.output
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["adapt", str(tiny_backbone), "--strategy", "ia3", "--data", str(shared_data / "lichess"),
-                                 "--elo-min", "1200", "--elo-max", "2200", "--epochs", "1", "--steps-per-epoch", "2",
-                                 "--batch-size", "4", "--seq-len", "32", "--val-games", "8", "--lr", "3e-2",
-                                 "--cache-dir", str(tmp_path / "cache"), "--out", str(out)])
+    r = CliRunner().invoke(app, small_adapt_args(tiny_backbone, shared_data, tmp_path, out, "--strategy", "ia3",
+                                                 "--steps-per-epoch", "2", "--lr", "3e-2"))
     assert r.exit_code == 0, r.output
     assert "ia3: 256 trainable parameters" in r.output  # tiny backbone: 2 layers · (2·32 + 64)
     from pawn.adapters.io import load_adapter

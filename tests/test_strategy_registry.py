@@ -12,14 +12,16 @@ from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
 from pawn.adapters import STRATEGIES, build_adapted, count_params
-from pawn.adapters.strategies.lora import LoRA
 from pawn.adapters.registry import Strategy, choice, register
+from pawn.adapters.strategies.lora import LoRA
 from pawn.cli import app
 from pawn.config import ModelConfig
 from pawn.sweep.adapt import adapt_fields
 from pawn.sweep.space import SPACES
 from pawn.train.adapt import run_adapt
 from pawn.train.adapt_config import AdaptSettings
+
+from _adapter_backbone import small_adapt_args
 
 BB_CFG = ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64)  # the tiny_backbone fixture's shape
 
@@ -42,10 +44,8 @@ def test_cli_bottleneck_builds_the_adapter_of_build_adapted(tiny_backbone, share
     want = build_adapted("bottleneck", None, PAWNModel(BB_CFG, jax.random.PRNGKey(0)), jax.random.PRNGKey(0))
     assert want.num_trainable_params() == count_params("bottleneck", None, BB_CFG) == 2 * 2 * 2 * 32 * 8
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["adapt", str(tiny_backbone), "--strategy", "bottleneck", "--data", str(shared_data / "lichess"),
-                                 "--elo-min", "1200", "--elo-max", "2200", "--epochs", "1", "--steps-per-epoch", "1",
-                                 "--batch-size", "4", "--seq-len", "32", "--val-games", "8", "--data-seed", "1",
-                                 "--cache-dir", str(tmp_path / "cache"), "--out", str(out)])
+    r = CliRunner().invoke(app, small_adapt_args(tiny_backbone, shared_data, tmp_path, out, "--strategy", "bottleneck",
+                                                 "--steps-per-epoch", "1", "--data-seed", "1"))
     assert r.exit_code == 0, r.output
     assert re.search(r"bottleneck: 2,048 trainable parameters", r.output), r.output
     got = load_adapter(out / "best")
