@@ -40,7 +40,7 @@ from pawn.train.lifecycle import (
 )
 from pawn.train.memory import release_free_heap
 from pawn.train.metrics import MetricsLogger, truncate_metrics
-from pawn.train.rundir import RunDirError, RunDirPlan, check_run_dir
+from pawn.train.rundir import RunDirError, RunDirLock, RunDirPlan, check_run_dir
 
 
 class TrainingError(PawnError):
@@ -640,12 +640,46 @@ class Run:
         """
         run_dir = Path(run_dir)
         check_out_path(run_dir)
+        args = dict(resume=resume, resume_from=resume_from, overwrite=overwrite, new_config=new_config,
+                    ignored_fields=frozenset(ignored_fields))
         try:
-            plan = check_run_dir(run_dir, resume=resume, resume_from=resume_from, overwrite=overwrite,
-                                 new_config=new_config, ignored_fields=ignored_fields)
+            plan = check_run_dir(run_dir, **args)
         except RunDirError as e:
             raise TrainingError(str(e)) from None
-        return cls(run_dir, plan, is_main, log)
+        run = cls(run_dir, plan, is_main, log)
+        run._check_args = args
+        return run
+
+    _check_args: Optional[dict] = field(default=None, repr=False)
+    _made_dir: bool = field(default=False, repr=False)
+    lock: Optional[RunDirLock] = field(default=None, repr=False)
+    """The ``flock`` on ``run_dir`` this (writing) process holds from :meth:`open` to :meth:`finish`."""
+
+    def _lock(self) -> None:
+        """Lock the run directory for this process, then decide again under the lock (another
+        process may have written it since :meth:`check`) and move an old run aside when planned,
+        locking the fresh directory that replaces it."""
+        self._made_dir = not self.run_dir.exists()
+        try:
+            self.lock = RunDirLock.acquire(self.run_dir)
+            if self._check_args is not None:
+                self.plan = check_run_dir(self.run_dir, **self._check_args)
+            moved = self.plan.prepare()
+            if moved is not None:
+                self._made_dir = True
+                old, self.lock = self.lock, RunDirLock.acquire(self.run_dir)
+                old.release()
+        except RunDirError as e:
+            self.release()
+            raise TrainingError(str(e)) from None
+        if moved is not None:
+            self.log(f"moved the old run in {self.run_dir} aside to {moved}")
+
+    def release(self) -> None:
+        """Drop the run directory's lock (idempotent; :meth:`finish` calls it)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def open(self, *, snapshot: dict, open_sinks: Callable[[], RunHooks], start_step: int,
              resumed_from: Optional[Path], elapsed_offset: float = 0.0) -> None:
@@ -663,15 +697,10 @@ class Run:
 
         if not self.is_main:
             return
-        try:
-            moved = self.plan.prepare()
-        except RunDirError as e:
-            raise TrainingError(str(e)) from None
-        if moved is not None:
-            self.log(f"moved the old run in {self.run_dir} aside to {moved}")
+        self._lock()
         if resumed_from is not None and resumed_from.parent.resolve() == self.checkpoints.resolve():
             set_aside_newer(self.checkpoints, start_step, self.log)
-        created = [d for d in (self.run_dir, self.checkpoints) if not d.exists()]
+        created = ([self.run_dir] if self._made_dir else []) + ([self.checkpoints] if not self.checkpoints.exists() else [])
         tmp = self.run_dir / "config.json.tmp"
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -685,6 +714,7 @@ class Run:
             # "--out holds another run". Pre-existing files and directories are never touched.
             if self.hooks is not None:
                 self.hooks.close()
+            self.release()
             tmp.unlink(missing_ok=True)
             for d in reversed(created):
                 try:
@@ -700,6 +730,7 @@ class Run:
                 truncate_metrics(self.metrics_path, start_step)
             self.logger = MetricsLogger(self.metrics_path, elapsed_offset=elapsed_offset, hooks=self.hooks)
         except OSError as e:
+            self.release()
             raise TrainingError(f"{self.metrics_path}: cannot write metrics ({e.strerror or e})") from None
 
     @property
@@ -722,6 +753,8 @@ class Run:
                 self.logger.close()
         except OSError as e:
             self.log(f"WARNING: could not write {self.run_dir / 'schedule_health.json'} or close the metrics ({e.strerror or e})")
+        finally:
+            self.release()
 
 
 class HubHook(Hook):
