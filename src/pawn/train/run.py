@@ -403,15 +403,25 @@ class CheckpointHook(Hook):
 
 class SignalStopHook(Hook):
     """Turns a SIGTERM/SIGINT caught by a :class:`~pawn.train.lifecycle.StopFlag` into a
-    ``sigterm`` stop (a signal during the last chunk changes nothing); restores the handlers at
-    the end."""
+    ``sigterm`` stop (spec §1.10's reason for either signal; the request's ``by`` names the
+    signal received; a signal during the last chunk changes nothing); once the checkpoint after
+    the signal is written, says on stderr how many seconds after the signal that was; restores
+    the handlers at the end."""
 
     def __init__(self, flag):
         self.flag = flag
+        self._said = False
 
     def on_chunk(self, ctx: ChunkContext) -> None:
         if self.flag.requested:
-            ctx.request_stop("sigterm", by="signal")
+            ctx.request_stop("sigterm", by=self.flag.requested)
+
+    def on_event(self, event: Any) -> None:
+        if isinstance(event, CheckpointEvent) and event.kind != "best" and self.flag.requested and not self._said:
+            dt = self.flag.since_signal_s() if hasattr(self.flag, "since_signal_s") else None
+            if dt is not None:
+                self._said = True
+                self.flag.announce(f"{self.flag.requested}: checkpoint {event.path} written {dt:.1f} s after the signal")
 
     def on_end(self, reason: str) -> None:
         self.flag.restore()
