@@ -107,6 +107,10 @@ def _kept_a_checkpoint(out: Path, stderr: str) -> int:
     assert json.loads((out / "schedule_health.json").read_text())["reason_for_stop"] == "sigterm"
     assert step > 0 and (out / "checkpoints" / f"step_{step:08d}" / ".complete").is_file(), stderr[-2000:]
     assert re.search(rf"SIGINT: checkpoint \S+step_{step:08d} written \d+\.\d s after the signal", stderr), stderr[-2000:]
+    from pawn.runs import open_run
+
+    status = open_run(out).status  # labelled by the signal received: "stopped · sigint", not "sigterm"
+    assert (status.state, status.reason) == ("stopped", "sigint")
     return step
 
 

@@ -490,7 +490,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
         stream.close()
         if hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
             hub.close(log)
-        run.finish(schedule, trainer.step, trainer.reason or "exception")
+        run.finish(schedule, trainer.step, trainer.reason or "exception", signal=stop.requested)
     return _result(cfg, run_dir, outcome, trainer, checkpointer, es, variants, is_main)
 
 
