@@ -214,3 +214,71 @@ def test_a_deliberate_second_ctrl_c_in_a_pty_later_still_stops_at_once(tmp_path)
     assert p.returncode == 130, text[-2000:]
     assert "second Ctrl-C: stopping now without a checkpoint" in text and "Traceback" not in text
     assert not list((out / "checkpoints").glob("step_*[0-9]"))
+
+
+# ------------------------------------------------------------------------------ a full disk
+
+
+def _mount_prefix() -> list[str]:
+    """A private mount namespace where this user may mount a tmpfs: ``unshare -m`` as root,
+    ``unshare -rm`` (a user namespace) otherwise."""
+    import shutil as _sh
+
+    if _sh.which("unshare") is None:
+        pytest.fail("the full-disk tests need util-linux's unshare (to mount a small tmpfs)")
+    for prefix in (["unshare", "-m"], ["unshare", "-rm"]):
+        if subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
+            return prefix
+    pytest.fail("cannot make a mount namespace (neither root nor user namespaces): the full-disk tests mount a tmpfs")
+
+
+def _on_small_tmpfs(tmp_path: Path, size: str, script: str) -> subprocess.CompletedProcess:
+    """Run the shell ``script`` with ``$FS`` a fresh tmpfs of ``size`` mounted in a private mount
+    namespace (it goes with the process): copy what should be inspected out to ``$KEEP``."""
+    fs, keep = tmp_path / "fs", tmp_path / "keep"
+    fs.mkdir()
+    keep.mkdir()
+    sh = f"set -u; mount -t tmpfs -o size={size} tmpfs {fs} || exit 99; FS={fs}; KEEP={keep}; {script}"
+    r = subprocess.run([*_mount_prefix(), "sh", "-c", sh], env=ENV, capture_output=True, text=True, timeout=900)
+    assert r.returncode != 99, r.stderr
+    return r
+
+
+def _py() -> str:
+    return f"{sys.executable} -m pawn.cli"
+
+
+def test_disk_full_writing_a_checkpoint_is_one_line_with_the_free_space_and_keeps_the_last_one(tmp_path):
+    from pawn.checkpoint import load_checkpoint
+
+    args = " ".join(["pretrain", "--variant", "toy", "--total-steps", "4", "--batch-size", "4", "--seq-len", "32",
+                     "--val-games", "0", "--steps-per-chunk", "2", "--val-every", "2", "--checkpoint-every", "2"])
+    # 5 MiB: the step-2 checkpoint (≈3.2 MB) fits, the step-4 one beside it does not
+    r = _on_small_tmpfs(tmp_path, "5m", f"{_py()} {args} --out $FS/run > $KEEP/out.txt 2>&1; echo $? > $KEEP/rc; "
+                                          "cp -a $FS/run $KEEP/run")
+    out, rc = (tmp_path / "keep" / "out.txt").read_text(), (tmp_path / "keep" / "rc").read_text().strip()
+    assert rc == "1", out[-3000:]
+    assert "Traceback" not in out and "SafetensorError" not in out, out[-3000:]
+    errors = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, out[-3000:]
+    assert re.search(r"checkpoint \S+/checkpoints/step_00000004 \(No space left on device; \d+\.\d [KM]iB free there\)",
+                     errors[0]), errors[0]
+    assert "step_00000002" in errors[0] and "is intact" in errors[0]
+    run = tmp_path / "keep" / "run"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_00000002"]  # no half-written step_4
+    assert load_checkpoint(run / "checkpoints" / "step_00000002").training_state["step"] == 2
+
+
+def test_disk_full_writing_a_report_is_one_line_and_the_old_report_stays(tmp_path):
+    src = tmp_path / "src"
+    made = subprocess.run(_cli(*_tiny(src, 2, 2)), env=ENV, capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-2000:]
+    r = _on_small_tmpfs(tmp_path, "1m", f"printf old > $FS/report.html; {_py()} report {src} --out $FS/report.html "
+                                          "> $KEEP/out.txt 2>&1; echo $? > $KEEP/rc; cp $FS/report.html $KEEP/; ls -a $FS > $KEEP/ls")
+    out, rc = (tmp_path / "keep" / "out.txt").read_text(), (tmp_path / "keep" / "rc").read_text().strip()
+    assert rc == "1" and "Traceback" not in out, out[-3000:]
+    errors = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "report.html" in errors[0], out[-3000:]
+    assert re.search(r"No space left on device; \d+(\.\d)? (bytes|KiB|MiB) free there", errors[0]), errors[0]
+    assert (tmp_path / "keep" / "report.html").read_text() == "old"  # nothing replaced
+    assert (tmp_path / "keep" / "ls").read_text().split() == [".", "..", "report.html"]  # no staging file left

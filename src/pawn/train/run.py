@@ -29,6 +29,7 @@ import numpy as np
 
 from pawn.checkpoint import Checkpoint, CheckpointError, write_json
 from pawn.errors import PawnError
+from pawn.fileio import write_error
 from pawn.train.hooks import RunHooks
 from pawn.train.lifecycle import (
     BEST_DIR,
@@ -300,7 +301,7 @@ class Checkpointer:
                     rotate_checkpoints(self.root, self.keep)
             except OSError as e:
                 kept = f"the last complete checkpoint, {self.last}, is intact" if self.last else "earlier checkpoints are intact"
-                raise TrainingError(f"cannot write checkpoint {path} ({e.strerror or e}); {kept}") from None
+                raise TrainingError(f"cannot write checkpoint {path} ({write_error(e, self.root)}); {kept}") from None
         if kind == "best":
             self.best = path
         else:
