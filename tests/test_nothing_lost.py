@@ -282,3 +282,85 @@ def test_disk_full_writing_a_report_is_one_line_and_the_old_report_stays(tmp_pat
     assert re.search(r"No space left on device; \d+(\.\d)? (bytes|KiB|MiB) free there", errors[0]), errors[0]
     assert (tmp_path / "keep" / "report.html").read_text() == "old"  # nothing replaced
     assert (tmp_path / "keep" / "ls").read_text().split() == [".", "..", "report.html"]  # no staging file left
+
+
+# ------------------------------------------------------------------------------ pawn uci: absurd clocks
+
+
+class _Uci:
+    """A bare ``pawn uci`` subprocess: lines in, lines out."""
+
+    def __init__(self, ckpt: Path, env: dict | None = None):
+        import queue
+        import threading
+
+        self.p = subprocess.Popen(_cli("uci", str(ckpt)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, bufsize=1, env=env or ENV)
+        self.q: "queue.Queue[str]" = queue.Queue()
+        self.err: list[str] = []
+        threading.Thread(target=lambda: [self.q.put(ln.rstrip("\n")) for ln in self.p.stdout], daemon=True).start()
+        threading.Thread(target=lambda: [self.err.append(ln) for ln in self.p.stderr], daemon=True).start()
+
+    def send(self, line: str) -> None:
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+
+    def until(self, prefix: str, timeout: float = 180.0) -> list[str]:
+        import queue
+
+        out, end = [], time.monotonic() + timeout
+        while True:
+            try:
+                line = self.q.get(timeout=max(0.01, end - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {prefix!r} within {timeout} s (engine alive: {self.p.poll() is None}); "
+                                     f"got {out[-5:]}; stderr {''.join(self.err)[-1500:]}") from None
+            out.append(line)
+            if line.startswith(prefix):
+                return out
+
+    def close(self) -> int:
+        self.send("quit")
+        return self.p.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def toy_ckpt(tmp_path_factory) -> Path:
+    import jax
+
+    from pawn.checkpoint import save_checkpoint
+    from pawn.config import TOY
+    from pawn.model import PAWNModel
+
+    m = PAWNModel(TOY, jax.random.PRNGKey(5))
+    return save_checkpoint(tmp_path_factory.mktemp("uci") / "toy", m.params(), TOY,
+                           run_config={"prepend_outcome": False, "seq_len": 64})
+
+
+def test_uci_go_with_clocks_of_10_pow_400_is_clamped_and_always_answered(toy_ckpt):
+    import chess
+
+    huge = "1" + "0" * 400
+    e = _Uci(toy_ckpt)
+    try:
+        e.send("uci")
+        e.until("uciok")
+        e.send("isready")
+        e.until("readyok")
+        board = chess.Board()
+        board.push_uci("e2e4")
+        for go in (f"go movetime {huge}", f"go wtime {huge} btime {huge} winc {huge} binc {huge} movestogo {huge}",
+                   f"go movetime -{huge}", f"go wtime -{huge} btime -{huge}"):
+            e.send("position startpos moves " + " ".join(m.uci() for m in board.move_stack))
+            e.send(go)
+            lines = e.until("bestmove", timeout=120)
+            assert any("out of range; taken as" in ln for ln in lines), lines
+            move = chess.Move.from_uci(lines[-1].split()[1])
+            assert move in board.legal_moves, lines[-1]
+            board.push(move)
+        e.send("isready")
+        e.until("readyok")  # still alive and answering
+        assert e.close() == 0
+    finally:
+        if e.p.poll() is None:
+            e.p.kill()

@@ -39,7 +39,8 @@ settings) and ``X = round(10000 · p)``: the probability in basis points, so a G
 ``cp / 100`` as pawns shows the probability in percent (``+52.30`` is 52.3 %). It is not an
 evaluation of the position.
 
-**Time.** ``go movetime M`` gives a budget of ``M`` ms; with ``wtime``/``btime`` the budget is
+**Time.** ``go`` values are clamped to ±(2^31 − 1) (:data:`GO_INT_MAX`; said in an ``info string``),
+so a GUI's 10^400 for "no limit" still gets an answer. ``go movetime M`` gives a budget of ``M`` ms; with ``wtime``/``btime`` the budget is
 ``left / movestogo + 0.75 · increment`` (``movestogo`` 30 when not given), at most half the time
 left; minus ``Move Overhead`` ms in both cases (at least 1 ms). Without either (``depth``,
 ``nodes``, ``mate`` or nothing) there is no budget. The engine answers as soon as the model has
@@ -83,6 +84,9 @@ about a full forward of 16–64 tokens (a matrix-vector product reads every weig
 product does), so two decode steps per move lose to a forward below ~64 tokens and win above
 (TOY shape: 148 ms prefill vs 21 ms for the next move at 250 moves; 4.8 vs 4.3 ms at 8)."""
 GO_KEYS_INT = ("wtime", "btime", "winc", "binc", "movestogo", "depth", "nodes", "mate", "movetime")
+GO_INT_MAX = 2 ** 31 - 1
+"""The largest ``go`` value taken as given (ms for the clocks: about 24.8 days); a larger one (a
+GUI's "no limit" as 10^400) is clamped to it, a time below ``-GO_INT_MAX`` to ``-GO_INT_MAX``."""
 COMMANDS = ("uci", "debug", "isready", "setoption", "register", "ucinewgame", "position", "go", "stop",
             "ponderhit", "quit")
 
@@ -528,9 +532,15 @@ class UciEngine:
             a = args[i]
             if a in GO_KEYS_INT and i + 1 < len(args):
                 try:
-                    params[a] = int(args[i + 1])
+                    v = int(args[i + 1])
                 except ValueError:
                     self.info(f"go: {a} {args[i + 1]!r} is not an integer; ignored")
+                else:
+                    lo = -GO_INT_MAX if a in ("wtime", "btime", "winc", "binc") else 0
+                    params[a] = min(max(v, lo), GO_INT_MAX)
+                    if params[a] != v:
+                        shown = args[i + 1] if len(args[i + 1]) <= 24 else args[i + 1][:12] + f"… ({len(args[i + 1])} digits)"
+                        self.info(f"go: {a} {shown} is out of range; taken as {params[a]}")
                 i += 2
                 continue
             if a == "infinite":
@@ -634,6 +644,15 @@ class UciEngine:
         return sample_move(logits, self.options, self.rng), logits, rule
 
     def _search(self, search: _Search, board, legal: list, budget: Optional[float], infinite: bool, ponder: bool) -> None:
+        """The ``go`` thread: always ends with one ``bestmove`` (a legal move drawn uniformly if
+        anything in between fails)."""
+        try:
+            self._search_move(search, board, legal, budget, infinite, ponder)
+        except Exception as e:  # noqa: BLE001  (the GUI still gets its bestmove)
+            self.info(f"fallback: uniformly drawn legal move ({type(e).__name__}: {' '.join(str(e).split())})")
+            self.send(f"bestmove {legal[int(self.rng.integers(len(legal)))].uci()}" if legal else "bestmove (none)")
+
+    def _search_move(self, search: _Search, board, legal: list, budget: Optional[float], infinite: bool, ponder: bool) -> None:
         t0 = time.perf_counter()
         if not legal:
             self.info("no legal move: the game is over")
