@@ -364,3 +364,37 @@ def test_uci_go_with_clocks_of_10_pow_400_is_clamped_and_always_answered(toy_ckp
     finally:
         if e.p.poll() is None:
             e.p.kill()
+
+
+# ------------------------------------------------------------------------------ pawn play: PGN tags
+
+
+def _pgn_unescape(value: str) -> str:
+    """A PGN string token's text (PGN standard §7: ``\\\\`` and ``\\"`` are escapes)."""
+    return re.sub(r'\\(["\\])', r"\1", value)
+
+
+def test_pawn_play_escapes_quotes_in_engine_names_and_the_pgn_reads_back(tmp_path, toy_ckpt):
+    import io
+
+    import chess.pgn
+
+    name = 'Fake "quoted" \\ engine'
+    fake = Path(__file__).with_name("fake_uci.py")
+    pgn = tmp_path / "games.pgn"
+    r = subprocess.run(_cli("play", str(toy_ckpt), "--vs", f"uci:{sys.executable} {fake}", "--games", "2",
+                            "--temperatures", "0", "--max-ply", "12", "--pgn-out", str(pgn)),
+                       env={**ENV, "FAKE_UCI_NAME": name}, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    text = pgn.read_text("utf-8")
+    tags = [ln for ln in text.splitlines() if ln.startswith("[")]
+    assert tags
+    for line in tags:  # every tag is one well-formed PGN string token (§7: \\ and \" escapes)
+        assert re.fullmatch(r'\[[A-Za-z0-9_]+ "(?:[^"\\]|\\["\\])*"\]', line), line
+    f, games = io.StringIO(text), []
+    while (g := chess.pgn.read_game(f)) is not None:  # python-chess reads it back, every game whole
+        assert not g.errors, g.errors
+        games.append(g)
+    assert len(games) == 2 and all(len(list(g.mainline_moves())) > 0 for g in games)
+    sides = sorted(_pgn_unescape(g.headers[s]) for g in games for s in ("White", "Black"))
+    assert sides.count(name) == 2, sides
