@@ -398,3 +398,36 @@ def test_pawn_play_escapes_quotes_in_engine_names_and_the_pgn_reads_back(tmp_pat
     assert len(games) == 2 and all(len(list(g.mainline_moves())) > 0 for g in games)
     sides = sorted(_pgn_unescape(g.headers[s]) for g in games for s in ("White", "Black"))
     assert sides.count(name) == 2, sides
+
+
+# ------------------------------------------------------------------------------ checkpoints a PAWN cannot read rightly
+
+
+def test_a_manifest_with_an_unknown_format_version_is_refused_in_one_line(tmp_path, toy_ckpt):
+    import shutil
+
+    ck = tmp_path / "ck"
+    shutil.copytree(toy_ckpt, ck)
+    man = json.loads((ck / ".complete").read_text())
+    man["format_version"] = 99
+    (ck / ".complete").write_text(json.dumps(man))
+    r = subprocess.run(_cli("eval", str(ck), "--games", "4"), env=ENV, capture_output=True, text=True, timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "Traceback" not in out, out[-3000:]
+    errors = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and ".complete" in errors[0] and "format_version 99" in errors[0], out[-3000:]
+
+
+def test_init_from_a_pure_moves_checkpoint_into_a_prepend_outcome_run_is_refused(tmp_path):
+    src = tmp_path / "src"
+    made = subprocess.run(_cli(*_tiny(src, 2, 2)), env=ENV, capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-2000:]
+    ck = src / "checkpoints" / "step_00000002"
+    out = tmp_path / "run"
+    r = subprocess.run(_cli(*_tiny(out, 2, 2, "--init-from", str(ck), "--prepend-outcome")), env=ENV,
+                       capture_output=True, text=True, timeout=600)
+    text = r.stdout + r.stderr
+    assert r.returncode == 1 and "Traceback" not in text, text[-3000:]
+    errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "pure-moves layout" in errors[0] and "--prepend-outcome" in errors[0], text[-3000:]
+    assert not (out / "metrics.jsonl").exists()  # refused before the run wrote anything
