@@ -431,3 +431,30 @@ def test_init_from_a_pure_moves_checkpoint_into_a_prepend_outcome_run_is_refused
     errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "pure-moves layout" in errors[0] and "--prepend-outcome" in errors[0], text[-3000:]
     assert not (out / "metrics.jsonl").exists()  # refused before the run wrote anything
+
+
+def test_uci_compiles_what_the_first_moves_need_before_readyok(toy_ckpt):
+    """GUIs wait for ``readyok``; a first move that compiles afterwards falls back to a random
+    move under any short clock. JAX's own compile log (JAX_LOG_COMPILES) shows that nothing the
+    first moves run (the full forward, ``logits_at``) compiles after ``readyok``."""
+    e = _Uci(toy_ckpt, env={**ENV, "JAX_LOG_COMPILES": "1"})
+    try:
+        e.send("uci")
+        e.until("uciok")
+        e.send("isready")
+        e.until("readyok")
+        time.sleep(0.5)
+        n_err = len(e.err)
+        moves: list[str] = []
+        for _ in range(6):
+            e.send("position startpos" + (" moves " + " ".join(moves) if moves else ""))
+            e.send("go")  # no clock: the engine waits for the model, whatever it compiles
+            lines = e.until("bestmove")
+            assert not any("fallback" in ln for ln in lines), lines
+            moves.append(lines[-1].split()[1])
+        assert e.close() == 0
+        late = [ln for ln in e.err[n_err:] if "Compiling jit(logits_at)" in ln]
+        assert late == [], late[:3]
+    finally:
+        if e.p.poll() is None:
+            e.p.kill()

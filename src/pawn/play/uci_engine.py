@@ -58,8 +58,10 @@ longer ones within the context with a KV cache (:class:`IncrementalLogits`): eac
 only the tokens added since the last one (the opponent's move and the engine's own); a new game
 or a different history is prefilled, compiled
 once per padded length (powers of two from 16 up to the context, :meth:`PawnPlayer.buckets`).
-The shortest prefill and the decode step compile at load, before ``readyok``; the other lengths
-and the sliding-window forward in a background thread afterwards (a move does not wait for them).
+What the first moves of a game run compiles at load, before ``readyok`` (which GUIs wait for, so
+no early move falls back for want of a compiled program): the full forward of every length up to
+:data:`KV_MIN_LEN`, the first KV-cache prefill past it and the decode step; the other prefill
+lengths and the sliding-window forward in a background thread afterwards.
 """
 
 from __future__ import annotations
@@ -385,13 +387,16 @@ class UciEngine:
             buckets = player.buckets()
             inc = IncrementalLogits(player) if hasattr(player.loaded.model, "decode") else None
             with self._model_lock:
-                if inc is not None:  # the first prefill length and the decode step
+                # what the first moves of a game run, compiled before readyok (GUIs wait for it):
+                # the full forward of every length up to KV_MIN_LEN, then the first KV-cache
+                # prefill past it and the decode step
+                for b in [b for b in buckets if b <= KV_MIN_LEN] or buckets[:1]:
+                    player.warm(b)
+                if inc is not None and buckets[-1] > KV_MIN_LEN:
                     e4 = [self._table["e2e4"]]
-                    inc.logits(e4 * (buckets[0] - 1))
-                    inc.logits(e4 * buckets[0])
+                    inc.logits(e4 * (KV_MIN_LEN + 1))
+                    inc.logits(e4 * (KV_MIN_LEN + 2))
                     inc.seq = None
-                else:
-                    player.warm(buckets[0])
             self.player, self.incremental = player, inc
         except Exception as e:  # noqa: BLE001  (reported to the GUI and the CLI in one line)
             self._load_error = f"{type(e).__name__}: {e}" if not str(e) else str(e)
@@ -407,8 +412,9 @@ class UciEngine:
             IncrementalLogits(player).warm()
             player.warm(buckets[-1])  # the sliding-window forward past the context
         else:
-            for b in buckets[1:]:
-                player.warm(b)
+            for b in buckets:
+                if b > KV_MIN_LEN:
+                    player.warm(b)
 
     def wait_loaded(self, timeout: Optional[float] = None) -> bool:
         """Whether the model is loaded (waits up to ``timeout`` s; None = forever)."""
