@@ -473,3 +473,19 @@ def test_two_adapts_on_one_out_started_at_once_one_runs_the_other_gets_one_line(
     # adapt checks the directory just before it writes, so the loser mostly meets the finished
     # check ("already holds this run"); when both pass it at once, the lock refuses the second
     _one_run(run, _race(tmp_path, args), also="already holds this run")
+
+
+def test_the_run_dir_lock_names_its_holder_and_a_later_run_of_the_same_process_takes_it_over(tmp_path):
+    from pawn.train.rundir import RunDirLock
+
+    d = tmp_path / "run"
+    first = RunDirLock.acquire(d)
+    probe = ("import sys; from pathlib import Path; from pawn.train.rundir import RunDirLock, RunDirError\n"
+             f"try:\n    RunDirLock.acquire(Path({str(d)!r}))\nexcept RunDirError as e:\n    print(e); sys.exit(1)\n")
+    r = subprocess.run([sys.executable, "-c", probe], env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and f"another pawn process (pid {os.getpid()})" in r.stdout, r.stdout + r.stderr
+    second = RunDirLock.acquire(d)  # e.g. a sweep retrying a trial whose run failed before releasing it
+    assert second.held and not first.held
+    second.release()
+    r = subprocess.run([sys.executable, "-c", probe], env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr

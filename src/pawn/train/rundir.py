@@ -168,13 +168,19 @@ def check_run_dir(
     )
 
 
+_HELD: "weakref.WeakValueDictionary[tuple[int, int], RunDirLock]" = weakref.WeakValueDictionary()
+"""The run directories this process holds, by (device, inode)."""
+
+
 class RunDirLock:
     """An exclusive, non-blocking ``fcntl.flock`` on a run directory, held until :meth:`release`
     (or until the process ends: the kernel drops it with the descriptor).
 
     The lock is taken on the directory itself (no lock file is left in it). A directory renamed
     away while we waited (``--overwrite`` moving an old run aside) is not the one at ``run_dir``
-    any more: the lock is retaken on the directory now there.
+    any more: the lock is retaken on the directory now there. It keeps other processes out; a
+    later run in this same process (a sweep retrying a trial whose run failed before releasing
+    it) takes it over.
 
     Attributes:
         run_dir: the locked directory.
@@ -199,6 +205,10 @@ class RunDirLock:
                 fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
             except OSError as e:
                 raise RunDirError(f"{what} {run_dir}: cannot create or open the run directory ({e.strerror or e})") from None
+            st = os.fstat(fd)
+            earlier = _HELD.get((st.st_dev, st.st_ino))
+            if earlier is not None:  # this process's own earlier run there, which failed before release()
+                earlier.release()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
@@ -214,7 +224,9 @@ class RunDirLock:
             except FileNotFoundError:
                 same = False
             if same:
-                return cls(run_dir, fd)
+                lock = cls(run_dir, fd)
+                _HELD[(st.st_dev, st.st_ino)] = lock
+                return lock
             os.close(fd)  # renamed away under us: lock the directory that is there now
         raise RunDirError(f"{what} {run_dir}: the directory keeps being replaced; cannot lock it")
 
