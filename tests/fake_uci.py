@@ -1,7 +1,7 @@
 """A fake UCI engine for the ``pawn play`` tests: it always plays the first legal move python-chess
 generates. ``FAKE_UCI_LOG`` names a file that receives every ``setoption`` line; when the file
 named by ``FAKE_UCI_DIE_FILE`` exists at a ``go`` after ply 6, the engine deletes it and exits at
-once (a crash mid-game, once)."""
+once (a crash mid-game, once). ``FAKE_UCI_NAME`` sets its ``id name`` (default ``FakeUCI``)."""
 
 import os
 import sys
@@ -23,7 +23,7 @@ def main() -> None:
         if not cmd:
             continue
         if cmd[0] == "uci":
-            say("id name FakeUCI")
+            say("id name " + os.environ.get("FAKE_UCI_NAME", "FakeUCI"))
             say("option name UCI_LimitStrength type check default false")
             say("option name UCI_Elo type spin default 2000 min 1000 max 3000")
             say("option name Hash type spin default 64 min 1 max 1024")

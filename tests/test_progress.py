@@ -136,7 +136,7 @@ def test_second_ctrl_c_stops_at_once_without_a_checkpoint(tmp_path):
         time.sleep(0.2)
     time.sleep(1.0)
     p.send_signal(signal.SIGINT)
-    time.sleep(0.5)
+    time.sleep(2.5)  # past the burst window: a second request, not a copy of the first (lifecycle.BURST_WINDOW_S)
     t0 = time.time()
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=60)

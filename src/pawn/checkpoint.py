@@ -166,6 +166,8 @@ def verify_manifest(directory: Path) -> dict[str, str]:
         IncompleteCheckpointError: no ``.complete``.
         CheckpointIntegrityError: unreadable manifest, a listed file missing, an unlisted file
             present, or a SHA-256 mismatch; the message names the file.
+        UnsupportedCheckpointVersionError: the manifest's ``format_version`` is not 1..
+            :data:`FORMAT_VERSION` (a manifest without one is read as the current format).
     """
     directory = Path(directory)
     man = directory / MANIFEST
@@ -177,11 +179,18 @@ def verify_manifest(directory: Path) -> dict[str, str]:
             )
         raise IncompleteCheckpointError(f"{directory}: no {MANIFEST} manifest (the checkpoint was never completed)")
     try:
-        listed = json.loads(man.read_text("utf-8"))["files"]
+        manifest = json.loads(man.read_text("utf-8"))
+        listed = manifest["files"]
         if not isinstance(listed, dict):
             raise TypeError
     except (ValueError, KeyError, TypeError) as e:
         raise CheckpointIntegrityError(f"{man}: unreadable manifest ({e.__class__.__name__})") from None
+    version = manifest.get("format_version", FORMAT_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= FORMAT_VERSION:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION
+        raise UnsupportedCheckpointVersionError(
+            f"{man}: manifest format_version {version!r} is not one this PAWN reads (1..{FORMAT_VERSION})"
+            + ("; written by a newer PAWN: upgrade PAWN" if newer else ""))
     present = {p.name for p in directory.iterdir() if p.is_file() and p.name != MANIFEST}
     for name in sorted(set(listed) - present):
         raise CheckpointIntegrityError(f"{directory / name}: listed in {MANIFEST} but missing")
@@ -517,6 +526,35 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if run_config is not None and not isinstance(run_config, dict):
         raise CheckpointIntegrityError(f"{d / CONFIG_FILE}: run_config is not a JSON object")
     return Checkpoint(d, config, params, run_config, opt, ts)
+
+
+def sequence_layout_of(run_config: Optional[dict]) -> Optional[bool]:
+    """Whether a checkpoint was trained with the outcome token at position 0: its run config's
+    ``prepend_outcome`` (a bool), else None (not recorded: a converted or hand-made checkpoint)."""
+    v = (run_config or {}).get("prepend_outcome")
+    return v if isinstance(v, bool) else None
+
+
+def check_init_layout(ckpt: Checkpoint, prepend_outcome: bool, flag: str = "--init-from") -> Optional[str]:
+    """The rule for starting a run from another checkpoint's weights: its sequence layout must be
+    the run's, since position 0 is the outcome token in one and the first move in the other.
+
+    Returns:
+        None when they agree; a one-line warning when the checkpoint does not record its layout.
+
+    Raises:
+        CheckpointError: the checkpoint records the other layout (one line naming it and the flag).
+    """
+    theirs = sequence_layout_of(ckpt.run_config)
+    name = {True: "the outcome-prefix layout (prepend_outcome)", False: "the pure-moves layout"}
+    if theirs is None:
+        return (f"WARNING: {flag} {ckpt.path}: its sequence layout is not recorded; this run uses "
+                f"{name[prepend_outcome]}, so its weights are taken as trained that way")
+    if theirs != prepend_outcome:
+        raise CheckpointError(
+            f"{flag} {ckpt.path}: trained with {name[theirs]}, this run uses {name[prepend_outcome]} "
+            f"(position 0 would mean something else); {'add' if theirs else 'drop'} --prepend-outcome to match it")
+    return None
 
 
 def load_model(path: str | os.PathLike):

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pawn.errors import PawnError
 import contextlib
 import dataclasses
+import errno
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -46,6 +48,19 @@ def check_output_file(path: str | os.PathLike, what: str = "output") -> Path:
     return p
 
 
+class OutputWriteError(OutputPathError, OSError):
+    """A write of an output file failed for want of space (``ENOSPC``, ``EDQUOT``, ``EFBIG``) or
+    on a read-only file system: one line naming the file, the reason and the space left; an
+    :class:`OSError` too (``errno``/``strerror`` kept), so code that catches ``OSError`` still does."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else super().__str__()
+
+
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+"""The errnos :func:`atomic_output` reports as :class:`OutputWriteError`."""
+
+
 def _staging_name(path: Path) -> Path:
     # Keep the suffix so writers that pick a format from it (matplotlib, pyarrow) still work.
     return path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
@@ -54,7 +69,12 @@ def _staging_name(path: Path) -> Path:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a staging path beside ``path``; when the block succeeds the staging file is fsynced
-    and renamed onto ``path``, otherwise it is removed and ``path`` is left as it was."""
+    and renamed onto ``path``, otherwise it is removed and ``path`` is left as it was.
+
+    Raises:
+        OutputWriteError: the disk (or quota) was full, the file too large or the file system
+            read-only while writing (one line naming ``path`` and the space left there).
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = _staging_name(p)
@@ -63,9 +83,13 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(e, OSError) and not isinstance(e, OutputWriteError) and e.errno in WRITE_ERRNOS:
+            err = OutputWriteError(f"{p}: cannot write ({write_error(e, p)}); nothing was replaced")
+            err.errno, err.strerror, err.filename = e.errno, e.strerror, str(p)
+            raise err from None
         raise
 
 
@@ -106,7 +130,7 @@ def write_json(path: str | os.PathLike, data, what: str = "output") -> Path:
         with atomic_output(p) as tmp:
             tmp.write_text(json.dumps(json_safe(data), indent=2) + "\n", encoding="utf-8")
     except OSError as e:
-        raise OutputPathError(f"{what} {p}: cannot write ({e.strerror or e})") from None
+        raise OutputPathError(f"{what} {p}: cannot write ({write_error(e, p)})") from None
     return p
 
 
@@ -139,11 +163,55 @@ def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: Optional[
         metadata: the header's string -> string ``__metadata__`` (e.g. PEFT's ``{"format": "pt"}``), or None.
 
     Raises:
-        OSError: the write or the chmod failed.
+        OSError: the write or the chmod failed (safetensors' own error for a failed write, e.g.
+            a full disk, is raised as the OSError it reports, with its errno).
     """
     import numpy as np
+    from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
-    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=metadata)
+    try:
+        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=metadata)
+    except SafetensorError as e:  # its own error type, also for a full disk: made an OSError with the errno
+        text = " ".join(str(e).split())
+        m = re.search(r"\(os error (\d+)\)", text)
+        if m is None:
+            raise
+        code = int(m.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from None
     os.chmod(path, 0o666 & ~_umask())
     return Path(path)
+
+
+def free_space(path: str | os.PathLike) -> Optional[int]:
+    """Bytes free to this user on the file system holding ``path`` (its nearest existing
+    ancestor), or None when it cannot be told."""
+    import shutil
+
+    p = Path(path)
+    for q in (p, *p.parents):
+        if q.exists():
+            try:
+                return shutil.disk_usage(q).free
+            except OSError:
+                return None
+    return None
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n}"
+
+
+def write_error(e: OSError, path: str | os.PathLike) -> str:
+    """The reason of a failed write in a few words: ``e.strerror``, and for a full disk (or quota)
+    the space left there: ``No space left on device; 1.2 MiB free on /scratch``."""
+    reason = e.strerror or str(e) or e.__class__.__name__
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = free_space(path)
+        if free is not None:
+            reason += f"; {_size(free)} free there"
+    return reason

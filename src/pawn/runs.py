@@ -372,7 +372,8 @@ class RunStatus:
             ``stopped`` (early stop, signal, pause), ``failed`` (an error), ``unknown`` (no end
             record and no recent write: the process is gone, or an older PAWN wrote it).
         reason: the stop reason (spec §1.10: ``completed``, ``step_limit``, ``early_stop``,
-            ``sigterm``, ``paused``, ``exception``...) or why the state is unknown.
+            ``sigterm``, ``paused``, ``exception``...; a signal stop whose ``end`` record names the
+            signal is ``sigint`` or ``sigterm`` by the signal received) or why the state is unknown.
         step: the last step with a record. total_steps: the planned length.
         last_write_age_s: seconds since ``metrics.jsonl`` was last written.
     """
@@ -569,6 +570,9 @@ class Run:
         reason = None
         if end is not None:
             reason = end.fields.get("reason")
+            sig = end.fields.get("signal")
+            if reason == "sigterm" and isinstance(sig, str) and sig.upper() in ("SIGINT", "SIGTERM"):
+                reason = sig.lower()  # spec §1.10 records both as "sigterm"; the label names the one received
         elif not any(r.schema >= 2 for r in self._of("config")):
             h = self.health
             if h is not None and h.get("actual_total_steps") == step:

@@ -4,7 +4,8 @@ Each game has the seven-tag roster (Event, Site, Date, Round, White, Black, Resu
 ``Termination`` tag (``normal`` for an ending by the rules, ``adjudication`` for the ply limit,
 ``abandoned`` for an engine error; PGN standard §9.8.1), ``PlyCount``, ``WhiteElo``/``BlackElo``
 for the Stockfish side (its UCI_Elo), and PAWN's own ``PawnTermination`` (the exact ending),
-``PawnTemperature`` and ``Opening`` book move.
+``PawnTemperature`` and ``Opening`` book move. Tag values are escaped as the PGN standard asks
+(:func:`tag_value`): python-chess writes them as given.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from typing import Sequence
 from pawn.play.match import ENGINE_ERROR, PLY_LIMIT, GameRecord
 
 _STANDARD_TERMINATION = {PLY_LIMIT: "adjudication", ENGINE_ERROR: "abandoned"}
+
+
+def tag_value(text: str) -> str:
+    """``text`` as a PGN tag value (PGN standard §8.1.1 and §7): ``\\`` for a backslash, ``\\"``
+    for a quote, and control characters (a newline would end the tag) as spaces. python-chess
+    writes tag values as given, so an engine or model name with a ``"`` made the file malformed."""
+    text = "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in str(text))
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def game_pgn(rec: GameRecord, event: str, round_no: int, date: str):
@@ -36,6 +45,8 @@ def game_pgn(rec: GameRecord, event: str, round_no: int, date: str):
     h["PlyCount"] = str(rec.plies)
     if rec.book and rec.first_move:
         h["Opening"] = rec.first_move
+    for k in list(h):
+        h[k] = tag_value(h[k])
     node = g
     for m in rec.moves:
         node = node.add_variation(chess.Move.from_uci(m))

@@ -39,7 +39,8 @@ settings) and ``X = round(10000 · p)``: the probability in basis points, so a G
 ``cp / 100`` as pawns shows the probability in percent (``+52.30`` is 52.3 %). It is not an
 evaluation of the position.
 
-**Time.** ``go movetime M`` gives a budget of ``M`` ms; with ``wtime``/``btime`` the budget is
+**Time.** ``go`` values are clamped to ±(2^31 − 1) (:data:`GO_INT_MAX`; said in an ``info string``),
+so a GUI's 10^400 for "no limit" still gets an answer. ``go movetime M`` gives a budget of ``M`` ms; with ``wtime``/``btime`` the budget is
 ``left / movestogo + 0.75 · increment`` (``movestogo`` 30 when not given), at most half the time
 left; minus ``Move Overhead`` ms in both cases (at least 1 ms). Without either (``depth``,
 ``nodes``, ``mate`` or nothing) there is no budget. The engine answers as soon as the model has
@@ -57,8 +58,10 @@ longer ones within the context with a KV cache (:class:`IncrementalLogits`): eac
 only the tokens added since the last one (the opponent's move and the engine's own); a new game
 or a different history is prefilled, compiled
 once per padded length (powers of two from 16 up to the context, :meth:`PawnPlayer.buckets`).
-The shortest prefill and the decode step compile at load, before ``readyok``; the other lengths
-and the sliding-window forward in a background thread afterwards (a move does not wait for them).
+What the first moves of a game run compiles at load, before ``readyok`` (which GUIs wait for, so
+no early move falls back for want of a compiled program): the full forward of every length up to
+:data:`KV_MIN_LEN`, the first KV-cache prefill past it and the decode step; the other prefill
+lengths and the sliding-window forward in a background thread afterwards.
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ about a full forward of 16–64 tokens (a matrix-vector product reads every weig
 product does), so two decode steps per move lose to a forward below ~64 tokens and win above
 (TOY shape: 148 ms prefill vs 21 ms for the next move at 250 moves; 4.8 vs 4.3 ms at 8)."""
 GO_KEYS_INT = ("wtime", "btime", "winc", "binc", "movestogo", "depth", "nodes", "mate", "movetime")
+GO_INT_MAX = 2 ** 31 - 1
+"""The largest ``go`` value taken as given (ms for the clocks: about 24.8 days); a larger one (a
+GUI's "no limit" as 10^400) is clamped to it, a time below ``-GO_INT_MAX`` to ``-GO_INT_MAX``."""
 COMMANDS = ("uci", "debug", "isready", "setoption", "register", "ucinewgame", "position", "go", "stop",
             "ponderhit", "quit")
 
@@ -381,13 +387,16 @@ class UciEngine:
             buckets = player.buckets()
             inc = IncrementalLogits(player) if hasattr(player.loaded.model, "decode") else None
             with self._model_lock:
-                if inc is not None:  # the first prefill length and the decode step
+                # what the first moves of a game run, compiled before readyok (GUIs wait for it):
+                # the full forward of every length up to KV_MIN_LEN, then the first KV-cache
+                # prefill past it and the decode step
+                for b in [b for b in buckets if b <= KV_MIN_LEN] or buckets[:1]:
+                    player.warm(b)
+                if inc is not None and buckets[-1] > KV_MIN_LEN:
                     e4 = [self._table["e2e4"]]
-                    inc.logits(e4 * (buckets[0] - 1))
-                    inc.logits(e4 * buckets[0])
+                    inc.logits(e4 * (KV_MIN_LEN + 1))
+                    inc.logits(e4 * (KV_MIN_LEN + 2))
                     inc.seq = None
-                else:
-                    player.warm(buckets[0])
             self.player, self.incremental = player, inc
         except Exception as e:  # noqa: BLE001  (reported to the GUI and the CLI in one line)
             self._load_error = f"{type(e).__name__}: {e}" if not str(e) else str(e)
@@ -403,8 +412,9 @@ class UciEngine:
             IncrementalLogits(player).warm()
             player.warm(buckets[-1])  # the sliding-window forward past the context
         else:
-            for b in buckets[1:]:
-                player.warm(b)
+            for b in buckets:
+                if b > KV_MIN_LEN:
+                    player.warm(b)
 
     def wait_loaded(self, timeout: Optional[float] = None) -> bool:
         """Whether the model is loaded (waits up to ``timeout`` s; None = forever)."""
@@ -528,9 +538,15 @@ class UciEngine:
             a = args[i]
             if a in GO_KEYS_INT and i + 1 < len(args):
                 try:
-                    params[a] = int(args[i + 1])
+                    v = int(args[i + 1])
                 except ValueError:
                     self.info(f"go: {a} {args[i + 1]!r} is not an integer; ignored")
+                else:
+                    lo = -GO_INT_MAX if a in ("wtime", "btime", "winc", "binc") else 0
+                    params[a] = min(max(v, lo), GO_INT_MAX)
+                    if params[a] != v:
+                        shown = args[i + 1] if len(args[i + 1]) <= 24 else args[i + 1][:12] + f"… ({len(args[i + 1])} digits)"
+                        self.info(f"go: {a} {shown} is out of range; taken as {params[a]}")
                 i += 2
                 continue
             if a == "infinite":
@@ -634,6 +650,15 @@ class UciEngine:
         return sample_move(logits, self.options, self.rng), logits, rule
 
     def _search(self, search: _Search, board, legal: list, budget: Optional[float], infinite: bool, ponder: bool) -> None:
+        """The ``go`` thread: always ends with one ``bestmove`` (a legal move drawn uniformly if
+        anything in between fails)."""
+        try:
+            self._search_move(search, board, legal, budget, infinite, ponder)
+        except Exception as e:  # noqa: BLE001  (the GUI still gets its bestmove)
+            self.info(f"fallback: uniformly drawn legal move ({type(e).__name__}: {' '.join(str(e).split())})")
+            self.send(f"bestmove {legal[int(self.rng.integers(len(legal)))].uci()}" if legal else "bestmove (none)")
+
+    def _search_move(self, search: _Search, board, legal: list, budget: Optional[float], infinite: bool, ponder: bool) -> None:
         t0 = time.perf_counter()
         if not legal:
             self.info("no legal move: the game is over")

@@ -820,7 +820,7 @@ def _rosa_warmup(r: _AdaptRun, mb: _ModelSetup, stop: StopFlag, reuse: Optional[
         stop.restore()
         if r.hub is not None:
             r.hub.close(log)
-        run.finish(data.schedule, 0, wo.reason)
+        run.finish(data.schedule, 0, wo.reason, signal=stop.requested)
         return AdaptResult(run.run_dir, None, None, None, 0, wo.reason, mb.st.name, mb.n_trainable, data.spe, data.total,
                            r.baseline, extra={"rosa_warmup_step": wo.warmup_step})
     mb.model = wo.model
@@ -904,7 +904,7 @@ def _train(r: _AdaptRun, stop: StopFlag, progress: bool, given_resume: Optional[
         chunks.close()
         if r.hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
             r.hub.close(log)
-        run.finish(data.schedule, trainer.step if trainer.step is not None else start, trainer.reason or "exception")
+        run.finish(data.schedule, trainer.step if trainer.step is not None else start, trainer.reason or "exception", signal=stop.requested)
     best = r.checkpointer.best
     run_dir = run.run_dir
     if best is not None and r.is_main and (run_dir / "best").exists() is False:

@@ -10,6 +10,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -132,28 +133,50 @@ def write_schedule_health(path: Path, schedule: Schedule, actual_steps: int, rea
     return health
 
 
+BURST_WINDOW_S = 2.0
+"""Seconds after a first stop signal within which more signals are copies of it, not a second
+request: ``timeout -s INT``, ``kill -INT -PGID`` and some job schedulers signal the process and
+its whole process group, so one request arrives twice within microseconds."""
+
+
 class StopFlag:
-    """SIGTERM/SIGINT set a flag that the loop checks between chunks; a second SIGINT stops at once.
+    """SIGTERM/SIGINT set a flag that the loop checks between chunks; a later, second SIGINT
+    stops at once.
 
     The first signal is acknowledged immediately on stderr ("stopping after this chunk; Ctrl-C
     again to stop now without a checkpoint"), even while the main thread waits inside a compiled
     chunk: a watcher thread reads the signal numbers from :func:`signal.set_wakeup_fd`, which the
     interpreter writes at once, whereas Python-level handlers only run once the main thread is
-    back in Python. A second SIGINT raises KeyboardInterrupt in the main thread; if the main
-    thread is still inside XLA after ``hard_stop_after_s`` seconds, the watcher ends the process
-    with exit code 130 (the last complete checkpoint stays loadable; checkpoints are written
-    atomically). Restores the previous handlers on :meth:`restore`.
+    back in Python. The watcher also times them: signals within ``burst_window_s`` seconds of
+    the first (:data:`BURST_WINDOW_S`) are one request delivered twice (``timeout``, a
+    process-group kill) and change nothing. A SIGINT after that window is a deliberate second
+    Ctrl-C: it raises KeyboardInterrupt in the main thread; if the main thread is still inside
+    XLA after ``hard_stop_after_s`` seconds, the watcher ends the process with exit code 130 (the
+    last complete checkpoint stays loadable; checkpoints are written atomically). Restores the
+    previous handlers on :meth:`restore`.
+
+    Attributes:
+        requested: the name of the first signal received (``"SIGINT"``, ``"SIGTERM"``), or None.
+        signal_t: :func:`time.monotonic` seconds when it arrived (None before).
     """
 
     FIRST_SIGINT = "stopping after this chunk (a checkpoint is written); Ctrl-C again to stop now without a checkpoint"
     FIRST_SIGTERM = "SIGTERM: stopping after this chunk (a checkpoint is written)"
+    BURST = ("{name} again {dt:.2f} s after the first: taken as the same request (a signal sent to the process and its "
+             "group arrives twice); still stopping after this chunk with a checkpoint")
     SECOND_SIGINT = "second Ctrl-C: stopping now without a checkpoint (the last complete checkpoint is kept)"
 
-    def __init__(self, install: bool = True, hard_stop_after_s: float = 2.0):
+    def __init__(self, install: bool = True, hard_stop_after_s: float = 2.0, burst_window_s: float = BURST_WINDOW_S):
         self.requested: Optional[str] = None
+        self.signal_t: Optional[float] = None
         self._previous = {}
         self._wakeup = None
         self._hard_stop_after_s = hard_stop_after_s
+        self._window = burst_window_s
+        self._lock = threading.Lock()
+        self._second = False  # a deliberate second SIGINT was received
+        self._raised = False  # ... and turned into KeyboardInterrupt already
+        self._burst_said = False
         if install:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 try:
@@ -162,6 +185,20 @@ class StopFlag:
                     pass
             if self._previous:
                 self._start_watcher()
+
+    def _classify(self, signum: int, now: float) -> str:
+        """``"first"``, ``"burst"`` (within the window of the first), ``"second"`` (a SIGINT
+        after it) or ``"again"`` (another SIGTERM after it); records the first and the second."""
+        with self._lock:
+            if self.signal_t is None:
+                self.signal_t, self.requested = now, signal.Signals(signum).name
+                return "first"
+            if now - self.signal_t < self._window:
+                return "burst"
+            if signum == signal.SIGINT and not self._second:
+                self._second = True
+                return "second"
+            return "again"
 
     def _start_watcher(self) -> None:
         r, w = os.pipe()
@@ -175,8 +212,15 @@ class StopFlag:
         self._wakeup = (w, old)
         threading.Thread(target=self._watch, args=(r,), name="pawn-signal-watcher", daemon=True).start()
 
+    def _say(self, msg: str) -> None:
+        try:
+            os.write(sys.stderr.fileno(), (msg + "\n").encode())
+        except (OSError, ValueError, AttributeError):
+            pass
+
     def _watch(self, fd: int) -> None:
-        sigints = 0
+        import _thread
+
         while True:
             try:
                 data = os.read(fd, 64)
@@ -185,31 +229,44 @@ class StopFlag:
             if not data or 0 in data:  # EOF, or restore()'s wake-up byte (no signal is number 0)
                 os.close(fd)
                 return
+            now = time.monotonic()
             for signum in data:
-                if signum == signal.SIGINT:
-                    sigints += 1
-                    msg = self.FIRST_SIGINT if sigints == 1 else self.SECOND_SIGINT
-                    if sigints == 2:
-                        timer = threading.Timer(self._hard_stop_after_s, lambda: os._exit(130))
-                        timer.daemon = True
-                        timer.start()
-                        self._timer = timer
-                elif signum == signal.SIGTERM:
-                    msg = self.FIRST_SIGTERM
-                else:
+                if signum not in (signal.SIGINT, signal.SIGTERM):
                     continue
-                if sigints <= 2:
-                    try:
-                        os.write(sys.stderr.fileno(), (msg + "\n").encode())
-                    except (OSError, ValueError, AttributeError):
-                        pass
+                kind = self._classify(signum, now)
+                if kind == "first":
+                    self._say(self.FIRST_SIGINT if signum == signal.SIGINT else self.FIRST_SIGTERM)
+                elif kind == "burst" and not self._burst_said:
+                    self._burst_said = True
+                    self._say(self.BURST.format(name=signal.Signals(signum).name, dt=now - self.signal_t))
+                elif kind == "second":
+                    self._say(self.SECOND_SIGINT)
+                    timer = threading.Timer(self._hard_stop_after_s, lambda: os._exit(130))
+                    timer.daemon = True
+                    timer.start()
+                    self._timer = timer
+                    _thread.interrupt_main(signal.SIGINT)  # the handler raises KeyboardInterrupt now
 
     _timer = None
 
     def _handle(self, signum, frame):
-        if self.requested is not None and signum == signal.SIGINT:
+        if self._wakeup is None:  # no watcher (it times and counts the signals): do it here
+            self._classify(signum, time.monotonic())
+        elif self.requested is None:  # the watcher has not read it yet (it times it)
+            with self._lock:
+                if self.requested is None:
+                    self.requested = signal.Signals(signum).name
+        if signum == signal.SIGINT and self._second and not self._raised:
+            self._raised = True
             raise KeyboardInterrupt
-        self.requested = signal.Signals(signum).name
+
+    def announce(self, text: str) -> None:
+        """Write one line to stderr at once (as the signal acknowledgements are)."""
+        self._say(text)
+
+    def since_signal_s(self) -> Optional[float]:
+        """Seconds since the first signal (None before any)."""
+        return None if self.signal_t is None else time.monotonic() - self.signal_t
 
     def restore(self) -> None:
         """Reinstall the signal handlers that were active before this flag (idempotent)."""

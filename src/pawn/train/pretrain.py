@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import ValidationError
 
-from pawn.checkpoint import MANIFEST, Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from pawn.checkpoint import MANIFEST, Checkpoint, CheckpointError, check_init_layout, load_checkpoint, save_checkpoint
 from pawn.config import ModelConfig, param_count
 from pawn import metrics_core
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
@@ -490,7 +490,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
         stream.close()
         if hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
             hub.close(log)
-        run.finish(schedule, trainer.step, trainer.reason or "exception")
+        run.finish(schedule, trainer.step, trainer.reason or "exception", signal=stop.requested)
     return _result(cfg, run_dir, outcome, trainer, checkpointer, es, variants, is_main)
 
 
@@ -623,6 +623,11 @@ def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Ch
     if ck.config != stored_cfg:
         raise TrainingError(f"--init-from {cfg.init_from}: its model {ck.config.name} is not this run's {stored_cfg.name} "
                             f"(--init-from takes the weights of the same model size)")
+    try:
+        if (warning := check_init_layout(ck, cfg.prepend_outcome)) is not None:
+            print(warning)
+    except CheckpointError as e:
+        raise TrainingError(str(e)) from None
     return ck
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from pawn.checkpoint import Checkpoint, CheckpointError, write_json
 from pawn.errors import PawnError
+from pawn.fileio import write_error
 from pawn.train.hooks import RunHooks
 from pawn.train.lifecycle import (
     BEST_DIR,
@@ -40,7 +41,7 @@ from pawn.train.lifecycle import (
 )
 from pawn.train.memory import release_free_heap
 from pawn.train.metrics import MetricsLogger, truncate_metrics
-from pawn.train.rundir import RunDirError, RunDirPlan, check_run_dir
+from pawn.train.rundir import RunDirError, RunDirLock, RunDirPlan, check_run_dir
 
 
 class TrainingError(PawnError):
@@ -300,7 +301,7 @@ class Checkpointer:
                     rotate_checkpoints(self.root, self.keep)
             except OSError as e:
                 kept = f"the last complete checkpoint, {self.last}, is intact" if self.last else "earlier checkpoints are intact"
-                raise TrainingError(f"cannot write checkpoint {path} ({e.strerror or e}); {kept}") from None
+                raise TrainingError(f"cannot write checkpoint {path} ({write_error(e, self.root)}); {kept}") from None
         if kind == "best":
             self.best = path
         else:
@@ -403,15 +404,25 @@ class CheckpointHook(Hook):
 
 class SignalStopHook(Hook):
     """Turns a SIGTERM/SIGINT caught by a :class:`~pawn.train.lifecycle.StopFlag` into a
-    ``sigterm`` stop (a signal during the last chunk changes nothing); restores the handlers at
-    the end."""
+    ``sigterm`` stop (spec §1.10's reason for either signal; the request's ``by`` names the
+    signal received; a signal during the last chunk changes nothing); once the checkpoint after
+    the signal is written, says on stderr how many seconds after the signal that was; restores
+    the handlers at the end."""
 
     def __init__(self, flag):
         self.flag = flag
+        self._said = False
 
     def on_chunk(self, ctx: ChunkContext) -> None:
         if self.flag.requested:
-            ctx.request_stop("sigterm", by="signal")
+            ctx.request_stop("sigterm", by=self.flag.requested)
+
+    def on_event(self, event: Any) -> None:
+        if isinstance(event, CheckpointEvent) and event.kind != "best" and self.flag.requested and not self._said:
+            dt = self.flag.since_signal_s() if hasattr(self.flag, "since_signal_s") else None
+            if dt is not None:
+                self._said = True
+                self.flag.announce(f"{self.flag.requested}: checkpoint {event.path} written {dt:.1f} s after the signal")
 
     def on_end(self, reason: str) -> None:
         self.flag.restore()
@@ -640,12 +651,46 @@ class Run:
         """
         run_dir = Path(run_dir)
         check_out_path(run_dir)
+        args = dict(resume=resume, resume_from=resume_from, overwrite=overwrite, new_config=new_config,
+                    ignored_fields=frozenset(ignored_fields))
         try:
-            plan = check_run_dir(run_dir, resume=resume, resume_from=resume_from, overwrite=overwrite,
-                                 new_config=new_config, ignored_fields=ignored_fields)
+            plan = check_run_dir(run_dir, **args)
         except RunDirError as e:
             raise TrainingError(str(e)) from None
-        return cls(run_dir, plan, is_main, log)
+        run = cls(run_dir, plan, is_main, log)
+        run._check_args = args
+        return run
+
+    _check_args: Optional[dict] = field(default=None, repr=False)
+    _made_dir: bool = field(default=False, repr=False)
+    lock: Optional[RunDirLock] = field(default=None, repr=False)
+    """The ``flock`` on ``run_dir`` this (writing) process holds from :meth:`open` to :meth:`finish`."""
+
+    def _lock(self) -> None:
+        """Lock the run directory for this process, then decide again under the lock (another
+        process may have written it since :meth:`check`) and move an old run aside when planned,
+        locking the fresh directory that replaces it."""
+        self._made_dir = not self.run_dir.exists()
+        try:
+            self.lock = RunDirLock.acquire(self.run_dir)
+            if self._check_args is not None:
+                self.plan = check_run_dir(self.run_dir, **self._check_args)
+            moved = self.plan.prepare()
+            if moved is not None:
+                self._made_dir = True
+                old, self.lock = self.lock, RunDirLock.acquire(self.run_dir)
+                old.release()
+        except RunDirError as e:
+            self.release()
+            raise TrainingError(str(e)) from None
+        if moved is not None:
+            self.log(f"moved the old run in {self.run_dir} aside to {moved}")
+
+    def release(self) -> None:
+        """Drop the run directory's lock (idempotent; :meth:`finish` calls it)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def open(self, *, snapshot: dict, open_sinks: Callable[[], RunHooks], start_step: int,
              resumed_from: Optional[Path], elapsed_offset: float = 0.0) -> None:
@@ -663,15 +708,10 @@ class Run:
 
         if not self.is_main:
             return
-        try:
-            moved = self.plan.prepare()
-        except RunDirError as e:
-            raise TrainingError(str(e)) from None
-        if moved is not None:
-            self.log(f"moved the old run in {self.run_dir} aside to {moved}")
+        self._lock()
         if resumed_from is not None and resumed_from.parent.resolve() == self.checkpoints.resolve():
             set_aside_newer(self.checkpoints, start_step, self.log)
-        created = [d for d in (self.run_dir, self.checkpoints) if not d.exists()]
+        created = ([self.run_dir] if self._made_dir else []) + ([self.checkpoints] if not self.checkpoints.exists() else [])
         tmp = self.run_dir / "config.json.tmp"
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -685,6 +725,7 @@ class Run:
             # "--out holds another run". Pre-existing files and directories are never touched.
             if self.hooks is not None:
                 self.hooks.close()
+            self.release()
             tmp.unlink(missing_ok=True)
             for d in reversed(created):
                 try:
@@ -700,6 +741,7 @@ class Run:
                 truncate_metrics(self.metrics_path, start_step)
             self.logger = MetricsLogger(self.metrics_path, elapsed_offset=elapsed_offset, hooks=self.hooks)
         except OSError as e:
+            self.release()
             raise TrainingError(f"{self.metrics_path}: cannot write metrics ({e.strerror or e})") from None
 
     @property
@@ -707,21 +749,25 @@ class Run:
         """Seconds of the run so far, across resumed segments (0 on non-writing processes)."""
         return self.logger.elapsed if self.logger else 0.0
 
-    def finish(self, schedule, step: int, reason: str) -> None:
+    def finish(self, schedule, step: int, reason: str, signal: Optional[str] = None) -> None:
         """Write ``schedule_health.json``, the ``end`` record (``step``, ``reason``: spec §1.10
-        stop reason, ``total_steps``; :mod:`pawn.runs` reads a run's status from it) and close the
-        metrics log and its sinks. A failure here is a one-line warning: it never hides the run's
-        own outcome."""
+        stop reason, ``total_steps``, and for a ``sigterm`` stop ``signal``: the signal really
+        received, ``"SIGINT"`` or ``"SIGTERM"``; :mod:`pawn.runs` reads a run's status from it) and
+        close the metrics log and its sinks. A failure here is a one-line warning: it never hides
+        the run's own outcome."""
         try:
             if self.is_main:
                 health = write_schedule_health(self.run_dir / "schedule_health.json", schedule, step, reason)
                 if self.logger:
+                    extra = {"signal": signal} if reason == "sigterm" and signal else {}
                     self.logger.write("end", step=step, reason=reason, total_steps=health.get("planned_total_steps"),
-                                      completion_ratio=health.get("completion_ratio"))
+                                      completion_ratio=health.get("completion_ratio"), **extra)
             if self.logger:
                 self.logger.close()
         except OSError as e:
             self.log(f"WARNING: could not write {self.run_dir / 'schedule_health.json'} or close the metrics ({e.strerror or e})")
+        finally:
+            self.release()
 
 
 class HubHook(Hook):

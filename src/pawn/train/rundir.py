@@ -6,13 +6,22 @@ A directory that holds another run is never written to, unless the user resumes 
 ``DIR.old-YYYYmmdd-HHMMSS`` and never deletes it. The check (:func:`check_run_dir`) runs before
 any work; the move (:meth:`RunDirPlan.prepare`) happens only when the new run is about to write,
 so a command that fails its other checks leaves the old run where it was.
+
+The writing process holds an exclusive ``flock`` on the run directory itself for the whole run
+(:class:`RunDirLock`, taken just before the first write and checked again under the lock), so two
+commands started on one ``--out`` at the same instant cannot both write it: the second stops
+with one line. The lock is the kernel's: it goes when the process ends, however it ends.
 """
 
 from __future__ import annotations
 
 from pawn.errors import PawnError
 import datetime as _dt
+import errno
+import fcntl
 import json
+import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -157,3 +166,93 @@ def check_run_dir(
         f"--out {run_dir} holds another run ({what}); add --resume {run_dir} to continue it, "
         "--overwrite to move it aside and start a new one, or choose another --out"
     )
+
+
+_HELD: "weakref.WeakValueDictionary[tuple[int, int], RunDirLock]" = weakref.WeakValueDictionary()
+"""The run directories this process holds, by (device, inode)."""
+
+
+class RunDirLock:
+    """An exclusive, non-blocking ``fcntl.flock`` on a run directory, held until :meth:`release`
+    (or until the process ends: the kernel drops it with the descriptor).
+
+    The lock is taken on the directory itself (no lock file is left in it). A directory renamed
+    away while we waited (``--overwrite`` moving an old run aside) is not the one at ``run_dir``
+    any more: the lock is retaken on the directory now there. It keeps other processes out; a
+    later run in this same process (a sweep retrying a trial whose run failed before releasing
+    it) takes it over.
+
+    Attributes:
+        run_dir: the locked directory.
+    """
+
+    def __init__(self, run_dir: Path, fd: int):
+        self.run_dir, self._fd = run_dir, fd
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def acquire(cls, run_dir: Path, what: str = "--out") -> "RunDirLock":
+        """Create ``run_dir`` if needed and lock it.
+
+        Raises:
+            RunDirError: another process holds the lock (one line naming the directory and, where
+                ``/proc/locks`` tells it, that process), or the directory cannot be created/opened.
+        """
+        run_dir = Path(run_dir)
+        for _ in range(100):
+            try:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError as e:
+                raise RunDirError(f"{what} {run_dir}: cannot create or open the run directory ({e.strerror or e})") from None
+            st = os.fstat(fd)
+            earlier = _HELD.get((st.st_dev, st.st_ino))
+            if earlier is not None:  # this process's own earlier run there, which failed before release()
+                earlier.release()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = _lock_holder(fd)
+                os.close(fd)
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise RunDirError(f"{what} {run_dir}: cannot lock the run directory ({e.strerror or e})") from None
+                who = f"another pawn process (pid {holder})" if holder else "another pawn process"
+                raise RunDirError(f"{what} {run_dir}: {who} is writing this run directory now; wait for it to end, "
+                                  "or choose another --out") from None
+            try:
+                same = os.stat(run_dir).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                lock = cls(run_dir, fd)
+                _HELD[(st.st_dev, st.st_ino)] = lock
+                return lock
+            os.close(fd)  # renamed away under us: lock the directory that is there now
+        raise RunDirError(f"{what} {run_dir}: the directory keeps being replaced; cannot lock it")
+
+    @property
+    def held(self) -> bool:
+        """Whether the lock is still held by this object."""
+        return self._finalizer.alive
+
+    def release(self) -> None:
+        """Drop the lock (idempotent)."""
+        self._finalizer()
+
+
+def _lock_holder(fd: int) -> Optional[int]:
+    """The pid holding a ``flock`` on the file of ``fd``, from ``/proc/locks`` (Linux), else None."""
+    try:
+        st = os.fstat(fd)
+        dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        with open("/proc/locks") as f:
+            for line in f:
+                parts = line.split()
+                if "->" in parts:  # a waiter, not the holder
+                    continue
+                if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == dev:
+                    pid = int(parts[4])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        pass
+    return None
