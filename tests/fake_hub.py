@@ -20,6 +20,26 @@ tags), ``HEAD``/``GET /{repo}/resolve/{rev}/{path}``; a revision is a branch nam
 adds a commit directly. ``hub.truncate = {path: nbytes}`` sends only the first ``nbytes`` of that
 file's body (with the full ``Content-Length``) and closes the connection: an interrupted download.
 ``hub.downloads`` lists the paths whose bodies were served.
+
+Storage buckets (``HfApi.create_bucket``, ``batch_bucket_files``, ``sync_bucket``, ``list_bucket_tree``,
+``get_bucket_paths_info``, ``download_bucket_files``) with the Xet storage service they upload to,
+both on this server: ``POST /api/buckets/{ns}/{name}`` (create; 409 when it exists),
+``GET /api/buckets/{id}/xet-{read,write}-token`` (the CAS URL ``{url}/cas`` and a token, as JSON
+for ``hf_xet`` and in the ``X-Xet-*`` headers for huggingface_hub), ``POST /api/buckets/{id}/batch`` (ndjson ``addFile``/``deleteFile`` lines; an
+``addFile`` whose ``xetHash`` no uploaded shard describes is listed as failed),
+``GET /api/buckets/{id}/tree[/{prefix}]``, ``POST /api/buckets/{id}/paths-info`` and
+``HEAD /buckets/{id}/resolve/{path}``. The CAS routes are the ones ``hf_xet`` calls
+(xet-core's ``RemoteClient``): ``POST /cas/v1/xorbs/{prefix}/{hash}`` stores a serialized xorb,
+``POST /cas/v1/shards`` stores a shard and reads its file-info section (each file's hash and its
+terms: xorb hash, chunk range, unpacked bytes), ``GET /cas/v1/reconstructions/{file hash}`` answers
+the terms with fetch URLs ``/cas/xorb/{hash}`` and byte ranges found by walking the xorb's 8-byte
+chunk headers, served with ``Range``. The upload-grant route (``/cas/v1/xorb-grants``), the v2
+shard and reconstruction routes and the global-dedup query (``/cas/v1/chunks``) answer 404, which
+the client treats as "not offered" (direct xorb upload, v1 routes, no global dedup). Nothing is
+deduplicated or decompressed here: files are read back through ``download_bucket_files``.
+``hub.bucket_faults`` scripts the ``/batch`` calls like ``commit_faults``; ``hub.bucket_create_status``
+answers bucket creation with that status; ``hub.bucket_batches`` lists each applied batch
+``(bucket, [paths added])``.
 """
 
 from __future__ import annotations
@@ -27,6 +47,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,6 +68,64 @@ class Commit:
 
 
 @dataclass
+class BucketEntry:
+    xet_hash: str
+    size: int
+    mtime: Optional[int]
+    uploaded: float
+
+
+_SHARD_TAG = b"HFRepoMetaData\x00" + bytes([85, 105, 103, 69, 106, 123, 129, 87, 131, 165, 189, 217, 92, 205, 209, 74, 169])
+_ENTRY = 48  # every shard file-info entry: 32-byte hash + 4 x u32 (xet-core metadata_shard)
+
+
+def _hash_hex(raw: bytes) -> str:
+    """A Xet hash's hex form: its four little-endian u64 words, each as 16 hex digits."""
+    return "".join(f"{w:016x}" for w in struct.unpack("<4Q", raw))
+
+
+def parse_shard_files(shard: bytes) -> dict[str, list[tuple[str, int, int, int]]]:
+    """``{file hash: [(xorb hash, chunk start, chunk end, unpacked bytes), ...]}`` from a shard's
+    file-info section: after the 48-byte header (tag, version, footer size; an uploaded shard has
+    no footer), one 48-byte header per file (hash, flags, number of terms), its terms (xorb hash,
+    flags, unpacked bytes, chunk start, chunk end), then optional verification and metadata
+    entries; the section ends with an all-0xff hash (xet-core ``metadata_shard``)."""
+    if shard[:32] != _SHARD_TAG:
+        raise ValueError("not a Xet shard (wrong magic)")
+    files: dict[str, list[tuple[str, int, int, int]]] = {}
+    at = 48
+    while True:
+        raw = shard[at:at + 32]
+        if len(raw) < 32:
+            raise ValueError("the file-info section has no end marker")
+        if raw == b"\xff" * 32:  # the section's bookend
+            return files
+        flags, n = struct.unpack_from("<II", shard, at + 32)
+        at += _ENTRY
+        terms = []
+        for _ in range(n):
+            _xflags, unpacked, c0, c1 = struct.unpack_from("<4I", shard, at + 32)
+            terms.append((_hash_hex(shard[at:at + 32]), c0, c1, unpacked))
+            at += _ENTRY
+        if flags & (1 << 31):  # verification entries, one per term
+            at += _ENTRY * n
+        if flags & (1 << 30):  # metadata extension
+            at += _ENTRY
+        files[_hash_hex(raw)] = terms
+
+
+def xorb_chunk_offsets(xorb: bytes, n: int) -> list[int]:
+    """Byte offsets of the first ``n`` + 1 chunk boundaries of a serialized xorb (each chunk: an
+    8-byte header whose bytes 1..3 are the compressed size, little-endian, then the data)."""
+    offs, at = [0], 0
+    for _ in range(n):
+        size = int.from_bytes(xorb[at + 1:at + 4], "little")
+        at += 8 + size
+        offs.append(at)
+    return offs
+
+
+@dataclass
 class FakeHub:
     commit_faults: list[Union[str, int, None]] = field(default_factory=list)
     commit_delay_s: float = 0.0
@@ -60,6 +139,14 @@ class FakeHub:
     requests: list[tuple[str, str]] = field(default_factory=list)
     truncate: dict[str, int] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)
+    buckets: dict[str, dict[str, BucketEntry]] = field(default_factory=dict)
+    bucket_faults: list[Union[str, int, None]] = field(default_factory=list)
+    bucket_calls: int = 0
+    bucket_create_status: Optional[int] = None
+    bucket_batches: list[tuple[str, list[str]]] = field(default_factory=list)
+    xorbs: dict[str, bytes] = field(default_factory=dict)
+    xet_files: dict[str, list[tuple[str, int, int, int]]] = field(default_factory=dict)
+    bad_shards: list[bytes] = field(default_factory=list)
     _server: Optional[ThreadingHTTPServer] = None
 
     @property
@@ -118,10 +205,15 @@ class FakeHub:
                 self.wfile.write(body)
 
             def do_HEAD(self):  # noqa: N802
-                self._download(self.requests_log("HEAD"), head=True)
+                path = self.requests_log("HEAD")
+                if path.startswith("/buckets/"):
+                    return self._bucket_resolve(path)
+                self._download(path, head=True)
 
             def do_GET(self):  # noqa: N802
                 path = self.requests_log("GET")
+                if path.startswith(("/api/buckets/", "/cas/")):
+                    return self._bucket_get(path)
                 parts = [unquote(p) for p in path.strip("/").split("/")]
                 if parts[:2] == ["api", "models"] and len(parts) == 5 and parts[4] == "refs":
                     repo = f"{parts[2]}/{parts[3]}"
@@ -183,6 +275,8 @@ class FakeHub:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 parts = [unquote(p) for p in path.strip("/").split("/")]
+                if path.startswith(("/api/buckets/", "/cas/")):
+                    return self._bucket_post(path, body)
                 if path == "/api/repos/create" and hub.create_status is not None:
                     return self._json(hub.create_status, {"error": "You don't have the rights to create a model under this namespace"})
                 if path == "/api/repos/create":
@@ -207,6 +301,135 @@ class FakeHub:
                     if action == "commit":
                         return self._commit(repo, rev, body)
                 return self._json(404, {"error": f"fake hub: no endpoint {path}"})
+
+            # ------------------------------------------------------------ buckets and Xet CAS
+            def _bucket_files_json(self, bucket: str, prefix: str = "") -> list[dict]:
+                out = []
+                for name, e in sorted(hub.buckets[bucket].items()):
+                    if prefix and not (name == prefix or name.startswith(prefix.rstrip("/") + "/")):
+                        continue
+                    item = {"type": "file", "path": name, "size": e.size, "xetHash": e.xet_hash,
+                            "uploadedAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(e.uploaded))}
+                    if e.mtime is not None:
+                        item["mtime"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(e.mtime / 1000)) + f".{e.mtime % 1000:03d}Z"
+                    out.append(item)
+                return out
+
+            def _bucket_resolve(self, path: str) -> None:
+                parts = [unquote(p) for p in path.strip("/").split("/")]
+                bucket, name = f"{parts[1]}/{parts[2]}", "/".join(parts[4:])
+                e = hub.buckets.get(bucket, {}).get(name)
+                if len(parts) < 5 or parts[3] != "resolve" or e is None:
+                    return self._json(404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"})
+                self.send_response(200)
+                self.send_header("Content-Length", str(e.size))
+                self.send_header("X-Linked-Size", str(e.size))
+                self.send_header("X-Xet-Hash", e.xet_hash)
+                self.send_header("X-Xet-Refresh-Route", f"{hub.url}/api/buckets/{bucket}/xet-read-token")
+                self.end_headers()
+
+            def _bucket_get(self, path: str) -> None:
+                parts = [unquote(p) for p in path.strip("/").split("/")]
+                if parts[0] == "cas":
+                    return self._cas_get(parts[1:])
+                bucket = f"{parts[2]}/{parts[3]}" if len(parts) >= 4 else ""
+                if bucket not in hub.buckets:
+                    return self._json(404, {"error": f"Bucket not found: {bucket}"}, {"X-Error-Code": "RepoNotFound"})
+                rest = parts[4:]
+                if not rest:
+                    return self._json(200, {"id": bucket, "private": False})
+                if rest[0] in ("xet-write-token", "xet-read-token"):
+                    exp = int(time.time()) + 3600  # hf_xet reads the JSON body, huggingface_hub the headers
+                    return self._json(200, {"casUrl": f"{hub.url}/cas", "exp": exp, "accessToken": "fake-xet-token"},
+                                      {"X-Xet-Cas-Url": f"{hub.url}/cas", "X-Xet-Access-Token": "fake-xet-token",
+                                       "X-Xet-Token-Expiration": str(exp)})
+                if rest[0] == "tree":
+                    return self._json(200, self._bucket_files_json(bucket, "/".join(rest[1:])))
+                return self._json(404, {"error": f"fake hub: no endpoint {path}"})
+
+            def _cas_get(self, parts: list[str]) -> None:
+                if parts[:2] == ["v1", "reconstructions"] and len(parts) == 3 and parts[2] in hub.xet_files:
+                    terms, fetch = [], {}
+                    for xorb, c0, c1, unpacked in hub.xet_files[parts[2]]:
+                        offs = xorb_chunk_offsets(hub.xorbs[xorb], c1)
+                        terms.append({"hash": xorb, "unpacked_length": unpacked, "range": {"start": c0, "end": c1}})
+                        fetch.setdefault(xorb, []).append({"range": {"start": c0, "end": c1}, "url": f"{hub.url}/cas/xorb/{xorb}",
+                                                           "url_range": {"start": offs[c0], "end": offs[c1] - 1}})
+                    return self._json(200, {"offset_into_first_range": 0, "terms": terms, "fetch_info": fetch})
+                if parts[:1] == ["xorb"] and len(parts) == 2 and parts[1] in hub.xorbs:
+                    data = hub.xorbs[parts[1]]
+                    rng = self.headers.get("Range", "")
+                    status = 200
+                    if rng.startswith("bytes="):
+                        a, b = rng[len("bytes="):].split("-")
+                        data, status = data[int(a):int(b) + 1], 206
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                return self._json(404, {"error": f"fake CAS: not found /{'/'.join(parts)}"})
+
+            def _bucket_post(self, path: str, body: bytes) -> None:
+                parts = [unquote(p) for p in path.strip("/").split("/")]
+                if parts[0] == "cas":
+                    if parts[1:3] == ["v1", "xorbs"] and len(parts) == 5:
+                        hub.xorbs[parts[4]] = body
+                        return self._json(200, {"was_inserted": True})
+                    if parts[1:3] == ["v1", "shards"]:
+                        try:
+                            hub.xet_files.update(parse_shard_files(body))
+                        except (ValueError, struct.error) as e:
+                            hub.bad_shards.append(body)
+                            return self._json(400, {"error": f"fake CAS: bad shard ({e})"})
+                        return self._json(200, {"result": 1})
+                    if parts[1:3] == ["v1", "telemetry"]:
+                        return self._json(200, {})
+                    return self._json(404, {"error": f"fake CAS: no endpoint {path}"})
+                bucket = f"{parts[2]}/{parts[3]}" if len(parts) >= 4 else ""
+                rest = parts[4:]
+                if not rest:  # create
+                    if hub.bucket_create_status is not None:
+                        return self._json(hub.bucket_create_status, {"error": "You don't have the rights to create a bucket under this namespace"})
+                    if bucket in hub.buckets:
+                        return self._json(409, {"error": "You already created this bucket"})
+                    hub.buckets[bucket] = {}
+                    return self._json(200, {"url": f"{hub.url}/buckets/{bucket}", "name": bucket, "id": bucket})
+                if bucket not in hub.buckets:
+                    return self._json(404, {"error": f"Bucket not found: {bucket}"}, {"X-Error-Code": "RepoNotFound"})
+                if rest == ["paths-info"]:
+                    want = set(json.loads(body)["paths"])
+                    return self._json(200, [f for f in self._bucket_files_json(bucket) if f["path"] in want])
+                if rest == ["batch"]:
+                    return self._bucket_batch(bucket, body)
+                return self._json(404, {"error": f"fake hub: no endpoint {path}"})
+
+            def _bucket_batch(self, bucket: str, body: bytes) -> None:
+                call = hub.bucket_calls
+                fault = hub.bucket_faults[call] if call < len(hub.bucket_faults) else None
+                hub.bucket_calls += 1
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if isinstance(fault, int):
+                    msg = hub.error_messages.get(fault, f"fake error {fault}")
+                    return self._json(fault, {"error": msg}, {"X-Error-Message": msg})
+                ops = [json.loads(line) for line in body.splitlines() if line.strip()]
+                failed = [{"path": op["path"], "error": f"unknown xet hash {op['xetHash']}"} for op in ops
+                          if op["type"] == "addFile" and op["xetHash"] not in hub.xet_files]
+                if failed:
+                    return self._json(422, {"failed": failed})
+                added = []
+                for op in ops:
+                    if op["type"] == "addFile":
+                        size = sum(t[3] for t in hub.xet_files[op["xetHash"]])
+                        hub.buckets[bucket][op["path"]] = BucketEntry(op["xetHash"], size, op.get("mtime"), time.time())
+                        added.append(op["path"])
+                    elif op["type"] == "deleteFile":
+                        hub.buckets[bucket].pop(op["path"], None)
+                hub.bucket_batches.append((bucket, added))
+                return self._json(200, {"failed": []})
 
             def _commit(self, repo: str, rev: str, body: bytes) -> None:
                 received = time.time()
