@@ -200,7 +200,7 @@ class RunOutputSettings(_Settings):
     help text where it differs from the one here.
 
     Raises (on construction):
-        UsageError: ``push_to_hub`` is not ``owner/name`` (:func:`pawn.hub.push.check_repo_id`).
+        UsageError: ``push_to_hub`` or ``push_to_bucket`` is not ``owner/name`` (:func:`pawn.hub.push.check_repo_id`).
         pydantic.ValidationError: ``hub_exit_wait_s`` < 0 or not a number.
     """
 
@@ -215,17 +215,20 @@ class RunOutputSettings(_Settings):
     # Hugging Face Hub push (pawn.hub; spec training-and-adapters.md §1.11)
     push_to_hub: Optional[str] = Field(None, description="Push every checkpoint to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
     hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.")
-    hub_private: bool = Field(False, description="Create the --push-to-hub repo private (an existing repo keeps its visibility).")
-    hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes; the rest are reported as not pushed.")
+    hub_private: bool = Field(False, description="Create the --push-to-hub repo and the --push-to-bucket bucket private (existing ones keep their visibility).")
+    hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); the rest are reported as not pushed.")
+    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created if missing) under <run directory name>/, in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.")
 
     @model_validator(mode="after")
     def _push_repo_id(self):
         """``push_to_hub`` is ``owner/name`` (see :func:`pawn.hub.push.check_repo_id`; its one-line
         error names the flag)."""
-        if self.push_to_hub is not None:
-            from pawn.hub.push import check_repo_id
+        from pawn.hub.push import check_repo_id
 
+        if self.push_to_hub is not None:
             check_repo_id(self.push_to_hub)
+        if self.push_to_bucket is not None:
+            check_repo_id(self.push_to_bucket, "--push-to-bucket")
         return self
 
 

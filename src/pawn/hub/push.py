@@ -316,7 +316,7 @@ class CheckpointUploader:
         checkpoint = Path(checkpoint)
         seq = next(self._seq)
         name = checkpoint.name
-        path_in_repo = f"checkpoints/{name}"
+        path_in_repo = self.checkpoint_path(name)
         root = checkpoint.parent / STAGING_DIR
         staged = root / f"{seq:06d}-{name}"
         if self._closed:
@@ -396,6 +396,32 @@ class CheckpointUploader:
             size += len(text)
         return ops, size
 
+    def _send(self, job: _Job) -> tuple[Optional[str], int]:
+        """Upload ``job`` once: one commit on the branch. Returns ``(commit id, payload bytes)``;
+        raises what huggingface_hub raises (classified by :func:`pawn.hub.errors.classify_error`)."""
+        ops, size = self._operations(job)  # fresh operations per try (create_commit mutates them)
+        info = self.api.create_commit(self.repo_id, ops, commit_message=f"{job.what} (step {job.step})" if job.step >= 0 else f"PAWN checkpoint in {job.what}",
+                                      commit_description="Pushed by pawn: one commit per checkpoint.",
+                                      revision=self.branch, repo_type="model")
+        return getattr(info, "oid", None), size
+
+    def checkpoint_path(self, name: str) -> str:
+        """Where the checkpoint folder ``name`` goes: ``checkpoints/<name>``."""
+        return f"checkpoints/{name}"
+
+    @property
+    def target(self) -> str:
+        """Where pushes go, for messages: ``owner/name@branch``."""
+        return f"{self.repo_id}@{self.branch}"
+
+    def hand_push_hint(self) -> str:
+        """The command that pushes a local checkpoint by hand (for messages)."""
+        return f"`hf upload {self.repo_id} <checkpoint dir> checkpoints/<name> --revision {self.branch}`"
+
+    def record(self, o: PushOutcome) -> dict:
+        """The ``metrics.jsonl`` fields of the ``hub`` record of ``o`` (:meth:`PushOutcome.to_record`)."""
+        return o.to_record(self.repo_id, self.branch)
+
     def _push(self, job: _Job) -> PushOutcome:
         t0 = time.monotonic()
         attempts, size = 0, 0
@@ -403,11 +429,8 @@ class CheckpointUploader:
         while True:
             attempts += 1
             try:
-                ops, size = self._operations(job)  # fresh operations per try (create_commit mutates them)
-                info = self.api.create_commit(self.repo_id, ops, commit_message=f"{job.what} (step {job.step})" if job.step >= 0 else f"PAWN checkpoint in {job.what}",
-                                              commit_description="Pushed by pawn: one commit per checkpoint.",
-                                              revision=self.branch, repo_type="model")
-                return PushOutcome(job.step, job.source, "pushed", job.path_in_repo, commit=getattr(info, "oid", None),
+                commit, size = self._send(job)
+                return PushOutcome(job.step, job.source, "pushed", job.path_in_repo, commit=commit,
                                    attempts=attempts, seconds=time.monotonic() - t0, bytes=size)
             except Exception as e:
                 kind = classify_error(e)
@@ -431,7 +454,7 @@ class CheckpointUploader:
                 return
             self._stopped_reason = reason
         self.log(f"ERROR: hub: pushing to {self.repo_id} stopped: {reason}. Training goes on; later checkpoints stay local "
-                 f"(push them with `hf upload {self.repo_id} <checkpoint> checkpoints/<name> --revision {self.branch}`)")
+                 f"(push them with {self.hand_push_hint()})")
 
     def _work(self) -> None:
         while True:
@@ -458,7 +481,8 @@ class CheckpointUploader:
                 self._done.put(PushOutcome(job.step, job.source, "not_pushed", job.path_in_repo, error=outcome.error,
                                            attempts=outcome.attempts, seconds=outcome.seconds))
             if outcome.status == "pushed":
-                self.log(f"hub: pushed {job.what}{f' (step {job.step})' if job.step >= 0 else ''} to {self.repo_id}@{self.branch}, commit {outcome.commit}")
+                self.log(f"hub: pushed {job.what}{f' (step {job.step})' if job.step >= 0 else ''} to {self.target}"
+                         + (f", commit {outcome.commit}" if outcome.commit else ""))
             elif outcome.status == "failed" and outcome.error and self._stopped_reason is None:
                 self.log(f"WARNING: hub: {job.what} was not pushed: {outcome.error}")
             if self._left_behind is job:  # unconfirmed at close, resolved now
@@ -508,8 +532,7 @@ class CheckpointUploader:
         missing = [o for o in out if o.status in ("not_pushed", "unconfirmed", "failed")]
         if missing:
             names = ", ".join(f"{o.path_in_repo} ({o.status})" for o in missing)
-            self.log(f"WARNING: hub: not pushed to {self.repo_id}@{self.branch}: {names}; push a local checkpoint with "
-                     f"`hf upload {self.repo_id} <checkpoint dir> checkpoints/<name> --revision {self.branch}`")
+            self.log(f"WARNING: hub: not pushed to {self.target}: {names}; push a local checkpoint with {self.hand_push_hint()}")
         return out
 
 
@@ -548,7 +571,7 @@ class HubPushHook:
         if self.write is None:
             return
         for o in outcomes:
-            fields = o.to_record(self.uploader.repo_id, self.uploader.branch)
+            fields = self.uploader.record(o)
             step = fields.pop("step")
             with contextlib.suppress(ValueError):  # a closed metrics file: the outcome was logged
                 self.write("hub", step=step, **fields)

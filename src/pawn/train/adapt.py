@@ -34,6 +34,7 @@ from pawn.checkpoint import MODEL_FILE, CheckpointError, is_hub_id
 from pawn.data import split as split_record
 from pawn.data.lichess import LichessFilters, load_corpus
 from pawn.data.lichess_batches import GameBatches, ValidationBatches
+from pawn.hub.bucket import check_can_push_bucket
 from pawn.hub.push import check_can_push
 from pawn.progress import ProgressReporter
 from pawn.settings import format_validation_error
@@ -52,6 +53,7 @@ from pawn.train.loop import (
     partition_model,
     step_counter,
 )
+from pawn.train.pushes import with_bucket
 from pawn.train.rosa_phases import FlagStopHook, run_warmup_and_masks, warmup_data_seed
 from pawn.train.validation_lines import ValidationLineHook, adapt_validation_line
 from pawn.errors import PawnError
@@ -77,7 +79,7 @@ from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seco
 
 RESUME_MUTABLE = {"resume", "out", "epochs", "patience", "keep_checkpoints", "checkpoint_every_minutes", "pause_after_steps", "log_every_s",
                   "tensorboard", "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone",
-                  "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s"}
+                  "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s", "push_to_bucket"}
 """Fields that may differ between a checkpoint's run config and the resuming command (``epochs``
 re-derives the total steps, spec §5; ``backbone`` may name the same weights' new location: the
 recorded SHA-256 is checked)."""
@@ -408,6 +410,8 @@ def _preflight(cfg: AdaptSettings, log: Callable[[str], None], resolve: Optional
         check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
         if cfg.push_to_hub is not None:  # offline mode: refused before any work
             check_can_push(cfg.push_to_hub)
+        if cfg.push_to_bucket is not None:
+            check_can_push_bucket(cfg.push_to_bucket)
     except (HookError, PawnError) as e:
         raise TrainingError(str(e)) from None
     out = Path(cfg.out) if cfg.out is not None else _default_run_dir(cfg.strategy)
@@ -733,8 +737,9 @@ def _open_run(cfg: AdaptSettings, out: Path, given_resume: Optional[str], overwr
     run = Run.check(out, resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None, overwrite=overwrite,
                     new_config=snapshot, ignored_fields=RESUME_MUTABLE | {"data_seed"}, is_main=is_main, log=log)
     try:  # the Hub repo and branch are created before the run writes (a 403 fails here)
-        hub = HubHook.start(cfg.push_to_hub, run.run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
-                            wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
+        hub = with_bucket(HubHook.start(cfg.push_to_hub, run.run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
+                                        wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log),
+                          cfg.push_to_bucket, run.run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
     except PawnError as e:
         raise TrainingError(str(e)) from None
     start = init.start

@@ -44,6 +44,7 @@ from pawn.train.loop import (
     with_count,
 )
 from pawn.errors import PawnError
+from pawn.hub.bucket import check_can_push_bucket
 from pawn.hub.push import HubPushError, check_can_push
 from pawn.train.hooks import HookError, check_extras, open_run_hooks
 from pawn.train.run import (
@@ -63,6 +64,7 @@ from pawn.train.run import (
     pick_resume_checkpoint,
     to_host,
 )
+from pawn.train.pushes import with_bucket
 from pawn.train.summary import run_summary, summary_lines
 from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
 from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seconds_guess, plan_pretrain
@@ -78,7 +80,7 @@ RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after
                   "checkpoint_every_minutes",
                   "distributed_timeout_s", "log_every_s", "tensorboard", "wandb", "wandb_project", "wandb_mode",
                   "remat", "accumulation_steps",  # these two change memory, not the update
-                  "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s"}
+                  "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s", "push_to_bucket"}
 
 
 @dataclass
@@ -509,8 +511,9 @@ def _start_hub(cfg: PretrainConfig, run_dir: Path, is_main: bool, log: Callable[
         TrainingError: the push cannot start (one line).
     """
     try:
-        return HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
-                             wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
+        return with_bucket(HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
+                                         wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log),
+                           cfg.push_to_bucket, run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
     except PawnError as e:
         raise TrainingError(str(e)) from None
 
@@ -541,6 +544,8 @@ def _check_outputs(cfg: PretrainConfig) -> None:
         check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
         if cfg.push_to_hub is not None:
             check_can_push(cfg.push_to_hub)
+        if cfg.push_to_bucket is not None:
+            check_can_push_bucket(cfg.push_to_bucket)
     except (HookError, HubPushError) as e:
         raise TrainingError(str(e)) from None
 

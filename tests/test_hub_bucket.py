@@ -1,0 +1,120 @@
+"""``--push-to-bucket``: a run's checkpoints, metrics.jsonl and config.json synced to a Hugging Face
+storage bucket, against the loopback fake Hub and its Xet storage routes (tests/fake_hub.py). The
+uploads and the read-back go through huggingface_hub's bucket API and the real ``hf_xet`` client."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fake_hub import FakeHub
+from pawn.settings import PretrainConfig
+from pawn.train.metrics import read_metrics
+from pawn.train.pretrain import TrainingError, run_pretrain
+
+BUCKET = "me/pawn-runs"
+SMALL = dict(variant="toy", batch_size=4, seq_len=32, val_games=0, steps_per_chunk=2, lr=1e-3, warmup_steps=1)
+RUN = dict(progress=False, install_signal_handlers=False)
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    h = FakeHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", h.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_TOKEN", "hf_fake")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    yield h
+    h.stop()
+
+
+def _read_back(hub: FakeHub, bucket: str, dest: Path) -> dict[str, bytes]:
+    """Every file of ``bucket``, downloaded through huggingface_hub (Xet reconstruction from the fake)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=hub.url, token="hf_fake")
+    files = [f for f in api.list_bucket_tree(bucket, recursive=True) if f.type == "file"]
+    api.download_bucket_files(bucket, [(f, dest / f.path) for f in files], raise_on_missing_files=True)
+    return {f.path: (dest / f.path).read_bytes() for f in files}
+
+
+def _cfg(out: Path, **over) -> PretrainConfig:
+    return PretrainConfig.load(**{**SMALL, "total_steps": 4, "checkpoint_every": 2, "out": out, "push_to_bucket": BUCKET, **over})
+
+
+def test_pretrain_cli_syncs_checkpoints_metrics_and_config_byte_for_byte(hub, tmp_path):
+    from pawn.cli import app
+
+    run = tmp_path / "tiny"
+    r = CliRunner().invoke(app, ["pretrain", "--supernet", "tiny", "--total-steps", "4", "--checkpoint-every", "2",
+                                 "--batch-size", "4", "--seq-len", "32", "--val-games", "0", "--steps-per-chunk", "2",
+                                 "--keep-checkpoints", "2", "--out", str(run), "--push-to-bucket", BUCKET])
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output and "New Data Upload" not in r.output  # no upload bars from the worker
+    remote = _read_back(hub, BUCKET, tmp_path / "back")
+    local = {f"tiny/{p.relative_to(run).as_posix()}": p.read_bytes()
+             for p in sorted((run / "checkpoints").rglob("*")) if p.is_file() and ".hub-staging" not in p.parts}
+    ckpts = {k: v for k, v in remote.items() if k.startswith("tiny/checkpoints/")}
+    assert ckpts == local and {k.split("/")[2] for k in ckpts} == {"step_00000002", "step_00000004"}
+    assert all(f"tiny/checkpoints/{s}/.complete" in ckpts for s in ("step_00000002", "step_00000004"))
+    assert remote["tiny/config.json"] == (run / "config.json").read_bytes()
+    # metrics.jsonl: the closing sync sent every line written before it (all train records); the
+    # local file then gains only the hub records written at close and the end record.
+    full = (run / "metrics.jsonl").read_bytes()
+    sent = remote["tiny/metrics.jsonl"]
+    assert full.startswith(sent) and sent.endswith(b"\n")
+    assert [r["step"] for r in map(json.loads, sent.splitlines()) if r["type"] == "train"] == [2, 4]
+    tail = [json.loads(x) for x in full[len(sent):].splitlines()]
+    assert [r["type"] for r in tail][-1] == "end" and {r["type"] for r in tail[:-1]} == {"hub"}
+    recs = [r for r in read_metrics(run / "metrics.jsonl") if r["type"] == "hub"]
+    assert [(r["step"], r["status"], r["path_in_bucket"]) for r in recs] == [
+        (2, "pushed", "tiny/checkpoints/step_00000002"), (4, "pushed", "tiny/checkpoints/step_00000004"),
+        (4, "pushed", "tiny/metrics.jsonl")]
+    assert all(r["bucket"] == BUCKET and r["upload_bytes"] > 0 for r in recs)
+    assert [b for b, _ in hub.bucket_batches] == [BUCKET] * 3
+    assert not (run / "checkpoints" / ".hub-staging").exists()
+
+
+def test_a_403_stops_syncing_with_one_message_and_training_ends_normally(hub, tmp_path):
+    hub.bucket_faults = [403]
+    lines: list[str] = []
+    run = tmp_path / "run"
+    res = run_pretrain(_cfg(run, total_steps=6), log=lines.append, **RUN)
+    assert res.reason == "completed" and res.step == 6 and (run / "checkpoints" / "step_00000006" / ".complete").exists()
+    assert hub.bucket_calls == 1 and hub.buckets == {BUCKET: {}}
+    errors = [m for m in lines if m.startswith("ERROR: hub")]
+    assert len(errors) == 1 and "HTTP 403" in errors[0] and "storage quota" in errors[0] and "\n" not in errors[0]
+    assert "hf buckets sync" in errors[0]
+    recs = [r for r in read_metrics(run / "metrics.jsonl") if r["type"] == "hub"]
+    assert [(r["step"], r["status"]) for r in recs] == [(2, "failed"), (4, "not_pushed"), (6, "not_pushed")]
+    assert all("pushing stopped" in r["error"] for r in recs[1:])
+
+
+def test_no_permission_to_create_the_bucket_refuses_before_the_run_writes(hub, tmp_path):
+    hub.bucket_create_status = 403
+    with pytest.raises(TrainingError, match=r"--push-to-bucket me/pawn-runs: cannot create the bucket: HTTP 403.*hf auth login") as e:
+        run_pretrain(_cfg(tmp_path / "run"), **RUN)
+    assert "\n" not in str(e.value) and not (tmp_path / "run").exists()
+
+
+def test_offline_unreachable_and_bad_ids_are_refused_at_start_in_one_line(hub, tmp_path, monkeypatch):
+    from pawn.cli import app
+
+    r = CliRunner().invoke(app, ["pretrain", "--variant", "toy", "--total-steps", "4", "--push-to-bucket", "no-owner"])
+    assert r.exit_code == 2 and "--push-to-bucket" in r.output and "owner/name" in r.output
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(TrainingError, match=r"--push-to-bucket me/pawn-runs: the Hub at .* cannot be reached") as e:
+        run_pretrain(_cfg(tmp_path / "run"), **RUN)
+    assert "\n" not in str(e.value) and not (tmp_path / "run").exists()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    r = CliRunner().invoke(app, ["pretrain", "--variant", "toy", "--total-steps", "4", "--out", str(tmp_path / "r2"),
+                                 "--push-to-bucket", BUCKET])
+    assert r.exit_code == 1 and "HF_HUB_OFFLINE=1 is set" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "r2").exists() and hub.requests == []
