@@ -81,14 +81,19 @@ def test_cli_reports_validation_errors_in_one_line(tmp_path):
 
 
 # ------------------------------------------------------------------ the training commands' shared sink and Hub fields
-_SHARED = ("tensorboard", "wandb", "wandb_project", "wandb_mode", "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s")
+_SHARED = ("tensorboard", "wandb", "wandb_project", "wandb_mode", "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s",
+           "push_to_bucket")
 _PUSH = ("to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes "
          "are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
 _COMMON_HELP = {
     "wandb_project": "W&B project; default $WANDB_PROJECT, else pawn.",
     "hub_branch": "Branch for --push-to-hub (created if missing); default run/<run directory name>.",
-    "hub_private": "Create the --push-to-hub repo private (an existing repo keeps its visibility).",
-    "hub_exit_wait_s": "At exit, wait at most this many seconds for pending pushes; the rest are reported as not pushed.",
+    "hub_private": "Create the --push-to-hub repo and the --push-to-bucket bucket private (existing ones keep their visibility).",
+    "hub_exit_wait_s": "At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); "
+                       "the rest are reported as not pushed.",
+    "push_to_bucket": "Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created "
+                      "if missing) under <run directory name>/, in the background and once more at exit; outcomes are hub records "
+                      "in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.",
 }
 _HELP = {  # each command's help texts as they were before the fields were shared
     "pretrain": {**_COMMON_HELP,
@@ -116,7 +121,7 @@ def test_pretrain_and_adapt_share_one_definition_of_the_sink_and_hub_fields():
         assert not set(_SHARED) & set(vars(model).get("__annotations__", {}))  # not declared again
         assert {n: model.model_fields[n].default for n in _SHARED} == {
             "tensorboard": False, "wandb": False, "wandb_project": None, "wandb_mode": "online", "push_to_hub": None,
-            "hub_branch": None, "hub_private": False, "hub_exit_wait_s": 300.0}
+            "hub_branch": None, "hub_private": False, "hub_exit_wait_s": 300.0, "push_to_bucket": None}
 
 
 @pytest.mark.parametrize("command", ["pretrain", "adapt"])
@@ -147,10 +152,14 @@ def test_the_shared_fields_come_from_env_and_config_file_and_are_checked(command
     cfg.write_text(json.dumps({"hub_branch": "run/x", "hub_exit_wait_s": 5, "wandb_project": "p"}))
     monkeypatch.setenv("PAWN_WANDB_MODE", "offline")
     monkeypatch.setenv("PAWN_PUSH_TO_HUB", "owner/name")
+    monkeypatch.setenv("PAWN_PUSH_TO_BUCKET", "owner/runs")
     s = model.load(cfg, **base, hub_private=True)
-    assert (s.wandb_mode, s.push_to_hub, s.hub_branch, s.hub_exit_wait_s, s.wandb_project, s.hub_private) == (
-        "offline", "owner/name", "run/x", 5.0, "p", True)
+    assert (s.wandb_mode, s.push_to_hub, s.hub_branch, s.hub_exit_wait_s, s.wandb_project, s.hub_private, s.push_to_bucket) == (
+        "offline", "owner/name", "run/x", 5.0, "p", True, "owner/runs")
     monkeypatch.delenv("PAWN_PUSH_TO_HUB")
+    monkeypatch.delenv("PAWN_PUSH_TO_BUCKET")
+    with pytest.raises(ValidationError, match=r"--push-to-bucket 'bad': give the repository as owner/name"):
+        model.load(**base, push_to_bucket="bad")
     with pytest.raises(ValidationError, match=r"--push-to-hub 'bad': give the repository as owner/name") as e:
         model.load(**base, push_to_hub="bad")
     assert format_validation_error(e.value) == "--push-to-hub 'bad': give the repository as owner/name"  # the CLI's one line
