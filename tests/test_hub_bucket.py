@@ -57,7 +57,7 @@ def test_pretrain_cli_syncs_checkpoints_metrics_and_config_byte_for_byte(hub, tm
     assert "Traceback" not in r.output and "New Data Upload" not in r.output  # no upload bars from the worker
     remote = _read_back(hub, BUCKET, tmp_path / "back")
     local = {f"tiny/{p.relative_to(run).as_posix()}": p.read_bytes()
-             for p in sorted((run / "checkpoints").rglob("*")) if p.is_file() and ".hub-staging" not in p.parts}
+             for p in sorted((run / "checkpoints").rglob("*")) if p.is_file() and not p.relative_to(run).parts[1].startswith(".")}
     ckpts = {k: v for k, v in remote.items() if k.startswith("tiny/checkpoints/")}
     assert ckpts == local and {k.split("/")[2] for k in ckpts} == {"step_00000002", "step_00000004"}
     assert all(f"tiny/checkpoints/{s}/.complete" in ckpts for s in ("step_00000002", "step_00000004"))
@@ -76,7 +76,7 @@ def test_pretrain_cli_syncs_checkpoints_metrics_and_config_byte_for_byte(hub, tm
         (4, "pushed", "tiny/metrics.jsonl")]
     assert all(r["bucket"] == BUCKET and r["upload_bytes"] > 0 for r in recs)
     assert [b for b, _ in hub.bucket_batches] == [BUCKET] * 3
-    assert not (run / "checkpoints" / ".hub-staging").exists()
+    assert not (run / "checkpoints" / ".bucket-staging").exists()
 
 
 def test_a_403_stops_syncing_with_one_message_and_training_ends_normally(hub, tmp_path):
@@ -118,3 +118,39 @@ def test_offline_unreachable_and_bad_ids_are_refused_at_start_in_one_line(hub, t
                                  "--push-to-bucket", BUCKET])
     assert r.exit_code == 1 and "HF_HUB_OFFLINE=1 is set" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "r2").exists() and hub.requests == []
+
+
+def test_adapt_syncs_its_adapter_checkpoints_to_the_bucket_next_to_a_hub_push(hub, tmp_path, shared_data):
+    """``pawn adapt --push-to-hub R --push-to-bucket B``: both pushes run from one run; the bucket
+    holds every adapter checkpoint the run kept, byte for byte, and each push writes its own hub records."""
+    import jax
+    import numpy as np
+
+    from pawn.checkpoint import save_checkpoint
+    from pawn.config import ModelConfig
+    from pawn.model import PAWNModel
+    from pawn.train.adapt import run_adapt
+    from pawn.train.adapt_config import AdaptSettings
+
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64)
+    bb = tmp_path / "bb"
+    save_checkpoint(bb, {k: np.asarray(v) for k, v in PAWNModel(cfg, jax.random.PRNGKey(1)).params().items()}, cfg,
+                    run_config={"prepend_outcome": False, "seq_len": 128})
+    run = tmp_path / "adapt"
+    s = AdaptSettings.load(backbone=str(bb), strategy="film", data=str(shared_data / "lichess"), elo_min=1200, elo_max=2200,
+                           epochs=2, steps_per_epoch=2, batch_size=8, seq_len=64, val_games=32, data_seed=3,
+                           cache_dir=str(tmp_path / "cache"), out=str(run), push_to_hub="me/adapter", push_to_bucket=BUCKET)
+    res = run_adapt(s, log=lambda m: None, progress=False, install_signal_handlers=False)
+    assert res.reason in ("completed", "step_limit")
+    remote = _read_back(hub, BUCKET, tmp_path / "back")
+    local = {f"adapt/{p.relative_to(run).as_posix()}": p.read_bytes()
+             for p in sorted((run / "checkpoints").rglob("*")) if p.is_file() and not p.relative_to(run).parts[1].startswith(".")}
+    assert local and {k: v for k, v in remote.items() if k.startswith("adapt/checkpoints/")} == local
+    assert any(k.endswith("/adapter.safetensors") for k in local)
+    assert remote["adapt/config.json"] == (run / "config.json").read_bytes()
+    assert (run / "metrics.jsonl").read_bytes().startswith(remote["adapt/metrics.jsonl"])
+    recs = [r for r in read_metrics(run / "metrics.jsonl") if r["type"] == "hub"]
+    to_repo, to_bucket = [r for r in recs if "repo" in r], [r for r in recs if "bucket" in r]
+    assert to_repo and len(to_repo) == len([c for c in hub.commits if c.branch == "run/adapt"])
+    assert len(to_bucket) == len(to_repo) + 1 and {r["status"] for r in recs} == {"pushed"}
+    assert not (run / "checkpoints" / ".bucket-staging").exists() and not (run / "checkpoints" / ".hub-staging").exists()

@@ -10,7 +10,8 @@ the ones of ``--push-to-hub`` (see :mod:`pawn.hub.push`).
 
 Layout in the bucket, under ``<prefix>/`` (default: the run directory's name, so one bucket holds
 many runs): ``checkpoints/<name>/`` (every file of each complete checkpoint, its ``.complete``
-manifest included), ``metrics.jsonl`` (every complete line written so far) and ``config.json``;
+manifest included; staged by hard links in ``<checkpoints>/.bucket-staging/`` until sent),
+``metrics.jsonl`` (every complete line written so far) and ``config.json``;
 the last two are re-sent with every checkpoint, and once more when the uploader closes. Files are
 replaced in place: a reader can see a checkpoint folder while its files are being registered, so
 trust a folder once its ``.complete`` manifest is there (the manifest lists every file's size and
@@ -38,6 +39,8 @@ from pawn.hub.push import (
 
 FLAG = "--push-to-bucket"
 CONFIG_FILE = "config.json"
+STAGING_DIR = ".bucket-staging"
+"""The bucket uploader's staging folder inside the checkpoints folder (``--push-to-hub`` has its own)."""
 
 
 @dataclass
@@ -92,6 +95,8 @@ class BucketUploader(CheckpointUploader):
     Raises:
         UsageError, HubPushError: from :func:`check_can_push_bucket` (without the network check).
     """
+
+    staging_dir = STAGING_DIR
 
     def __init__(self, bucket_id: str, *, run_dir: Path, prefix: Optional[str] = None, private: bool = False,
                  **uploader_kwargs: Any):

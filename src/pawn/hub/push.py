@@ -243,6 +243,10 @@ class CheckpointUploader:
         UsageError, HubPushError: from :func:`check_can_push`.
     """
 
+    staging_dir: str = STAGING_DIR
+    """Name of the staging folder inside the checkpoints folder (one per kind of uploader, so a Hub
+    push and a bucket sync of the same run never clear each other's copies)."""
+
     def __init__(self, repo_id: str, *, branch: str, private: bool = False, metrics_path: Optional[Path] = None,
                  card: Optional[Callable[[Path, int, bytes], str]] = None, token: Optional[str] = None,
                  endpoint: Optional[str] = None, max_attempts: int = 6, backoff_s: float = 2.0, max_backoff_s: float = 60.0,
@@ -309,7 +313,7 @@ class CheckpointUploader:
     def submit(self, checkpoint: Path, step: int) -> None:
         """Queue a finished checkpoint (call after its atomic rename); returns at once.
 
-        The files are hard-linked into ``<checkpoints>/.hub-staging/`` first, so the upload sees
+        The files are hard-linked into ``<checkpoints>/.hub-staging/`` (:attr:`staging_dir`) first, so the upload sees
         this checkpoint even if it is rotated away or replaced (``best``) before its turn. A
         staging failure is reported as a ``failed`` outcome, never raised.
         """
@@ -317,7 +321,7 @@ class CheckpointUploader:
         seq = next(self._seq)
         name = checkpoint.name
         path_in_repo = self.checkpoint_path(name)
-        root = checkpoint.parent / STAGING_DIR
+        root = checkpoint.parent / self.staging_dir
         staged = root / f"{seq:06d}-{name}"
         if self._closed:
             raise RuntimeError("submit() after close()")
