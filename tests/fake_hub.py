@@ -143,6 +143,7 @@ class FakeHub:
     bucket_faults: list[Union[str, int, None]] = field(default_factory=list)
     bucket_calls: int = 0
     bucket_create_status: Optional[int] = None
+    xet_token_status: Optional[int] = None  # answer the Xet token requests with this status (e.g. 401)
     bucket_batches: list[tuple[str, list[str]]] = field(default_factory=list)
     xorbs: dict[str, bytes] = field(default_factory=dict)
     xet_files: dict[str, list[tuple[str, int, int, int]]] = field(default_factory=dict)
@@ -338,6 +339,8 @@ class FakeHub:
                 rest = parts[4:]
                 if not rest:
                     return self._json(200, {"id": bucket, "private": False})
+                if rest[0] in ("xet-write-token", "xet-read-token") and hub.xet_token_status is not None:
+                    return self._json(hub.xet_token_status, {"error": "Invalid credentials in Authorization header"})
                 if rest[0] in ("xet-write-token", "xet-read-token"):
                     exp = int(time.time()) + 3600  # hf_xet reads the JSON body, huggingface_hub the headers
                     return self._json(200, {"casUrl": f"{hub.url}/cas", "exp": exp, "accessToken": "fake-xet-token"},

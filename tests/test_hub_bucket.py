@@ -90,7 +90,10 @@ def test_a_403_stops_syncing_with_one_message_and_training_ends_normally(hub, tm
     assert len(errors) == 1 and "HTTP 403" in errors[0] and "storage quota" in errors[0] and "\n" not in errors[0]
     assert "hf buckets sync" in errors[0]
     recs = [r for r in read_metrics(run / "metrics.jsonl") if r["type"] == "hub"]
-    assert [(r["step"], r["status"]) for r in recs] == [(2, "failed"), (4, "not_pushed"), (6, "not_pushed")]
+    ckpts = [r for r in recs if "/checkpoints/" in r["path_in_bucket"]]
+    assert [(r["step"], r["status"]) for r in ckpts] == [(2, "failed"), (4, "not_pushed"), (6, "not_pushed")]
+    # the closing metrics sync is queued only while syncing has not stopped; when queued, it is not sent
+    assert all(r["status"] == "not_pushed" for r in recs if r not in ckpts)
     assert all("pushing stopped" in r["error"] for r in recs[1:])
 
 
@@ -154,3 +157,18 @@ def test_adapt_syncs_its_adapter_checkpoints_to_the_bucket_next_to_a_hub_push(hu
     assert to_repo and len(to_repo) == len([c for c in hub.commits if c.branch == "run/adapt"])
     assert len(to_bucket) == len(to_repo) + 1 and {r["status"] for r in recs} == {"pushed"}
     assert not (run / "checkpoints" / ".bucket-staging").exists() and not (run / "checkpoints" / ".hub-staging").exists()
+
+
+def test_a_refused_xet_token_stops_syncing_like_a_403(hub, tmp_path):
+    """hf_xet reports the Hub's 401 on the Xet token request as a ConnectionError; it is a
+    permanent error (one message, syncing stops), not a network hiccup retried for minutes."""
+    hub.xet_token_status = 401
+    lines: list[str] = []
+    run = tmp_path / "run"
+    res = run_pretrain(_cfg(run), log=lines.append, **RUN)
+    assert res.reason == "completed" and res.step == 4
+    assert not any("retry" in m for m in lines) and hub.buckets == {BUCKET: {}}
+    errors = [m for m in lines if m.startswith("ERROR: hub")]
+    assert len(errors) == 1 and "401 Unauthorized" in errors[0] and "\n" not in errors[0]
+    recs = [r for r in read_metrics(run / "metrics.jsonl") if r["type"] == "hub" and "/checkpoints/" in r["path_in_bucket"]]
+    assert [(r["step"], r["status"], r["attempts"]) for r in recs] == [(2, "failed", 1), (4, "not_pushed", 0)]

@@ -8,6 +8,8 @@ importing this module stays cheap).
 from __future__ import annotations
 
 import os
+import re
+from typing import Optional
 
 
 def _env_true(name: str) -> bool:
@@ -32,25 +34,30 @@ TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 STORAGE_WORDS = ("storage", "quota", "exceeded", "too large", "limit")
 
 
+_XET_STATUS = re.compile(r"HTTP status (?:client|server) error \((\d{3})")
+
+
+def _by_status(status: Optional[int], text: str) -> str:
+    """:func:`classify_error` of an HTTP answer with ``status`` (None: no answer) and lower-cased ``text``."""
+    if status in (401, 402, 403, 404, 413) or (status is not None and 400 <= status < 500 and any(w in text for w in STORAGE_WORDS)):
+        return "permanent"
+    if status is None or status in TRANSIENT_STATUS or status >= 500:
+        return "transient"
+    return "item"
+
+
 def classify_error(e: BaseException) -> str:
     """``"transient"`` (retry: connection errors, timeouts, 408/409/429/5xx), ``"permanent"``
     (stop pushing: 401/403, 404, 402/413, storage/quota messages, offline mode) or ``"item"``
-    (this checkpoint fails, later ones are tried: other HTTP 4xx, a local file error)."""
+    (this checkpoint fails, later ones are tried: other HTTP 4xx, a local file error). The status
+    of an ``hf_xet`` error is read from its message."""
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
     if isinstance(e, OfflineModeIsEnabled):
         return "permanent"
     if isinstance(e, HfHubHTTPError):
         resp = getattr(e, "response", None)
-        status = getattr(resp, "status_code", None)
-        text = str(e).lower()
-        if status in (401, 402, 403, 404, 413) or (status is not None and 400 <= status < 500 and any(w in text for w in STORAGE_WORDS)):
-            return "permanent"
-        if status in TRANSIENT_STATUS or (status is not None and status >= 500):
-            return "transient"
-        if status is None:
-            return "transient"
-        return "item"
+        return _by_status(getattr(resp, "status_code", None), str(e).lower())
     try:
         import httpx2 as _httpx
     except ImportError:  # older huggingface_hub releases use requests / httpx
@@ -58,7 +65,10 @@ def classify_error(e: BaseException) -> str:
     if _httpx is not None and isinstance(e, _httpx.TransportError):
         return "transient"
     if isinstance(e, (ConnectionError, TimeoutError)):
-        return "transient"
+        # hf_xet (Xet storage uploads: buckets) raises ConnectionError for every HTTP failure, the
+        # status only in its message ("HTTP status client error (401 Unauthorized) ...")
+        m = _XET_STATUS.search(str(e))
+        return _by_status(int(m.group(1)), str(e).lower()) if m else "transient"
     if type(e).__module__.split(".")[0] in ("httpx", "requests", "urllib3") and "Error" in type(e).__name__:
         return "transient"
     return "item"
