@@ -66,7 +66,7 @@ def check_bucket_support() -> None:
         import hf_xet  # noqa: F401
     except ImportError:
         raise HubPushError(f"{FLAG}: bucket uploads go through Xet storage, which needs the hf_xet package: "
-                           "pip install hf-xet") from None
+                           "pip install 'pawn[bucket]' (or hf-xet)") from None
 
 
 def check_can_push_bucket(bucket_id: str, *, network: bool = True) -> None:
