@@ -82,9 +82,10 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
         typer.echo(f"finished {res.step} steps ({res.total_steps // res.steps_per_epoch} epochs); run directory {res.run_dir}")
     from pawn.metrics import SCOPE_ALL
 
-    masked = "legal-masked, " if res.legal_mask else ""
+    # under the hard mask the figures count the move decisions; without it every supervised position
+    scope = f"legal-masked, {SCOPE_ALL}" if res.legal_mask else "all positions, end of game included"
     rep = TableReport(f"{res.strategy}: {res.trainable_params:,} trainable parameters",
-                      [Column("when", justify="left"), Column("val loss", ".4f"), Column(f"val top-1 ({masked}{SCOPE_ALL})", "pct"),
+                      [Column("when", justify="left"), Column("val loss", ".4f"), Column(f"val top-1 ({scope})", "pct"),
                        Column("val top-5", "pct")])
     if res.baseline_val:
         b = res.baseline_val

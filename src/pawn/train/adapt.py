@@ -38,7 +38,8 @@ from pawn.progress import ProgressReporter
 from pawn.settings import format_validation_error
 from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
 from pawn.train.hooks import HookError, check_extras, open_run_hooks
-from pawn.train.adapter_step import BATCH_KEYS, VAL_FIELDS, BatchChunks, batch_dict, make_adapter_loss, make_validator
+from pawn.train.adapter_step import (BATCH_KEYS, VAL_FIELDS, BatchChunks, batch_dict, make_adapter_count, make_adapter_loss,
+                                     make_validator)
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, step_dir_name
 from pawn.train.loop import (
     TrainProgram,
@@ -589,6 +590,7 @@ def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReu
         # hyperparameters as data only for shared runs: XLA rounds the compiled-in constants'
         # arithmetic differently in places, and a plain run must stay bit-identical to before
         program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], dtype, "none", make_mesh(), 1, loss_fn=loss_fn,
+                               count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]),
                                weight_decay=cfg.weight_decay if reuse is not None else None)
         if reuse is not None:
             reuse.programs[graph_key] = program
@@ -809,7 +811,7 @@ def _rosa_warmup(r: _AdaptRun, mb: _ModelSetup, stop: StopFlag, reuse: Optional[
             run.logger.write("train", step=0, **rec)
 
     wo = run_warmup_and_masks(
-        eqx.combine(to_host(r.state.model), r.frozen), loss_fn=prog.loss_fn,
+        eqx.combine(to_host(r.state.model), r.frozen), loss_fn=prog.loss_fn, count_fn=prog.program.count_fn,
         batch_at=lambda w: batch_dict(warm_src.batch_at(w), train_keys_w), lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2,
         weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, steps_per_chunk=data.k, save=save_warm,
         checkpoint_root=run.checkpoints, key=jax.random.fold_in(jax.random.key(cfg.seed), 3), resume=mb.rosa_resume,
