@@ -188,12 +188,12 @@ def test_four_devices_give_the_same_losses_as_one(tmp_path):
 
 
 def test_validation_records_carry_the_registry_metrics(tmp_path):
-    from pawn.runs import open_run
+    from pawn.runs import SCHEMA_VERSION, open_run
 
     res = run_pretrain(cfg(tmp_path, total_steps=4, val_every=4, checkpoint_every=4, val_games=12),
                        progress=False, install_signal_handlers=False)
     val = open_run(res.run_dir).val
-    assert len(val) == 1 and val[0].step == 4 and val[0].schema == 2
+    assert len(val) == 1 and val[0].step == 4 and val[0].schema == SCHEMA_VERSION
     for key in ("loss", "top1", "top5", "legal_rate", "late_legal_rate", "completion_rate"):
         assert key in val[0].values, key
     assert 0.0 <= val[0].values["legal_rate"] <= 1.0

@@ -185,6 +185,17 @@ function renderRuns() {
   page.append(el('h2', {}, `Runs (${D.runs.length})`),
               el('p', {class: 'muted'}, 'Click a header to sort, a run to open it; ticked runs are overlaid on the Compare page.'),
               table(cols, D.runs, {sortable: true}));
+  const pn = positionsNote(D.runs); if (pn) page.append(pn);
+}
+
+// loss and top-1 of runs that count different positions are not comparable: say so (pawn.runs.POSITIONS)
+function positionsNote(runs) {
+  const groups = {};
+  runs.forEach(r => { const k = r.summary.positions; if (k) (groups[k] = groups[k] || {label: r.summary.positions_label, runs: []}).runs.push(r.label); });
+  const keys = Object.keys(groups);
+  if (keys.length < 2) return null;
+  return el('div', {class: 'note', id: 'positions-note'}, 'Loss and top-1 of these runs count different positions, so they are not comparable across groups: ',
+    ...keys.map(k => el('div', {}, `${groups[k].label}: ${groups[k].runs.join(', ')}`)));
 }
 
 // ------------------------------------------------------------------ Run
@@ -252,6 +263,7 @@ function renderCompare() {
     el('label', {}, lx, ' log x'), el('label', {}, ly, ' log y'), el('label', {}, 'smoothing '), sm, el('span', {}, st.smooth.toFixed(2))));
   const runs = D.runs.filter(r => selected.has(r.id));
   if (!runs.length) { page.append(el('div', {class: 'empty'}, 'Tick runs in the Runs table to compare them.')); return; }
+  const pn = positionsNote(runs); if (pn) page.append(pn);
   const traces = [];
   const palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
   runs.forEach((r, i) => {
