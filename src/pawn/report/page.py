@@ -298,6 +298,7 @@ function renderSweep() {
     const card = el('div', {class: 'card sweep-study'}); page.append(card);
     card.append(el('h2', {}, `Study ${s.name || '?'}`), el('div', {class: 'muted'}, s.storage));
     if (s.error) { card.append(el('p', {}, 'Cannot read: ' + s.error)); continue; }
+    if (s.objective_note) card.append(el('div', {class: 'note', id: 'objective-note'}, s.objective_note));
     const n = st => s.trials.filter(t => t.state === st).length;
     card.append(el('p', {}, `${s.trials.length} trials — ${n('COMPLETE')} complete, ${n('PRUNED')} pruned, ${n('FAIL')} failed, ${n('RUNNING')} running` +
                     (s.best !== null && s.best !== undefined ? ` — best: trial ${s.best}` : '')));
