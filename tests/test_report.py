@@ -123,6 +123,7 @@ def test_report_labels_runs_whose_figures_count_different_positions(tmp_path):
     assert old.val[-1].schema == 1 and new.val[-1].schema == SCHEMA_VERSION
     assert (old.positions, new.positions) == ("with_end_of_game", "move_decisions")
     assert summary(old)["positions_label"] == POSITIONS["with_end_of_game"]
+    assert summary(old)["compute"] is None and summary(old)["movable_params"] is None  # not recorded then
     # a run resumed by a newer PAWN: old and new val records in one file
     mixed = root / "mixed"
     shutil.copytree(root / "old", mixed)

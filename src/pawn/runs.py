@@ -529,6 +529,28 @@ class Run:
         return None
 
     @property
+    def movable_params(self) -> Optional[int]:
+        """An adapter run's trainable parameters that its loss reaches (the config record's
+        ``movable_params``; ``unfreeze`` with embeddings or the head, ``specialized_clm`` and output
+        FiLM train some that never move), None for runs written before PAWN recorded it."""
+        c = self.config_record
+        v = c.fields.get("movable_params") if c is not None else None
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    @property
+    def compute(self) -> Optional[dict]:
+        """What the run spent over all its segments, from its last ``end`` record's ``compute``:
+        ``optimizer_steps`` and, for adapter runs, ``main_steps``, ``warmup_steps`` (the RoSA
+        family's LoRA warm-up, outside the main step counter), ``mask_scoring_batches``,
+        ``gradient_batches`` (forward-and-backward passes over a batch), ``trainable_params``,
+        ``movable_params``. None while the run has no ``end`` record, or when an older PAWN wrote it."""
+        for r in reversed(self.all_records()):
+            if r.type == "end":
+                c = r.fields.get("compute")
+                return dict(c) if isinstance(c, dict) else None
+        return None
+
+    @property
     def health(self) -> Optional[dict]:
         """``schedule_health.json`` (spec §1.10), or None."""
         h = _read_json(self.path / HEALTH_FILE)

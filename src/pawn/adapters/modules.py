@@ -20,6 +20,30 @@ from jaxtyping import Array
 from pawn.adapters import configs as C
 from pawn.adapters.errors import AdapterError
 from pawn.model import PARAM_NAMES, LayerAdapter, PAWNModel, dense
+from pawn.vocab import NUM_ACTIONS
+
+UNREACHED_EMBEDDINGS = ("pad_embed", "outcome_embed")
+"""Embedding tables the adapter loss never reaches (adapters train on pure moves, spec §5):
+``pad_embed`` feeds only PAD inputs, which no supervised position attends (the prefix mask) and
+none is supervised; ``outcome_embed`` feeds outcome tokens, which the pure-moves layout never
+inputs. Their gradient is zero, so as trainable parameters they can never move by learning
+(``pad_embed`` starts at zero and stays there; ``outcome_embed`` rows only shrink under weight decay)."""
+
+
+def non_move_logits(vocab_size: int) -> int:
+    """Tokens of the vocabulary that are never a move (PAD and the outcome tokens): 12 of 1,980.
+    Under the hard legal mask their logits are −inf at every move decision, so nothing that
+    feeds only their logits (``lm_head`` columns, output-FiLM entries) is reached by the loss."""
+    return int(vocab_size) - NUM_ACTIONS
+
+
+def unreached_backbone_params(config, *, embeddings: bool, head: bool, legal_mask: bool) -> int:
+    """Parameters of trainable backbone arrays that the adapter loss never reaches: the
+    :data:`UNREACHED_EMBEDDINGS` (``(1 + n_outcomes) · d``) when the embeddings train, and under the
+    hard legal mask the ``lm_head`` columns of the non-move tokens (``12 · d``) when the head trains."""
+    d = int(config.d_model)
+    n = (1 + int(config.n_outcomes)) * d if embeddings else 0
+    return n + (non_move_logits(config.vocab_size) * d if head and legal_mask else 0)
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -71,6 +95,12 @@ class Adapter(LayerAdapter):
         """Trainable parameters (default: size of every trainable array)."""
         leaves = jax.tree_util.tree_leaves(eqx.filter(self, self.trainable_filter()))
         return int(sum(int(np.prod(x.shape)) for x in leaves))
+
+    def num_unreached(self, legal_mask: bool) -> int:
+        """Of :meth:`num_params`, the entries the adapter loss's gradient never reaches (so they
+        can never move by learning) on pure-moves games, under the hard legal mask or not
+        (default: none; ``unfreeze`` with embeddings or head, output FiLM)."""
+        return 0
 
     def weight_report(self, prefix: str = "") -> dict:
         """Norms per spec §4 (names as there), keys prefixed by ``prefix``."""
@@ -196,6 +226,13 @@ class FiLM(Adapter):
         if self.out_gamma is None:
             return z
         return z * self.out_gamma + self.out_beta
+
+    def num_unreached(self, legal_mask: bool) -> int:
+        """Under the hard legal mask, γ_out and β_out of the 12 non-move tokens (their logits are −inf
+        at every move decision): 24 entries with the output FiLM, else none."""
+        if self.out_gamma is None or not legal_mask:
+            return 0
+        return 2 * non_move_logits(int(self.out_gamma.shape[0]))
 
     def weight_report(self, prefix=""):
         out = {}
@@ -384,6 +421,15 @@ class Unfreeze(Adapter):
     def weight_report(self, prefix=""):
         return {f"{prefix}unfrozen_layers": list(self.layers), f"{prefix}n_trainable": self.num_params()}
 
+    def num_unreached(self, legal_mask: bool) -> int:
+        """``pad_embed`` and ``outcome_embed`` with the embeddings, and under the hard legal mask the
+        ``lm_head`` columns of the 12 non-move tokens with the head (:func:`unreached_backbone_params`)."""
+        n = sum(int(np.prod(self.embeddings[k].shape)) for k in UNREACHED_EMBEDDINGS if k in self.embeddings)
+        if "lm_head" in self.head and legal_mask:
+            d, v = self.head["lm_head"].shape
+            n += non_move_logits(v) * int(d)
+        return n
+
     def merge(self, params):
         p = dict(params)
         for n, w in self.blocks.items():
@@ -461,6 +507,9 @@ class Composite(Adapter):
 
     def num_params(self):
         return sum(p.num_params() for p in self.parts)
+
+    def num_unreached(self, legal_mask: bool) -> int:
+        return sum(p.num_unreached(legal_mask) for p in self.parts)
 
     def weight_report(self, prefix=""):
         out = {}

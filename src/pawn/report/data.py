@@ -356,7 +356,8 @@ def summary(run: Run) -> dict[str, Any]:
     remaining steps × seconds per step of the last segment, while running), trainable params, and
     which positions its loss and top-1 count (``positions``: a :data:`pawn.runs.POSITIONS` key or
     ``mixed``; ``positions_label`` says it), so the page never compares figures of different
-    position sets without saying so."""
+    position sets without saying so; ``movable_params`` and ``compute`` (:attr:`pawn.runs.Run.compute`:
+    the optimizer steps and gradient batches a run really spent)."""
     train, val = run.train, run.val
     st = run.status
     steady = [r for r in train if not r.fields.get("includes_compile")]
@@ -411,7 +412,8 @@ def summary(run: Run) -> dict[str, Any]:
             "legal_rate": _last(val, "legal_rate"), "completion_rate": _last(val, "completion_rate"),
             "tokens_per_s": median("tokens_per_s"), "data_wait_frac": median("data_wait_frac"), "wall_s": elapsed,
             "start": start, "eta_s": eta, "trainable_params": run.trainable_params,
-            "positions": run.positions, "positions_label": POSITIONS.get(run.positions, POSITIONS_MIXED)}
+            "positions": run.positions, "positions_label": POSITIONS.get(run.positions, POSITIONS_MIXED),
+            "movable_params": run.movable_params, "compute": run.compute}
 
 
 def checkpoints(run: Run) -> list[dict[str, Any]]:

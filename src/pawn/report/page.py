@@ -172,6 +172,9 @@ function renderRuns() {
     {label: 'model / strategy', key: 'model', sort: r => S(r).model, cell: r => S(r).model || '—'},
     {label: 'status', key: 'state', sort: r => S(r).state, cell: r => stateBadge(S(r))},
     {label: 'step / total', key: 'step', num: true, sort: r => S(r).step, cell: r => `${fmt(S(r).step, 'int')} / ${fmt(S(r).total_steps, 'int')}`},
+    {label: 'optimizer steps', key: 'optimizer_steps', num: true, title: 'all the optimizer steps the run spent (a RoSA warm-up included; its mask-scoring batches in the tooltip)',
+     sort: r => (S(r).compute || {}).optimizer_steps, cell: r => { const c = S(r).compute || {};
+       return el('span', {title: c.gradient_batches !== undefined ? `${c.gradient_batches} gradient batches; ${c.movable_params} of ${c.trainable_params} trainable parameters movable` : ''}, fmt(c.optimizer_steps, 'int')); }},
     {label: 'best val loss', key: 'best_val_loss', num: true, sort: r => S(r).best_val_loss, cell: r => fmt(S(r).best_val_loss, 'loss')},
     {label: 'top-1', key: 'top1', num: true, sort: r => S(r).top1, cell: r => fmt(S(r).top1, 'pct')},
     {label: 'top-1/ceiling', key: 'top1_over_ceiling', num: true, sort: r => S(r).top1_over_ceiling, cell: r => fmt(S(r).top1_over_ceiling, 'ratio')},

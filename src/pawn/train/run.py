@@ -707,17 +707,19 @@ class Run:
         """Seconds of the run so far, across resumed segments (0 on non-writing processes)."""
         return self.logger.elapsed if self.logger else 0.0
 
-    def finish(self, schedule, step: int, reason: str) -> None:
+    def finish(self, schedule, step: int, reason: str, compute: Optional[dict] = None) -> None:
         """Write ``schedule_health.json``, the ``end`` record (``step``, ``reason``: spec §1.10
-        stop reason, ``total_steps``; :mod:`pawn.runs` reads a run's status from it) and close the
-        metrics log and its sinks. A failure here is a one-line warning: it never hides the run's
-        own outcome."""
+        stop reason, ``total_steps``, ``compute``: what the run spent over all its segments,
+        ``{"optimizer_steps": step}`` updated with ``compute`` — :attr:`pawn.runs.Run.compute`;
+        :mod:`pawn.runs` reads a run's status from it) and close the metrics log and its sinks. A
+        failure here is a one-line warning: it never hides the run's own outcome."""
         try:
             if self.is_main:
                 health = write_schedule_health(self.run_dir / "schedule_health.json", schedule, step, reason)
                 if self.logger:
                     self.logger.write("end", step=step, reason=reason, total_steps=health.get("planned_total_steps"),
-                                      completion_ratio=health.get("completion_ratio"))
+                                      completion_ratio=health.get("completion_ratio"),
+                                      compute={"optimizer_steps": int(step), **(compute or {})})
             if self.logger:
                 self.logger.close()
         except OSError as e:
