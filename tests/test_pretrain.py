@@ -63,10 +63,13 @@ def test_metrics_file_parses_line_by_line_with_typed_records(tmp_path):
     recs = [json.loads(line) for line in lines]  # every line is a complete JSON object
     assert [r["type"] for r in recs] == ["config", "train", "train", "end"]
     assert recs[-1]["reason"] == "completed" and recs[-1]["step"] == 4
+    assert recs[-1]["compute"] == {"optimizer_steps": 4}  # what the run spent
+    from pawn.runs import SCHEMA_VERSION
+
     for r in recs[1:-1]:
         for key in ("step", "schema", "timestamp", "elapsed", "loss", "lr", "grad_norm", "top1", "tokens_per_s", "data_wait_s", "mem"):
             assert key in r, key
-        assert r["schema"] == 2 and r["mem"]["peak_rss_gb"] > 0 and "variants" not in r  # one model: no per-variant block
+        assert r["schema"] == SCHEMA_VERSION and r["mem"]["peak_rss_gb"] > 0 and "variants" not in r  # one model: no per-variant block
     assert recs[0]["run_config"]["variant"] == "toy"
 
 
