@@ -91,7 +91,8 @@ def test_eval_split_val_scores_exactly_the_runs_validation_games(adapted, tmp_pa
 
     out, _, _, _ = adapted
     js = tmp_path / "e.json"
-    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "val", "--pgn-only", "--json", str(js)])
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "val", "--pgn-only", "--json", str(js)],
+                           env={"COLUMNS": "300"})  # the headers name their positions: unwrapped
     assert r.exit_code == 0, r.output
     assert "random games" not in r.output  # --pgn-only: no random-game table
     h = json.loads(js.read_text())["models"][0]

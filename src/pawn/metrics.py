@@ -33,12 +33,9 @@ set); never the end-of-game slot, whose legal set is {PAD} alone (a certain hit 
 mask, which v1 counted), nor the last slot of a game cut at the ply cap. ``pawn adapt``'s
 validation under its legal mask and the human-move top-1 of ``pawn eval`` count every move
 decision, the legal-masked top-1 of ``pawn eval`` those from :data:`MIN_EVAL_PLY` (for pure moves,
-position p predicts ply p + 1). The published (v1) figures count every supervised position,
-end-of-game slot included (:data:`PUBLISHED_POSITIONS`)."""
-
-PUBLISHED_POSITIONS = "every supervised position, end-of-game slot included (published convention)"
-"""The positions of the published (v1) convention: loss, top-1, top-5 and perplexity of
-pretraining's validation and the ``published/*`` figures of ``pawn eval`` (spec eval §1.2)."""
+position p predicts ply p + 1). The published (v1) figures — pretraining's validation and the
+``published/*`` figures of ``pawn eval`` (spec eval §1.2) — count every supervised position,
+end-of-game slot included; :data:`pawn.runs.POSITIONS` names the sets a run record's figures count."""
 
 UNITS = ("nats", "fraction", "ratio", "plies", "count", "seconds", "tokens/s", "games/s", "GiB", "lr", "norm")
 """Units a metric may have: ``fraction`` is a rate in [0, 1] (shown as a percentage)."""

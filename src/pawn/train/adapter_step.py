@@ -24,11 +24,6 @@ BATCH_KEYS = ("input_ids", "targets", "loss_mask", "attn_mask")
 VAL_FIELDS = ("loss", "top1", "top5", "illegal_pred_rate", "illegal_prob_mass")
 """Validation metrics of spec §5 (v1 ``val_loss``, ``val_top1``…), :mod:`pawn.metrics` keys, in record order."""
 
-POSITIONS_LEGAL_MASKED = "every move decision (end-of-game slots not counted)"
-POSITIONS_UNMASKED = "every supervised position (the end-of-game slot included)"
-"""Which positions the adapter loss, its train top-1 and the validation figures count, as the
-tables say it: under the hard legal mask, the move decisions (:func:`scored_positions`); with
-``--no-legal-mask``, every supervised position, as pretraining (spec §5)."""
 
 
 # ============================================================================ loss (spec §5)
@@ -45,9 +40,9 @@ def scored_positions(targets: jax.Array, loss_mask: jax.Array, *, legal_mask: bo
     whose target is a move (``loss_mask ∧ target < 1968``), i.e. whose legal set is a real move set.
     The end-of-game slot (target PAD, legal set {PAD}) is left out: under the mask it has one
     candidate, so it is a certain hit with zero loss: one free hit per game (v1 counted it, spec
-    §5, so its published adapter top-1 figures hold about 1.5 pp of it on games of ~65 plies). A game cut at the
-    ply cap has no end-of-game target either (its last slot's PAD is the cut, not an end), so it
-    is not counted. Without the mask (``legal_mask=False``) the PAD target is a real prediction
+    §5, so its published adapter top-1 figures hold about 1.5 pp of it on games of ~65 plies).
+    A game cut at the ply cap has no end-of-game target either (its last slot's PAD is the cut,
+    not an end), so it is not counted. Without the mask (``legal_mask=False``) the PAD target is a real prediction
     ("the game is over") and every ``loss_mask`` position counts, as in pretraining.
 
     Args:
@@ -215,6 +210,6 @@ def batch_dict(b, keys: Sequence[str]) -> dict[str, np.ndarray]:
     return {k: getattr(b, k) for k in keys}
 
 
-__all__ = ["BATCH_KEYS", "POSITIONS_LEGAL_MASKED", "POSITIONS_UNMASKED", "VAL_FIELDS", "BatchChunks", "batch_dict",
+__all__ = ["BATCH_KEYS", "VAL_FIELDS", "BatchChunks", "batch_dict",
            "make_adapter_count", "make_adapter_loss", "make_validator", "position_terms", "scored_positions",
            "unpack_legal_bits"]
