@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -84,6 +85,82 @@ def test_masked_loss_gradient_is_finite_with_empty_rows_outside_the_mask():
     g = jax.grad(f)(x)
     assert np.all(np.isfinite(np.asarray(g))) and np.isfinite(float(f(x)))
     assert np.all(np.asarray(g)[0, 1:] == 0) and np.all(np.asarray(g)[0, 0, [0, 1, 3, 5]] == 0)
+
+
+def test_masked_loss_counts_move_decisions_and_not_the_end_of_game_slot():
+    """Under the hard mask the end-of-game slot (target PAD, legal set {PAD}) is a certain hit with
+    zero loss: counting it added one free hit per game. Position 0 predicts a move among 3 legal
+    ones, position 1 is the end of the game: the loss and top-1 are position 0's alone. Without
+    the mask the PAD target is a real prediction and both positions count."""
+    from pawn.train.adapter_step import make_adapter_count, make_adapter_loss
+    from pawn.vocab import PAD_TOKEN, VOCAB_SIZE
+
+    z = np.zeros((1, 2, VOCAB_SIZE), np.float32)
+    z[0, 0, [5, 6, 7]] = [2.0, 1.0, 0.0]  # target 6: not the argmax
+    legal = np.zeros((1, 2, VOCAB_SIZE), bool)
+    legal[0, 0, [5, 6, 7]] = True
+    legal[0, 1, PAD_TOKEN] = True
+    batch = {"input_ids": jnp.array([[5, 6]]), "attn_mask": jnp.array([[True, True]]), "targets": jnp.array([[6, PAD_TOKEN]]),
+             "loss_mask": jnp.array([[True, True]]), "legal": jnp.asarray(np.packbits(legal, axis=-1, bitorder="little"))}
+
+    class Fixed(eqx.Module):
+        def __call__(self, ids, attn, dtype=None, prefix_mask=False):
+            return jnp.asarray(z)
+
+    want = -(1.0 - np.log(np.exp([2.0, 1.0, 0.0]).sum()))
+    loss, m = make_adapter_loss(legal_mask=True, illegal_penalty=0.0, dtype=None)(Fixed(), batch)
+    assert float(loss) == pytest.approx(want, rel=1e-6) and float(m["top1"]) == 0.0  # was want / 2 and 0.5
+    assert int(make_adapter_count(legal_mask=True)(batch)) == 1
+    assert int(make_adapter_count(legal_mask=False)(batch)) == 2
+    val = make_validator(legal_mask=True, illegal_penalty=0.0, dtype=None)(Fixed(), [batch])
+    assert val["positions"] == 1 and val["top1"] == 0.0 and val["loss"] == pytest.approx(want, rel=1e-6)
+    plain, _ = make_adapter_loss(legal_mask=False, illegal_penalty=0.0, dtype=None)(Fixed(), batch)
+    nll = -np.array([z[0, 0, 6], z[0, 1, PAD_TOKEN]]) + np.log(np.exp(z[0]).sum(-1))
+    assert float(plain) == pytest.approx(nll.mean(), rel=1e-6)
+
+
+def test_validation_hand_count_on_real_games_cut_and_ended(shared_data):
+    """The validator's positions, loss and top-1 under the mask, counted by hand with the engine's
+    game state: each game contributes its L' − 1 move decisions (L' = plies kept at seq_len 48;
+    the first move is never a target, the last slot predicts PAD: an ended game's end, a cut
+    game's cut, neither a move decision). A model of constant logits is the uniform player over
+    the legal moves: loss ln N per decision, and its argmax (the lowest legal token) is right
+    where the game played that token."""
+    from pawn.data.cache import CsrGames
+    from pawn.data.layout import Layout
+    from pawn.data.lichess_batches import ValidationBatches
+    from pawn.engine import GameState, parse_pgn
+    from pawn.train.adapter_step import BATCH_KEYS
+    from pawn.vocab import VOCAB_SIZE
+
+    g = parse_pgn(str(shared_data / "lichess" / "lichess_db_2013-01_first32_mliebelt-pgn-parser.pgn"))
+    n, T = 6, 48
+    lens = g.lengths[:n].astype(np.int64)
+    assert (lens > T).any() and (lens <= T).any()  # both kinds: cut at the cap and ended
+    flat = np.concatenate([g.tokens[i, :lens[i]] for i in range(n)]).astype(np.int16)
+    games = CsrGames(flat, np.concatenate([[0], np.cumsum(lens)]), g.outcome[:n].astype(np.int16), {})
+    batches = ValidationBatches(games, Layout.of(False), T, 4, BATCH_KEYS)
+
+    class Constant(eqx.Module):
+        def __call__(self, ids, attn, dtype=None, prefix_mask=False):
+            return jnp.zeros(ids.shape + (VOCAB_SIZE,), jnp.float32)
+
+    val = make_validator(legal_mask=True, illegal_penalty=0.0, dtype=None)(Constant(), batches)
+    hits, logs, count = 0, [], 0
+    for i in range(n):
+        kept = min(int(lens[i]), T)
+        s = GameState(32767)
+        for ply in range(kept):
+            tok = int(g.tokens[i, ply])
+            if ply >= 1:  # a move decision: position ply − 1 predicts this move
+                legal = sorted(int(t) for t in s.legal_move_tokens())
+                hits += legal[0] == tok
+                logs.append(np.log(len(legal)))
+                count += 1
+            s.make_move(tok)
+    assert val["positions"] == count == int(sum(min(int(x), T) - 1 for x in lens))
+    assert val["top1"] == pytest.approx(hits / count, abs=1e-9)
+    assert val["loss"] == pytest.approx(float(np.mean(logs)), rel=1e-5)
 
 
 # ---------------------------------------------------------------------------------------- settings

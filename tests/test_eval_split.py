@@ -81,7 +81,7 @@ def test_adapt_records_the_source_fingerprint_rule_and_disjoint_game_ids(adapted
     assert cfg["split"]["counts"] == rec.counts and "files" not in cfg["split"]["source"]
     assert cfg["n_test_games"] == TEST
     assert "6,769 training, 64 validation, 48 test games" in output and "--split test" in output
-    assert "val top-1 (legal-masked, all positions)" in output
+    assert "val top-1 (legal-masked, every move)" in output
 
 
 @pytest.mark.slow
@@ -91,7 +91,8 @@ def test_eval_split_val_scores_exactly_the_runs_validation_games(adapted, tmp_pa
 
     out, _, _, _ = adapted
     js = tmp_path / "e.json"
-    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "val", "--pgn-only", "--json", str(js)])
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "val", "--pgn-only", "--json", str(js)],
+                           env={"COLUMNS": "300"})  # the headers name their positions: unwrapped
     assert r.exit_code == 0, r.output
     assert "random games" not in r.output  # --pgn-only: no random-game table
     h = json.loads(js.read_text())["models"][0]
@@ -99,16 +100,16 @@ def test_eval_split_val_scores_exactly_the_runs_validation_games(adapted, tmp_pa
     h = h["held_out"]
     assert h["split"] == "val" and h["n_games"] == VAL
     # the same games, sequence length and mask as the run's own validation: the legal-masked top-1
-    # over every position is the run's val top-1 of the best checkpoint
+    # over every move decision is the run's val top-1 of the best checkpoint
     best = min(open_run(out).val, key=lambda v: v.values["loss"])
-    assert h["top1_legal_masked_all_positions"] == pytest.approx(best.values["top1"], abs=1e-9)
-    # and the legal-masked loss over every position is its val loss (the table's plain loss is the
+    assert h["top1_legal_masked_all_moves"] == pytest.approx(best.values["top1"], abs=1e-9)
+    # and the legal-masked loss over every move decision is its val loss (the table's plain loss is the
     # unmasked one at move positions: 7.61 against a val loss of 3.20 for the README's adapter)
-    assert h["loss_legal_masked_all_positions"] == pytest.approx(best.values["loss"], rel=1e-5)
-    assert h["loss"] > h["loss_legal_masked_all_positions"]
+    assert h["loss_legal_masked_all_moves"] == pytest.approx(best.values["loss"], rel=1e-5)
+    assert h["loss"] > h["loss_legal_masked_all_moves"]
     assert "Loss (unmasked)" in r.output and "Loss legal-masked" in r.output
-    assert h["n_positions"] + VAL == best.values["positions"]  # eval leaves out each game's terminal slot
-    assert "Top-1 legal-masked (position ≥ 10)" in r.output and "Top-1 legal-masked (all positions)" in r.output
+    assert h["n_positions"] == best.values["positions"]  # both count the move decisions (no end-of-game slot)
+    assert "Top-1 legal-masked (moves at position ≥ 10)" in r.output and "Top-1 legal-masked (every move)" in r.output
     r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "test", "--pgn-only", "--json", str(js)])
     assert r.exit_code == 0, r.output
     assert json.loads(js.read_text())["models"][0]["held_out"]["n_games"] == TEST
@@ -162,7 +163,7 @@ def test_eval_pgn_counts_a_game_repeated_in_two_exports_once(tiny_backbone, shar
     assert "random_games" not in rec and "random games" not in r.output  # --pgn-only
     li = rec["lichess"]
     assert li["overlap"] is None  # a plain model has no training split to check against
-    assert "Top-1 (all positions)" in r.output and "Top-1 legal-masked (position ≥ 10)" in r.output
+    assert "Top-1 (every move)" in r.output and "Top-1 legal-masked (moves at position ≥ 10)" in r.output
     assert li["n_duplicates"] == 32 and li["n_evaluated"] == kept - 32
     assert "dropped 32 repeated games of --pgn" in r.output
     assert sum(b["n_games"] for b in li["bands"].values()) == kept - 32

@@ -63,10 +63,13 @@ def test_metrics_file_parses_line_by_line_with_typed_records(tmp_path):
     recs = [json.loads(line) for line in lines]  # every line is a complete JSON object
     assert [r["type"] for r in recs] == ["config", "train", "train", "end"]
     assert recs[-1]["reason"] == "completed" and recs[-1]["step"] == 4
+    assert recs[-1]["compute"] == {"optimizer_steps": 4}  # what the run spent
+    from pawn.runs import SCHEMA_VERSION
+
     for r in recs[1:-1]:
         for key in ("step", "schema", "timestamp", "elapsed", "loss", "lr", "grad_norm", "top1", "tokens_per_s", "data_wait_s", "mem"):
             assert key in r, key
-        assert r["schema"] == 2 and r["mem"]["peak_rss_gb"] > 0 and "variants" not in r  # one model: no per-variant block
+        assert r["schema"] == SCHEMA_VERSION and r["mem"]["peak_rss_gb"] > 0 and "variants" not in r  # one model: no per-variant block
     assert recs[0]["run_config"]["variant"] == "toy"
 
 
@@ -188,12 +191,12 @@ def test_four_devices_give_the_same_losses_as_one(tmp_path):
 
 
 def test_validation_records_carry_the_registry_metrics(tmp_path):
-    from pawn.runs import open_run
+    from pawn.runs import SCHEMA_VERSION, open_run
 
     res = run_pretrain(cfg(tmp_path, total_steps=4, val_every=4, checkpoint_every=4, val_games=12),
                        progress=False, install_signal_handlers=False)
     val = open_run(res.run_dir).val
-    assert len(val) == 1 and val[0].step == 4 and val[0].schema == 2
+    assert len(val) == 1 and val[0].step == 4 and val[0].schema == SCHEMA_VERSION
     for key in ("loss", "top1", "top5", "legal_rate", "late_legal_rate", "completion_rate"):
         assert key in val[0].values, key
     assert 0.0 <= val[0].values["legal_rate"] <= 1.0

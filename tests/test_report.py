@@ -103,6 +103,41 @@ def test_report_of_runs_written_before_schema_2_has_every_trace(tmp_path):
     assert tiny["summary"]["kind"] == "pretrain" and lora["summary"]["kind"] == "adapt"
 
 
+def test_report_labels_runs_whose_figures_count_different_positions(tmp_path):
+    """An adapter run written before record schema 3 counted each game's end-of-game slot (a
+    certain hit under the legal mask) in its loss and top-1; the same run's records in the current
+    schema count move decisions only. The reader keeps each record's meaning, and the page says
+    which positions each run counts and that the two are not comparable."""
+    from pawn.report.data import summary
+    from pawn.runs import POSITIONS, SCHEMA_VERSION
+
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS / "adapt-lora", root / "old")
+    shutil.copytree(V1_RUNS / "adapt-lora", root / "new")
+    recs = open_run(root / "old").all_records()
+    # rewritten, a record keeps its schema (its meaning); stamped with the current one, the "new" run
+    assert {r.to_json()["schema"] for r in recs} == {2}
+    (root / "new" / "metrics.jsonl").write_text("".join(json.dumps({**r.to_json(), "schema": SCHEMA_VERSION}) + "\n"
+                                                        for r in recs))
+    old, new = open_run(root / "old"), open_run(root / "new")
+    assert old.val[-1].schema == 1 and new.val[-1].schema == SCHEMA_VERSION
+    assert (old.positions, new.positions) == ("with_end_of_game", "move_decisions")
+    assert summary(old)["positions_label"] == POSITIONS["with_end_of_game"]
+    assert summary(old)["compute"] is None and summary(old)["movable_params"] is None  # not recorded then
+    # a run resumed by a newer PAWN: old and new val records in one file
+    mixed = root / "mixed"
+    shutil.copytree(root / "old", mixed)
+    with open(mixed / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({**recs[-1].to_json(), "type": "val", "step": 10_000, "schema": SCHEMA_VERSION}) + "\n")
+    assert open_run(mixed).positions == "mixed"
+    out = tmp_path / "r.html"
+    _invoke(["report", root, "-o", out])
+    d = embedded(out)
+    assert {r["label"]: r["summary"]["positions"] for r in d["runs"]} == {
+        "old": "with_end_of_game", "new": "move_decisions", "mixed": "mixed"}
+    assert "positions-note" in out.read_text("utf-8")  # the page's note when the runs shown differ
+
+
 def test_planned_lr_follows_the_config_schedule():
     from pawn.report.data import planned_lr
     from pawn.schedules import build_schedule
@@ -204,6 +239,8 @@ def test_page_in_a_headless_browser(report_html, tmp_path):
         page.wait_for_selector("#page-runs table")
         rows = page.locator("#page-runs tbody tr")
         assert rows.count() == len(d["runs"])
+        # the v1 adapter run counts end-of-game slots, the new ones move decisions: the page says so
+        assert page.locator("#positions-note").count() == 1
         page.screenshot(path=str(shots / "runs.png"), full_page=True)
 
         # Run page: one plot per figure of the run opened

@@ -172,3 +172,23 @@ def test_the_model_card_shows_the_numbers_pawn_eval_writes(tiny_backbone, tmp_pa
     assert cells[CARD_EVAL_METRICS.index("top1")] == METRICS["top1"].format(rg["published/top1"])
     assert cells[CARD_EVAL_METRICS.index("legal_rate")] == METRICS["legal_rate"].format(rg["published/legal_rate"])
     assert cells[CARD_EVAL_METRICS.index("loss")] == f"{rg['published/loss']:.4f}"
+
+
+def test_old_legal_masked_adapter_records_keep_their_meaning_and_say_so():
+    """Record schema 3 changed what an adapter's legal-masked loss and top-1 count (move decisions,
+    no end-of-game slot). A record written before keeps its old meaning on read, when rewritten
+    (its schema stays) and on the model card, which says which positions the figures count."""
+    from pawn.config import TOY
+    from pawn.hub.card import model_card
+    from pawn.runs import MOVE_DECISIONS_SCHEMA, POSITIONS, parse_record, positions_of
+
+    assert MOVE_DECISIONS_SCHEMA == SCHEMA_VERSION == 3
+    assert positions_of(2, adapter=True) == positions_of(1, adapter=True) == "with_end_of_game"
+    assert positions_of(3, adapter=True) == "move_decisions"
+    assert positions_of(3, adapter=True, legal_mask=False) == positions_of(3, adapter=False) == "published"
+    old = {"type": "val", "schema": 2, "step": 50, "loss": 3.25, "top1": 0.125}
+    assert parse_record(old).to_json()["schema"] == 2
+    cards = {s: model_card(TOY, run_config={"strategy": "lora", "disable_legal_mask": False}, last_val={**old, "schema": s})
+             for s in (2, 3)}
+    assert POSITIONS["with_end_of_game"] in cards[2] and POSITIONS["move_decisions"] in cards[3]
+    assert POSITIONS["published"] in model_card(TOY, run_config={}, last_val=old)

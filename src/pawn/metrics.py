@@ -23,13 +23,19 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, overload
 
 MIN_EVAL_PLY = 10
 """First sequence position of the legal-masked (MAIA-style) accuracy of ``pawn eval``: v1's
-``min_eval_ply`` (spec eval §1.6); ``pawn adapt``'s validation top-1 counts every position."""
+``min_eval_ply`` (spec eval §1.6); ``pawn adapt``'s validation top-1 counts every move decision."""
 
-SCOPE_ALL = "all positions"
-SCOPE_FROM = f"position ≥ {MIN_EVAL_PLY}"
-"""Which positions a top-1 counts, as the tables say it: ``pawn adapt``'s validation and the plain
-top-1 of ``pawn eval`` count every position, the legal-masked top-1 of ``pawn eval`` starts at
-:data:`MIN_EVAL_PLY` (for pure moves, position p predicts ply p)."""
+SCOPE_ALL = "every move"
+SCOPE_FROM = f"moves at position ≥ {MIN_EVAL_PLY}"
+"""Which positions a top-1 counts, as the tables say it. A legal-masked or moves-only figure counts
+**move decisions**: supervised positions whose target is a move (so whose legal set is a real move
+set); never the end-of-game slot, whose legal set is {PAD} alone (a certain hit under the legal
+mask, which v1 counted), nor the last slot of a game cut at the ply cap. ``pawn adapt``'s
+validation under its legal mask and the human-move top-1 of ``pawn eval`` count every move
+decision, the legal-masked top-1 of ``pawn eval`` those from :data:`MIN_EVAL_PLY` (for pure moves,
+position p predicts ply p + 1). The published (v1) figures — pretraining's validation and the
+``published/*`` figures of ``pawn eval`` (spec eval §1.2) — count every supervised position,
+end-of-game slot included; :data:`pawn.runs.POSITIONS` names the sets a run record's figures count."""
 
 UNITS = ("nats", "fraction", "ratio", "plies", "count", "seconds", "tokens/s", "games/s", "GiB", "lr", "norm")
 """Units a metric may have: ``fraction`` is a rate in [0, 1] (shown as a percentage)."""
@@ -146,10 +152,14 @@ _ROWS: tuple[Metric, ...] = (
        "moves_only/top1", ("val", "eval"), views={"pretrain_val": 11, "card": 6}),
     _M("legal_masked_top1", f"Top-1 legal-masked ({SCOPE_FROM})", "masked top-1", "fraction", "max", (), "legal_masked/top1",
        ("eval",)),
-    _M("legal_masked_top1_all_positions", f"Top-1 legal-masked ({SCOPE_ALL})", "masked top-1 (all)", "fraction", "max", (),
-       "legal_masked/top1_all_positions", ("eval",)),
-    _M("legal_masked_loss_all_positions", "Loss legal-masked", "masked loss (all)", "nats", "min", (),
-       "legal_masked/loss_all_positions", ("eval",)),
+    _M("legal_masked_top1_all_moves", f"Top-1 legal-masked ({SCOPE_ALL})", "masked top-1 (all)", "fraction", "max", (),
+       "legal_masked/top1_all_moves", ("eval",)),
+    _M("legal_masked_loss_all_moves", f"Loss legal-masked ({SCOPE_ALL})", "masked loss (all)", "nats", "min", (),
+       "legal_masked/loss_all_moves", ("eval",)),
+    _M("legal_masked_ceiling", f"Ceiling E[1/N_legal] ({SCOPE_FROM})", "masked ceiling", "fraction", None, (),
+       "ceiling/legal_masked", ("eval",)),
+    _M("legal_masked_top1_over_ceiling", f"Top-1 legal-masked / ceiling ({SCOPE_FROM})", "masked top-1/ceiling", "ratio",
+       "max", (), "legal_masked/top1_over_ceiling", ("eval",)),
     # --- game integrity (spec eval §1.2)
     _M("legal_rate", "Legal move rate", "legal rate", "fraction", "max", ("legal_move_rate",), "published/legal_rate", ("val", "eval"),
        moves_only_key="moves_only/legal_rate",

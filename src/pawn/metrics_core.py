@@ -11,6 +11,15 @@ Two conventions are computed in one pass and kept apart by name:
   completion and the illegal probability mass follow §1.2–§1.4.
 * **moves-only** (v2 ``evaluate_accuracy``): positions with ``loss_mask`` and a move target
   (terminal slot excluded), argmax/top-k over the 1,968 actions, position-weighted.
+* **legal-masked** (``pawn adapt``'s hard mask; the MAIA-style accuracy of §1.6): argmax/top-k over
+  the legal moves only, position-weighted over **move decisions** — the moves-only positions, i.e.
+  supervised positions whose legal set is a real move set. The end-of-game slot (legal set {PAD},
+  a certain hit under the mask; v1 counted it) is not counted, nor the last slot of a game cut at
+  the ply cap (it has no end-of-game target).
+
+Every ratio to the ceiling divides figures over the same positions, except the published
+``top1_over_ceiling`` (the model cards' ratio: its top-1 counts the end-of-game slots and not ply
+0, its ceiling counts ply 0 and no end-of-game slot).
 
 The accuracy ceiling E[1/N_legal] (§5) is computed on the same games. The model runs one batch
 at a time through a single jitted step that returns per-position scalars only, so memory is
@@ -147,6 +156,9 @@ class AccuracyReport:
             none; lower median); n_forfeits.
         illegal_pred_rate, illegal_prob_mass: position-weighted over ``loss_mask`` positions
             (PAD legal at the terminal slot) — spec §1.4.
+        top1_over_ceiling (property): published top-1 / ``ceiling``, the ratio of the model cards
+            (§5). Not over the same positions: the top-1 counts each game's end-of-game slot and
+            not ply 0, the ceiling counts ply 0 and no end-of-game slot.
 
     Moves-only (v2) convention — ``moves_only/*``: positions with a move target; top1/top5 with
     argmax over the 1,968 actions; ``top1_full_vocab``/``top5_full_vocab`` over the full
@@ -154,15 +166,20 @@ class AccuracyReport:
     vocab CE); legal_rate (grid bit of the full-vocab argmax); phases by sequence position.
 
     Legal-masked (MAIA-style adapter accuracy, spec eval §1.6) — ``legal_masked/*``: top1/top5
-    of the logits restricted to the legal moves (−inf elsewhere; the terminal slot's set is
-    {PAD}, always correct), position-weighted over ``loss_mask`` positions at sequence position
-    ≥ :data:`MIN_EVAL_PLY` (10); ``legal_masked/top1_all_positions`` the same top-1 over every
-    ``loss_mask`` position (the position set of ``pawn adapt``'s validation top-1 under its
-    legal mask, so the two agree on the same games and sequence length).
+    of the logits restricted to the legal moves (−inf elsewhere), position-weighted over the
+    **move decisions** (the moves-only positions: a move target, so a real legal move set; the
+    end-of-game slot, {PAD} and a certain hit under the mask, is not counted) at sequence position
+    ≥ :data:`MIN_EVAL_PLY` (10); ``legal_masked/top1_all_moves`` and ``loss_all_moves`` the same
+    top-1 and the legal-masked cross-entropy over every move decision (the positions of ``pawn
+    adapt``'s validation under its legal mask, so the two agree on the same games and sequence
+    length); ``legal_masked/top1_over_ceiling`` = top1 / ``ceiling/legal_masked``.
 
-    Ceiling — ``ceiling/*``: E[1/N_legal] over every ply < length of the same games (§5),
-    ``moves_only`` the same over exactly the plies the moves-only positions predict, and
-    top-1 divided by the ceiling for both conventions.
+    Ceiling — ``ceiling/*``: ``e_inv_n_legal`` E[1/N_legal] over every ply < length of the same
+    games (§5); ``moves_only`` the same over exactly the plies the moves-only positions (= every
+    move decision) predict; ``legal_masked`` over exactly the positions of ``legal_masked/top1``.
+    On uniformly random games no model's top-1 over a set of positions can beat the ceiling over
+    those positions (every legal move is equally likely), so ``moves_only/top1_over_ceiling`` and
+    ``legal_masked/top1_over_ceiling`` are ≤ 1 up to sampling error there.
     """
 
     n_games: int
@@ -200,18 +217,25 @@ class AccuracyReport:
     ceiling_moves_only: float
     n_ceiling_positions: int
     settings: dict[str, Any] = field(default_factory=dict)
-    legal_masked_top1_all_positions: float = 0.0
-    legal_masked_loss_all_positions: float = 0.0
+    legal_masked_top1_all_moves: float = 0.0
+    legal_masked_loss_all_moves: float = 0.0
+    ceiling_legal_masked: float = 0.0
 
     @property
     def top1_over_ceiling(self) -> float:
-        """Published top-1 / ceiling (the ratio in the model cards)."""
+        """Published top-1 / ceiling: the ratio of the model cards (published convention), over
+        different positions (see the class docstring)."""
         return self.top1 / self.ceiling if self.ceiling > 0 else float("nan")
 
     @property
     def moves_only_top1_over_ceiling(self) -> float:
-        """Moves-only top-1 / ceiling over the same plies."""
+        """Moves-only top-1 / ceiling over the same plies (every move decision)."""
         return self.moves_only_top1 / self.ceiling_moves_only if self.ceiling_moves_only > 0 else float("nan")
+
+    @property
+    def legal_masked_top1_over_ceiling(self) -> float:
+        """Legal-masked top-1 / ceiling over the same positions (move decisions at position ≥ 10)."""
+        return self.legal_masked_top1 / self.ceiling_legal_masked if self.ceiling_legal_masked > 0 else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready dict with ``published/``, ``moves_only/`` and ``ceiling/`` prefixes,
@@ -227,13 +251,15 @@ class AccuracyReport:
         out["moves_only/top1_over_ceiling"] = self.moves_only_top1_over_ceiling
         out["legal_masked/top1"] = self.legal_masked_top1
         out["legal_masked/top5"] = self.legal_masked_top5
-        out["legal_masked/top1_all_positions"] = self.legal_masked_top1_all_positions
-        out["legal_masked/loss_all_positions"] = self.legal_masked_loss_all_positions
+        out["legal_masked/top1_all_moves"] = self.legal_masked_top1_all_moves
+        out["legal_masked/loss_all_moves"] = self.legal_masked_loss_all_moves
+        out["legal_masked/top1_over_ceiling"] = self.legal_masked_top1_over_ceiling
         for name, ph in self.phases.items():
             for k, v in ph.items():
                 out[f"moves_only/phase/{name}/{k}"] = v
         out["ceiling/e_inv_n_legal"] = self.ceiling
         out["ceiling/moves_only"] = self.ceiling_moves_only
+        out["ceiling/legal_masked"] = self.ceiling_legal_masked
         for k in ("n_games", "n_positions", "n_move_positions", "n_batches", "n_late_positions", "n_ceiling_positions",
                   "n_legal_masked_positions"):
             out[f"counts/{k}"] = d[k]
@@ -261,7 +287,7 @@ class _Totals:
         self.s: dict[str, float] = dict.fromkeys(
             ("n_pos", "n_move", "n_late", "illegal_pred", "illegal_mass", "mo_nll", "mo_top1", "mo_top5",
              "mo_top1_full", "mo_top5_full", "mo_legal", "ceil_sum", "ceil_n", "ceil_mo_sum", "ceil_mo_n",
-             "lm_n", "lm_top1", "lm_top5", "lm_all_top1", "lm_all_nll"), 0.0)
+             "lm_n", "lm_top1", "lm_top5", "lm_all_top1", "lm_all_nll", "ceil_lm_sum"), 0.0)
         self.phase = {name: [0, 0] for name, _, _ in PHASES}
         self.first_forfeit: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
@@ -314,16 +340,17 @@ class _Totals:
         s["mo_top1_full"] += int((hit & move).sum())
         s["mo_top5_full"] += int((sc["in_top5"] & move).sum())
         s["mo_legal"] += int((g_legal & move).sum())
-        s["lm_all_top1"] += int((sc["legal_hit"] & lm).sum())
-        s["lm_all_nll"] += float(sc["legal_nll"][lm].astype(np.float64).sum())
-        maia = lm & (self.pos >= MIN_EVAL_PLY)
+        s["lm_all_top1"] += int((sc["legal_hit"] & move).sum())
+        s["lm_all_nll"] += float(sc["legal_nll"][move].astype(np.float64).sum())
+        maia = move & (self.pos >= MIN_EVAL_PLY)
         s["lm_n"] += int(maia.sum())
         s["lm_top1"] += int((sc["legal_hit"] & maia).sum())
         s["lm_top5"] += int((sc["legal_in_top5"] & maia).sum())
         return act_hit
 
     def _add_ceiling(self, tok, lens, move) -> None:
-        """Ceiling (§5): 1/N_legal over every ply < length, and over the plies moves-only scores."""
+        """Ceiling (§5): 1/N_legal over every ply < length, over the plies moves-only scores (every
+        move decision), and over the positions of the legal-masked top-1 (those from :data:`MIN_EVAL_PLY`)."""
         s = self.s
         inv = accuracy_ceiling_of(tok, lens)
         s["ceil_sum"] += float(inv.sum())
@@ -331,6 +358,7 @@ class _Totals:
         inv_pos = self.layout.align_plies(inv, lens)
         s["ceil_mo_sum"] += float(inv_pos[move].sum())
         s["ceil_mo_n"] += int(move.sum())
+        s["ceil_lm_sum"] += float(inv_pos[move & (self.pos >= MIN_EVAL_PLY)].sum())
 
     def _completion(self, n: int) -> dict[str, Any]:
         """The game-completion fields of :class:`AccuracyReport` (§1.3) from the first forfeits."""
@@ -380,8 +408,9 @@ class _Totals:
             legal_masked_top1=_ratio(s["lm_top1"], s["lm_n"]),
             legal_masked_top5=_ratio(s["lm_top5"], s["lm_n"]),
             n_legal_masked_positions=int(s["lm_n"]),
-            legal_masked_top1_all_positions=_ratio(s["lm_all_top1"], s["n_pos"]),
-            legal_masked_loss_all_positions=_ratio(s["lm_all_nll"], s["n_pos"]),
+            legal_masked_top1_all_moves=_ratio(s["lm_all_top1"], s["n_move"]),
+            legal_masked_loss_all_moves=_ratio(s["lm_all_nll"], s["n_move"]),
+            ceiling_legal_masked=_ratio(s["ceil_lm_sum"], s["lm_n"]),
             phases={k: {"correct": c, "total": t, "accuracy": _ratio(c, t)} for k, (c, t) in self.phase.items()},
             ceiling=_ratio(s["ceil_sum"], s["ceil_n"]),
             ceiling_moves_only=_ratio(s["ceil_mo_sum"], s["ceil_mo_n"]),

@@ -19,6 +19,15 @@ values under ``variants`` (``{"small": {"loss": ...}, ...}``), host/device memor
 ``val/accuracy_d64_L2_F256``, ``loss_d64_L2_F256``, ``train/accuracy`` and adapters' ``val_top1``,
 ``train_top1``, ``mem/rss_gb``, ``weights/layer0.wq.A`` become the same typed :class:`Record`.
 
+**Which positions a figure counts** (:func:`positions_of`, :attr:`Run.positions`). From schema 3
+(:data:`MOVE_DECISIONS_SCHEMA`) an adapter run under the hard legal mask counts only **move
+decisions** in its loss, top-1 and top-5 (train and val): the end-of-game slot, whose legal set is
+{PAD} alone, a certain hit with zero loss under the mask, is no longer counted, nor the last slot
+of a game cut at the ply cap. Records of schema 1 and 2 keep their meaning on read — those
+figures include one such free slot per game — and are labelled by it, so figures of the two
+definitions are never compared as equals. Pretraining and unmasked adapter runs count every
+supervised position in every schema (the published convention).
+
 This module imports neither JAX nor the engine.
 """
 
@@ -37,8 +46,23 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 from pawn.errors import PawnError
 from pawn.metrics import METRICS, RECORD_KINDS, V1_NAMES
 
-SCHEMA_VERSION = 2
-"""The version of the records written by this PAWN (the ``schema`` field of each record)."""
+SCHEMA_VERSION = 3
+"""The version of the records written by this PAWN (the ``schema`` field of each record): 2 the
+one typed schema of every record, 3 the same fields with an adapter's legal-masked figures over
+move decisions only (:data:`MOVE_DECISIONS_SCHEMA`)."""
+
+MOVE_DECISIONS_SCHEMA = 3
+"""The first schema whose legal-masked adapter figures (loss, top-1, top-5) count move decisions
+only; older records count each game's end-of-game slot too (a certain hit under the mask)."""
+
+POSITIONS: dict[str, str] = {
+    "move_decisions": "every move decision (legal-masked; no end-of-game slot)",
+    "with_end_of_game": "every supervised position, the end-of-game slot included: a certain hit under the legal mask "
+                        f"(written before record schema {MOVE_DECISIONS_SCHEMA})",
+    "published": "every supervised position, the end-of-game slot included (published convention)",
+}
+"""The position sets a run's loss, top-1 and top-5 may count (:func:`positions_of`) → how tables say it.
+Figures of different sets are not comparable: ``with_end_of_game`` adds about one free hit per game."""
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
@@ -103,8 +127,10 @@ class Record:
         return self.values.get(key)
 
     def to_json(self) -> dict[str, Any]:
-        """The record in the current on-disk schema (what :func:`record_line` writes)."""
-        out: dict[str, Any] = {"type": self.type, "schema": SCHEMA_VERSION}
+        """The record in the current on-disk layout (what :func:`record_line` writes), under its own
+        schema number (2 for a migrated schema-1 record: the same layout and meaning), so a
+        record written before :data:`MOVE_DECISIONS_SCHEMA` keeps its meaning when rewritten."""
+        out: dict[str, Any] = {"type": self.type, "schema": max(self.schema, 2)}
         if self.step is not None:
             out["step"] = self.step
         out.update(self.values)
@@ -112,6 +138,25 @@ class Record:
             out["variants"] = self.variants
         out.update(self.fields)
         return out
+
+
+def positions_of(schema: int, *, adapter: bool, legal_mask: bool = True) -> str:
+    """The key of :data:`POSITIONS` that the loss, top-1 and top-5 of a record count.
+
+    Args:
+        schema: the record's schema (:attr:`Record.schema`).
+        adapter: the record is an adapter run's (``pawn adapt``, a sweep trial).
+        legal_mask: the adapter trained and validated under the hard legal mask (not
+            ``--no-legal-mask``).
+
+    Returns:
+        ``"move_decisions"`` (an adapter under the mask, schema ≥ :data:`MOVE_DECISIONS_SCHEMA`),
+        ``"with_end_of_game"`` (the same, older records) or ``"published"`` (pretraining, or an
+        adapter without the mask: every supervised position, as published).
+    """
+    if not adapter or not legal_mask:
+        return "published"
+    return "move_decisions" if schema >= MOVE_DECISIONS_SCHEMA else "with_end_of_game"
 
 
 def _num(v: Any) -> Any:
@@ -511,6 +556,28 @@ class Run:
         return None
 
     @property
+    def movable_params(self) -> Optional[int]:
+        """An adapter run's trainable parameters that its loss reaches (the config record's
+        ``movable_params``; ``unfreeze`` with embeddings or the head, ``specialized_clm`` and output
+        FiLM train some that never move), None for runs written before PAWN recorded it."""
+        c = self.config_record
+        v = c.fields.get("movable_params") if c is not None else None
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    @property
+    def compute(self) -> Optional[dict]:
+        """What the run spent over all its segments, from its last ``end`` record's ``compute``:
+        ``optimizer_steps`` and, for adapter runs, ``main_steps``, ``warmup_steps`` (the RoSA
+        family's LoRA warm-up, outside the main step counter), ``mask_scoring_batches``,
+        ``gradient_batches`` (forward-and-backward passes over a batch), ``trainable_params``,
+        ``movable_params``. None while the run has no ``end`` record, or when an older PAWN wrote it."""
+        for r in reversed(self.all_records()):
+            if r.type == "end":
+                c = r.fields.get("compute")
+                return dict(c) if isinstance(c, dict) else None
+        return None
+
+    @property
     def health(self) -> Optional[dict]:
         """``schedule_health.json`` (spec §1.10), or None."""
         h = _read_json(self.path / HEALTH_FILE)
@@ -535,6 +602,32 @@ class Run:
 
         p = self.path / SPLIT_FILE
         return read(p) if p.is_file() else None
+
+    @property
+    def legal_mask(self) -> bool:
+        """An adapter run trained under the hard legal mask (not ``--no-legal-mask``); False for pretraining."""
+        return self.kind == "adapt" and not self.config.get("disable_legal_mask")
+
+    def positions_of(self, record: Record) -> str:
+        """The :data:`POSITIONS` key of the position set ``record``'s loss, top-1 and top-5 count
+        (:func:`positions_of` with this run's kind and mask)."""
+        return positions_of(record.schema, adapter=self.kind == "adapt", legal_mask=self.legal_mask)
+
+    @property
+    def positions(self) -> str:
+        """The :data:`POSITIONS` key of the run's validation figures: that of its last ``val``
+        record (of its config record, or the current schema, when it has none yet), or
+        ``"mixed"`` when its ``val`` records count different sets (an old run resumed by a newer
+        PAWN: the curve changes definition at the resume)."""
+        val = self.val
+        sets = {self.positions_of(r) for r in val}
+        if len(sets) > 1:
+            return "mixed"
+        if sets:
+            return sets.pop()
+        c = self.config_record
+        return self.positions_of(c) if c is not None else positions_of(SCHEMA_VERSION, adapter=self.kind == "adapt",
+                                                                       legal_mask=self.legal_mask)
 
     @property
     def best_val_loss(self) -> Optional[float]:
@@ -733,5 +826,5 @@ def discover_runs(root: str | os.PathLike) -> list[Run]:
     return found
 
 
-__all__ = ["SCHEMA_VERSION", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
+__all__ = ["SCHEMA_VERSION", "MOVE_DECISIONS_SCHEMA", "POSITIONS", "positions_of", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
            "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "last_per_step"]

@@ -84,6 +84,18 @@ class AdaptedModel(eqx.Module):
             return self.backbone.num_params()
         return self.adapter.num_params()
 
+    def num_unreached_params(self, legal_mask: bool) -> int:
+        """Of the trainable parameters, those the adapter loss's gradient never reaches on pure-moves
+        games (:func:`pawn.adapters.base.unreached_backbone_params`: ``pad_embed``,
+        ``outcome_embed``, and under the hard legal mask the non-move tokens' ``lm_head`` columns and
+        output-FiLM entries), so they can never move by learning. A comparison at equal trainable
+        size counts ``trainable − unreached`` (the run records it as ``movable_params``)."""
+        from pawn.adapters.base import unreached_backbone_params
+
+        if self.adapter.trains_backbone:
+            return unreached_backbone_params(self.backbone.config, embeddings=True, head=True, legal_mask=legal_mask)
+        return self.adapter.num_unreached(legal_mask)
+
     def weight_report(self) -> dict:
         """The strategy's weight report (spec §4; names as there): norms as floats, plus
         ``unfrozen_layers`` (list) / ``n_trainable`` (int) for ``unfreeze``; empty for ``specialized_clm``."""

@@ -22,6 +22,30 @@ from jaxtyping import Array
 
 from pawn.adapters.errors import AdapterError
 from pawn.model import LayerAdapter, PAWNModel
+from pawn.vocab import NUM_ACTIONS
+
+UNREACHED_EMBEDDINGS = ("pad_embed", "outcome_embed")
+"""Embedding tables the adapter loss never reaches (adapters train on pure moves, spec §5):
+``pad_embed`` feeds only PAD inputs, which no supervised position attends (the prefix mask) and
+none is supervised; ``outcome_embed`` feeds outcome tokens, which the pure-moves layout never
+inputs. Their gradient is zero, so as trainable parameters they can never move by learning
+(``pad_embed`` starts at zero and stays there; ``outcome_embed`` rows only shrink under weight decay)."""
+
+
+def non_move_logits(vocab_size: int) -> int:
+    """Tokens of the vocabulary that are never a move (PAD and the outcome tokens): 12 of 1,980.
+    Under the hard legal mask their logits are −inf at every move decision, so nothing that
+    feeds only their logits (``lm_head`` columns, output-FiLM entries) is reached by the loss."""
+    return int(vocab_size) - NUM_ACTIONS
+
+
+def unreached_backbone_params(config, *, embeddings: bool, head: bool, legal_mask: bool) -> int:
+    """Parameters of trainable backbone arrays that the adapter loss never reaches: the
+    :data:`UNREACHED_EMBEDDINGS` (``(1 + n_outcomes) · d``) when the embeddings train, and under the
+    hard legal mask the ``lm_head`` columns of the non-move tokens (``12 · d``) when the head trains."""
+    d = int(config.d_model)
+    n = (1 + int(config.n_outcomes)) * d if embeddings else 0
+    return n + (non_move_logits(config.vocab_size) * d if head and legal_mask else 0)
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -73,6 +97,12 @@ class Adapter(LayerAdapter):
         """Trainable parameters (default: size of every trainable array)."""
         leaves = jax.tree_util.tree_leaves(eqx.filter(self, self.trainable_filter()))
         return int(sum(int(np.prod(x.shape)) for x in leaves))
+
+    def num_unreached(self, legal_mask: bool) -> int:
+        """Of :meth:`num_params`, the entries the adapter loss's gradient never reaches (so they
+        can never move by learning) on pure-moves games, under the hard legal mask or not
+        (default: none; ``unfreeze`` with embeddings or head, output FiLM)."""
+        return 0
 
     def weight_report(self, prefix: str = "") -> dict:
         """Norms per spec §4 (names as there), keys prefixed by ``prefix``."""
@@ -149,6 +179,9 @@ class Composite(Adapter):
 
     def num_params(self):
         return sum(p.num_params() for p in self.parts)
+
+    def num_unreached(self, legal_mask: bool) -> int:
+        return sum(p.num_unreached(legal_mask) for p in self.parts)
 
     def weight_report(self, prefix=""):
         out = {}

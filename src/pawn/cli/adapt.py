@@ -82,9 +82,10 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
         typer.echo(f"finished {res.step} steps ({res.total_steps // res.steps_per_epoch} epochs); run directory {res.run_dir}")
     from pawn.metrics import SCOPE_ALL
 
-    masked = "legal-masked, " if res.legal_mask else ""
+    # under the hard mask the figures count the move decisions; without it every supervised position
+    scope = f"legal-masked, {SCOPE_ALL}" if res.legal_mask else "all positions, end of game included"
     rep = TableReport(f"{res.strategy}: {res.trainable_params:,} trainable parameters",
-                      [Column("when", justify="left"), Column("val loss", ".4f"), Column(f"val top-1 ({masked}{SCOPE_ALL})", "pct"),
+                      [Column("when", justify="left"), Column("val loss", ".4f"), Column(f"val top-1 ({scope})", "pct"),
                        Column("val top-5", "pct")])
     if res.baseline_val:
         b = res.baseline_val
@@ -94,6 +95,13 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
         v = res.last_val
         rep.add(f"step {v['step']}", v["loss"], v["top1"], v["top5"])
     Output().report(rep)
+    c = res.compute
+    if c:  # what the run really spent: equal "--steps" are not equal compute across strategies
+        warm = (f" ({c['main_steps']:,} main + {c['warmup_steps']:,} RoSA warm-up) and {c['mask_scoring_batches']:,} "
+                f"mask-scoring batches: {c['gradient_batches']:,} gradient batches" if c.get("gradient_batches", 0) != c["optimizer_steps"]
+                else "")
+        typer.echo(f"spent {c['optimizer_steps']:,} optimizer steps{warm}; {c['trainable_params']:,} trainable parameters, "
+                   f"{c['movable_params']:,} movable (reached by the loss)")
     sp = res.split
     if sp is not None:
         test = f", {sp.n('test'):,} test" if sp.n("test") else ""

@@ -42,7 +42,10 @@ def _cell(value, fmt: str):
 
 
 def accuracy_table(r: runs.ModelEval) -> TableReport:
-    """The published / moves-only table of one model's :class:`pawn.metrics_core.AccuracyReport`."""
+    """The published / moves-only table of one model's :class:`pawn.metrics_core.AccuracyReport`.
+    Published figures count every supervised position (end-of-game slot included) and their
+    top-1 / ceiling divides figures over different positions (the model cards' ratio); moves-only
+    figures count the move decisions and divide by the ceiling over the same plies."""
     rep = r.report
     t = TableReport(f"{r.name}: {r.games} random games, seed {r.seed}, max_ply {r.max_ply}, seq_len {r.seq_len}"
                     f"{' (outcome prefix)' if r.layout.prepend_outcome else ''}",
@@ -53,7 +56,28 @@ def accuracy_table(r: runs.ModelEval) -> TableReport:
         name = METRICS[key].label + (f" (pos ≥ {rep.late_ply})" if key == "late_legal_rate" else "")
         t.add(name, _cell(d[pub], fmt), "" if mo is None else _cell(d[mo], fmt))
     t.add(METRICS["forfeit_ply"].label, f"{rep.min_forfeit_ply} / {rep.median_forfeit_ply} / {rep.max_forfeit_ply}", "")
-    return t.add(METRICS["positions"].label, f"{rep.n_positions}", f"{rep.n_move_positions}")
+    return t.add(METRICS["positions"].label, f"{rep.n_positions} (with end-of-game slots; ceiling: not these)",
+                 f"{rep.n_move_positions} (move decisions; ceiling: these)")
+
+
+def legal_masked_table(r: runs.ModelEval) -> TableReport:
+    """The legal-masked figures of one model's :class:`pawn.metrics_core.AccuracyReport` (argmax
+    over the legal moves: how an adapter trained under ``pawn adapt``'s legal mask is read), each
+    beside the accuracy ceiling over the same positions: the move decisions from
+    :data:`pawn.metrics.MIN_EVAL_PLY` (spec eval §1.6) and every move decision. On uniformly random
+    games no model beats that ceiling beyond sampling error."""
+    from pawn.metrics import SCOPE_ALL, SCOPE_FROM
+
+    rep = r.report
+    t = TableReport(f"{r.name}: legal-masked (argmax over the legal moves; move decisions only, no end-of-game slot)",
+                    [Column("Metric", justify="left"), Column(SCOPE_FROM), Column(SCOPE_ALL)])
+    t.add("Top-1", _cell(rep.legal_masked_top1, "pct"), _cell(rep.legal_masked_top1_all_moves, "pct"))
+    t.add("Top-5", _cell(rep.legal_masked_top5, "pct"), "")
+    t.add("Loss (nats)", "", _cell(rep.legal_masked_loss_all_moves, ".4f"))
+    t.add("Ceiling E[1/N_legal], same positions", _cell(rep.ceiling_legal_masked, "pct"), _cell(rep.ceiling_moves_only, "pct"))
+    over_all = rep.legal_masked_top1_all_moves / rep.ceiling_moves_only if rep.ceiling_moves_only > 0 else float("nan")
+    t.add("Top-1 / ceiling", _cell(rep.legal_masked_top1_over_ceiling, "pct"), _cell(over_all, "pct"))
+    return t.add(METRICS["positions"].label, f"{rep.n_legal_masked_positions}", f"{rep.n_move_positions}")
 
 
 def _human_columns(first: str, all_positions: bool = False) -> list[Column]:
@@ -65,8 +89,8 @@ def _human_columns(first: str, all_positions: bool = False) -> list[Column]:
             Column(f"Top-1 ({SCOPE_ALL})", "pct"), Column("Top-5", "pct"), Column(METRICS["legal_rate"].label, "pct"),
             Column(METRICS["legal_masked_top1"].label, "pct")]
     if all_positions:
-        cols.append(Column(METRICS["legal_masked_top1_all_positions"].label, "pct"))
-        cols.append(Column(METRICS["legal_masked_loss_all_positions"].label, ".4f"))
+        cols.append(Column(METRICS["legal_masked_top1_all_moves"].label, "pct"))
+        cols.append(Column(METRICS["legal_masked_loss_all_moves"].label, ".4f"))
     return cols
 
 
@@ -90,7 +114,7 @@ def held_out_table(r: runs.ModelEval) -> TableReport:
     t = TableReport(f"{r.name}: the {h['split']} games of {h['run']} ({h['source']}{elo}), seq_len {r.seq_len}",
                     _human_columns("split", all_positions=True))
     t.add(h["split"], h["n_games"], h["n_positions"], h["loss"], h["top1"], h["top5"], h["legal_rate"], h["top1_legal_masked"],
-          h["top1_legal_masked_all_positions"], h.get("loss_legal_masked_all_positions"))
+          h["top1_legal_masked_all_moves"], h.get("loss_legal_masked_all_moves"))
     return t
 
 
@@ -185,6 +209,7 @@ def suite_cmd(s: EvalSettings, checkpoint: str) -> None:
             for m in runs.suite_models(models, s, log=lambda x: out.line(x, highlight=False), progress=prog.task):
                 record["models"].append(m.record())
                 out.report(accuracy_table(m.eval))
+                out.report(legal_masked_table(m.eval))
                 out.report(best_table(m.probes, ps))
                 for line in outcome_lines(m):
                     out.line(line, highlight=False)
@@ -219,6 +244,7 @@ def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
             record["models"].append(r.record())
             if r.report is not None:
                 out.report(accuracy_table(r))
+                out.report(legal_masked_table(r))
             if r.held_out is not None:
                 out.report(held_out_table(r))
             if r.lichess is not None:

@@ -65,8 +65,10 @@ def evaluate_pgn(
     players, and at most ``max_games_per_band``
     per band (file order) are scored. With the outcome prefix, every game gets a dummy
     PLY_LIMIT outcome (v1). Per band, over positions with a move target: ``loss`` (full-vocab
-    CE), ``perplexity`` (exp, capped at 1e6), ``top1``/``top5`` (full vocabulary), and
-    ``legal_rate`` (argmax legal by the grid bit), all position-weighted.
+    CE), ``perplexity`` (exp, capped at 1e6), ``top1``/``top5`` (full vocabulary),
+    ``legal_rate`` (argmax legal by the grid bit), and ``top1_legal_masked`` (argmax over the legal
+    moves, over the move decisions at sequence position ≥ 10: spec §1.6 without v1's end-of-game
+    slot, a certain hit under the mask), all position-weighted.
 
     Returns:
         dict with ``file``, ``parser`` (counts: read, kept, one per skip reason), ``skipped``
@@ -146,16 +148,17 @@ def evaluate_held_out(model: Callable, games, *, seq_len: int, batch_size: int =
                       dtype: Optional[str] = None) -> dict[str, Any]:
     """Accuracy on a set of corpus games (an adapter run's validation or test games,
     :func:`pawn.data.split.rederive`), with the metrics of one Elo band of :func:`evaluate_pgn`
-    plus ``top1_legal_masked_all_positions`` (the position set of ``pawn adapt``'s validation top-1).
+    plus ``top1_legal_masked_all_moves`` over every move decision (the positions of ``pawn adapt``'s
+    validation top-1 under its legal mask).
 
     Args:
         games: :class:`pawn.data.cache.CsrGames` (cut to ``seq_len − offset`` plies here).
 
     Returns:
         ``{n_games, n_positions, loss, perplexity, top1, top5, legal_rate, top1_legal_masked,
-        top1_legal_masked_all_positions, loss_legal_masked_all_positions}`` (position-weighted;
-        losses in nats: ``loss`` the unmasked CE at move positions, the legal-masked one over
-        every position, as ``pawn adapt`` validates).
+        top1_legal_masked_all_moves, loss_legal_masked_all_moves}`` (position-weighted;
+        losses in nats: ``loss`` the unmasked CE, the legal-masked one as ``pawn adapt`` validates;
+        every figure over the move decisions, ``top1_legal_masked`` over those at position ≥ 10).
     """
     width = Layout.of(prepend_outcome).max_ply(seq_len)
     tokens, lengths, _ = games.gather(np.arange(len(games)), width)
@@ -164,5 +167,5 @@ def evaluate_held_out(model: Callable, games, *, seq_len: int, batch_size: int =
     return {"n_games": len(games), "n_positions": r.n_move_positions, "loss": r.moves_only_loss,
             "perplexity": min(math.exp(min(r.moves_only_loss, 700.0)), LICHESS_PERPLEXITY_CAP),
             "top1": r.moves_only_top1_full_vocab, "top5": r.moves_only_top5_full_vocab, "legal_rate": r.moves_only_legal_rate,
-            "top1_legal_masked": r.legal_masked_top1, "top1_legal_masked_all_positions": r.legal_masked_top1_all_positions,
-            "loss_legal_masked_all_positions": r.legal_masked_loss_all_positions}
+            "top1_legal_masked": r.legal_masked_top1, "top1_legal_masked_all_moves": r.legal_masked_top1_all_moves,
+            "loss_legal_masked_all_moves": r.legal_masked_loss_all_moves}

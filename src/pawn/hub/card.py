@@ -18,7 +18,7 @@ from urllib.parse import quote
 from pawn.checkpoint import CONFIG_FILE, CheckpointError, read_model_config
 from pawn.config import ModelConfig, param_count
 from pawn.metrics import METRICS, ViewKeys, eval_values
-from pawn.runs import parse_record
+from pawn.runs import POSITIONS, parse_record, positions_of
 
 CARD_FILE = "README.md"
 LIBRARY_NAME = "pawn"
@@ -111,6 +111,13 @@ def _val_rows(last_val: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _val_positions(last_val: Mapping[str, Any], run: Mapping[str, Any]) -> str:
+    """Which positions a ``val`` record's loss and top-1 count (:data:`pawn.runs.POSITIONS`): by
+    its schema, and whether the run config is an adapter's (``strategy``) under the legal mask."""
+    rec = parse_record(dict(last_val, type="val"))
+    return POSITIONS[positions_of(rec.schema, adapter=bool(run.get("strategy")), legal_mask=not run.get("disable_legal_mask"))]
+
+
 def model_card(
     config: ModelConfig,
     *,
@@ -184,7 +191,8 @@ def model_card(
     if last_val:
         rows = _val_rows(last_val)
         if rows:
-            body += [f"## Validation at step {last_val.get('step', '?')}", "", _table(rows, ("metric", "value")), ""]
+            body += [f"## Validation at step {last_val.get('step', '?')}", "", _table(rows, ("metric", "value")), "",
+                     f"Loss and top-1 count {_val_positions(last_val, run)}.", ""]
     if eval_report:
         body += _eval_section(eval_report, eval_source)
     body += ["## Use", "", "```python", "import pawn"]

@@ -15,7 +15,10 @@ import re
 from typing import Any, Iterable, Optional
 
 from pawn.metrics import METRICS, ViewKeys
-from pawn.runs import Record, Run
+from pawn.runs import POSITIONS, Record, Run
+
+POSITIONS_MIXED = ("mixed: the validation records count different positions (an old run resumed by a newer PAWN; "
+                   "the curve changes definition at the resume)")
 
 INTEGRITY_KEYS = ViewKeys("integrity")
 """Game-integrity rates, the ``integrity`` view (spec ``eval-probe-generate-sweep-bench.md``
@@ -348,7 +351,11 @@ def summary(run: Run) -> dict[str, Any]:
     directory when the validation records carry no ceiling; ``top1_over_ceiling_from`` says which),
     median tokens/s and data-wait fraction (compile chunks left out),
     wall time (s, the last record's ``elapsed``), start (the first record's timestamp), ETA (s:
-    remaining steps × seconds per step of the last segment, while running), trainable params."""
+    remaining steps × seconds per step of the last segment, while running), trainable params, and
+    which positions its loss and top-1 count (``positions``: a :data:`pawn.runs.POSITIONS` key or
+    ``mixed``; ``positions_label`` says it), so the page never compares figures of different
+    position sets without saying so; ``movable_params`` and ``compute`` (:attr:`pawn.runs.Run.compute`:
+    the optimizer steps and gradient batches a run really spent)."""
     train, val = run.train, run.val
     st = run.status
     steady = [r for r in train if not r.fields.get("includes_compile")]
@@ -402,7 +409,9 @@ def summary(run: Run) -> dict[str, Any]:
             "top1_over_ceiling": over, "top1_over_ceiling_from": over_source,
             "legal_rate": _last(val, "legal_rate"), "completion_rate": _last(val, "completion_rate"),
             "tokens_per_s": median("tokens_per_s"), "data_wait_frac": median("data_wait_frac"), "wall_s": elapsed,
-            "start": start, "eta_s": eta, "trainable_params": run.trainable_params}
+            "start": start, "eta_s": eta, "trainable_params": run.trainable_params,
+            "positions": run.positions, "positions_label": POSITIONS.get(run.positions, POSITIONS_MIXED),
+            "movable_params": run.movable_params, "compute": run.compute}
 
 
 def checkpoints(run: Run, verify: bool = True) -> list[dict[str, Any]]:

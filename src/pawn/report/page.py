@@ -172,6 +172,9 @@ function renderRuns() {
     {label: 'model / strategy', key: 'model', sort: r => S(r).model, cell: r => S(r).model || '—'},
     {label: 'status', key: 'state', sort: r => S(r).state, cell: r => stateBadge(S(r))},
     {label: 'step / total', key: 'step', num: true, sort: r => S(r).step, cell: r => `${fmt(S(r).step, 'int')} / ${fmt(S(r).total_steps, 'int')}`},
+    {label: 'optimizer steps', key: 'optimizer_steps', num: true, title: 'all the optimizer steps the run spent (a RoSA warm-up included; its mask-scoring batches in the tooltip)',
+     sort: r => (S(r).compute || {}).optimizer_steps, cell: r => { const c = S(r).compute || {};
+       return el('span', {title: c.gradient_batches !== undefined ? `${c.gradient_batches} gradient batches; ${c.movable_params} of ${c.trainable_params} trainable parameters movable` : ''}, fmt(c.optimizer_steps, 'int')); }},
     {label: 'best val loss', key: 'best_val_loss', num: true, sort: r => S(r).best_val_loss, cell: r => fmt(S(r).best_val_loss, 'loss')},
     {label: 'top-1', key: 'top1', num: true, sort: r => S(r).top1, cell: r => fmt(S(r).top1, 'pct')},
     {label: 'top-1/ceiling', key: 'top1_over_ceiling', num: true, sort: r => S(r).top1_over_ceiling, cell: r => fmt(S(r).top1_over_ceiling, 'ratio')},
@@ -185,6 +188,17 @@ function renderRuns() {
   page.append(el('h2', {}, `Runs (${D.runs.length})`),
               el('p', {class: 'muted'}, 'Click a header to sort, a run to open it; ticked runs are overlaid on the Compare page.'),
               table(cols, D.runs, {sortable: true}));
+  const pn = positionsNote(D.runs); if (pn) page.append(pn);
+}
+
+// loss and top-1 of runs that count different positions are not comparable: say so (pawn.runs.POSITIONS)
+function positionsNote(runs) {
+  const groups = {};
+  runs.forEach(r => { const k = r.summary.positions; if (k) (groups[k] = groups[k] || {label: r.summary.positions_label, runs: []}).runs.push(r.label); });
+  const keys = Object.keys(groups);
+  if (keys.length < 2) return null;
+  return el('div', {class: 'note', id: 'positions-note'}, 'Loss and top-1 of these runs count different positions, so they are not comparable across groups: ',
+    ...keys.map(k => el('div', {}, `${groups[k].label}: ${groups[k].runs.join(', ')}`)));
 }
 
 // ------------------------------------------------------------------ Run
@@ -252,6 +266,7 @@ function renderCompare() {
     el('label', {}, lx, ' log x'), el('label', {}, ly, ' log y'), el('label', {}, 'smoothing '), sm, el('span', {}, st.smooth.toFixed(2))));
   const runs = D.runs.filter(r => selected.has(r.id));
   if (!runs.length) { page.append(el('div', {class: 'empty'}, 'Tick runs in the Runs table to compare them.')); return; }
+  const pn = positionsNote(runs); if (pn) page.append(pn);
   const traces = [];
   const palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
   runs.forEach((r, i) => {
@@ -286,6 +301,7 @@ function renderSweep() {
     const card = el('div', {class: 'card sweep-study'}); page.append(card);
     card.append(el('h2', {}, `Study ${s.name || '?'}`), el('div', {class: 'muted'}, s.storage));
     if (s.error) { card.append(el('p', {}, 'Cannot read: ' + s.error)); continue; }
+    if (s.objective_note) card.append(el('div', {class: 'note', id: 'objective-note'}, s.objective_note));
     const n = st => s.trials.filter(t => t.state === st).length;
     card.append(el('p', {}, `${s.trials.length} trials — ${n('COMPLETE')} complete, ${n('PRUNED')} pruned, ${n('FAIL')} failed, ${n('RUNNING')} running` +
                     (s.best !== null && s.best !== undefined ? ` — best: trial ${s.best}` : '')));

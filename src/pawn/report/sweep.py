@@ -81,7 +81,9 @@ def read_studies(urls: Iterable[str], run_ids: Optional[dict[str, str]] = None) 
     """Every study of every storage in ``urls`` as JSON-ready dicts: name, storage, direction,
     user attributes, and its trials (number, state, value = best val loss, params, reason,
     run_dir, the report's run id when that run is in the report, trainable params read from the
-    trial's run, start/end), the Pareto front (trial numbers) and the best trial number.
+    trial's run, ``record_schema``: the run-record schema it finished under, start/end), the
+    Pareto front (trial numbers), the best trial number and ``objective_note`` (:func:`_objective_note`:
+    which trials' objective counts other positions, or None).
 
     Args:
         urls: storage URLs (:func:`find_storages`).
@@ -121,7 +123,7 @@ def read_studies(urls: Iterable[str], run_ids: Optional[dict[str, str]] = None) 
                 trials.append({"number": t.number, "state": t.state.name, "value": value, "params": t.params,
                                "reason": t.user_attrs.get("reason") or t.user_attrs.get("fail_reason"),
                                "steps": t.user_attrs.get("steps"), "run_dir": run_dir, "run_id": rid,
-                               "trainable_params": params_n,
+                               "trainable_params": params_n, "record_schema": t.user_attrs.get("record_schema"),
                                "intermediate": {str(k): v for k, v in sorted(t.intermediate_values.items())},
                                "started": t.datetime_start.isoformat(timespec="seconds") if t.datetime_start else None,
                                "finished": t.datetime_complete.isoformat(timespec="seconds") if t.datetime_complete else None})
@@ -130,8 +132,25 @@ def read_studies(urls: Iterable[str], run_ids: Optional[dict[str, str]] = None) 
             front = pareto([(t["number"], t["trainable_params"], t["value"]) for t in done
                             if isinstance(t["trainable_params"], int)])
             out.append({"name": name, "storage": url, "direction": study.direction.name,
-                        "user_attrs": dict(study.user_attrs), "trials": trials, "best": best, "pareto": front})
+                        "user_attrs": dict(study.user_attrs), "trials": trials, "best": best, "pareto": front,
+                        "objective_note": _objective_note(study.user_attrs, done)})
     return out
+
+
+def _objective_note(attrs: dict, done: list[dict[str, Any]]) -> Optional[str]:
+    """What the page says when an adapter study's complete trials count different positions in
+    their objective (:func:`pawn.runs.positions_of`): trials finished before record schema
+    :data:`pawn.runs.MOVE_DECISIONS_SCHEMA` (no ``record_schema``) counted each game's end-of-game
+    slot in their legal-masked val loss. None when they all count the same."""
+    from pawn.runs import MOVE_DECISIONS_SCHEMA
+
+    if attrs.get("run_type") != "adapter":
+        return None
+    old = [t["number"] for t in done if (t.get("record_schema") or 2) < MOVE_DECISIONS_SCHEMA]
+    if not old or len(old) == len(done):
+        return None
+    return (f"Trials {', '.join(map(str, old))} finished before record schema {MOVE_DECISIONS_SCHEMA}: their val loss counts each "
+            "game's end-of-game slot (zero loss under the legal mask), so their objective is not comparable with the other trials'.")
 
 
 def figures(study: dict[str, Any]) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from optuna.trial import TrialState
 from pydantic import ValidationError
 
 from pawn.errors import PawnError
+from pawn.runs import SCHEMA_VERSION
 from pawn.settings import format_validation_error
 from pawn.sweep.settings import SweepSettings
 from pawn.sweep.space import Space, derive, suggest
@@ -128,6 +129,9 @@ def finish_trial(trial: optuna.Trial, outcome: TrialOutcome, log: Callable[[str]
         trial.set_user_attr("run_dir", str(outcome.run_dir))
     trial.set_user_attr("reason", outcome.reason)
     trial.set_user_attr("steps", outcome.step)
+    # which positions its val loss counts (pawn.runs.positions_of): a study resumed by a newer PAWN
+    # holds trials of both definitions, and the report says so
+    trial.set_user_attr("record_schema", SCHEMA_VERSION)
     if outcome.error is not None:
         return _fail(trial, outcome.error, log)
     if outcome.reason == "pruned":

@@ -45,7 +45,7 @@ from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, fi
 from pawn.sweep.space import derive, suggest
 from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, raise_if_interrupted
 from pawn.train.adapt import load_backbone_for
-from pawn.train.adapter_step import BATCH_KEYS, BatchChunks, make_adapter_loss, make_validator
+from pawn.train.adapter_step import BATCH_KEYS, BatchChunks, make_adapter_count, make_adapter_loss, make_validator
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
 from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, partition_model
@@ -369,7 +369,8 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     loss_kw = dict(legal_mask=not base.disable_legal_mask, illegal_penalty=base.illegal_penalty, dtype=dtype)
     program = TrainProgram(make_optimizer(schedules[0], b1=base.beta1, b2=base.beta2, weight_decay=base.weight_decay,
                                           max_grad_norm=base.max_grad_norm), schedules[0], [(model.config, 1.0)], dtype,
-                           "none", make_mesh(), 1, loss_fn=make_adapter_loss(**loss_kw))
+                           "none", make_mesh(), 1, loss_fn=make_adapter_loss(**loss_kw),
+                           count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]))
     validator = make_validator(**loss_kw)
     pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
     halves = [partition_model(m, m.trainable_filter()) for m in models]

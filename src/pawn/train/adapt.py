@@ -40,7 +40,8 @@ from pawn.progress import ProgressReporter
 from pawn.settings import format_validation_error
 from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
 from pawn.train.hooks import HookError, check_extras, open_run_hooks
-from pawn.train.adapter_step import BATCH_KEYS, VAL_FIELDS, BatchChunks, batch_dict, make_adapter_loss, make_validator
+from pawn.train.adapter_step import (BATCH_KEYS, VAL_FIELDS, BatchChunks, batch_dict, make_adapter_count, make_adapter_loss,
+                                     make_validator)
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, step_dir_name
 from pawn.train.loop import (
     TrainProgram,
@@ -138,6 +139,8 @@ class AdaptResult:
         baseline_val: the step-0 validation (fresh runs). last_val, last_train: last records.
         legal_mask: the loss (and the validation top-1) was under the hard legal mask.
         split: the run's :class:`pawn.data.split.SplitRecord` (which games were train/val/test).
+        compute: what the run spent over all its segments, as its ``end`` record's ``compute``
+            (:func:`_spent`): optimizer steps, gradient batches, trainable and movable parameters.
     """
 
     run_dir: Path
@@ -156,6 +159,7 @@ class AdaptResult:
     extra: dict = field(default_factory=dict)
     legal_mask: Optional[bool] = None
     split: Any = None
+    compute: dict = field(default_factory=dict)
 
 
 # ============================================================================ backbone, resume
@@ -432,6 +436,7 @@ class _ModelSetup:
     rosa_resume: Optional[tuple]
     n_trainable: int
     n_backbone: int
+    n_movable: int = 0
 
 
 def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Optional[AdaptReuse],
@@ -470,13 +475,42 @@ def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Opt
     else:
         n_trainable = int(model.num_trainable_params())
     n_backbone = int(model.backbone.num_params()) if st.uses_backbone else 0
+    n_movable = n_trainable - model.num_unreached_params(not cfg.disable_legal_mask)
     log(f"strategy {st.name}: {n_trainable:,} trainable parameters" +
         (f" ({100.0 * n_trainable / max(n_backbone, 1):.2f}% of the {n_backbone:,}-parameter backbone {model.config.name})"
-         if st.uses_backbone else f" (a {model.config.name} model trained from scratch)"))
+         if st.uses_backbone else f" (a {model.config.name} model trained from scratch)") +
+        (f", {n_movable:,} movable (the loss never reaches {n_trainable - n_movable:,} of them)" if n_movable != n_trainable else ""))
     unused = cfg.unused_strategy_fields()
     if unused:
         log(f"WARNING: strategy {st.name} does not use {', '.join('--' + f.replace('_', '-') for f in unused)} (ignored)")
-    return _ModelSetup(st, model, ref, bb_run, rosa_resume, n_trainable, n_backbone)
+    return _ModelSetup(st, model, ref, bb_run, rosa_resume, n_trainable, n_backbone, n_movable)
+
+
+def _spent(mb: _ModelSetup, main_steps: int, warmup_done: Optional[int] = None) -> dict:
+    """What a run spent over all its segments (the ``end`` record's ``compute``, so runs can be
+    compared at equal compute from their records): ``main_steps`` (the main phase's optimizer
+    steps: the global step), ``warmup_steps`` (the RoSA family's LoRA warm-up steps, spec §4.6, not
+    in the main counter), ``mask_scoring_batches`` (its gradient-mask batches: a forward and backward
+    pass each, no update), ``optimizer_steps`` (main + warm-up), ``gradient_batches`` (every
+    forward-and-backward pass over a training batch: optimizer steps + mask batches),
+    ``trainable_params`` and ``movable_params`` (trainable minus those the loss never reaches:
+    :meth:`pawn.adapters.AdaptedModel.num_unreached_params`).
+
+    Args:
+        mb: the run's model setup (its model in its current phase).
+        main_steps: the main phase's global step at the end.
+        warmup_done: warm-up steps done when the run stopped inside the warm-up (masks not made).
+    """
+    w = m = 0
+    if rosa.is_phased(mb.model):
+        s = mb.model.settings
+        if warmup_done is not None:
+            w = int(warmup_done)
+        elif mb.model.adapter.phase != rosa.PHASE_WARMUP:
+            w, m = int(s.rosa_warmup_steps), int(s.mask_samples)
+    return {"optimizer_steps": int(main_steps) + w, "main_steps": int(main_steps), "warmup_steps": w,
+            "mask_scoring_batches": m, "gradient_batches": int(main_steps) + w + m,
+            "trainable_params": int(mb.n_trainable), "movable_params": int(mb.n_movable)}
 
 
 def _fit_seq_len(cfg: AdaptSettings, mb: _ModelSetup, resume_la, log: Callable[[str], None]) -> AdaptSettings:
@@ -594,6 +628,7 @@ def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReu
         # hyperparameters as data only for shared runs: XLA rounds the compiled-in constants'
         # arithmetic differently in places, and a plain run must stay bit-identical to before
         program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], dtype, "none", make_mesh(), 1, loss_fn=loss_fn,
+                               count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]),
                                weight_decay=cfg.weight_decay if reuse is not None else None)
         if reuse is not None:
             reuse.programs[graph_key] = program
@@ -777,7 +812,7 @@ def _write_start_records(r: _AdaptRun, fresh: bool, log: Callable[[str], None]) 
         if run.logger:
             run.logger.write("config", run_config=r.snapshot, strategy=mb.st.name,
                              adapter_settings=mb.model.settings.model_dump(mode="json"),
-                             trainable_params=mb.n_trainable, backbone_params=mb.n_backbone,
+                             trainable_params=mb.n_trainable, movable_params=mb.n_movable, backbone_params=mb.n_backbone,
                              model_config=mb.model.config.to_json_dict(),
                              backbone=None if mb.ref is None else mb.ref.to_json(), steps_per_epoch=data.spe,
                              total_steps=data.total, steps_per_chunk=data.k, n_train_games=len(corpus.train),
@@ -815,7 +850,7 @@ def _rosa_warmup(r: _AdaptRun, mb: _ModelSetup, stop: StopFlag, reuse: Optional[
             run.logger.write("train", step=0, **rec)
 
     wo = run_warmup_and_masks(
-        eqx.combine(to_host(r.state.model), r.frozen), loss_fn=prog.loss_fn,
+        eqx.combine(to_host(r.state.model), r.frozen), loss_fn=prog.loss_fn, count_fn=prog.program.count_fn,
         batch_at=lambda w: batch_dict(warm_src.batch_at(w), train_keys_w), lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2,
         weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, steps_per_chunk=data.k, save=save_warm,
         checkpoint_root=run.checkpoints, key=jax.random.fold_in(jax.random.key(cfg.seed), 3), resume=mb.rosa_resume,
@@ -825,9 +860,10 @@ def _rosa_warmup(r: _AdaptRun, mb: _ModelSetup, stop: StopFlag, reuse: Optional[
         stop.restore()
         if r.hub is not None:
             r.hub.close(log)
-        run.finish(data.schedule, 0, wo.reason, signal=stop.requested)
+        spent = _spent(mb, 0, wo.warmup_step)
+        run.finish(data.schedule, 0, wo.reason, signal=stop.requested, compute=spent)
         return AdaptResult(run.run_dir, None, None, None, 0, wo.reason, mb.st.name, mb.n_trainable, data.spe, data.total,
-                           r.baseline, extra={"rosa_warmup_step": wo.warmup_step})
+                           r.baseline, extra={"rosa_warmup_step": wo.warmup_step}, compute=spent)
     mb.model = wo.model
     state, frozen = init_partitioned_state(mb.model, prog.optimizer, trainable=mb.model.trainable_filter(), step=0)
     r.frozen, r.state = prog.program.place_frozen(frozen), prog.program.place_state(state)
@@ -909,7 +945,9 @@ def _train(r: _AdaptRun, stop: StopFlag, progress: bool, given_resume: Optional[
         chunks.close()
         if r.hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
             r.hub.close(log)
-        run.finish(data.schedule, trainer.step if trainer.step is not None else start, trainer.reason or "exception", signal=stop.requested)
+        end_step = trainer.step if trainer.step is not None else start
+        spent = _spent(r.mb, end_step)
+        run.finish(data.schedule, end_step, trainer.reason or "exception", signal=stop.requested, compute=spent)
     best = r.checkpointer.best
     run_dir = run.run_dir
     if best is not None and r.is_main and (run_dir / "best").exists() is False:
@@ -917,7 +955,7 @@ def _train(r: _AdaptRun, stop: StopFlag, progress: bool, given_resume: Optional[
     return AdaptResult(run_dir, outcome.checkpoint, best, es.best_loss_step if best is not None else None, outcome.step,
                        outcome.reason, r.mb.st.name, r.mb.n_trainable, data.spe, data.total, r.baseline,
                        metrics_hook.last_val if metrics_hook else None, metrics_hook.last_train if metrics_hook else None,
-                       legal_mask=not r.cfg.disable_legal_mask, split=r.split_rec)
+                       legal_mask=not r.cfg.disable_legal_mask, split=r.split_rec, compute=spent)
 
 
 __all__ = ["AdaptReuse", "AdaptResult", "AdaptSettings", "load_backbone_for", "link_best", "run_adapt"]

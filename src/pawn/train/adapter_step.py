@@ -17,7 +17,7 @@ import numpy as np
 from pawn.metrics import ViewKeys
 from pawn.metrics_core import first_argmax
 from pawn.train.run import to_host
-from pawn.vocab import VOCAB_SIZE
+from pawn.vocab import NUM_ACTIONS, VOCAB_SIZE
 
 BATCH_KEYS = ("input_ids", "targets", "loss_mask", "attn_mask")
 """Per-step batch arrays of every adapter chunk (``legal`` is added when the loss needs it)."""
@@ -35,9 +35,31 @@ def unpack_legal_bits(packed: jax.Array) -> jax.Array:
     return jnp.unpackbits(packed, axis=-1, count=VOCAB_SIZE, bitorder="little").astype(jnp.bool_)
 
 
+def scored_positions(targets: jax.Array, loss_mask: jax.Array, *, legal_mask: bool) -> jax.Array:
+    """bool [B, T]: the positions the adapter loss and its metrics count.
+
+    Under the hard legal mask (``legal_mask=True``), the **move decisions**: supervised positions
+    whose target is a move (``loss_mask ∧ target < 1968``), i.e. whose legal set is a real move set.
+    The end-of-game slot (target PAD, legal set {PAD}) is left out: under the mask it has one
+    candidate, so it is a certain hit with zero loss: one free hit per game (v1 counted it, spec
+    §5, so its published adapter top-1 figures hold about 1.5 pp of it on games of ~65 plies).
+    A game cut at the ply cap has no end-of-game target either (its last slot's PAD is the cut,
+    not an end), so it is not counted. Without the mask (``legal_mask=False``) the PAD target is a real prediction
+    ("the game is over") and every ``loss_mask`` position counts, as in pretraining.
+
+    Args:
+        targets: int32 [B, T]. loss_mask: bool [B, T].
+        legal_mask: the hard-mask regime.
+    """
+    if not legal_mask:
+        return loss_mask
+    return loss_mask & (targets < NUM_ACTIONS)
+
+
 def position_terms(logits: jax.Array, targets: jax.Array, loss_mask: jax.Array, legal: Optional[jax.Array], *,
                    legal_mask: bool, illegal_penalty: float = 0.0) -> dict[str, jax.Array]:
-    """Per-position loss terms of spec §5, float32 [B, T] each (zero outside ``loss_mask``).
+    """Per-position loss terms of spec §5, float32 [B, T] each (zero outside the counted positions:
+    :func:`scored_positions` — under the hard mask the move decisions, else ``loss_mask``).
 
     Args:
         logits: [B, T, V] (any float dtype; cast to float32).
@@ -56,6 +78,7 @@ def position_terms(logits: jax.Array, targets: jax.Array, loss_mask: jax.Array, 
         reach the arithmetic (replaced by 0 with ``where`` first), so all-false legal rows give
         no NaN, in values or gradients.
     """
+    loss_mask = scored_positions(targets, loss_mask, legal_mask=legal_mask)
     lm = loss_mask[..., None]
     z = jnp.where(lm, logits.astype(jnp.float32), 0.0)
     if legal_mask:
@@ -84,18 +107,30 @@ def position_terms(logits: jax.Array, targets: jax.Array, loss_mask: jax.Array, 
              ("illegal_mass", jax.lax.stop_gradient(mass) if illegal_penalty == 0 else mass))}
 
 
+def make_adapter_count(*, legal_mask: bool):
+    """The :class:`~pawn.train.loop.TrainProgram` ``count_fn`` matching :func:`make_adapter_loss`:
+    ``batch -> int32`` scalar, the batch's counted positions (:func:`scored_positions`)."""
+
+    def count_fn(batch):
+        return scored_positions(batch["targets"], batch["loss_mask"], legal_mask=legal_mask).sum(dtype=jnp.int32)
+
+    return count_fn
+
+
 def make_adapter_loss(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[str]):
     """The :class:`~pawn.train.loop.TrainProgram` ``loss_fn`` of spec §5: ``(model, batch) ->
-    (loss, {"top1": …})``, the mean over the batch's supervised positions (fp32 logits;
+    (loss, {"top1": …})``, the mean over the batch's counted positions (:func:`scored_positions`:
+    the move decisions under the hard mask, every supervised position without it; fp32 logits;
     ``batch`` holds ``input_ids``, ``targets``, ``loss_mask``, ``attn_mask`` [B, T] and, when
-    the loss needs it, ``legal`` uint8 [B, T, 248])."""
+    the loss needs it, ``legal`` uint8 [B, T, 248]). Pair it with :func:`make_adapter_count`."""
+    count_fn = make_adapter_count(legal_mask=legal_mask)
 
     def loss_fn(model, batch):
         logits = model(batch["input_ids"], batch["attn_mask"], dtype=dtype, prefix_mask=True)
         legal = unpack_legal_bits(batch["legal"]) if "legal" in batch else None
         t = position_terms(logits, batch["targets"], batch["loss_mask"], legal, legal_mask=legal_mask,
                            illegal_penalty=illegal_penalty)
-        n = jnp.maximum(batch["loss_mask"].sum(dtype=jnp.int32), 1).astype(jnp.float32)
+        n = jnp.maximum(count_fn(batch), 1).astype(jnp.float32)
         return t["loss"].sum() / n, {"top1": t["top1"].sum() / n}
 
     return loss_fn
@@ -103,10 +138,14 @@ def make_adapter_loss(*, legal_mask: bool, illegal_penalty: float, dtype: Option
 
 def make_validator(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[str]):
     """``validate(model, batches) -> {loss, top1, top5, illegal_pred_rate, illegal_prob_mass,
-    positions}`` (:mod:`pawn.metrics` keys; v1's ``val_loss``…): position-weighted over every supervised position
-    of ``batches`` (an iterable of dicts as the loss takes, with ``legal``, e.g.
-    :class:`~pawn.data.lichess_batches.ValidationBatches`), one jitted forward per batch
-    (spec §5 "Validation metrics"; the same masking and penalty as training)."""
+    positions}`` (:mod:`pawn.metrics` keys; v1's ``val_loss``…): position-weighted over the counted
+    positions of ``batches`` (:func:`scored_positions`: every move decision under the hard mask —
+    not v1's convention, which also counted each game's certain end-of-game slot — and every
+    supervised position without it; ``positions`` is their number), an iterable of dicts as the
+    loss takes, with ``legal`` (e.g. :class:`~pawn.data.lichess_batches.ValidationBatches`), one
+    jitted forward per batch (spec §5 "Validation metrics"; the same masking and penalty as
+    training)."""
+    count_fn = make_adapter_count(legal_mask=legal_mask)
 
     @eqx.filter_jit
     def sums(model, batch):
@@ -114,7 +153,7 @@ def make_validator(*, legal_mask: bool, illegal_penalty: float, dtype: Optional[
         t = position_terms(logits, batch["targets"], batch["loss_mask"], unpack_legal_bits(batch["legal"]),
                            legal_mask=legal_mask, illegal_penalty=illegal_penalty)
         out = {k: v.sum() for k, v in t.items()}
-        out["n"] = batch["loss_mask"].sum(dtype=jnp.int32)
+        out["n"] = count_fn(batch)
         return out
 
     def validate(model, batches) -> dict:
@@ -173,5 +212,6 @@ def batch_dict(b, keys: Sequence[str]) -> dict[str, np.ndarray]:
     return {k: getattr(b, k) for k in keys}
 
 
-__all__ = ["BATCH_KEYS", "VAL_FIELDS", "BatchChunks", "batch_dict", "make_adapter_loss", "make_validator",
-           "position_terms", "unpack_legal_bits"]
+__all__ = ["BATCH_KEYS", "VAL_FIELDS", "BatchChunks", "batch_dict",
+           "make_adapter_count", "make_adapter_loss", "make_validator", "position_terms", "scored_positions",
+           "unpack_legal_bits"]

@@ -122,6 +122,7 @@ def run_warmup_and_masks(
     is_main: bool = True,
     programs: Optional[dict] = None,
     program_key: Any = None,
+    count_fn: Optional[Callable[[Mapping[str, Any]], Any]] = None,
 ) -> WarmupOutcome:
     """Run phase 1 (LoRA warm-up) from ``resume`` (or 0) and, if it completes, phase 2 (gradient
     masks) and the switch to phase 3 (:func:`pawn.adapters.strategies.rosa.enter_main_phase`).
@@ -143,6 +144,8 @@ def run_warmup_and_masks(
         log_metrics: receives one record per warm-up chunk: ``rosa/phase``, ``rosa/warmup_step``,
             ``rosa/warmup_loss`` (last step), ``rosa/warmup_loss_mean``, ``grad_norm``.
         checkpoint_every: warm-up steps between checkpoints (None: only at the end or a stop).
+        count_fn: the loss's counted positions of a batch (the
+            :class:`~pawn.train.loop.TrainProgram` ``count_fn``; None: ``loss_mask`` positions).
         programs, program_key: the compiled programs shared by the runs of this process
             (:attr:`pawn.train.adapt.AdaptReuse.programs`) and the warm-up's graph key in it: an
             earlier run's warm-up program with that key is reused with this run's lr and weight
@@ -171,7 +174,7 @@ def run_warmup_and_masks(
             program = shared.with_hyperparams(schedule, weight_decay)
         else:
             program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], None, "none", make_mesh(), 1, loss_fn=loss_fn,
-                                   weight_decay=weight_decay if programs is not None else None)
+                                   count_fn=count_fn, weight_decay=weight_decay if programs is not None else None)
             if programs is not None:
                 programs[program_key] = program
         if resume is None or start == 0:

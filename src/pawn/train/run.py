@@ -749,19 +749,23 @@ class Run:
         """Seconds of the run so far, across resumed segments (0 on non-writing processes)."""
         return self.logger.elapsed if self.logger else 0.0
 
-    def finish(self, schedule, step: int, reason: str, signal: Optional[str] = None) -> None:
+    def finish(self, schedule, step: int, reason: str, signal: Optional[str] = None,
+               compute: Optional[dict] = None) -> None:
         """Write ``schedule_health.json``, the ``end`` record (``step``, ``reason``: spec §1.10
-        stop reason, ``total_steps``, and for a ``sigterm`` stop ``signal``: the signal really
-        received, ``"SIGINT"`` or ``"SIGTERM"``; :mod:`pawn.runs` reads a run's status from it) and
-        close the metrics log and its sinks. A failure here is a one-line warning: it never hides
-        the run's own outcome."""
+        stop reason, ``total_steps``, for a ``sigterm`` stop ``signal``: the signal really
+        received, ``"SIGINT"`` or ``"SIGTERM"``, and ``compute``: what the run spent over all its
+        segments, ``{"optimizer_steps": step}`` updated with ``compute`` —
+        :attr:`pawn.runs.Run.compute`; :mod:`pawn.runs` reads a run's status from it) and close the
+        metrics log and its sinks. A failure here is a one-line warning: it never hides the run's
+        own outcome."""
         try:
             if self.is_main:
                 health = write_schedule_health(self.run_dir / "schedule_health.json", schedule, step, reason)
                 if self.logger:
                     extra = {"signal": signal} if reason == "sigterm" and signal else {}
                     self.logger.write("end", step=step, reason=reason, total_steps=health.get("planned_total_steps"),
-                                      completion_ratio=health.get("completion_ratio"), **extra)
+                                      completion_ratio=health.get("completion_ratio"),
+                                      compute={"optimizer_steps": int(step), **(compute or {})}, **extra)
             if self.logger:
                 self.logger.close()
         except OSError as e:

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 from pydantic import Field
 
-from pawn.adapters.base import Adapter, norm, scatter
+from pawn.adapters.base import Adapter, non_move_logits, norm, scatter
 from pawn.adapters.configs import StrategySettings, check_layers
 from pawn.adapters.table import Strategy, choice, register
 from pawn.model import PAWNModel
@@ -62,6 +62,13 @@ class FiLM(Adapter):
         if self.out_gamma is None:
             return z
         return z * self.out_gamma + self.out_beta
+
+    def num_unreached(self, legal_mask: bool) -> int:
+        """Under the hard legal mask, γ_out and β_out of the 12 non-move tokens (their logits are −inf
+        at every move decision): 24 entries with the output FiLM, else none."""
+        if self.out_gamma is None or not legal_mask:
+            return 0
+        return 2 * non_move_logits(int(self.out_gamma.shape[0]))
 
     def weight_report(self, prefix=""):
         out = {}

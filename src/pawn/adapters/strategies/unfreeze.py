@@ -12,7 +12,7 @@ import numpy as np
 from jaxtyping import Array
 from pydantic import Field, model_validator
 
-from pawn.adapters.base import Adapter
+from pawn.adapters.base import UNREACHED_EMBEDDINGS, Adapter, non_move_logits
 from pawn.adapters.configs import LAYER_WEIGHTS, AdapterConfigError, StrategySettings, check_layers
 from pawn.adapters.table import Strategy, register
 from pawn.model import PAWNModel
@@ -85,6 +85,15 @@ class Unfreeze(Adapter):
 
     def weight_report(self, prefix=""):
         return {f"{prefix}unfrozen_layers": list(self.layers), f"{prefix}n_trainable": self.num_params()}
+
+    def num_unreached(self, legal_mask: bool) -> int:
+        """``pad_embed`` and ``outcome_embed`` with the embeddings, and under the hard legal mask the
+        ``lm_head`` columns of the 12 non-move tokens with the head (:func:`unreached_backbone_params`)."""
+        n = sum(int(np.prod(self.embeddings[k].shape)) for k in UNREACHED_EMBEDDINGS if k in self.embeddings)
+        if "lm_head" in self.head and legal_mask:
+            d, v = self.head["lm_head"].shape
+            n += non_move_logits(v) * int(d)
+        return n
 
     def merge(self, params):
         p = dict(params)
