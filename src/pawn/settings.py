@@ -47,6 +47,41 @@ VAL_SEED_PUBLISHED = 2**63 - 1
 LAPTOP_PRESET: dict[str, Any] = {"batch_size": 16, "seq_len": 128, "val_games": 256, "val_every": 100, "checkpoint_every": 100}
 """Defaults of ``--supernet tiny`` and ``--variant toy`` runs (see ``PretrainConfig``)."""
 
+# ---------------------------------------------------------------------------- facts of a field
+MUTABLE_ON_RESUME = "mutable_on_resume"
+"""May differ between a checkpoint's stored run config and the command that resumes it (where
+to write, logging, patience, memory-only settings); such a field does not make two runs different."""
+NOT_RUN_IDENTITY = "not_run_identity"
+"""Resolved or recorded by the run itself (``data_seed``): does not make two runs different, but a
+resume keeps the stored value."""
+PATH = "path"
+"""May name a local path (or a Hub id / source left as it is): made absolute where a config is
+written for use from another directory (a sweep's ``best_config.json``)."""
+RECIPE = "recipe"
+"""Part of the training recipe a model card shows (in field order)."""
+
+
+def facts(*names: str, **extra: Any) -> dict[str, Any]:
+    """The ``json_schema_extra`` of a field carrying ``names`` (:data:`MUTABLE_ON_RESUME`,
+    :data:`NOT_RUN_IDENTITY`, :data:`PATH`, :data:`RECIPE`) and any other schema keys
+    (``flag=``): ``Field(..., json_schema_extra=facts(PATH))``. They appear in the JSON schema
+    (``pawn lab``'s ``lab_schema``) as ``"facts": [...]``."""
+    return {"facts": list(names), **extra}
+
+
+def fields_with(model: Any, *names: str) -> tuple[str, ...]:
+    """The fields of the settings class (or instance) ``model`` that carry any of the facts
+    ``names`` (:func:`facts`), in field order: the one reader of these tags, shared by the
+    trainers, the sweep, the Hub card and the lab."""
+    cls = model if isinstance(model, type) else type(model)
+    out = []
+    for name, f in cls.model_fields.items():
+        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        if any(n in (extra.get("facts") or ()) for n in names):
+            out.append(name)
+    return tuple(out)
+
+
 _config_file: ContextVar[Optional[Path]] = ContextVar("pawn_config_file", default=None)
 _preset_filled: ContextVar[set] = ContextVar("pawn_preset_filled", default=set())
 
@@ -208,16 +243,16 @@ class RunOutputSettings(_Settings):
     field_help: ClassVar[dict[str, str]] = {}
 
     # logging hooks (curves.png is drawn whenever matplotlib is installed)
-    tensorboard: bool = Field(False, description="Also write TensorBoard event files under RUN/tensorboard/ (needs pawn[tensorboard], i.e. tensorboardX).")
-    wandb: bool = Field(False, description="Also log to Weights & Biases (needs pawn[wandb]); run name and group = the run directory name.")
-    wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.")
-    wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode: offline writes RUN/wandb/ without a network (upload later with wandb sync).")
+    tensorboard: bool = Field(False, description="Also write TensorBoard event files under RUN/tensorboard/ (needs pawn[tensorboard], i.e. tensorboardX).", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    wandb: bool = Field(False, description="Also log to Weights & Biases (needs pawn[wandb]); run name and group = the run directory name.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    wandb_project: Optional[str] = Field(None, description="W&B project; default $WANDB_PROJECT, else pawn.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    wandb_mode: Literal["online", "offline", "disabled"] = Field("online", description="W&B mode: offline writes RUN/wandb/ without a network (upload later with wandb sync).", json_schema_extra=facts(MUTABLE_ON_RESUME))
     # Hugging Face Hub push (pawn.hub; spec training-and-adapters.md §1.11)
-    push_to_hub: Optional[str] = Field(None, description="Push every checkpoint to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.")
-    hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.")
-    hub_private: bool = Field(False, description="Create the --push-to-hub repo and the --push-to-bucket bucket private (existing ones keep their visibility).")
-    hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); the rest are reported as not pushed.")
-    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created if missing) under <run directory name>/, in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.")
+    push_to_hub: Optional[str] = Field(None, description="Push every checkpoint to this Hugging Face model repo (owner/name; created if missing) as one commit each, in the background; outcomes are hub records in metrics.jsonl. Refused at start with HF_HUB_OFFLINE=1.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    hub_private: bool = Field(False, description="Create the --push-to-hub repo and the --push-to-bucket bucket private (existing ones keep their visibility).", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); the rest are reported as not pushed.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created if missing) under <run directory name>/, in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.", json_schema_extra=facts(MUTABLE_ON_RESUME))
 
     @model_validator(mode="after")
     def _push_repo_id(self):
@@ -256,19 +291,19 @@ class OptimizerSettings(_Settings):
 
     cli_fields_after: ClassVar[str] = "seq_len"
 
-    lr: float = Field(3e-4, gt=0, description="Peak learning rate.")
-    lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = Field("cosine", description="Learning-rate schedule after warmup.")
-    warmup_steps: Optional[int] = Field(None, ge=0, description="Warmup steps; default int(warmup_frac · total_steps).")
-    warmup_frac: float = Field(0.05, ge=0, le=1, description="Warmup as a fraction of total steps (when --warmup-steps is not given).")
-    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Cosine floor as a fraction of the peak.")
+    lr: float = Field(3e-4, gt=0, description="Peak learning rate.", json_schema_extra=facts(RECIPE))
+    lr_schedule: Literal["cosine", "wsd", "constant", "one_cycle", "infinite"] = Field("cosine", description="Learning-rate schedule after warmup.", json_schema_extra=facts(RECIPE))
+    warmup_steps: Optional[int] = Field(None, ge=0, description="Warmup steps; default int(warmup_frac · total_steps).", json_schema_extra=facts(RECIPE))
+    warmup_frac: float = Field(0.05, ge=0, le=1, description="Warmup as a fraction of total steps (when --warmup-steps is not given).", json_schema_extra=facts(RECIPE))
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Cosine floor as a fraction of the peak.", json_schema_extra=facts(RECIPE))
     decay_frac: float = Field(0.1, ge=0, le=1, description="Final decay as a fraction of total steps (wsd, infinite).")
     wsd_decay_shape: Literal["linear", "cosine"] = Field("linear", description="Shape of the final decay (wsd, infinite).")
     cooldown_frac: float = Field(0.2, ge=0, le=1, description="Cooldown from the peak to the plateau, as a fraction of total steps (infinite).")
     stable_lr_ratio: float = Field(0.1, ge=0, le=1, description="Plateau as a fraction of the peak (infinite).")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW β1.")
-    beta2: float = Field(0.999, ge=0, lt=1, description="AdamW β2.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Global-norm gradient clip.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.", json_schema_extra=facts(RECIPE))
+    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW β1.", json_schema_extra=facts(RECIPE))
+    beta2: float = Field(0.999, ge=0, lt=1, description="AdamW β2.", json_schema_extra=facts(RECIPE))
+    max_grad_norm: float = Field(1.0, gt=0, description="Global-norm gradient clip.", json_schema_extra=facts(RECIPE))
 
     @classmethod
     def default_for(cls, name: str, default: Any, **changes: Any) -> FieldInfo:
@@ -320,41 +355,41 @@ class PretrainConfig(OptimizerSettings, RunOutputSettings):
     """
 
     # model
-    supernet: Optional[Literal["tiny", "large"]] = Field(None, description="Train a supernet jointly over its nested variants (large when neither --supernet nor --variant is given).")
-    variant: Optional[Literal["toy", "small", "base", "large"]] = Field(None, description="Train one model of this size.")
-    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators (bf16, fp32 and f32 are accepted spellings).")
-    remat: Literal["auto", "none", "attention", "full"] = Field("auto", description="Per-layer rematerialisation in the backward pass: none (fastest), attention (keep only q, k, v and the attention output of each layer; recompute norms and FFN), full (keep only each layer's input; recompute the layer); auto = the first of none, attention, full whose compiled step fits the device.")
-    accumulation_steps: int = Field(1, description="Micro-batches per optimizer step (gradients summed inside the compiled step: the full-batch update with the activation memory of batch_size / N games).")
+    supernet: Optional[Literal["tiny", "large"]] = Field(None, description="Train a supernet jointly over its nested variants (large when neither --supernet nor --variant is given).", json_schema_extra=facts(RECIPE))
+    variant: Optional[Literal["toy", "small", "base", "large"]] = Field(None, description="Train one model of this size.", json_schema_extra=facts(RECIPE))
+    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators (bf16, fp32 and f32 are accepted spellings).", json_schema_extra=facts(RECIPE))
+    remat: Literal["auto", "none", "attention", "full"] = Field("auto", description="Per-layer rematerialisation in the backward pass: none (fastest), attention (keep only q, k, v and the attention output of each layer; recompute norms and FFN), full (keep only each layer's input; recompute the layer); auto = the first of none, attention, full whose compiled step fits the device.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    accumulation_steps: int = Field(1, description="Micro-batches per optimizer step (gradients summed inside the compiled step: the full-batch update with the activation memory of batch_size / N games).", json_schema_extra=facts(MUTABLE_ON_RESUME))
     # optimisation
-    total_steps: Optional[int] = Field(None, description="Optimizer steps to run (required, except with --resume, which reads it from the checkpoint).")
-    batch_size: int = Field(256, description="Games per step (global, over all devices).")
-    seq_len: int = Field(512, description="Sequence length in tokens (pure moves: = max plies).")
+    total_steps: Optional[int] = Field(None, description="Optimizer steps to run (required, except with --resume, which reads it from the checkpoint).", json_schema_extra=facts(RECIPE))
+    batch_size: int = Field(256, description="Games per step (global, over all devices).", json_schema_extra=facts(RECIPE))
+    seq_len: int = Field(512, description="Sequence length in tokens (pure moves: = max plies).", json_schema_extra=facts(RECIPE))
     # lr, the schedule and AdamW: OptimizerSettings's fields; the pretraining defaults (spec §1.1):
     min_lr_ratio: float = OptimizerSettings.default_for("min_lr_ratio", 0.1, description="Cosine floor as a fraction of the peak (pretraining: 0.1).")
     weight_decay: float = OptimizerSettings.default_for("weight_decay", 0.01)
     beta2: float = OptimizerSettings.default_for("beta2", 0.95)
     steps_per_chunk: Optional[int] = Field(None, description="K: optimizer steps per compiled lax.scan chunk; default: the largest divisor ≤ 50 of gcd(total_steps, val_every, checkpoint_every).")
     # data
-    seed: int = Field(42, description="Game stream seed: batch s = games [s·B, (s+1)·B).")
+    seed: int = Field(42, description="Game stream seed: batch s = games [s·B, (s+1)·B).", json_schema_extra=facts(RECIPE))
     model_seed: Optional[int] = Field(None, description="Parameter init seed; default = seed.")
-    prepend_outcome: bool = Field(False, description="Put the outcome token before the moves (published models: off).")
-    mate_boost: float = Field(0.0, description="Probability of playing an available mate in one in the random games (published: 0).")
-    corpus_dir: Optional[Path] = Field(None, description="Read games from an on-disk corpus (built there once if missing).")
-    prefetch_chunks: int = Field(2, description="Chunks generated ahead of the device by the background thread.")
+    prepend_outcome: bool = Field(False, description="Put the outcome token before the moves (published models: off).", json_schema_extra=facts(RECIPE))
+    mate_boost: float = Field(0.0, description="Probability of playing an available mate in one in the random games (published: 0).", json_schema_extra=facts(RECIPE))
+    corpus_dir: Optional[Path] = Field(None, description="Read games from an on-disk corpus (built there once if missing).", json_schema_extra=facts(MUTABLE_ON_RESUME, RECIPE, PATH))
+    prefetch_chunks: int = Field(2, description="Chunks generated ahead of the device by the background thread.", json_schema_extra=facts(MUTABLE_ON_RESUME))
     # validation, checkpoints, output
-    val_games: int = Field(2048, description="Fixed validation games.")
+    val_games: int = Field(2048, description="Fixed validation games.", json_schema_extra=facts(RECIPE))
     val_seed: int = Field(VAL_SEED_PUBLISHED, description="Seed of the validation games (the published set: 2^63 − 1).")
-    val_every: int = Field(1000, description="Validate every N steps (and at the end).")
-    checkpoint_every: int = Field(5000, description="Write a step checkpoint every N steps (and at the end).")
-    checkpoint_every_minutes: float = Field(30.0, ge=0, description="Also write a step checkpoint once this many minutes have passed since the last one (0: off), and shorten compiled chunks (when --steps-per-chunk is not given) to take about this long at most, so a stop waits for no longer and a killed run loses no more.")
-    keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all); checkpoints/best is always kept.")
-    patience: Optional[int] = Field(None, description="Early stopping: stop after N validations in a row with no improvement, where any of val loss down, late legal rate, game completion rate or average plies completed up counts. Off when unset; needs val_games > 0.")
-    out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.")
-    resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
+    val_every: int = Field(1000, description="Validate every N steps (and at the end).", json_schema_extra=facts(RECIPE))
+    checkpoint_every: int = Field(5000, description="Write a step checkpoint every N steps (and at the end).", json_schema_extra=facts(RECIPE))
+    checkpoint_every_minutes: float = Field(30.0, ge=0, description="Also write a step checkpoint once this many minutes have passed since the last one (0: off), and shorten compiled chunks (when --steps-per-chunk is not given) to take about this long at most, so a stop waits for no longer and a killed run loses no more.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    keep_checkpoints: int = Field(3, description="Keep the newest N step checkpoints (0 keeps all); checkpoints/best is always kept.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    patience: Optional[int] = Field(None, description="Early stopping: stop after N validations in a row with no improvement, where any of val loss down, late legal rate, game completion rate or average plies completed up counts. Off when unset; needs val_games > 0.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    out: Optional[Path] = Field(None, description="Run directory; default runs/pretrain-<time>.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).", json_schema_extra=facts(MUTABLE_ON_RESUME))
     init_from: Optional[Path] = Field(None, description="Start this new run from a checkpoint's weights only (a checkpoint directory, or a run directory: its best checkpoint): a fresh optimizer, schedule and step counter from step 0; the model must be the same size; recorded in config.json. Ignored by --resume (which continues the stored run).")
-    pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).")
-    distributed_timeout_s: int = Field(300, description="Multi-process runs: seconds jax.distributed.initialize waits for every process to reach the coordinator.")
-    log_every_s: float = Field(30.0, description="When the output is not a terminal (nohup, Slurm, tee): seconds between plain progress lines.")
+    pause_after_steps: Optional[int] = Field(None, description="Checkpoint and stop once this many steps are done (resume later).", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    distributed_timeout_s: int = Field(300, description="Multi-process runs: seconds jax.distributed.initialize waits for every process to reach the coordinator.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    log_every_s: float = Field(30.0, description="When the output is not a terminal (nohup, Slurm, tee): seconds between plain progress lines.", json_schema_extra=facts(MUTABLE_ON_RESUME))
 
 
     @field_validator("dtype", mode="before")

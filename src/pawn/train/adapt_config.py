@@ -27,7 +27,7 @@ from pawn.data.layout import Layout
 from pawn.dtypes import canonical_dtype
 from pawn.errors import UsageError
 from pawn.schedules import Schedule
-from pawn.settings import OptimizerSettings, RunOutputSettings
+from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, PATH, OptimizerSettings, RunOutputSettings, facts
 from pawn.vocab import MAX_SEQ_LEN
 
 DEFAULT_DATA = "thomas-schweich/pawn-lichess-full"
@@ -117,7 +117,7 @@ def _strategy_flag_fields(rows: dict[str, Strategy]) -> dict[str, tuple[Any, Any
 
 class _AdaptHead(OptimizerSettings, RunOutputSettings):
     # ------------------------------------------------------------------ backbone and strategy
-    backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).")
+    backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).", json_schema_extra=facts(MUTABLE_ON_RESUME, PATH))
     variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).")
     strategy: Optional[str] = Field(None, description=f"Adapter strategy (see --list-strategies): {', '.join(STRATEGIES)}.")
     seed: int = Field(0, ge=0, description="Adapter initialisation seed (LoRA A, bottleneck down, specialized_clm weights).")
@@ -156,7 +156,7 @@ class AdaptSettings(_StrategySettings):
     }
 
     # ------------------------------------------------------------------ data (spec §6)
-    data: str = Field(DEFAULT_DATA, description="Lichess games: a PGN file or folder, a parquet file or folder (pawn-lichess-full schema), or a Hub dataset id.")
+    data: str = Field(DEFAULT_DATA, description="Lichess games: a PGN file or folder, a parquet file or folder (pawn-lichess-full schema), or a Hub dataset id.", json_schema_extra=facts(PATH))
     split: str = Field("train", description="Training split of a Hub or split parquet dataset.")
     elo_min: Optional[int] = Field(None, ge=0, description="Both players' Elo ≥ this.")
     elo_max: Optional[int] = Field(None, ge=0, description="Both players' Elo < this.")
@@ -164,10 +164,10 @@ class AdaptSettings(_StrategySettings):
     max_games: Optional[int] = Field(None, ge=1, description="Keep at most this many filtered games (in source order).")
     val_games: int = Field(50_000, ge=1, description="Validation games: the source's validation split, else the tail min(val_games, n // 5).")
     test_games: int = Field(0, ge=0, description="Also hold out this many test games, carved as validation is: the source's test split, else the min(test_games, n // 5) games just before the validation tail (the validation games stay the same); never trained or validated on. Evaluate with pawn eval OUT/best --split test. Recorded with the source fingerprint in OUT/split.json.")
-    cache_dir: Optional[Path] = Field(None, description="Root of the game caches (default $PAWN_DATA_CACHE, $HF_HOME or ~/.cache).")
-    data_seed: Optional[int] = Field(None, ge=0, description="Seed of the per-epoch shuffles (default: a random 31-bit seed, stored with the run).")
+    cache_dir: Optional[Path] = Field(None, description="Root of the game caches (default $PAWN_DATA_CACHE, $HF_HOME or ~/.cache).", json_schema_extra=facts(MUTABLE_ON_RESUME, PATH))
+    data_seed: Optional[int] = Field(None, ge=0, description="Seed of the per-epoch shuffles (default: a random 31-bit seed, stored with the run).", json_schema_extra=facts(NOT_RUN_IDENTITY))
     # ------------------------------------------------------------------ sizing and optimisation (spec §5)
-    epochs: int = Field(50, ge=1, description="Passes over steps_per_epoch batches.")
+    epochs: int = Field(50, ge=1, description="Passes over steps_per_epoch batches.", json_schema_extra=facts(MUTABLE_ON_RESUME))
     steps_per_epoch: Optional[int] = Field(None, ge=1, description="Batches per epoch (default all full batches: n_train // batch_size).")
     batch_size: int = Field(64, ge=1, description="Games per step.")
     seq_len: int = Field(256, ge=2, le=MAX_SEQ_LEN, description="Sequence length (plies kept per game); when not given, the backbone's trained context (its run's seq_len), else this default.")
@@ -180,13 +180,13 @@ class AdaptSettings(_StrategySettings):
     val_every: int = Field(1, ge=1, description="Validate after every N-th epoch (and after the last).")
     eval_interval: Optional[int] = Field(None, ge=1, description="Validate every N steps instead of per epoch.")
     checkpoint_interval: Optional[int] = Field(None, ge=1, description="Also checkpoint every N steps (checkpoints are always written after each validation and at exit).")
-    checkpoint_every_minutes: float = Field(30.0, ge=0, description="Also write a step checkpoint once this many minutes have passed since the last one (0: off), and shorten compiled chunks (when --steps-per-chunk is not given) to take about this long at most, so a stop waits for no longer and a killed run loses no more.")
-    keep_checkpoints: int = Field(3, ge=0, description="Keep the newest N step checkpoints (0 keeps all); the best is always kept.")
-    patience: Optional[int] = Field(None, ge=1, description="Stop after N validations in a row without a strictly lower val loss.")
-    out: Optional[Path] = Field(None, description="Run directory; default runs/adapt-<strategy>-<time>.")
-    resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).")
-    pause_after_steps: Optional[int] = Field(None, ge=1, description="Checkpoint and stop once this many steps are done (resume later).")
-    log_every_s: float = Field(30.0, ge=0, description="When the output is not a terminal: seconds between plain progress lines.")
+    checkpoint_every_minutes: float = Field(30.0, ge=0, description="Also write a step checkpoint once this many minutes have passed since the last one (0: off), and shorten compiled chunks (when --steps-per-chunk is not given) to take about this long at most, so a stop waits for no longer and a killed run loses no more.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    keep_checkpoints: int = Field(3, ge=0, description="Keep the newest N step checkpoints (0 keeps all); the best is always kept.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    patience: Optional[int] = Field(None, ge=1, description="Stop after N validations in a row without a strictly lower val loss.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    out: Optional[Path] = Field(None, description="Run directory; default runs/adapt-<strategy>-<time>.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    pause_after_steps: Optional[int] = Field(None, ge=1, description="Checkpoint and stop once this many steps are done (resume later).", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    log_every_s: float = Field(30.0, ge=0, description="When the output is not a terminal: seconds between plain progress lines.", json_schema_extra=facts(MUTABLE_ON_RESUME))
 
     @field_validator("dtype", mode="before")
     @classmethod
