@@ -28,7 +28,8 @@ def test_init_from_takes_the_weights_only_and_starts_a_new_schedule(tmp_path):
     init = _load_init_from(cfg, stored)
     opt = make_optimizer(cfg.schedule(), b1=cfg.beta1, b2=cfg.beta2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm)
     msgs: list[str] = []
-    state, start, elapsed, _ = _initial_state(cfg, stored, opt, None, msgs.append, init)
+    st = _initial_state(cfg, stored, opt, None, msgs.append, init)
+    state, start, elapsed = st.state, st.start, st.elapsed0
     assert (start, elapsed) == (0, 0.0)
     params = state.model.params()
     for name, v in ck.params.items():  # step 0 of the new run: exactly the checkpoint's weights
@@ -85,9 +86,10 @@ def test_a_finished_constant_run_extends_to_exactly_the_longer_run(tmp_path):
 
 @pytest.mark.slow  # a toy run (~1 min on a shared CPU)
 def test_extending_a_decaying_schedule_is_refused_with_the_way_out(tmp_path):
-    from pawn.train.pretrain import _resolve_resume
+    from pawn.train.pretrain import PRETRAIN
+    from pawn.train.spine import resolve_resume
 
     run = run_pretrain(PretrainConfig.load(**SMALL, total_steps=2, checkpoint_every=2, val_every=2, out=tmp_path / "c"), **RUN)
     with pytest.raises(TrainingError, match=r"--total-steps 6 differs from the run's 2; only a constant-schedule run .* "
                                             r"--init-from .*step_00000002"):
-        _resolve_resume(PretrainConfig.load(resume="auto", out=run.run_dir, total_steps=6), print)
+        resolve_resume(PretrainConfig.load(resume="auto", out=run.run_dir, total_steps=6), PRETRAIN, print)

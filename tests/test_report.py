@@ -309,12 +309,12 @@ def test_page_in_a_headless_browser(report_html, tmp_path):
 
 
 def test_runs_write_their_own_report_at_each_validation(tmp_path):
-    from pawn.report.hook import ReportHook  # importing it registers the sink (as pawn pretrain/adapt/sweep do)
+    from pawn.report.hook import ReportHook, report_sinks  # passed explicitly (as pawn pretrain/adapt/sweep do)
     from pawn.train import hooks as H
 
     run_dir = tmp_path / "adapt-lora"
     shutil.copytree(V1_RUNS / "adapt-lora", run_dir)
-    hooks = H.open_run_hooks(run_dir, config={}, log=lambda m: None)
+    hooks = H.open_run_hooks(run_dir, config={}, sinks=report_sinks(), log=lambda m: None)
     assert [type(h) for h in hooks.hooks if isinstance(h, ReportHook)] == [ReportHook]
     hooks.on_record("train", {"step": 1})
     assert not (run_dir / "report.html").exists()  # written at validations, not every chunk

@@ -70,10 +70,10 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     check_output_dir(cfg.out)
     from pawn.evaluate.loading import resolve_backbone
     from pawn.train.adapt import run_adapt
-    import pawn.report.hook  # noqa: F401  (registers the run's report.html sink, with the report extra)
+    from pawn.report.hook import report_sinks  # the run's live report.html, with the report extra
 
     res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
-                        resolve_backbone=resolve_backbone), cfg.out, f"adapt-{cfg.strategy}-*")
+                        resolve_backbone=resolve_backbone, sinks=report_sinks()), cfg.out, f"adapt-{cfg.strategy}-*")
     if report_stop(res):
         return
     if res.reason == "patience":

@@ -70,10 +70,10 @@ def pretrain(cfg: PretrainConfig, overwrite: bool = False, dry_run: bool = False
             cfg = cfg.model_copy(update={"init_from": ckpt})
         check_input(cfg.init_from, "--init-from", hub=False, what="checkpoint directory")
     from pawn.train.pretrain import run_pretrain
-    import pawn.report.hook  # noqa: F401  (registers the run's report.html sink, with the report extra)
+    from pawn.report.hook import report_sinks  # the run's live report.html, with the report extra
 
     res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
-                                            dry_run=bool(dry_run)),
+                                            dry_run=bool(dry_run), sinks=report_sinks()),
                        cfg.out, "pretrain-*")
     if report_stop(res):
         return

@@ -34,14 +34,14 @@ def _fmt_params(params: dict) -> str:
 
 def sweep(s: SweepSettings) -> None:
     from pawn.sweep.study import run_sweep
-    import pawn.report.hook  # noqa: F401  (registers the run's report.html sink, with the report extra)
+    from pawn.report.hook import report_sinks  # each trial's live report.html, with the report extra
 
     from pawn.sweep.trials import ctrl_c_latch
 
     check_outputs(json=s.json_out)
     try:
         with ctrl_c_latch():
-            res = run_sweep(s, log=lambda msg: typer.echo(msg, err=True))
+            res = run_sweep(s, log=lambda msg: typer.echo(msg, err=True), sinks=report_sinks())
     except KeyboardInterrupt:
         raise fail("interrupted; the running trial is recorded as FAILED; re-run the same command to continue the study", 130)
     counts = {st: sum(1 for t in res.trials if t["state"] == st) for st in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")}

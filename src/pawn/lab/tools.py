@@ -290,7 +290,7 @@ def validate_config(command: str, config: dict[str, Any], out: str) -> Any:
 
 def _check_out(command: str, out: Path, settings: Any) -> None:
     """Refuse an ``out`` the command itself would refuse (:func:`pawn.train.rundir.check_run_dir`,
-    the CLI's run-directory rule, with the command's own resume-mutable fields), or one where a
+    the CLI's run-directory rule, with the fields its settings tag as not making two runs different), or one where a
     process the lab started still runs."""
     from pawn.train.rundir import check_run_dir
 
@@ -301,15 +301,9 @@ def _check_out(command: str, out: Path, settings: Any) -> None:
         raise LabError(f"--out {out}: pawn lab already runs process {lab['pid']} there (lab_stop it first)")
     if command == "sweep":
         return  # a sweep directory is continued by re-running the same sweep (pawn sweep's own rule)
-    if command == "pretrain":
-        from pawn.train.pretrain import RESUME_MUTABLE
+    from pawn.train.spine import run_identity_ignored
 
-        ignored = set(RESUME_MUTABLE)
-    else:
-        from pawn.train.adapt import RESUME_MUTABLE
-
-        ignored = set(RESUME_MUTABLE) | {"data_seed"}
-    check_run_dir(out, new_config=settings.model_dump(mode="json"), ignored_fields=ignored)
+    check_run_dir(out, new_config=settings.model_dump(mode="json"), ignored_fields=run_identity_ignored(settings))
 
 
 def lab_start(command: str, config: dict[str, Any], out: str, tags: Sequence[str] = (), devices: Any = None) -> dict[str, Any]:

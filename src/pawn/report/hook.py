@@ -1,16 +1,16 @@
 """A run hook (:class:`pawn.train.hooks.RunHook`) that writes the run's own ``report.html`` next to
 ``curves.png`` at every validation and when the run closes, so reloading the file shows the live
-run. Importing this module registers it (:func:`pawn.train.hooks.register_sink`), so
-:func:`pawn.train.hooks.open_run_hooks` adds it when plotly (the ``report`` extra) is installed; the
-``pawn pretrain``/``adapt``/``sweep`` commands import it."""
+run. The ``pawn pretrain``/``adapt``/``sweep`` commands pass it to the trainer explicitly
+(:func:`report_sinks`, ``sinks=`` of :func:`pawn.train.pretrain.run_pretrain` and
+:func:`pawn.train.adapt.run_adapt`) when plotly (the ``report`` extra) is installed. It never
+hashes checkpoints (their table says "not checked"): ``pawn report`` verifies them."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from pawn.report import REPORT_FILE
-from pawn.train.hooks import register_sink
+from pawn.report import REPORT_FILE, has_plotly
 
 
 class ReportHook:
@@ -18,8 +18,7 @@ class ReportHook:
     ``path``) at each ``val`` record, and at close (so the report ends with the run's final status)
     when a report was written or records came.
     The whole file is re-read each time (through :mod:`pawn.runs`), so a resumed run's report
-    has every segment. It runs inside the training process, so it never hashes a checkpoint
-    (the table says "not checked"; ``pawn report`` and ``pawn dashboard`` verify the manifests).
+    has every segment; the checkpoints' files are not hashed (``verify_checkpoints=False``).
 
     Args:
         run_dir: the run directory (``metrics.jsonl`` is written before hooks run).
@@ -48,4 +47,7 @@ class ReportHook:
             self._write()
 
 
-register_sink("plotly", ReportHook)
+def report_sinks() -> tuple[Callable[[Path], ReportHook], ...]:
+    """The record sinks a training command passes to its run: :class:`ReportHook` when plotly
+    is installed, else none."""
+    return (ReportHook,) if has_plotly() else ()

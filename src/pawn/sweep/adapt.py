@@ -99,8 +99,8 @@ class AdaptTrialRunner:
     objective_key = "loss"  # pawn.metrics key of the val record
 
     def __init__(self, base: dict[str, Any], *, strategy: str, checkpoint: str, data: str,
-                 log: Callable[[str], None] = print):
-        self.base, self.space_name, self.log = dict(base), strategy, log
+                 log: Callable[[str], None] = print, sinks: Sequence[Callable[[Path], Any]] = ()):
+        self.base, self.space_name, self.log, self.sinks = dict(base), strategy, log, tuple(sinks)
         self.fixed = {"backbone": checkpoint, "data": data, "strategy": STRATEGY_OF_SPACE.get(strategy, strategy)}
         self.reuse = AdaptReuse()
         self.settings_fields = frozenset(AdaptSettings.model_fields)
@@ -157,7 +157,7 @@ class AdaptTrialRunner:
         best = (lambda: pruner.best) if pruner else (lambda: float("nan"))
         try:
             res = run_adapt(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks,
-                            reuse=self.reuse)
+                            reuse=self.reuse, sinks=self.sinks)
         except PawnError as e:
             return TrialOutcome(best(), "exception", 0, Path(cfg.out), config, reported(), _one_line(e))
         err = "validation loss was not finite" if res.reason == "nonfinite_val" else None

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import optuna
@@ -210,8 +210,9 @@ def _repairing_cache_reads(path: Path, log: Callable[[str], None]):
         jcc.get_executable_and_time = original
 
 
-def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
-    """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config``.
+def make_runner(s: SweepSettings, log: Callable[[str], None], sinks: Sequence[Callable[[Path], Any]] = ()) -> TrialRunner:
+    """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config``; each
+    trial's run opens the record ``sinks`` (e.g. its live ``report.html``).
 
     Raises:
         SweepError: a run type whose trainer is not available, or unusable base settings.
@@ -221,14 +222,14 @@ def make_runner(s: SweepSettings, log: Callable[[str], None]) -> TrialRunner:
         if s.run_type == "pretrain":
             if s.data is not None:
                 base["corpus_dir"] = s.data
-            return PretrainTrialRunner(base, log=log)
+            return PretrainTrialRunner(base, log=log, sinks=sinks)
     except ValidationError as e:
         raise SweepError(f"--base-config {s.base_config}: {format_validation_error(e)}") from None
     if importlib.util.find_spec("pawn.train.adapt") is None:
         raise SweepError("adapter sweeps need pawn adapt, which this build does not have yet; use --run-type pretrain")
     from pawn.sweep.adapt import AdaptTrialRunner
 
-    return AdaptTrialRunner(base, strategy=s.strategy, checkpoint=s.checkpoint, data=s.data, log=log)
+    return AdaptTrialRunner(base, strategy=s.strategy, checkpoint=s.checkpoint, data=s.data, log=log, sinks=sinks)
 
 
 def _probes(d: Any) -> list[Any]:
@@ -624,15 +625,16 @@ def _plan(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None]) -> 
         return
 
 
-def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None) -> SweepResult:
+def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None,
+              sinks: Sequence[Callable[[Path], Any]] = ()) -> SweepResult:
     """``pawn sweep``: run the study (this process, or ``s.workers`` processes), then
-    :func:`summarize`.
+    :func:`summarize`. ``sinks``: record sinks every trial's run opens (:func:`make_runner`).
 
     Raises:
         SweepError, SpaceError, StorageError, pawn.settings.ConfigFileError: one line each.
     """
     # settings every trial would fail on: one error before the sweep directory or study exists
-    runner = runner or make_runner(s, log)
+    runner = runner or make_runner(s, log, sinks)
     space = prepare_space(s, runner, log)
     _plan(s, runner, log)
     s.out.mkdir(parents=True, exist_ok=True)

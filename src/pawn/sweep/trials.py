@@ -217,8 +217,8 @@ class PretrainTrialRunner:
 
     command = "pretrain"
 
-    def __init__(self, base: dict[str, Any], log: Callable[[str], None] = print):
-        self.base, self.log = dict(base), log
+    def __init__(self, base: dict[str, Any], log: Callable[[str], None] = print, sinks: Sequence[Callable[[Path], Any]] = ()):
+        self.base, self.log, self.sinks = dict(base), log, tuple(sinks)
         self.reuse = PretrainReuse()
         self.settings_fields = frozenset(PretrainConfig.model_fields)
         probe = PretrainConfig.load(**{"total_steps": 1, **self.base, "resume": None, "out": None})
@@ -240,7 +240,7 @@ class PretrainTrialRunner:
         pruner = next((h for h in hooks if isinstance(h, PrunerHook)), None)
         try:
             res = run_pretrain(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks,
-                               reuse=self.reuse)
+                               reuse=self.reuse, sinks=self.sinks)
         except PawnError as e:
             return TrialOutcome(pruner.best if pruner else float("nan"), "exception", 0, Path(cfg.out), config,
                                 dict(pruner.reported) if pruner else {}, _one_line(e))

@@ -13,7 +13,6 @@ model.trainable_filter())`` and closes over the frozen backbone.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import secrets
 import time
@@ -24,7 +23,6 @@ from typing import Any, Callable, Optional, Sequence
 import equinox as eqx
 import jax
 import numpy as np
-from pydantic import ValidationError
 
 from pawn.adapters import AdapterError, build_adapted, count_params, get_strategy
 from pawn.adapters.strategies import rosa
@@ -34,56 +32,19 @@ from pawn.checkpoint import MODEL_FILE, CheckpointError, is_hub_id
 from pawn.data import split as split_record
 from pawn.data.lichess import LichessFilters, load_corpus
 from pawn.data.lichess_batches import GameBatches, ValidationBatches
-from pawn.hub.bucket import check_can_push_bucket
-from pawn.hub.push import check_can_push
 from pawn.progress import ProgressReporter
-from pawn.settings import format_validation_error
 from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
-from pawn.train.hooks import HookError, check_extras, open_run_hooks
 from pawn.train.adapter_step import (BATCH_KEYS, VAL_FIELDS, BatchChunks, batch_dict, make_adapter_count, make_adapter_loss,
                                      make_validator)
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, step_dir_name
-from pawn.train.loop import (
-    TrainProgram,
-    TrainState,
-    init_partitioned_state,
-    make_mesh,
-    make_optimizer,
-    optimizer_from_arrays,
-    optimizer_to_arrays,
-    partition_model,
-    step_counter,
-)
-from pawn.train.pushes import with_bucket
+from pawn.train.loop import TrainProgram, TrainState, init_partitioned_state, make_mesh, make_optimizer, optimizer_to_arrays
 from pawn.train.rosa_phases import FlagStopHook, run_warmup_and_masks, warmup_data_seed
-from pawn.train.validation_lines import ValidationLineHook, adapt_validation_line
+from pawn.train.validation_lines import adapt_validation_line
 from pawn.errors import PawnError
-from pawn.train.run import (
-    CheckpointEvent,
-    Checkpointer,
-    EarlyStoppingHook,
-    Hook,
-    HubHook,
-    MetricsHook,
-    ProgressHook,
-    Run,
-    SignalStopHook,
-    Trainer,
-    TrainingError,
-    ValidationHook,
-    check_out_path,
-    pick_resume_checkpoint,
-    to_host,
-)
+from pawn.train import spine
+from pawn.train.run import CheckpointEvent, Checkpointer, Hook, HubHook, ProgressHook, Run, Trainer, TrainingError, ValidationHook, to_host
 from pawn.vocab import MAX_SEQ_LEN
 from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seconds_guess, plan_adapt
-
-RESUME_MUTABLE = {"resume", "out", "epochs", "patience", "keep_checkpoints", "checkpoint_every_minutes", "pause_after_steps", "log_every_s",
-                  "tensorboard", "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone",
-                  "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s", "push_to_bucket"}
-"""Fields that may differ between a checkpoint's run config and the resuming command (``epochs``
-re-derives the total steps, spec §5; ``backbone`` may name the same weights' new location: the
-recorded SHA-256 is checked)."""
 
 # ============================================================================ reuse across runs
 @dataclass
@@ -183,7 +144,7 @@ def load_backbone_for(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]
         raise TrainingError(f"backbone {src}: {e}" if src not in str(e) else str(e)) from None
 
 
-def _load_resumable(d: Path, backbone_dir: Optional[str], resolve: Optional[Callable[[str], str]]):
+def _load_candidate(d: Path, backbone_dir: Optional[str], resolve: Optional[Callable[[str], str]]):
     """One resume candidate: the adapter checkpoint with a step in its training state, loaded
     against its backbone (hash verified; a different backbone is a :class:`TrainingError`, not
     a damaged checkpoint to skip)."""
@@ -195,70 +156,23 @@ def _load_resumable(d: Path, backbone_dir: Optional[str], resolve: Optional[Call
         raise CheckpointError(str(e)) from None
     if not la.run_config:
         raise CheckpointError(f"{d}: not an adapter training checkpoint (config.json has no run_config)")
-    step = (la.training_state or {}).get("step")
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise CheckpointError(f"{d / 'training_state.json'}: no valid step ({step!r})")
+    spine.checked_step(d, la.training_state)
     return la
 
 
-def _resolve_resume(cfg: AdaptSettings, log: Callable[[str], None], resolve: Optional[Callable[[str], str]] = None):
-    """``(config, loaded adapter or None)``: the checkpoint ``--resume`` names and the run
-    config it continues (stored fields, plus the mutable ones this command gives).
-
-    Raises:
-        TrainingError: no usable checkpoint, or settings that differ from the stored run.
-    """
-    if cfg.resume is None:
-        return cfg, None
+def adapt_task(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]] = None) -> spine.Task:
+    """Adapter training's part of the run spine (:class:`pawn.train.spine.Task`): its
+    checkpoints (loaded against the backbone the command names, else the recorded one), the
+    backbone and strategy a new run needs, and the strategy flags that a resume does not
+    re-apply (the adapter is rebuilt from the checkpoint's own settings, config.json
+    ``adapter``: a run written before the flags defaulted to None stores every one, and
+    re-setting them made each resume warn about flags nobody gave)."""
     bdir = cfg.backbone if "backbone" in cfg.user_set_fields else None
-    la, problems, found = pick_resume_checkpoint(cfg.resume, cfg.out, lambda d: _load_resumable(d, bdir, resolve), log)
-    if not found:
-        cfg.check_startable()
-        return cfg.model_copy(update={"resume": None}), None
-    if problems:
-        log(f"WARNING: resuming from {la.path.name}, the newest intact checkpoint (skipped {', '.join(p.name for p in problems)})")
-    stored = dict(la.run_config)
-    given = {k: v for k, v in cfg.model_dump(mode="json").items() if k in cfg.user_set_fields}
-    conflicts = sorted(k for k, v in given.items() if k not in RESUME_MUTABLE and stored.get(k) != v)
-    if conflicts:
-        raise TrainingError(f"--resume {la.path}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
-                            "resume continues the stored run exactly, so drop those flags")
-    stored.pop("pause_after_steps", None)
-    # The adapter is rebuilt from the checkpoint's own settings (config.json "adapter"), so the
-    # stored strategy flags are not re-applied: a run written before the flags defaulted to None
-    # stores every one, and re-setting them made each resume warn about flags nobody gave.
-    stored = {k: v for k, v in stored.items() if k not in STRATEGY_FLAGS}
-    merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
-    merged["out"] = str(cfg.out) if cfg.out is not None else str(la.path.parent.parent)
-    merged["resume"] = str(la.path)
-    try:
-        return AdaptSettings.load(**{k: v for k, v in merged.items() if v is not None}), la
-    except ValidationError as e:
-        raise TrainingError(f"--resume {la.path}: its stored run config is not usable ({format_validation_error(e)})") from None
+    return spine.Task("adapt", lambda d: _load_candidate(d, bdir, resolve), lambda c: c.check_startable(),
+                      not_reapplied=tuple(STRATEGY_FLAGS))
 
 
 # ============================================================================ hooks
-class _DueHook(Hook):
-    def __init__(self, due: Callable[[int], bool]):
-        self._due = due
-
-    def due(self, step: int) -> bool:
-        return self._due(step)
-
-
-class EpochCheckpointHook(_DueHook):
-    """A step checkpoint after each validation and every ``checkpoint_interval`` steps (spec
-    §5), before the run's end step (the end-of-run checkpoint is the :class:`Trainer`'s)."""
-
-    def __init__(self, checkpointer: Checkpointer, due: Callable[[int], bool], end_step: int):
-        super().__init__(due)
-        self.checkpointer, self.end_step = checkpointer, end_step
-
-    def on_chunk(self, ctx) -> None:
-        if ctx.step < self.end_step:
-            self.checkpointer.save(ctx.step, ctx=ctx)
-
-
 class BestLinkHook(Hook):
     """Keeps ``<run>/best`` a symlink to ``checkpoints/best`` once a best checkpoint exists, so
     ``pawn eval <run>/best`` reads the lowest-val-loss adapter (replaced atomically)."""
@@ -315,14 +229,11 @@ def _record_split(corpus, cfg: AdaptSettings, run_dir: Path, *, is_main: bool):
 
 
 # ============================================================================ the run
-def _default_run_dir(strategy: str) -> Path:
-    return Path("runs") / (f"adapt-{strategy}-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
-
-
 def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progress: bool = True,
               install_signal_handlers: bool = True, overwrite: bool = False, hooks: Sequence[Hook] = (),
               build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]] = None,
-              resolve_backbone: Optional[Callable[[str], str]] = None, reuse: Optional[AdaptReuse] = None) -> AdaptResult:
+              resolve_backbone: Optional[Callable[[str], str]] = None, reuse: Optional[AdaptReuse] = None,
+              sinks: Sequence[Callable[[Path], Any]] = ()) -> AdaptResult:
     """Train (or resume) an adapter on a frozen backbone (spec §5).
 
     Args:
@@ -340,6 +251,8 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         resolve_backbone: turns a Hub id into a local checkpoint directory.
         reuse: an :class:`AdaptReuse` shared with other runs of this process (sweep trials):
             the backbone is loaded, and the train chunk and validation compiled, once for all.
+        sinks: further record sinks of ``metrics.jsonl`` (``factory(run_dir)``, e.g. the live
+            ``report.html`` of :class:`pawn.report.hook.ReportHook`), opened with the run.
 
     Run directory: ``config.json`` (re-feedable, resolved ``data_seed``), ``metrics.jsonl``
     (``config``; ``val`` at step 0 with ``epoch = −1``; per chunk ``train``: ``loss``,
@@ -362,18 +275,19 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
     stop = StopFlag(install_signal_handlers)
     try:
         return _run_adapt(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks,
-                          build_model=build_model, resolve_backbone=resolve_backbone, reuse=reuse)
+                          build_model=build_model, resolve_backbone=resolve_backbone, reuse=reuse, sinks=sinks)
     finally:
         stop.restore()
 
 
 def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
                hooks: Sequence[Hook], build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]],
-               resolve_backbone: Optional[Callable[[str], str]], reuse: Optional[AdaptReuse] = None) -> AdaptResult:
+               resolve_backbone: Optional[Callable[[str], str]], reuse: Optional[AdaptReuse] = None,
+               sinks: Sequence[Callable[[Path], Any]] = ()) -> AdaptResult:
     """:func:`run_adapt` with its :class:`~pawn.train.lifecycle.StopFlag` already installed: the
     checks (:func:`_preflight`), the adapter (:func:`_build_model`), the data (:func:`_build_data`),
-    the program (:func:`_build_program`), the state (:func:`_initial_state`), the run directory
-    (:func:`_open_run`), the RoSA warm-up when due (:func:`_rosa_warmup`), the hooks
+    the program (:func:`_build_program`), the state (:func:`_adapter_state`), the run directory
+    (:func:`_start_run`), the RoSA warm-up when due (:func:`_rosa_warmup`), the hooks
     (:func:`_adapt_hooks`) and the loop (:func:`_train`), in that order."""
     cfg, resume_la, out = _preflight(cfg, log, resolve_backbone)
     given_resume = cfg.resume
@@ -389,9 +303,9 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     WallClockHook(None, stop, start_step=start, end_step=data.total, estimate=wall, every_s=0, setup=True,
                   checkpoint_s_guess=checkpoint_seconds_guess(mb.n_trainable), resumed_step=start or None)
     prog = _build_program(cfg, mb.model, data.schedule, reuse)
-    init = _initial_state(cfg, mb.model, prog.optimizer, resume_la, mb.rosa_resume, data, log)
+    init = _adapter_state(cfg, mb.model, prog.optimizer, resume_la, mb.rosa_resume, data, log)
+    r = _start_run(cfg, out, given_resume, overwrite, is_main, mb, data, prog, init, resume_la, hooks, log, sinks)
     del resume_la
-    r = _open_run(cfg, out, given_resume, overwrite, is_main, mb, data, prog, init, hooks, log)
     r.wall = wall
     if rosa.is_phased(mb.model) and mb.model.adapter.phase == rosa.PHASE_WARMUP:
         early = _rosa_warmup(r, mb, stop, reuse, log)
@@ -409,17 +323,9 @@ def _preflight(cfg: AdaptSettings, log: Callable[[str], None], resolve: Optional
     """
     if cfg.resume is None:
         cfg.check_startable()
-    cfg, resume_la = _resolve_resume(cfg, log, resolve)
-    try:
-        check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
-        if cfg.push_to_hub is not None:  # offline mode: refused before any work
-            check_can_push(cfg.push_to_hub)
-        if cfg.push_to_bucket is not None:
-            check_can_push_bucket(cfg.push_to_bucket)
-    except (HookError, PawnError) as e:
-        raise TrainingError(str(e)) from None
-    out = Path(cfg.out) if cfg.out is not None else _default_run_dir(cfg.strategy)
-    check_out_path(out)
+    cfg, resume_la = spine.resolve_resume(cfg, adapt_task(cfg, resolve), log)
+    out = Path(cfg.out) if cfg.out is not None else spine.default_run_dir(f"adapt-{cfg.strategy}")
+    spine.check_outputs(cfg, out)
     return cfg, resume_la, out
 
 
@@ -640,63 +546,34 @@ def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReu
     return _ProgramSetup(optimizer, loss_fn, program, validator, graph_key)
 
 
-@dataclass
-class _InitialState:
-    """Where the run starts (:func:`_initial_state`): the trainable state and frozen half, the
-    start step, the seconds already trained, early stopping, and whether this is a fresh run
-    (only a fresh run validates at step 0)."""
-
-    state: TrainState
-    frozen: Any
-    start: int
-    elapsed0: float
-    es: EarlyStopping
-    fresh: bool
-
-
-def _initial_state(cfg: AdaptSettings, model, optimizer, resume_la, rosa_resume, data: _DataSetup,
-                   log: Callable[[str], None]) -> _InitialState:
-    """A fresh state at step 0 (also for a resume inside the RoSA warm-up), or the resumed
-    checkpoint's optimizer state, step, elapsed time and early stopping.
+def _adapter_state(cfg: AdaptSettings, model, optimizer, resume_la, rosa_resume, data: _DataSetup,
+                   log: Callable[[str], None]) -> spine.InitialState:
+    """:func:`pawn.train.spine.initial_state` over the adapter's trainable half: fresh at step 0
+    (also for a resume inside the RoSA warm-up, which keeps the elapsed time and writes no
+    step-0 validation), or the resumed checkpoint's (its optimizer state is required).
 
     Raises:
         TrainingError: a checkpoint without optimizer state, one that does not fit, or a resume
             step that is not a multiple of K.
     """
-    es = EarlyStopping(cfg.patience)
-    elapsed0 = 0.0
-    if resume_la is None or rosa_resume is not None:
-        state, frozen = init_partitioned_state(model, optimizer, trainable=model.trainable_filter(), step=0)
-        start = 0
-        if rosa_resume is not None:
-            elapsed0 = float((resume_la.training_state or {}).get("elapsed", 0.0) or 0.0)
-            log(f"resuming the RoSA LoRA warm-up from {resume_la.path} at warm-up step {rosa_resume[0]}")
+    if rosa_resume is not None:
+        init = spine.initial_state(model, optimizer, patience=cfg.patience, trainable=model.trainable_filter(), log=log)
+        init.elapsed0 = float((resume_la.training_state or {}).get("elapsed", 0.0) or 0.0)
+        init.fresh = False
+        log(f"resuming the RoSA LoRA warm-up from {resume_la.path} at warm-up step {rosa_resume[0]}")
     else:
-        ts = resume_la.training_state
-        start = int(ts["step"])
-        elapsed0 = float(ts.get("elapsed", 0.0) or 0.0)
-        try:
-            es = EarlyStopping.from_json(ts.get("early_stopping"), cfg.patience)
-        except ValueError as e:
-            raise TrainingError(f"{resume_la.path / 'training_state.json'}: {e}") from None
-        train_half, frozen = partition_model(model, model.trainable_filter())
-        template = optimizer.init(eqx.filter(train_half, eqx.is_array))
-        if resume_la.optimizer_state is None:
-            raise TrainingError(f"{resume_la.path}: no optimizer state; cannot resume exactly")
-        try:
-            opt = optimizer_from_arrays(template, resume_la.optimizer_state)
-        except ValueError as e:
-            raise TrainingError(f"{resume_la.path}: {e}") from None
-        state = TrainState(train_half, opt, step_counter(start))
-        log(f"resuming from {resume_la.path} at step {start} (epoch {start // data.spe}, batch {start % data.spe})")
-    if start % data.k:
-        raise TrainingError(f"resume step {start} is not a multiple of steps_per_chunk ({data.k})")
-    return _InitialState(state, frozen, start, elapsed0, es, resume_la is None)
+        start = int(resume_la.training_state["step"]) if resume_la is not None else 0
+        init = spine.initial_state(model, optimizer, patience=cfg.patience, resume=resume_la, trainable=model.trainable_filter(),
+                                   missing_optimizer="refuse", where=f" (epoch {start // data.spe}, batch {start % data.spe})",
+                                   log=log)
+    if init.start % data.k:
+        raise TrainingError(f"resume step {init.start} is not a multiple of steps_per_chunk ({data.k})")
+    return init
 
 
 @dataclass
 class _AdaptRun:
-    """An opened adapter run (:func:`_open_run`): what the checkpoint writer, the validation,
+    """An opened adapter run (:func:`_start_run`): what the checkpoint writer, the validation,
     the RoSA warm-up, the hooks and the loop share. ``frozen`` and ``state`` are replaced when
     the RoSA warm-up hands over to the main phase; ``trainer`` is set by :func:`_train`."""
 
@@ -724,10 +601,14 @@ class _AdaptRun:
     def training_state(self, at_step: int) -> dict:
         """``training_state.json`` of a checkpoint at ``at_step`` (spec §5)."""
         spe, es, last_val = self.data.spe, self.es, self.last_val
-        return {"format_version": 1, "step": int(at_step), "epoch": int(at_step) // spe, "steps_per_epoch": spe,
-                "total_steps": self.data.total, "data_seed": self.data.data_seed, "best_val_loss": es.best.get("loss"),
-                "patience_counter": es.counter, "early_stopping": es.to_json(),
-                "val_metrics": {k: last_val[k] for k in VAL_FIELDS if k in last_val}, "elapsed": round(self.run.elapsed, 3)}
+        ts = {"format_version": 1, "step": int(at_step), "epoch": int(at_step) // spe, "steps_per_epoch": spe,
+              "total_steps": self.data.total, "data_seed": self.data.data_seed, "best_val_loss": es.best.get("loss"),
+              "patience_counter": es.counter, "early_stopping": es.to_json(),
+              "val_metrics": {k: last_val[k] for k in VAL_FIELDS if k in last_val}, "elapsed": round(self.run.elapsed, 3)}
+        records = spine.chunk_records(self.checkpointer) if self.checkpointer is not None else []
+        if records:
+            ts[spine.CHUNK_RECORDS] = records
+        return ts
 
     def write_checkpoint(self, path: Path, at_step: int) -> None:
         """Save the trainer's current adapter, optimizer state and training state to ``path``."""
@@ -758,35 +639,26 @@ class _AdaptRun:
         return self.val_due(s) or (self.cfg.checkpoint_interval is not None and s % self.cfg.checkpoint_interval == 0)
 
 
-def _open_run(cfg: AdaptSettings, out: Path, given_resume: Optional[str], overwrite: bool, is_main: bool, mb: _ModelSetup,
-              data: _DataSetup, prog: _ProgramSetup, init: _InitialState, hooks: Sequence[Hook],
-              log: Callable[[str], None]) -> _AdaptRun:
-    """Check and open the run directory (config.json, metrics sinks, ``split.json``), start the
-    Hub push, write the ``config`` record and, for a fresh run, the step-0 validation; place
-    the state on the devices and make the checkpointer.
+def _start_run(cfg: AdaptSettings, out: Path, given_resume: Optional[str], overwrite: bool, is_main: bool, mb: _ModelSetup,
+               data: _DataSetup, prog: _ProgramSetup, init: spine.InitialState, resume_la, hooks: Sequence[Hook],
+               log: Callable[[str], None], sinks: Sequence[Callable[[Path], Any]] = ()) -> _AdaptRun:
+    """Check and open the run directory (:mod:`pawn.train.spine`: config.json, metrics sinks,
+    the Hub push) and ``split.json``, write the ``config`` record and, for a fresh run, the
+    step-0 validation; place the state on the devices and make the checkpointer.
 
     Raises:
         TrainingError: ``--out`` holding another run, a Hub push refused, a metrics write that fails.
     """
     snapshot = {**cfg.model_dump(mode="json"), "data_seed": data.data_seed, "resume": None, "pause_after_steps": None}
-    run = Run.check(out, resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None, overwrite=overwrite,
-                    new_config=snapshot, ignored_fields=RESUME_MUTABLE | {"data_seed"}, is_main=is_main, log=log)
-    try:  # the Hub repo and branch are created before the run writes (a 403 fails here)
-        hub = with_bucket(HubHook.start(cfg.push_to_hub, run.run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
-                                        wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log),
-                          cfg.push_to_bucket, run.run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
-    except PawnError as e:
-        raise TrainingError(str(e)) from None
+    run = spine.check_run(cfg, out, given_resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None,
+                          overwrite=overwrite, snapshot=snapshot, is_main=is_main, log=log)
+    hub = spine.start_hub(cfg, run.run_dir, is_main, log)  # the Hub repo and branch are created before the run writes
     start = init.start
-    run.open(snapshot=snapshot,
-             open_sinks=lambda: open_run_hooks(run.run_dir, config=snapshot, tensorboard=cfg.tensorboard, wandb=cfg.wandb,
-                                               wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode,
-                                               start_step=start, job_type="adapt", log=log),
-             start_step=start, resumed_from=Path(cfg.resume) if cfg.resume else None, elapsed_offset=init.elapsed0)
+    spine.open_run(run, cfg, "adapt", snapshot=snapshot, hub=hub, start_step=start, resume=resume_la, elapsed0=init.elapsed0,
+                   sinks=sinks, log=log)
     split_rec = _record_split(data.corpus, cfg, run.run_dir, is_main=is_main)
     hooks = list(hooks)
     if hub is not None:
-        hub.attach(run)
         hooks.append(hub)
     end = data.total if cfg.pause_after_steps is None else min(data.total, cfg.pause_after_steps)
     r = _AdaptRun(cfg, mb, data, prog, run, hub, snapshot, split_rec, hooks, is_main, init.state,
@@ -874,80 +746,55 @@ def _rosa_warmup(r: _AdaptRun, mb: _ModelSetup, stop: StopFlag, reuse: Optional[
     return None
 
 
-def _adapt_hooks(r: _AdaptRun, stop: StopFlag, progress: bool, log: Callable[[str], None]) -> tuple[list[Hook], Optional[MetricsHook]]:
-    """Adapter training's hooks, in order: progress, validation (spec §5), best checkpoint and
-    patience, the validation line, the ``best`` link, epoch/interval checkpoints, signal stop,
-    the caller's hooks (and the Hub push), and the metrics records last. Returns ``(hooks,
-    the metrics hook or None)``."""
+def _adapt_hooks(r: _AdaptRun, stop: StopFlag, progress: bool, log: Callable[[str], None]) -> list[Hook]:
+    """Adapter training's parts of the spine's hooks (:func:`pawn.train.spine.default_hooks`):
+    the progress bar, validation per epoch or ``eval_interval`` (spec §5), the validation line,
+    the ``best`` link after each new best, a step checkpoint after each validation and every
+    ``checkpoint_interval`` steps, the wall clock (checkpoints every
+    ``checkpoint_every_minutes``), and the ``train`` record's ``top1`` and ``epoch``."""
     cfg, spe, total, is_main = r.cfg, r.data.spe, r.data.total, r.is_main
-    hk: list[Hook] = []
-    bar = None
+    bar = progress_hook = None
     if progress and is_main:
         bar = ProgressReporter("adapt", r.end, start=r.start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s,
                                expected_unit_s=r.wall.step_s if r.wall else None).start()
-        hk.append(ProgressHook(bar))
+        progress_hook = ProgressHook(bar)
     vh = ValidationHook(r.validate, every=1, final_step=total)
     vh.due = r.val_due  # type: ignore[method-assign]
-    hk.append(vh)
-    hk.append(EarlyStoppingHook(r.es, r.checkpointer, monitor=lambda v: {"loss": v.get("loss")}, total_steps=total,
-                                validation_due=r.val_due, log=log if is_main else None))
-    if bar is not None:  # one line per validation, when it happens (terminal and log; not sweep trials)
-        hk.append(ValidationLineHook(lambda step, val: adapt_validation_line(step, val, spe), bar.note))
-    hk.append(BestLinkHook(r.run.run_dir))
-    hk.append(EpochCheckpointHook(r.checkpointer, r.ckpt_due, r.end))
-    hk.append(WallClockHook(r.checkpointer, stop, start_step=r.start, end_step=r.end, estimate=r.wall,
-                            every_s=60.0 * cfg.checkpoint_every_minutes, checkpoint_s_guess=checkpoint_seconds_guess(
-                                r.mb.n_trainable), resumed_step=r.start or None, log=log if is_main else None))
-    hk.append(SignalStopHook(stop))
-    hk.extend(r.hooks)
-    metrics_hook = None
-    if r.run.logger is not None:
-        metrics_hook = MetricsHook(r.run.logger, lambda rec: _train_fields(rec, spe))
-        hk.append(metrics_hook)
-    return hk, metrics_hook
-
-
-def _train_fields(r, spe: int) -> dict:
-    """The ``train`` record of one chunk result ``r`` (spec §5; ``epoch`` from ``spe`` steps per epoch)."""
-    m, dt = r.metrics, r.chunk_wall_s
-    losses = np.asarray(m["loss"])
-    return {"loss": float(losses[-1]), "loss_mean": float(losses.mean()), "top1": float(np.mean(m["top1"])),
-            "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
-            "grad_norm_mean": float(np.mean(m["grad_norm"])), "epoch": (r.step - 1) // spe,
-            "chunk_wall_s": dt, "tokens_per_s": r.tokens / dt, "games_per_s": r.games / dt,
-            "data_wait_s": r.data_wait_s, "data_wait_frac": r.data_wait_s / dt if dt > 0 else 0.0,
-            "step_start": r.step_start, "includes_compile": r.includes_compile}
+    return spine.default_hooks(
+        run=r.run, checkpointer=r.checkpointer, es=r.es, stop=stop, bar=bar, progress_hook=progress_hook, validation=vh,
+        validation_due=r.val_due, validation_line=lambda step, val: adapt_validation_line(step, val, spe),
+        checkpoint_due=r.ckpt_due, end_step=r.end, total_steps=total,
+        train_fields=lambda rec: spine.train_record(rec, top1=float(np.mean(rec.metrics["top1"])), epoch=(rec.step - 1) // spe),
+        after_validation=[BestLinkHook(r.run.run_dir)], extra=r.hooks, log=log,
+        wall_clock=WallClockHook(r.checkpointer, stop, start_step=r.start, end_step=r.end, estimate=r.wall,
+                                 every_s=60.0 * cfg.checkpoint_every_minutes,
+                                 checkpoint_s_guess=checkpoint_seconds_guess(r.mb.n_trainable), resumed_step=r.start or None,
+                                 log=log if is_main else None))
 
 
 def _train(r: _AdaptRun, stop: StopFlag, progress: bool, given_resume: Optional[str],
            log: Callable[[str], None]) -> AdaptResult:
-    """Run the main phase from ``r.start`` to ``r.end`` on the :class:`Trainer`, then drain the
-    Hub push, finish the run (``schedule_health.json``) and link ``best``.
+    """Run the main phase from ``r.start`` to ``r.end`` on the :class:`Trainer`
+    (:func:`pawn.train.spine.run_loop`: then the Hub push drains and the run finishes), and
+    link ``best``.
 
     Raises:
         TrainingError: an I/O error (one line naming the last complete checkpoint), a non-finite loss.
     """
-    hk, metrics_hook = _adapt_hooks(r, stop, progress, log)
+    hk = _adapt_hooks(r, stop, progress, log)
     data, es, start, run = r.data, r.es, r.start, r.run
-    chunks = BatchChunks(data.train, start=start, end=r.end, k=data.k, keys=data.train_keys)
     trainer = r.trainer = Trainer(r.prog.program, r.checkpointer, hk, total_steps=data.total, end_step=r.end,
                                   completed_reason="step_limit")
+    end = r.end
     if es.exhausted:
         log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience})")
-        chunks = BatchChunks(data.train, start=start, end=start, k=data.k, keys=data.train_keys)
-        trainer.end_step = start
-    try:
-        outcome = trainer.run(r.state, chunks, frozen=r.frozen, start_step=start, resumed=start > 0 or given_resume is not None)
-    except OSError as e:
-        raise TrainingError(f"I/O error on {e.filename or run.metrics_path} ({e.strerror or e}); "
-                            f"last complete checkpoint: {r.checkpointer.last}") from None
-    finally:
-        chunks.close()
-        if r.hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
-            r.hub.close(log)
-        end_step = trainer.step if trainer.step is not None else start
-        spent = _spent(r.mb, end_step)
-        run.finish(data.schedule, end_step, trainer.reason or "exception", signal=stop.requested, compute=spent)
+        end = trainer.end_step = start
+    chunks = BatchChunks(data.train, start=start, end=end, k=data.k, keys=data.train_keys)
+    outcome = spine.run_loop(trainer, run, r.state, chunks, hub=r.hub, schedule=data.schedule, start_step=start,
+                             resumed=start > 0 or given_resume is not None, frozen=r.frozen, stop=stop,
+                             compute=lambda step: _spent(r.mb, step), log=log)
+    spent = _spent(r.mb, outcome.step)
+    metrics_hook = spine.metrics_hook(trainer)
     best = r.checkpointer.best
     run_dir = run.run_dir
     if best is not None and r.is_main and (run_dir / "best").exists() is False:

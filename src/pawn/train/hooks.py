@@ -6,8 +6,9 @@ elapsed, memory, NaN as ``None``), to its hooks, so a trainer calls hooks withou
 
 - :class:`CurvesHook` — ``curves.png`` in the run directory at every validation and at the end
   (matplotlib, the ``plot`` extra; Agg backend, written atomically);
-- :class:`pawn.report.hook.ReportHook` — ``report.html`` beside it, at the same moments (plotly,
-  the ``report`` extra; added only when plotly is installed);
+- the sinks a command passes (``sinks``): :class:`pawn.report.hook.ReportHook` writes
+  ``report.html`` beside the curves at the same moments (``pawn pretrain``/``adapt``/``sweep``
+  pass it when plotly, the ``report`` extra, is installed);
 - :class:`TensorBoardHook` — scalars under ``RUN/tensorboard/`` (tensorboardX, the
   ``tensorboard`` extra);
 - :class:`WandbHook` — Weights & Biases (the ``wandb`` extra; spec §8.3: project ``pawn`` unless
@@ -34,19 +35,6 @@ TENSORBOARD_DIR = "tensorboard"
 
 EXTRAS = {"matplotlib": "plot", "tensorboardX": "tensorboard", "wandb": "wandb"}
 """Import name → ``pawn[extra]`` that installs it."""
-
-
-SINKS: list[tuple[str, Callable[[Path], "RunHook"]]] = []
-"""``(module, factory(run_dir))`` of record sinks that packages above the trainer add with
-:func:`register_sink` (``pawn.report.hook`` adds the ``report.html`` writer): each is opened with
-the curves when ``module`` (its optional extra) is installed. The trainer never imports them."""
-
-
-def register_sink(module: str, factory: Callable[[Path], "RunHook"]) -> None:
-    """Add a record sink opened by :func:`open_run_hooks` beside ``curves.png`` when ``module`` can
-    be imported (registering twice is a no-op)."""
-    if (module, factory) not in SINKS:
-        SINKS.append((module, factory))
 
 
 class HookError(PawnError, RuntimeError):
@@ -390,10 +378,11 @@ def check_extras(*, tensorboard: bool = False, wandb: bool = False) -> None:
 
 def open_run_hooks(run_dir: Path, *, config: Mapping[str, Any], tensorboard: bool = False, wandb: bool = False,
                    wandb_project: Optional[str] = None, wandb_mode: str = "online", start_step: int = 0,
-                   job_type: str = "pretrain", curves: bool = True, log: Callable[[str], None] = print) -> RunHooks:
+                   job_type: str = "pretrain", curves: bool = True, sinks: Sequence[Callable[[Path], RunHook]] = (),
+                   log: Callable[[str], None] = print) -> RunHooks:
     """The hooks of a run writing ``run_dir/metrics.jsonl``: curves (when matplotlib is
-    installed; otherwise one note), ``report.html`` with them (when plotly is installed),
-    TensorBoard and W&B when asked for.
+    installed; otherwise one note), the ``sinks`` the caller passes (each ``factory(run_dir)``;
+    e.g. :class:`pawn.report.hook.ReportHook`), TensorBoard and W&B when asked for.
 
     Call it when the run directory exists and nothing of the new run is written yet; a W&B init
     failure then leaves no run behind (``run_dir/wandb`` is not a run marker).
@@ -403,6 +392,7 @@ def open_run_hooks(run_dir: Path, *, config: Mapping[str, Any], tensorboard: boo
         tensorboard, wandb, wandb_project, wandb_mode: the run's settings.
         start_step: the step the run (re)starts at (TensorBoard purges later events on resume).
         job_type: the kind of run (``pretrain``). curves: write ``curves.png``.
+        sinks: factories of further record sinks, opened in order after the curves.
         log: receives the note about a missing matplotlib and hook warnings.
 
     Raises:
@@ -416,9 +406,8 @@ def open_run_hooks(run_dir: Path, *, config: Mapping[str, Any], tensorboard: boo
                 hooks.hooks.append(CurvesHook(run_dir / "metrics.jsonl", run_dir / CURVES_FILE, title=run_dir.name))
             else:
                 log(f"note: matplotlib is not installed, so no {CURVES_FILE} is drawn (pip install 'pawn[plot]')")
-            for module, factory in SINKS:  # sinks of higher layers (pawn.report's report.html), when installed
-                if has_module(module):
-                    hooks.hooks.append(factory(run_dir))
+        for factory in sinks:  # sinks of higher layers (pawn.report's report.html), passed by the command
+            hooks.hooks.append(factory(run_dir))
         if tensorboard:
             hooks.hooks.append(TensorBoardHook(run_dir / TENSORBOARD_DIR, purge_step=start_step + 1 if start_step else None))
         if wandb:

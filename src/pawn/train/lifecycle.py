@@ -291,7 +291,20 @@ class StopFlag:
 
 ES_METRICS = ("loss", "late_legal_move_rate", "game_completion_rate", "avg_plies_completed")
 """The validation metrics of the compound improvement rule (spec §1.8); loss improves downward,
-the others upward."""
+the others upward. These are the names :class:`EarlyStopping` stores them under
+(``training_state.json``'s ``early_stopping.best``); it reads them from a val record under
+their canonical :mod:`pawn.metrics` keys (:data:`ES_KEYS`)."""
+
+
+def _es_keys() -> dict[str, str]:
+    from pawn.metrics import V1_NAMES
+
+    return {name: V1_NAMES.get(name, name) for name in ES_METRICS}
+
+
+ES_KEYS: dict[str, str] = _es_keys()
+""":data:`ES_METRICS` name → the canonical :mod:`pawn.metrics` key of the val record
+(``late_legal_move_rate`` → ``late_legal_rate``, ``game_completion_rate`` → ``completion_rate``)."""
 
 
 @dataclass
@@ -318,11 +331,12 @@ class EarlyStopping:
     best_loss_step: Optional[int] = None
 
     def update(self, step: int, metrics: dict[str, Optional[float]]) -> tuple[bool, bool]:
-        """Apply one evaluation (``metrics`` keyed by :data:`ES_METRICS`). Returns
+        """Apply one evaluation: ``metrics`` is a val record, read under the canonical keys
+        (:data:`ES_KEYS`; the stored names of :data:`ES_METRICS` are accepted too). Returns
         ``(improved, new_best_loss)``."""
         improved = new_best_loss = False
         for name in ES_METRICS:
-            v = metrics.get(name)
+            v = metrics.get(ES_KEYS[name], metrics.get(name))
             if v is None or not math.isfinite(float(v)):
                 continue
             v = float(v)

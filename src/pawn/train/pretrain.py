@@ -9,13 +9,11 @@ state, so on CPU a stopped-and-resumed run reproduces the uninterrupted one exac
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,45 +26,15 @@ from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corp
 from pawn.engine import random_games
 from pawn.model import REMAT_MODES, PAWNModel, resolve_dtype, sliced
 from pawn.progress import ProgressReporter
-from pawn.settings import PretrainConfig, format_validation_error
+from pawn.settings import PretrainConfig
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
 from pawn.train import distributed
 from pawn.train.memory import InsufficientMemoryError, check_step_memory
-from pawn.train.loop import (
-    TrainProgram,
-    TrainState,
-    init_state,
-    make_mesh,
-    make_optimizer,
-    optimizer_from_arrays,
-    optimizer_to_arrays,
-    step_counter,
-    with_count,
-)
-from pawn.errors import PawnError
-from pawn.hub.bucket import check_can_push_bucket
-from pawn.hub.push import HubPushError, check_can_push
-from pawn.train.hooks import HookError, check_extras, open_run_hooks
-from pawn.train.run import (
-    Checkpointer,
-    CheckpointHook,
-    EarlyStoppingHook,
-    Hook,
-    HubHook,
-    MetricsHook,
-    ProgressHook,
-    Run,
-    SignalStopHook,
-    Trainer,
-    TrainingError,
-    ValidationHook,
-    check_out_path,
-    pick_resume_checkpoint,
-    to_host,
-)
-from pawn.train.pushes import with_bucket
+from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, optimizer_to_arrays
+from pawn.train.run import Checkpointer, Hook, ProgressHook, Run, Trainer, TrainingError, ValidationHook, to_host
+from pawn.train import spine
 from pawn.train.summary import run_summary, summary_lines
-from pawn.train.validation_lines import ValidationLineHook, pretrain_validation_line
+from pawn.train.validation_lines import pretrain_validation_line
 from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seconds_guess, plan_pretrain
 from pawn.metrics import ViewKeys, eval_values
 
@@ -74,14 +42,6 @@ from pawn.metrics import ViewKeys, eval_values
 VAL_METRICS = ViewKeys("pretrain_val")
 """The :mod:`pawn.metrics` keys a pretraining ``val`` record carries per variant (spec eval §1.2): the
 rows of the ``pretrain_val`` view."""
-
-# Fields that may differ between a checkpoint's run config and the resuming command.
-RESUME_MUTABLE = {"resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
-                  "checkpoint_every_minutes",
-                  "distributed_timeout_s", "log_every_s", "tensorboard", "wandb", "wandb_project", "wandb_mode",
-                  "remat", "accumulation_steps",  # these two change memory, not the update
-                  "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s", "push_to_bucket"}
-
 
 @dataclass
 class PretrainResult:
@@ -141,16 +101,13 @@ def maybe_initialize_distributed(timeout_s: int = 300) -> None:
             ) from None
 
 
-def _default_run_dir() -> Path:
-    return Path("runs") / ("pretrain-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
-
-
-def _load_resumable(d: Path) -> Checkpoint:
+def _load_candidate(d: Path) -> Checkpoint:
     """Load and check one resume candidate: verified files, a pretraining run config that says
-    ``prepend_outcome``, a training state with a step.
+    ``prepend_outcome`` and still validates, a training state with a step.
 
     Raises:
         CheckpointError: anything that makes ``d`` unusable (the message names the file).
+        pydantic.ValidationError: the stored run config no longer validates.
     """
     try:
         ck = load_checkpoint(d)
@@ -167,65 +124,15 @@ def _load_resumable(d: Path) -> Checkpoint:
         )
     if "prepend_outcome" not in stored:
         raise CheckpointError(f"{d}: run_config lacks prepend_outcome; refusing to guess the sequence format")
-    step = (ck.training_state or {}).get("step")
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise CheckpointError(f"{d / 'training_state.json'}: no valid step ({step!r})")
+    spine.checked_step(d, ck.training_state)
+    PretrainConfig.load(**{**{k: v for k, v in stored.items() if k != "pause_after_steps"}, "resume": str(d)})
     return ck
 
 
-def _resolve_resume(cfg: PretrainConfig, log: Callable[[str], None] = print) -> tuple[PretrainConfig, Optional[Checkpoint]]:
-    """Find the checkpoint to resume and reconcile the stored run config with this command.
-
-    With ``--resume auto`` or a run directory, a damaged checkpoint (hash mismatch, truncated
-    or missing file, no manifest, unreadable config or state) is skipped with a one-line warning
-    naming it, and the next older one is tried; nothing is deleted. A checkpoint named directly
-    is used or refused, never substituted.
-    """
-    if cfg.resume is None:
-        return cfg, None
-
-    def load(d: Path) -> Checkpoint:
-        ck = _load_resumable(d)
-        stored = {k: v for k, v in ck.run_config.items() if k != "pause_after_steps"}  # a pause applies to one invocation
-        PretrainConfig.load(**{**stored, "resume": str(d)})
-        return ck
-
-    ck, problems, found = pick_resume_checkpoint(cfg.resume, cfg.out, load, log)
-    if not found:  # --resume auto with nothing yet: start fresh
-        if cfg.total_steps is None:
-            raise TrainingError(f"--resume auto: no checkpoint in {cfg.out} yet, so this starts a new run, which needs --total-steps")
-        return cfg, None
-    if problems:
-        log(f"WARNING: resuming from {ck.path.name}, the newest intact checkpoint (skipped {', '.join(p.name for p in problems)})")
-    stored = ck.run_config
-    given = {k: v for k, v in cfg.model_dump(mode="json").items() if k in cfg.user_set_fields}
-    extend = _extension(stored, given, ck)
-    if extend:  # a longer constant-schedule run: the LR of every step done so far is unchanged
-        given = {k: v for k, v in given.items() if k != "total_steps"}
-    conflicts = sorted(k for k, v in given.items() if k not in RESUME_MUTABLE and stored.get(k) != v)
-    if "total_steps" in conflicts:
-        raise TrainingError(
-            f"--resume {ck.path}: --total-steps {given['total_steps']} differs from the run's {stored.get('total_steps')}; "
-            f"only a constant-schedule run (--lr-schedule constant) can be extended, since its learning rate so far does "
-            f"not depend on the total; for this {stored.get('lr_schedule')} run, start a new one from its weights with "
-            f"--init-from {ck.path} (a fresh optimizer and schedule)")
-    if conflicts:
-        raise TrainingError(
-            f"--resume {ck.path}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
-            "resume continues the stored run exactly, so drop those flags"
-        )
-    stored = {k: v for k, v in stored.items() if k != "pause_after_steps"}  # a pause applies to one invocation
-    merged = {**stored, **{k: v for k, v in given.items() if k in RESUME_MUTABLE}}
-    merged["out"] = str(cfg.out) if cfg.out is not None else str(ck.path.parent.parent)
-    merged["resume"] = str(ck.path)
-    if extend:
-        merged.update(extend)
-        log(f"extending the run from {stored['total_steps']:,} to {extend['total_steps']:,} steps (constant schedule: "
-            f"warm-up {extend['warmup_steps']} and {extend['steps_per_chunk']} steps per chunk kept)")
-    try:
-        return PretrainConfig.load(**merged), ck
-    except ValidationError as e:  # e.g. --patience on a run without validation
-        raise TrainingError(f"--resume {ck.path}: its stored run config is not usable ({format_validation_error(e)})") from None
+def _check_fresh(cfg: PretrainConfig) -> None:
+    """``--resume auto`` found no checkpoint: a new run needs ``--total-steps``."""
+    if cfg.total_steps is None:
+        raise TrainingError(f"--resume auto: no checkpoint in {cfg.out} yet, so this starts a new run, which needs --total-steps")
 
 
 def _end_step(cfg: PretrainConfig) -> int:
@@ -271,12 +178,18 @@ def _extension(stored: dict, given: dict, ck: Checkpoint) -> Optional[dict]:
     return {"total_steps": int(new_total), "warmup_steps": old.resolved_warmup_steps, "steps_per_chunk": old.chunk_steps}
 
 
+PRETRAIN = spine.Task("pretrain", _load_candidate, _check_fresh, extension=_extension)
+"""Pretraining's part of the run spine (:class:`pawn.train.spine.Task`): its checkpoints, the
+``--total-steps`` a new run needs, and the extension of a constant-schedule run."""
+
+
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
     stored, variants = cfg.model_configs()
     return stored, list(variants.items())
 
 
-def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elapsed: float, k: int, es: EarlyStopping):
+def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elapsed: float, k: int, es: EarlyStopping,
+                        records: Sequence[dict] = ()):
     model = to_host(state.model)
     params = {k_: np.asarray(v) for k_, v in model.params().items()}
     opt = optimizer_to_arrays(to_host(state.opt_state))
@@ -291,6 +204,8 @@ def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elaps
         "early_stopping": es.to_json(),
         "rng": "none: data is a pure function of (seed, game index); init used model_seed",
     }
+    if records:
+        ts[spine.CHUNK_RECORDS] = list(records)
     return params, opt, ts
 
 
@@ -351,6 +266,7 @@ def run_pretrain(
     hooks: Sequence[Hook] = (),
     reuse: Optional[PretrainReuse] = None,
     dry_run: bool = False,
+    sinks: Sequence[Callable[[Path], Any]] = (),
 ) -> PretrainResult:
     """Run (or resume) a pretraining job described by ``cfg``.
 
@@ -376,6 +292,8 @@ def run_pretrain(
         reuse: a :class:`PretrainReuse` shared with other runs of this process (sweep
             trials): the compiled chunk of an earlier run with the same graph and shapes is
             reused, with this run's learning rates and weight decay as data.
+        sinks: further record sinks of ``metrics.jsonl`` (``factory(run_dir)``, e.g. the live
+            ``report.html`` of :class:`pawn.report.hook.ReportHook`), opened with the run.
 
     Returns:
         :class:`PretrainResult`.
@@ -410,17 +328,18 @@ def run_pretrain(
     stop = StopFlag(install_signal_handlers)
     try:
         return _run_pretrain(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks, reuse=reuse,
-                             dry_run=dry_run)
+                             dry_run=dry_run, sinks=sinks)
     finally:
         stop.restore()
 
 
 def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
-                  hooks: Sequence[Hook], reuse: Optional[PretrainReuse] = None, dry_run: bool = False) -> PretrainResult:
+                  hooks: Sequence[Hook], reuse: Optional[PretrainReuse] = None, dry_run: bool = False,
+                  sinks: Sequence[Callable[[Path], Any]] = ()) -> PretrainResult:
     """:func:`run_pretrain`'s body, with ``stop`` (the signal flag) already installed."""
     given_resume = cfg.resume
     maybe_initialize_distributed(cfg.distributed_timeout_s)
-    cfg, resume_ck = _resolve_resume(cfg, log)
+    cfg, resume_ck = spine.resolve_resume(cfg, PRETRAIN, log)
     resume_dir = resume_ck.path if resume_ck is not None else None
     done = _finished_resume(cfg, resume_ck)
     if done is not None:  # before the memory check compiles anything: there is no step to run
@@ -428,10 +347,12 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
         return _no_op_result(resume_dir, done[0])
     n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
     is_main = proc == 0
-    _check_outputs(cfg)
-    run = Run.check(Path(cfg.out) if cfg.out is not None else _default_run_dir(), resume=given_resume,
-                    resume_from=resume_dir, overwrite=overwrite, new_config=cfg.model_dump(mode="json"),
-                    ignored_fields=RESUME_MUTABLE, is_main=is_main, log=log)
+    out = Path(cfg.out) if cfg.out is not None else spine.default_run_dir("pretrain")
+    spine.check_outputs(cfg, out)
+    # config.json: re-feedable with --config, without the checkpoint resumed (that would rewind the run)
+    snapshot = {**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None}
+    run = spine.check_run(cfg, out, given_resume=given_resume, resume_from=resume_dir, overwrite=overwrite,
+                          snapshot=snapshot, is_main=is_main, log=log)
     run_dir = run.run_dir
     if cfg.batch_size % n_dev:
         raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {n_dev} devices it is sharded over")
@@ -454,15 +375,18 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
         for line in summary_lines(plan(start, _end_step(cfg))):
             log(line)
         return PretrainResult(run_dir, None, start, "dry_run")
-    state, start_step, elapsed0, es = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log, init_ck)
-    del resume_ck, init_ck  # the host copy of the weights is no longer needed
+    init = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log, init_ck)
+    state, start_step, es = init.state, init.start, init.es
     source = _data_source(cfg, log)
     val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed) if cfg.val_games > 0 else None
-    hub = _start_hub(cfg, run_dir, is_main, log)
+    hub = spine.start_hub(cfg, run_dir, is_main, log)
     # ---- run directory (only now: every check above has passed)
     end_step = _end_step(cfg)
-    _open_pretrain_run(run, cfg, hub, plan(start_step, end_step), stored_cfg, variants, int(state.model.num_params()),
-                       K, n_dev, n_proc, start_step, resume_dir, elapsed0, log)
+    spine.open_run(run, cfg, "pretrain", snapshot=snapshot, hub=hub, start_step=start_step, resume=resume_ck,
+                   elapsed0=init.elapsed0, sinks=sinks, log=log)
+    del resume_ck, init_ck, init  # the host copy of the weights is no longer needed
+    _write_config_record(run, cfg, plan(start_step, end_step), stored_cfg, variants, int(state.model.num_params()),
+                         K, n_dev, n_proc, resume_dir, log)
     state = program.place_state(state)
     if es.exhausted:  # resuming a run that early stopping already ended
         log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience}); "
@@ -475,7 +399,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     best_path = run.checkpoints / BEST_DIR
 
     def write_checkpoint(path: Path, at_step: int) -> None:
-        params, opt, ts = _checkpoint_payload(trainer.state, cfg, at_step, run.elapsed, K, es)
+        params, opt, ts = _checkpoint_payload(trainer.state, cfg, at_step, run.elapsed, K, es, spine.chunk_records(checkpointer))
         save_checkpoint(path, params, stored_cfg, run_config=cfg.model_dump(mode="json"), optimizer_state=opt, training_state=ts)
 
     checkpointer = Checkpointer(run.checkpoints, write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
@@ -483,16 +407,8 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     trainer = Trainer(program, checkpointer, _pretrain_hooks(
         cfg, run, checkpointer, es, variants, monitored, val_set, dtype, stop, progress, start_step, end_step, n_proc, log,
         extra=[*hooks, *([hub] if hub is not None else [])], wall=wall), total_steps=cfg.total_steps, end_step=end_step)
-    try:
-        outcome = trainer.run(state, stream, start_step=start_step, resumed=resume_dir is not None)
-    except OSError as e:  # e.g. a metrics write on a full disk: one line, not a traceback
-        raise TrainingError(f"I/O error on {e.filename or run.metrics_path} ({e.strerror or e}); "
-                            f"last complete checkpoint: {checkpointer.last}") from None
-    finally:
-        stream.close()
-        if hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
-            hub.close(log)
-        run.finish(schedule, trainer.step, trainer.reason or "exception", signal=stop.requested)
+    outcome = spine.run_loop(trainer, run, state, stream, hub=hub, schedule=schedule, start_step=start_step,
+                             resumed=resume_dir is not None, stop=stop, log=log)
     return _result(cfg, run_dir, outcome, trainer, checkpointer, es, variants, is_main)
 
 
@@ -503,51 +419,18 @@ def _no_op_result(resume_dir: Path, step: int) -> PretrainResult:
     return PretrainResult(run_dir, resume_dir, step, "resume_no_op", best_checkpoint=best if (best / MANIFEST).is_file() else None)
 
 
-def _start_hub(cfg: PretrainConfig, run_dir: Path, is_main: bool, log: Callable[[str], None]) -> Optional[HubHook]:
-    """The Hub push hook (None without ``--push-to-hub``): the repo and branch are created before
-    the run writes, so a 403 or offline mode fails here.
-
-    Raises:
-        TrainingError: the push cannot start (one line).
-    """
-    try:
-        return with_bucket(HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
-                                         wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log),
-                           cfg.push_to_bucket, run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
-    except PawnError as e:
-        raise TrainingError(str(e)) from None
-
-
 def _result(cfg: PretrainConfig, run_dir: Path, outcome, trainer: Trainer, checkpointer: Checkpointer, es: EarlyStopping,
             variants, is_main: bool) -> PretrainResult:
     """The :class:`PretrainResult` of a finished loop: the last records, the best checkpoint and,
     for a supernet run that completed, its exported variants."""
     step, reason, last_ckpt = outcome.step, outcome.reason, outcome.checkpoint
-    metrics_hook = next((h for h in trainer.hooks if isinstance(h, MetricsHook)), None)
+    metrics_hook = spine.metrics_hook(trainer)
     last_train, last_val = (metrics_hook.last_train, metrics_hook.last_val) if metrics_hook else (None, None)
     variant_ckpts = _export_variants(cfg, run_dir, outcome.state, variants, last_ckpt) if (
         reason in ("completed", "patience") and len(variants) > 1 and is_main) else {}
     best_ckpt = checkpointer.best
     return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val,
                           best_ckpt, es.best_loss_step if best_ckpt is not None else None)
-
-
-def _check_outputs(cfg: PretrainConfig) -> None:
-    """The checks that need nothing built: ``--out``, the logging extras, the Hub push (offline
-    mode or a bad repo id is refused before any work).
-
-    Raises:
-        TrainingError: one line naming the problem.
-    """
-    check_out_path(Path(cfg.out) if cfg.out is not None else Path("runs"))
-    try:
-        check_extras(tensorboard=cfg.tensorboard, wandb=cfg.wandb)
-        if cfg.push_to_hub is not None:
-            check_can_push(cfg.push_to_hub)
-        if cfg.push_to_bucket is not None:
-            check_can_push_bucket(cfg.push_to_bucket)
-    except (HookError, HubPushError) as e:
-        raise TrainingError(str(e)) from None
 
 
 def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, optimizer, schedule, dtype, k: int, n_dev: int,
@@ -580,37 +463,23 @@ def _summary(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, start: int,
     )
 
 
-def _open_pretrain_run(run: Run, cfg: PretrainConfig, hub: Optional[HubHook], summary: dict, stored_cfg: ModelConfig,
-                       variants, param_count_: int, k: int, n_dev: int, n_proc: int, start_step: int,
-                       resume_dir: Optional[Path], elapsed0: float, log: Callable[[str], None]) -> None:
-    """Open the run directory (config.json, metrics sinks), attach the Hub push, log the
-    summary and write the ``config`` record (spec §1.6).
+def _write_config_record(run: Run, cfg: PretrainConfig, summary: dict, stored_cfg: ModelConfig, variants, param_count_: int,
+                         k: int, n_dev: int, n_proc: int, resume_dir: Optional[Path], log: Callable[[str], None]) -> None:
+    """Log the run summary and write the ``config`` record (spec §1.6) of an opened run.
 
     Raises:
         TrainingError: the metrics log cannot be written.
     """
-    run.open(  # config.json: re-feedable with --config, without the checkpoint resumed (that would rewind the run)
-        snapshot={**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None},
-        open_sinks=lambda: open_run_hooks(run.run_dir, config=cfg.model_dump(mode="json"), tensorboard=cfg.tensorboard,
-                                          wandb=cfg.wandb, wandb_project=cfg.wandb_project, wandb_mode=cfg.wandb_mode,
-                                          start_step=start_step, log=log),
-        start_step=start_step, resumed_from=resume_dir, elapsed_offset=elapsed0,
+    if run.logger is None:
+        return
+    for line in summary_lines(summary):
+        log(line)
+    spine.write_record(
+        run, "config", summary=summary, run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
+        variants={n: c.to_json_dict() for n, c in variants}, param_count=param_count_,
+        steps_per_chunk=k, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
+        jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
     )
-    if hub is not None:
-        hub.attach(run)
-    logger = run.logger
-    try:
-        if logger:
-            for line in summary_lines(summary):
-                log(line)
-            logger.write(
-                "config", summary=summary, run_config=cfg.model_dump(mode="json"), model_config=stored_cfg.to_json_dict(),
-                variants={n: c.to_json_dict() for n, c in variants}, param_count=param_count_,
-                steps_per_chunk=k, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
-                jax_version=jax.__version__, resumed_from=str(resume_dir) if resume_dir else None,
-            )
-    except OSError as e:
-        raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
 
 
 def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Checkpoint]:
@@ -637,44 +506,22 @@ def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Ch
 
 
 def _initial_state(cfg: PretrainConfig, stored_cfg: ModelConfig, optimizer, resume_ck: Optional[Checkpoint],
-                   log: Callable[[str], None], init_ck: Optional[Checkpoint] = None) -> tuple[TrainState, int, float, EarlyStopping]:
-    """``(state, start step, elapsed seconds so far, early stopping)``: fresh from
-    ``model_seed``, from the ``--init-from`` checkpoint's weights (``init_ck``: a new optimizer
-    state, step 0), or restored from the resumed checkpoint (weights, Adam moments, step,
-    bests and patience counter).
+                   log: Callable[[str], None], init_ck: Optional[Checkpoint] = None) -> spine.InitialState:
+    """The run's model — fresh from ``model_seed``, the ``--init-from`` checkpoint's weights
+    (``init_ck``) or the resumed checkpoint's — and :func:`pawn.train.spine.initial_state` over it.
 
     Raises:
         TrainingError: the checkpoint's model config or optimizer state does not fit the run.
     """
-    if resume_ck is None and init_ck is not None:  # --init-from: the weights only, a fresh optimizer and step 0
-        log(f"weights from {init_ck.path}" + (f" (its step {init_ck.training_state['step']})" if init_ck.training_state
-                                             and "step" in init_ck.training_state else "")
-            + "; optimizer, schedule and step counter start fresh")
-        return init_state(PAWNModel(init_ck.config, params=init_ck.params), optimizer), 0, 0.0, EarlyStopping(cfg.patience)
-    if resume_ck is None:
-        model_seed = cfg.model_seed if cfg.model_seed is not None else cfg.seed
-        return init_state(PAWNModel(stored_cfg, jax.random.key(model_seed)), optimizer), 0, 0.0, EarlyStopping(cfg.patience)
-    ck, resume_dir = resume_ck, resume_ck.path
-    if ck.config != stored_cfg:
-        raise TrainingError(f"{resume_dir}: model config {ck.config.name} does not match the run's {stored_cfg.name}")
-    model = PAWNModel(ck.config, params=ck.params)
-    start_step = int(ck.training_state["step"])
-    elapsed0 = float(ck.training_state.get("elapsed", 0.0) or 0.0)
-    try:
-        es = EarlyStopping.from_json(ck.training_state.get("early_stopping"), cfg.patience)
-    except ValueError as e:
-        raise TrainingError(f"{resume_dir / 'training_state.json'}: {e}") from None
-    template = optimizer.init(eqx.filter(model, eqx.is_array))
-    if ck.optimizer_state is None:
-        log(f"WARNING: {resume_dir} has no optimizer state: Adam moments restart from zero at step {start_step}")
-        opt_state = with_count(template, start_step)
+    if resume_ck is not None:
+        if resume_ck.config != stored_cfg:
+            raise TrainingError(f"{resume_ck.path}: model config {resume_ck.config.name} does not match the run's {stored_cfg.name}")
+        model = PAWNModel(resume_ck.config, params=resume_ck.params)
+    elif init_ck is not None:  # --init-from: the weights only, a fresh optimizer and step 0
+        model = PAWNModel(init_ck.config, params=init_ck.params)
     else:
-        try:
-            opt_state = optimizer_from_arrays(template, ck.optimizer_state)
-        except ValueError as e:
-            raise TrainingError(f"{resume_dir}: {e}") from None
-    log(f"resuming from {resume_dir} at step {start_step}")
-    return TrainState(model, opt_state, step_counter(start_step)), start_step, elapsed0, es
+        model = PAWNModel(stored_cfg, jax.random.key(cfg.model_seed if cfg.model_seed is not None else cfg.seed))
+    return spine.initial_state(model, optimizer, patience=cfg.patience, resume=resume_ck, init_from=init_ck, log=log)
 
 
 def _data_source(cfg: PretrainConfig, log: Callable[[str], None]):
@@ -699,61 +546,45 @@ def _data_source(cfg: PretrainConfig, log: Callable[[str], None]):
 def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, es: EarlyStopping, variants, monitored: ModelConfig,
                     val_set, dtype, stop: StopFlag, progress: bool, start_step: int, end_step: int, n_proc: int,
                     log: Callable[[str], None], extra: Sequence[Hook] = (), wall: Optional[WallTimeEstimate] = None) -> list[Hook]:
-    """Pretraining's hooks, in order: progress, validation (§1.7), best checkpoint and patience
-    (§1.8), interval checkpoints, the wall clock (checkpoints by the clock, the first chunk's
-    measured time, the Ctrl-C messages; :class:`~pawn.train.walltime.WallClockHook`), signal stop,
-    the caller's ``extra`` hooks, and the metrics records (§1.6) last."""
-    hooks: list[Hook] = []
+    """Pretraining's parts of the spine's hooks (:func:`pawn.train.spine.default_hooks`): the
+    progress bar, the validation of every variant (§1.7) every ``val_every`` steps, the
+    validation line, interval checkpoints every ``checkpoint_every`` steps, the wall clock
+    (checkpoints every ``checkpoint_every_minutes``; the memory check compiled the chunk) and
+    the ``train`` record's per-variant fields (§1.6)."""
     is_main = run.logger is not None
+    bar = progress_hook = None
     if progress and is_main:
         loss_name = "joint loss" if len(variants) > 1 else "loss"
         bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
                                every_s=cfg.log_every_s, expected_unit_s=wall.step_s if wall else None).start()
-        hooks.append(ProgressHook(bar, loss_name, precompiled=True))  # the memory check compiled the chunk
+        progress_hook = ProgressHook(bar, loss_name, precompiled=True)  # the memory check compiled the chunk
     validation = None
     if val_set is not None and is_main:
         validation = ValidationHook(lambda state, step: _validate(state, val_set, variants, cfg, dtype, monitored),
                                     every=cfg.val_every, final_step=cfg.total_steps)
-        hooks.append(validation)
     due = validation.due if validation is not None else (lambda step: val_set is not None and (
         step % cfg.val_every == 0 or step == cfg.total_steps))
-    hooks.append(EarlyStoppingHook(
-        es, checkpointer, total_steps=cfg.total_steps, validation_due=due, processes=n_proc, log=log if is_main else None,
-        monitor=lambda val: {"loss": val.get("loss"), "late_legal_move_rate": val.get("late_legal_rate"),
-                             "game_completion_rate": val.get("completion_rate"),
-                             "avg_plies_completed": val.get("avg_plies_completed")}))
-    if validation is not None and progress:  # one line per validation, when it happens (terminal and log; not sweep trials)
-        shown = [(n, n) for n, c in sorted(variants, key=lambda nc: nc[1].d_model)]
-        hooks.append(ValidationLineHook(lambda step, val: pretrain_validation_line(step, val, shown), bar.note))
-    hooks.append(CheckpointHook(checkpointer, every=cfg.checkpoint_every, end_step=end_step))
-    hooks.append(WallClockHook(checkpointer, stop, start_step=start_step, end_step=end_step,
-                               estimate=wall, every_s=60.0 * cfg.checkpoint_every_minutes, precompiled=True,
-                               checkpoint_s_guess=checkpoint_seconds_guess(param_count(_variant_list(cfg)[0])),
-                               resumed_step=start_step or None, log=log if is_main else None))
-    hooks.append(SignalStopHook(stop))
-    hooks.extend(extra)
-    if run.logger is not None:
-        acc_key = f"accuracy_{monitored.name}"
-        names = {vcfg.name: name for name, vcfg in variants}
+    shown = [(n, n) for n, c in sorted(variants, key=lambda nc: nc[1].d_model)]
+    acc_key = f"accuracy_{monitored.name}"
+    names = {vcfg.name: name for name, vcfg in variants}
 
-        def train_fields(r) -> dict:
-            m, dt = r.metrics, r.chunk_wall_s
-            losses = np.asarray(m["loss"])
-            per_variant = {names[c]: {"loss": float(m[f"loss_{c}"][-1]), "top1": float(m[f"accuracy_{c}"][-1])}
-                           for c in names if f"loss_{c}" in m and f"accuracy_{c}" in m} if len(variants) > 1 else None
-            return {
-                "loss": float(losses[-1]), "loss_mean": float(losses.mean()),
-                "top1": float(m[acc_key][-1]), "top1_mean": float(np.mean(m[acc_key])),
-                "lr": float(m["lr"][-1]), "grad_norm": float(m["grad_norm"][-1]),
-                "grad_norm_mean": float(np.mean(m["grad_norm"])), "n_supervised_mean": float(np.mean(m["n_supervised"])),
-                **({"variants": per_variant} if per_variant else {}),
-                "chunk_wall_s": dt, "tokens_per_s": r.tokens / dt, "games_per_s": r.games / dt,
-                "data_wait_s": r.data_wait_s, "data_wait_frac": r.data_wait_s / dt if dt > 0 else 0.0,
-                "step_start": r.step_start, "includes_compile": r.includes_compile,
-            }
+    def train_fields(r) -> dict:
+        m = r.metrics
+        per_variant = {names[c]: {"loss": float(m[f"loss_{c}"][-1]), "top1": float(m[f"accuracy_{c}"][-1])}
+                       for c in names if f"loss_{c}" in m and f"accuracy_{c}" in m} if len(variants) > 1 else None
+        return spine.train_record(r, top1=float(m[acc_key][-1]), top1_mean=float(np.mean(m[acc_key])),
+                                  n_supervised_mean=float(np.mean(m["n_supervised"])),
+                                  **({"variants": per_variant} if per_variant else {}))
 
-        hooks.append(MetricsHook(run.logger, train_fields))
-    return hooks
+    return spine.default_hooks(
+        run=run, checkpointer=checkpointer, es=es, stop=stop, bar=bar, progress_hook=progress_hook, validation=validation,
+        validation_due=due, validation_line=lambda step, val: pretrain_validation_line(step, val, shown),
+        checkpoint_due=lambda step: step % cfg.checkpoint_every == 0, end_step=end_step, total_steps=cfg.total_steps,
+        train_fields=train_fields, extra=extra, processes=n_proc, log=log,
+        wall_clock=WallClockHook(checkpointer, stop, start_step=start_step, end_step=end_step, estimate=wall,
+                                 every_s=60.0 * cfg.checkpoint_every_minutes, precompiled=True,
+                                 checkpoint_s_guess=checkpoint_seconds_guess(param_count(_variant_list(cfg)[0])),
+                                 resumed_step=start_step or None, log=log if is_main else None))
 
 
 def _monitored(stored_cfg: ModelConfig, variants: list[tuple[str, ModelConfig]]) -> ModelConfig:

@@ -285,6 +285,16 @@ class Checkpointer:
         self.last: Optional[Path] = None
         self.best = best
         self.trainer: Optional[Trainer] = None
+        self.records: Optional[Callable[[ChunkContext], list[tuple[str, dict]]]] = None
+        self._ctx: Optional[ChunkContext] = None
+
+    def pending_records(self) -> list[tuple[str, dict]]:
+        """``[(kind, fields)]``: the records of the chunk whose checkpoint is being written now
+        (``records(ctx)``, set by the run's metrics hook), for the payload writer to keep in the
+        checkpoint; ``[]`` outside a chunk (the end-of-run save) or with no metrics hook."""
+        if self.records is None or self._ctx is None:
+            return []
+        return self.records(self._ctx)
 
     def save(self, step: int, *, kind: str = "interval", ctx: Optional[ChunkContext] = None) -> Path:
         """Write the checkpoint of ``step`` (``kind`` ``"best"`` → ``checkpoints/best``).
@@ -295,6 +305,7 @@ class Checkpointer:
         t = time.perf_counter()
         path = self.root / (BEST_DIR if kind == "best" else step_dir_name(step))
         if self.is_main:
+            self._ctx = ctx if kind != "best" else None
             try:
                 self._write(path, step)
                 if kind != "best":
@@ -302,6 +313,8 @@ class Checkpointer:
             except OSError as e:
                 kept = f"the last complete checkpoint, {self.last}, is intact" if self.last else "earlier checkpoints are intact"
                 raise TrainingError(f"cannot write checkpoint {path} ({write_error(e, self.root)}); {kept}") from None
+            finally:
+                self._ctx = None
         if kind == "best":
             self.best = path
         else:
@@ -322,14 +335,15 @@ class EarlyStoppingHook(Hook):
 
     Args:
         state: the :class:`~pawn.train.lifecycle.EarlyStopping` (restored on resume).
-        checkpointer: saves the best checkpoint. monitor: val fields → monitored metrics.
+        checkpointer: saves the best checkpoint. monitor: val fields → monitored metrics (default:
+            the val record itself, read under the canonical :mod:`pawn.metrics` keys).
         total_steps: a stop at this step is a completion. validation_due: when validation runs
             (multi-process runs broadcast process 0's decision at those steps, or the other
             processes would wait forever in the next chunk's collectives).
         processes: ``jax.process_count()``. log: the one-line stop message (main process).
     """
 
-    def __init__(self, state, checkpointer: Checkpointer, *, monitor: Callable[[dict], dict], total_steps: int,
+    def __init__(self, state, checkpointer: Checkpointer, *, monitor: Optional[Callable[[dict], dict]] = None, total_steps: int,
                  validation_due: Callable[[int], bool], processes: int = 1, log: Optional[Callable[[str], None]] = print):
         self.es, self.checkpointer, self.monitor = state, checkpointer, monitor
         self.total_steps, self.validation_due, self.processes, self.log = total_steps, validation_due, processes, log
@@ -337,7 +351,7 @@ class EarlyStoppingHook(Hook):
     def on_chunk(self, ctx: ChunkContext) -> None:
         es = self.es
         if ctx.val is not None:
-            improved, new_best = es.update(ctx.step, self.monitor(ctx.val))
+            improved, new_best = es.update(ctx.step, ctx.val if self.monitor is None else self.monitor(ctx.val))
             ctx.val.update({"val/improved": improved, "val/patience_counter": es.counter,
                             "val/best_loss": es.best.get("loss"), "val/best_loss_step": es.best_loss_step})
             if new_best:
@@ -391,11 +405,15 @@ class ValidationHook(Hook):
 
 
 class CheckpointHook(Hook):
-    """An interval checkpoint every ``every`` steps before ``end_step`` (the end-of-run
-    checkpoint is the :class:`Trainer`'s)."""
+    """A step checkpoint every ``every`` steps (or after each step where ``due(step)``) before
+    ``end_step`` (the end-of-run checkpoint is the :class:`Trainer`'s)."""
 
-    def __init__(self, checkpointer: Checkpointer, *, every: int, end_step: int):
-        self.checkpointer, self.every, self.end_step = checkpointer, every, end_step
+    def __init__(self, checkpointer: Checkpointer, *, every: int = 1, end_step: int,
+                 due: Optional[Callable[[int], bool]] = None):
+        self.checkpointer, self.every, self.end_step, self._due = checkpointer, every, end_step, due
+
+    def due(self, step: int) -> bool:
+        return self._due(step) if self._due is not None else super().due(step)
 
     def on_chunk(self, ctx: ChunkContext) -> None:
         if ctx.step < self.end_step:
@@ -439,11 +457,22 @@ class MetricsHook(Hook):
         self.last_train: Optional[dict] = None
         self.last_val: Optional[dict] = None
 
-    def on_chunk_end(self, ctx: ChunkContext) -> None:
-        self.last_train = self.logger.write("train", step=ctx.step, **self.train_fields(ctx.result),
-                                            val_wall_s=ctx.val_wall_s, checkpoint_wall_s=ctx.checkpoint_wall_s)
+    def records(self, ctx: ChunkContext) -> list[tuple[str, dict]]:
+        """``[(kind, fields)]`` of the chunk as they stand now: its ``train`` record and, when
+        validation ran, its ``val`` record (each with ``step``)."""
+        out = [("train", {"step": ctx.step, **self.train_fields(ctx.result), "val_wall_s": ctx.val_wall_s,
+                          "checkpoint_wall_s": ctx.checkpoint_wall_s})]
         if ctx.val is not None:
-            self.last_val = self.logger.write("val", step=ctx.step, **ctx.val, val_wall_s=ctx.val_wall_s)
+            out.append(("val", {"step": ctx.step, **ctx.val, "val_wall_s": ctx.val_wall_s}))
+        return out
+
+    def on_chunk_end(self, ctx: ChunkContext) -> None:
+        for kind, fields in self.records(ctx):
+            rec = self.logger.write(kind, **fields)
+            if kind == "train":
+                self.last_train = rec
+            else:
+                self.last_val = rec
 
 
 # ============================================================================ the loop
@@ -479,6 +508,24 @@ class Trainer:
         self.step: Optional[int] = None
         self.reason: Optional[str] = None
         checkpointer.trainer = self
+
+    def add_hook(self, hook: Any, *, every: Optional[int] = None) -> Hook:
+        """Add ``hook`` (a :class:`Hook`, or a callable ``fn(ctx)`` run after due chunks) before
+        the metrics records (so they see what it sets), due every ``every`` steps when given.
+        Returns the hook added."""
+        if not isinstance(hook, Hook):
+            fn = hook
+
+            class _FnHook(Hook):
+                def on_chunk(self, ctx: ChunkContext) -> None:
+                    fn(ctx)
+
+            hook = _FnHook()
+        if every is not None:
+            hook.every = int(every)
+        at = next((i for i, h in enumerate(self.hooks) if isinstance(h, MetricsHook)), len(self.hooks))
+        self.hooks.insert(at, hook)
+        return hook
 
     def emit(self, event: Any) -> None:
         """Pass ``event`` to every hook's ``on_event``."""

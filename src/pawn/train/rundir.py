@@ -28,10 +28,6 @@ from typing import Iterable, Optional
 
 from pawn.checkpoint import RUN_MARKERS  # the checkpoint layer (below this one) also refuses run dirs as outputs
 
-DEFAULT_IGNORED_FIELDS = frozenset({"resume", "out", "pause_after_steps", "log_every_s"})
-"""Config fields that do not make two runs different, unless the caller names its own set."""
-
-
 class RunDirError(PawnError, ValueError):
     """A run directory that this command must not write; the message is one line naming the
     directory and the flag that would allow it."""
@@ -116,7 +112,7 @@ def check_run_dir(
     resume_from: Optional[Path] = None,
     overwrite: bool = False,
     new_config: Optional[dict] = None,
-    ignored_fields: Iterable[str] = DEFAULT_IGNORED_FIELDS,
+    ignored_fields: Optional[Iterable[str]] = None,
 ) -> RunDirPlan:
     """Decide, before any work, whether a run may write ``run_dir``.
 
@@ -128,8 +124,9 @@ def check_run_dir(
         overwrite: ``--overwrite`` was given: an old run there is moved aside.
         new_config: the new run's config (JSON form), to tell "the same run re-fed with
             ``--config``" from "another run" in the message.
-        ignored_fields: config fields that may differ within one run (pretrain passes its
-            ``RESUME_MUTABLE``).
+        ignored_fields: config fields that may differ within one run (the trainers and the lab
+            pass :func:`pawn.train.spine.run_identity_ignored` of their settings); None: those
+            :class:`pawn.settings.PretrainConfig` tags (``out``, ``resume``, logging, ...).
 
     Returns:
         A :class:`RunDirPlan`.
@@ -141,6 +138,10 @@ def check_run_dir(
     """
     if overwrite and resume is not None:
         raise RunDirError("give either --resume (continue a run) or --overwrite (start over), not both")
+    if ignored_fields is None:
+        from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, PretrainConfig, fields_with
+
+        ignored_fields = fields_with(PretrainConfig, MUTABLE_ON_RESUME, NOT_RUN_IDENTITY)
     markers = run_markers(run_dir)
     if not markers:  # new, empty, or only other files (e.g. a Slurm log written there first): left alone
         return RunDirPlan(run_dir)
