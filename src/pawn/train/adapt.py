@@ -144,7 +144,7 @@ def load_backbone_for(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]
         raise TrainingError(f"backbone {src}: {e}" if src not in str(e) else str(e)) from None
 
 
-def _load_candidate(d: Path, backbone_dir: Optional[str], resolve: Optional[Callable[[str], str]]):
+def _adapter_checkpoint(d: Path, backbone_dir: Optional[str], resolve: Optional[Callable[[str], str]]):
     """One resume candidate: the adapter checkpoint with a step in its training state, loaded
     against its backbone (hash verified; a different backbone is a :class:`TrainingError`, not
     a damaged checkpoint to skip)."""
@@ -168,7 +168,7 @@ def adapt_task(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]] = Non
     ``adapter``: a run written before the flags defaulted to None stores every one, and
     re-setting them made each resume warn about flags nobody gave)."""
     bdir = cfg.backbone if "backbone" in cfg.user_set_fields else None
-    return spine.Task("adapt", lambda d: _load_candidate(d, bdir, resolve), lambda c: c.check_startable(),
+    return spine.Task("adapt", lambda d: _adapter_checkpoint(d, bdir, resolve), lambda c: c.check_startable(),
                       not_reapplied=tuple(STRATEGY_FLAGS))
 
 

@@ -101,7 +101,7 @@ def maybe_initialize_distributed(timeout_s: int = 300) -> None:
             ) from None
 
 
-def _load_candidate(d: Path) -> Checkpoint:
+def _pretraining_checkpoint(d: Path) -> Checkpoint:
     """Load and check one resume candidate: verified files, a pretraining run config that says
     ``prepend_outcome`` and still validates, a training state with a step.
 
@@ -178,7 +178,7 @@ def _extension(stored: dict, given: dict, ck: Checkpoint) -> Optional[dict]:
     return {"total_steps": int(new_total), "warmup_steps": old.resolved_warmup_steps, "steps_per_chunk": old.chunk_steps}
 
 
-PRETRAIN = spine.Task("pretrain", _load_candidate, _check_fresh, extension=_extension)
+PRETRAIN = spine.Task("pretrain", _pretraining_checkpoint, _check_fresh, extension=_extension)
 """Pretraining's part of the run spine (:class:`pawn.train.spine.Task`): its checkpoints, the
 ``--total-steps`` a new run needs, and the extension of a constant-schedule run."""
 

@@ -1,0 +1,191 @@
+"""The run spine (pawn.train.spine) that pretrain and adapt share: one definition of the resume
+rule, the initial state, the default hooks, the run opening and the settings facts (issue 40);
+and a run killed right after a checkpoint completed keeps that chunk's records (issue 41.3)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pawn.checkpoint import MANIFEST, load_checkpoint
+from pawn.settings import MUTABLE_ON_RESUME, PATH, RECIPE, PretrainConfig, fields_with
+from pawn.train.metrics import read_metrics
+
+TRAIN_DIR = Path(__file__).resolve().parents[1] / "src" / "pawn" / "train"
+TASKS = ("pretrain.py", "adapt.py")
+
+SPINE_ONLY = ("RESUME_MUTABLE", "_resolve_resume", "resolve_resume", "_load_resumable", "_default_run_dir", "default_run_dir",
+              "_pretrain_hooks_chain", "default_hooks", "_adapt_hooks_chain", "_open_run", "_open_pretrain_run", "open_run",
+              "_train_fields", "train_record", "_start_hub", "start_hub", "_check_outputs", "check_outputs", "initial_state",
+              "run_loop", "EpochCheckpointHook")
+"""Names that belong to the spine: defined there once, never again in a task module."""
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text("utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(t, ast.Name):
+                    names.add(t.id)
+    return names
+
+
+def test_pretrain_and_adapt_define_nothing_twice_and_nothing_of_the_spine():
+    pre, ada = (_top_level_names(TRAIN_DIR / f) for f in TASKS)
+    assert pre & ada == set(), f"defined in both train/pretrain.py and train/adapt.py: {sorted(pre & ada)}"
+    for f, names in zip(TASKS, (pre, ada)):
+        again = sorted(names & set(SPINE_ONLY))
+        assert again == [], f"train/{f} defines again what train/spine.py holds: {again}"
+    spine = _top_level_names(TRAIN_DIR / "spine.py")
+    assert {"resolve_resume", "initial_state", "default_hooks", "open_run", "train_record", "default_run_dir"} <= spine
+
+
+def test_one_hook_chain_in_the_task_modules():
+    # Every default hook list goes through spine.default_hooks: no task builds EarlyStoppingHook,
+    # CheckpointHook, SignalStopHook or MetricsHook itself.
+    for f in TASKS:
+        text = (TRAIN_DIR / f).read_text("utf-8")
+        for hook in ("EarlyStoppingHook(", "CheckpointHook(", "SignalStopHook(", "MetricsHook("):
+            assert hook not in text, f"train/{f} builds {hook[:-1]} outside spine.default_hooks"
+
+
+def test_settings_facts_are_field_tags_read_by_one_function():
+    from pawn.train.adapt_config import AdaptSettings
+    from pawn.train.spine import resume_mutable, run_identity_ignored
+
+    # the sets the two RESUME_MUTABLE lists held, now read from the fields
+    assert resume_mutable(PretrainConfig) == {
+        "resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
+        "distributed_timeout_s", "log_every_s", "tensorboard", "wandb", "wandb_project", "wandb_mode", "remat",
+        "accumulation_steps", "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s"}
+    assert resume_mutable(AdaptSettings) == {
+        "resume", "out", "epochs", "patience", "keep_checkpoints", "pause_after_steps", "log_every_s", "tensorboard",
+        "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone", "push_to_hub", "hub_branch", "hub_private",
+        "hub_exit_wait_s"}
+    assert run_identity_ignored(AdaptSettings) == resume_mutable(AdaptSettings) | {"data_seed"}
+    assert set(fields_with(AdaptSettings, PATH)) | set(fields_with(PretrainConfig, PATH)) == {
+        "backbone", "data", "corpus_dir", "cache_dir"}
+    assert {"lr", "total_steps", "batch_size", "seed", "corpus_dir"} <= set(fields_with(PretrainConfig, RECIPE))
+    # the facts are in the JSON schema the lab hands out
+    schema = PretrainConfig.model_json_schema()["properties"]
+    assert MUTABLE_ON_RESUME in schema["patience"]["facts"] and schema.get("lr", {}).get("facts") == [RECIPE]
+
+
+def test_trainer_add_hook_runs_before_the_records(tmp_path):
+    from pawn.train.run import Hook, MetricsHook, Trainer
+
+    class _Ck:
+        trainer = None
+
+    class _Logger:
+        def write(self, *a, **k):
+            return {}
+
+    metrics = MetricsHook(_Logger(), lambda r: {})
+    t = Trainer(None, _Ck(), [Hook(), metrics], total_steps=4, end_step=4)
+    seen = []
+    added = t.add_hook(lambda ctx: seen.append(ctx.step), every=3)
+    assert t.hooks[-1] is metrics and t.hooks[1] is added and added.every == 3
+    assert added.due(3) and not added.due(2)
+
+
+# ----------------------------------------------------------------------------- issue 41.3: a kill after a checkpoint
+
+_KILLED_RUN = r"""
+import sys, time
+from pathlib import Path
+from pawn.settings import PretrainConfig
+from pawn.train.pretrain import run_pretrain
+from pawn.train.run import CheckpointEvent, Hook
+
+out, barrier, hold_step = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+
+
+class HoldAfterCheckpoint(Hook):
+    # After step hold_step's checkpoint is complete (its CheckpointEvent comes after the rename),
+    # before the chunk's records: say so, then wait for the SIGKILL.
+    def on_event(self, event):
+        if isinstance(event, CheckpointEvent) and event.kind == "interval" and event.step == hold_step:
+            barrier.write_text(str(event.path))
+            time.sleep(600)
+
+
+cfg = PretrainConfig.load(variant="toy", batch_size=4, seq_len=32, val_games=4, val_every=4, checkpoint_every=4,
+                          total_steps=8, steps_per_chunk=2, lr=1e-3, warmup_steps=1, out=out)
+run_pretrain(cfg, progress=False, install_signal_handlers=False, hooks=[HoldAfterCheckpoint()])
+"""
+
+
+@pytest.mark.slow  # a toy run killed and resumed in two processes (~1-2 min on a shared CPU)
+def test_sigkill_right_after_a_checkpoint_completes_loses_no_record_on_resume(tmp_path):
+    run, barrier = tmp_path / "run", tmp_path / "held"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, str(run), str(barrier), "4"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 600
+        while not barrier.exists():
+            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "the run never reached its step-4 checkpoint"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    step4 = run / "checkpoints" / "step_00000004"
+    assert (step4 / MANIFEST).is_file()  # the checkpoint is complete ...
+    before = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in before if r["type"] in ("train", "val")] == [2]  # ... its chunk's records are not
+    best_step = load_checkpoint(run / "checkpoints" / "best").training_state["step"]
+    assert best_step == 4  # the step-4 validation was the best so far: checkpoints/best holds it
+
+    r = subprocess.run([sys.executable, "-m", "pawn.cli", "pretrain", "--resume", "auto", "--out", str(run)], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    recs = read_metrics(run / "metrics.jsonl")
+    assert [x["step"] for x in recs if x["type"] == "train"] == [2, 4, 6, 8]
+    vals = [x for x in recs if x["type"] == "val"]
+    assert [v["step"] for v in vals] == [4, 8]
+    stored = load_checkpoint(step4).training_state
+    assert vals[0]["loss"] == stored["early_stopping"]["best"]["loss"]  # the record is the validation that made step 4 best
+    assert vals[0]["val/best_loss_step"] == 4
+    # the records and checkpoints/best agree: the step of the lowest val loss is the best checkpoint's
+    lowest = min(vals, key=lambda v: v["loss"])["step"]
+    assert load_checkpoint(run / "checkpoints" / "best").training_state["step"] == lowest
+
+    from pawn.lab.tools import lab_audit
+
+    audit = lab_audit(str(run))
+    assert all(c["ok"] is not False for c in audit["checks"]), audit
+
+
+def test_restore_chunk_records_appends_only_what_the_log_lacks(tmp_path):
+    from pawn.train.hooks import RunHooks
+    from pawn.train.run import Run
+    from pawn.train.rundir import RunDirPlan
+    from pawn.train.spine import restore_chunk_records
+
+    run = Run(tmp_path / "r", RunDirPlan(tmp_path / "r"), log=lambda m: None)
+    run.open(snapshot={"x": 1}, open_sinks=RunHooks,
+             start_step=0, resumed_from=None)
+    run.logger.write("train", step=2, loss=3.0)
+    run.logger.write("train", step=4, loss=2.0)  # written before the kill; its val record was not
+    recs = [{"type": "train", "step": 4, "loss": 9.0}, {"type": "val", "step": 4, "loss": 2.5}, {"type": "val", "step": 6, "loss": 1.0}]
+    assert restore_chunk_records(run, 4, recs) == 1
+    run.logger.close()
+    lines = [json.loads(ln) for ln in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
+    got = [(x["type"], x["step"], x["loss"]) for x in lines if x["type"] in ("train", "val")]
+    assert got == [("train", 2, 3.0), ("train", 4, 2.0), ("val", 4, 2.5)]
