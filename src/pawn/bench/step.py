@@ -145,14 +145,14 @@ def bench_step(s: BenchSettings, setup: StepSetup | None = None, detail: Callabl
 
     def eager():  # the same step function with jit disabled (op-by-op dispatch)
         with jax.disable_jit():
-            holder["state"], m = prog._step(None, holder["state"], batch)  # nothing frozen
+            holder["state"], m = prog.optimizer_step(None, holder["state"], batch)  # nothing frozen
         return holder["state"], m
 
     detail("eager (1/3)")
     st = time_call(eager, repeats=max(1, min(s.repeats, 3)), warmup=s.warmup)
     out.forms["eager"] = Measurement.of(st).per(B * T, "tokens_per_s").per(1, "steps_per_s")
 
-    jstep = eqx.filter_jit(lambda b, state: prog._step(None, state, b), donate="all-except-first")
+    jstep = eqx.filter_jit(lambda b, state: prog.optimizer_step(None, state, b), donate="all-except-first")
     holder = {"state": fresh_state(setup)}
 
     def jitted():  # jitted single step, driven from Python

@@ -268,6 +268,19 @@ def run_training(call: Callable[[], Any], out: Optional[Path] = None, default_gl
         raise fail(interrupted_message(_run_dir_of(out, default_glob, t0)), 130)
 
 
+def report_end(res: Any, stalled: str, length: str = "") -> bool:
+    """The line of a training run that ended: :func:`report_stop`'s when it stopped before its
+    end (returns True), else "stopped early ... (``stalled``) stopped improving (--patience)" or
+    "finished N steps``length``", with the run directory (returns False)."""
+    if report_stop(res):
+        return True
+    if res.reason == "patience":
+        typer.echo(f"stopped early at step {res.step}: {stalled} stopped improving (--patience); run directory {res.run_dir}")
+    else:
+        typer.echo(f"finished {res.step} steps{length}; run directory {res.run_dir}")
+    return False
+
+
 def report_stop(res: Any) -> bool:
     """Print the :data:`STOPPED_MESSAGES` line for a run result (``reason``, ``step``,
     ``checkpoint``, ``run_dir``) that stopped before its end; True when it did."""

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from pawn.cli._options import flag, settings_command
-from pawn.cli._output import Column, Output, TableReport, report_stop, run_training
+from pawn.cli._output import Column, Output, TableReport, report_end, run_training
 from pawn.train.adapt_config import AdaptSettings
 
 DOC = (
@@ -74,12 +74,8 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
 
     res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
                         resolve_backbone=resolve_backbone, sinks=report_sinks()), cfg.out, f"adapt-{cfg.strategy}-*")
-    if report_stop(res):
+    if report_end(res, "val loss", f" ({res.total_steps // res.steps_per_epoch} epochs)"):
         return
-    if res.reason == "patience":
-        typer.echo(f"stopped early at step {res.step}: val loss stopped improving (--patience); run directory {res.run_dir}")
-    else:
-        typer.echo(f"finished {res.step} steps ({res.total_steps // res.steps_per_epoch} epochs); run directory {res.run_dir}")
     from pawn.metrics import SCOPE_ALL
 
     # under the hard mask the figures count the move decisions; without it every supervised position

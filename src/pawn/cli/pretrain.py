@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from pawn.cli._options import flag, settings_command
-from pawn.cli._output import Column, Output, TableReport, report_stop, run_training
+from pawn.cli._output import Column, Output, TableReport, report_end, run_training
 from pawn.metrics import METRICS, VALIDATION_COLUMNS
 from pawn.settings import PretrainConfig
 
@@ -75,12 +75,8 @@ def pretrain(cfg: PretrainConfig, overwrite: bool = False, dry_run: bool = False
     res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
                                             dry_run=bool(dry_run), sinks=report_sinks()),
                        cfg.out, "pretrain-*")
-    if report_stop(res):
+    if report_end(res, "validation"):
         return
-    if res.reason == "patience":
-        typer.echo(f"stopped early at step {res.step}: validation stopped improving (--patience); run directory {res.run_dir}")
-    else:
-        typer.echo(f"finished {res.step} steps; run directory {res.run_dir}")
     if res.last_val:
         Output().report(validation_table(cfg, res.last_val))
     typer.echo(f"checkpoint: {res.checkpoint}")

@@ -133,7 +133,7 @@ class PopulationProgram:
 
     def _member_step(self, frozen, lr_row, state: PopState, batch):
         prog = self.program
-        loss, loss_metrics, count, grads = prog._loss_metrics_grads(state.model, frozen, batch)
+        loss, loss_metrics, count, grads = prog.loss_metrics_grads(state.model, frozen, batch)
         grad_norm = optax.tree.norm(grads)
         lr = lr_row[jnp.minimum(state.step, lr_row.shape[0] - 1)]
         hp = dict(state.opt_state.hyperparams)
@@ -144,7 +144,7 @@ class PopulationProgram:
         new_model = eqx.filter(eqx.apply_updates(state.model, updates), eqx.is_array)
         if count is None:
             model, opt_state, count = new_model, new_opt, jnp.int32(-1)
-        else:  # a batch with nothing supervised changes nothing (as TrainProgram._step)
+        else:  # a batch with nothing supervised changes nothing (as TrainProgram.optimizer_step)
             skip = count == 0
             model = jax.tree_util.tree_map(lambda a, b: jnp.where(skip, a, b), params, new_model)
             opt_state = jax.tree_util.tree_map(lambda a, b: jnp.where(skip, a, b), state.opt_state, new_opt)

@@ -387,14 +387,28 @@ class TrainProgram:
     def _loss_and_grads(self, model: PAWNModel, batch: dict[str, jax.Array]):
         """Pretraining's view (default loss, nothing frozen): ``(joint loss, per-variant CE,
         n_supervised, per-variant top-1, grads)`` of one batch."""
-        loss, metrics, count, grads = self._loss_metrics_grads(model, None, batch)
+        loss, metrics, count, grads = self.loss_metrics_grads(model, None, batch)
         names = [cfg.name for cfg, _ in self.variants]
         return (loss, {n: metrics[f"loss_{n}"] for n in names}, count,
                 {n: metrics[f"accuracy_{n}"] for n in names}, grads)
 
-    def _loss_metrics_grads(self, train_half, frozen, batch: dict[str, jax.Array]):
+    def loss_metrics_grads(self, train_half, frozen, batch: dict[str, jax.Array]):
         """``(loss, metrics, n_supervised or None, grads w.r.t. the trainable half)`` of one
-        batch, over :attr:`accumulation_steps` micro-batches when that is above 1."""
+        batch, over :attr:`accumulation_steps` micro-batches when that is above 1 (traceable:
+        called inside the compiled chunk, and by the sweep's vmapped population step).
+
+        Args:
+            train_half: the trained half of the model (the whole model when nothing is frozen).
+            frozen: the frozen half (:func:`partition_model`) or None.
+            batch: ``{name: [B, ...]}`` device arrays (``loss_mask`` counts the supervised positions).
+
+        Returns:
+            loss: float32 []. metrics: the loss function's own ``{name: float32 []}``.
+            n_supervised: int32 [] (None without a count). grads: the trainable half's structure.
+
+        Raises:
+            ValueError: ``B`` not a multiple of :attr:`accumulation_steps`.
+        """
         user_loss = self.loss_fn if self.loss_fn is not None else self._default_loss
 
         def loss_fn(t, b):
@@ -432,10 +446,21 @@ class TrainProgram:
         (grads, loss, metrics), _ = jax.lax.scan(body, (zeros, jnp.float32(0.0), met0), micro)
         return loss, metrics, count, grads
 
-    def _step(self, frozen, state: TrainState, batch: dict[str, jax.Array], hp: Optional[dict[str, jax.Array]] = None):
-        """One optimizer step; ``hp``: this step's data-hyperparameters (``learning_rate`` and
-        maybe ``weight_decay`` scalars) or None (the optimizer's compiled-in schedule)."""
-        loss, loss_metrics, count, grads = self._loss_metrics_grads(state.model, frozen, batch)
+    def optimizer_step(self, frozen, state: TrainState, batch: dict[str, jax.Array], hp: Optional[dict[str, jax.Array]] = None):
+        """One optimizer step (traceable; the body of the compiled chunk's ``lax.scan``, and the
+        step the benchmark times on its own).
+
+        Args:
+            frozen: the frozen half of a partitioned model, or None. state: the :class:`TrainState`.
+            batch: ``{name: [B, ...]}`` device arrays.
+            hp: this step's data-hyperparameters (``learning_rate`` and maybe ``weight_decay``
+                float32 scalars) or None (the optimizer's compiled-in schedule).
+
+        Returns:
+            ``(new state, {"loss", "grad_norm", "n_supervised", "lr", ...loss metrics})``: a batch
+            with nothing supervised leaves the weights and optimizer count as they were.
+        """
+        loss, loss_metrics, count, grads = self.loss_metrics_grads(state.model, frozen, batch)
         grad_norm = optax.tree.norm(grads)
         params = eqx.filter(state.model, eqx.is_array)
         updates, new_opt = self.optimizer.update(grads, state.opt_state, params, step=state.step, **(hp or {}))
@@ -461,12 +486,12 @@ class TrainProgram:
 
     def _chunk_impl(self, state: TrainState, chunk: dict[str, jax.Array], frozen=None, hparams=None):
         if hparams is None:
-            return jax.lax.scan(lambda s, b: self._step(frozen, s, b), state, chunk)
+            return jax.lax.scan(lambda s, b: self.optimizer_step(frozen, s, b), state, chunk)
         wd = {"weight_decay": hparams["weight_decay"]} if "weight_decay" in hparams else {}
 
         def body(s, xs):
             b, lr = xs
-            return self._step(frozen, s, b, {"learning_rate": lr, **wd})
+            return self.optimizer_step(frozen, s, b, {"learning_rate": lr, **wd})
 
         return jax.lax.scan(body, state, (chunk, hparams["learning_rate"]))
 
