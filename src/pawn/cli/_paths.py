@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from pawn.errors import PawnError, UsageError
 
@@ -105,6 +105,24 @@ def check_output_dir(path: Optional[str | os.PathLike], flag: str = "--out") -> 
         except OSError as e:
             raise PathCheckError(f"{flag} {out}: cannot write in {p} ({e.strerror or e})") from None
         return
+
+
+def init_from_checkpoint(cfg: Any, echo: Callable[[str], None]) -> Any:
+    """``cfg`` with its ``--init-from`` checked before any work (``pawn pretrain`` and ``pawn
+    adapt``): a run directory stands for its best checkpoint (said in one line through
+    ``echo``); ignored with ``--resume``.
+
+    Raises:
+        pawn.errors.UsageError: no such checkpoint directory (one line).
+    """
+    if cfg.init_from is None or cfg.resume is not None:
+        return cfg
+    if is_run_directory(cfg.init_from):  # a run directory: its best checkpoint, said in one line
+        ckpt, line = run_best_checkpoint(cfg.init_from)
+        echo(line.replace("using its", "--init-from uses its"))
+        cfg = cfg.model_copy(update={"init_from": ckpt})
+    check_input(cfg.init_from, "--init-from", hub=False, what="checkpoint directory")
+    return cfg
 
 
 def is_run_directory(path: str | os.PathLike) -> bool:

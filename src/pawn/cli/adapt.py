@@ -60,7 +60,7 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
 
         print_config(cfg)
         return
-    from pawn.cli._paths import check_input, check_output_dir
+    from pawn.cli._paths import check_input, check_output_dir, init_from_checkpoint
 
     # checked before JAX is imported and the backbone loaded
     if cfg.resume is None:
@@ -68,6 +68,7 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
         check_input(cfg.backbone, "BACKBONE", what="checkpoint directory")
     check_input(cfg.data, "--data")
     check_output_dir(cfg.out)
+    cfg = init_from_checkpoint(cfg, lambda line: typer.echo(line, err=True))
     from pawn.evaluate.loading import resolve_backbone
     from pawn.train.adapt import run_adapt
     from pawn.report.hook import report_sinks  # the run's live report.html, with the report extra

@@ -58,17 +58,10 @@ def pretrain(cfg: PretrainConfig, overwrite: bool = False, dry_run: bool = False
     if show_config:
         print_config(cfg)
         return
-    from pawn.cli._paths import check_output_dir
+    from pawn.cli._paths import check_output_dir, init_from_checkpoint
 
     check_output_dir(cfg.out)  # before JAX is imported and the step compiled
-    if cfg.init_from is not None and cfg.resume is None:
-        from pawn.cli._paths import check_input, is_run_directory, run_best_checkpoint
-
-        if is_run_directory(cfg.init_from):  # a run directory: its best checkpoint, said in one line
-            ckpt, line = run_best_checkpoint(cfg.init_from)
-            typer.echo(line.replace("using its", "--init-from uses its"), err=True)
-            cfg = cfg.model_copy(update={"init_from": ckpt})
-        check_input(cfg.init_from, "--init-from", hub=False, what="checkpoint directory")
+    cfg = init_from_checkpoint(cfg, lambda line: typer.echo(line, err=True))
     from pawn.train.pretrain import run_pretrain
     from pawn.report.hook import report_sinks  # the run's live report.html, with the report extra
 

@@ -303,7 +303,7 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     WallClockHook(None, stop, start_step=start, end_step=data.total, estimate=wall, every_s=0, setup=True,
                   checkpoint_s_guess=checkpoint_seconds_guess(mb.n_trainable), resumed_step=start or None)
     prog = _build_program(cfg, mb.model, data.schedule, reuse)
-    init = _adapter_state(cfg, mb.model, prog.optimizer, resume_la, mb.rosa_resume, data, log)
+    init = _adapter_state(cfg, mb.model, prog.optimizer, resume_la, mb.rosa_resume, data, log, mb.init)
     r = _start_run(cfg, out, given_resume, overwrite, is_main, mb, data, prog, init, resume_la, hooks, log, sinks)
     del resume_la
     r.wall = wall
@@ -343,23 +343,49 @@ class _ModelSetup:
     n_trainable: int
     n_backbone: int
     n_movable: int = 0
+    init: Any = None
+
+
+def _init_adapter(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]], log: Callable[[str], None]):
+    """The ``--init-from`` adapter checkpoint, loaded against this run's backbone (its hash is
+    checked against the recorded one): its weights and settings start the new run.
+
+    Raises:
+        TrainingError: missing or damaged, another strategy, or another backbone (one line).
+    """
+    src = str(cfg.backbone) if cfg.backbone is not None else None
+    try:
+        la = load_adapter(cfg.init_from, backbone_dir=src if src and Path(src).is_dir() else None, resolve=resolve)
+    except (FileNotFoundError, CheckpointError, AdapterError) as e:
+        raise TrainingError(f"--init-from {cfg.init_from}: {e}" if str(cfg.init_from) not in str(e) else str(e)) from None
+    if la.model.strategy != cfg.strategy:
+        raise TrainingError(f"--init-from {cfg.init_from}: a {la.model.strategy} adapter, not this run's {cfg.strategy} "
+                            "(--init-from continues the same strategy)")
+    given = sorted(f for f in STRATEGY_FLAGS if f in cfg.user_set_fields)
+    if given:
+        log(f"WARNING: --init-from keeps the checkpoint's adapter settings; {', '.join('--' + f.replace('_', '-') for f in given)} "
+            "ignored")
+    return la
 
 
 def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Optional[AdaptReuse],
                  log: Callable[[str], None]) -> _ModelSetup:
-    """The backbone and adapter: the resumed checkpoint's, or ``cfg.backbone`` loaded (through
-    ``reuse`` when given) and the strategy built on it (``build_model`` in place of the
-    strategy's builder). Logs the trainable parameter count and unused strategy flags.
+    """The backbone and adapter: the resumed checkpoint's, the ``--init-from`` checkpoint's
+    (:func:`_init_adapter`), or ``cfg.backbone`` loaded (through ``reuse`` when given) and the
+    strategy built on it (``build_model`` in place of the strategy's builder). Logs the
+    trainable parameter count and unused strategy flags.
 
     Raises:
         TrainingError: a checkpoint without its backbone, an outcome-prefix backbone, a RoSA
             warm-up checkpoint without its step.
     """
     st = get_strategy(cfg.strategy)
-    if resume_la is not None:
-        model, ref, bb_run = resume_la.model, resume_la.backbone, resume_la.backbone_run_config
+    init = _init_adapter(cfg, resolve, log) if resume_la is None and cfg.init_from is not None else None
+    if resume_la is not None or init is not None:
+        la = resume_la if resume_la is not None else init
+        model, ref, bb_run = la.model, la.backbone, la.backbone_run_config
         if ref is None and st.uses_backbone:
-            raise TrainingError(f"{resume_la.path}: records no backbone")
+            raise TrainingError(f"{la.path}: records no backbone")
     else:
         bb, ref, bb_run = (reuse.backbone(cfg, resolve) if reuse is not None else load_backbone_for(cfg, resolve))
         if bb_run and bb_run.get("prepend_outcome"):
@@ -389,7 +415,7 @@ def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Opt
     unused = cfg.unused_strategy_fields()
     if unused:
         log(f"WARNING: strategy {st.name} does not use {', '.join('--' + f.replace('_', '-') for f in unused)} (ignored)")
-    return _ModelSetup(st, model, ref, bb_run, rosa_resume, n_trainable, n_backbone, n_movable)
+    return _ModelSetup(st, model, ref, bb_run, rosa_resume, n_trainable, n_backbone, n_movable, init)
 
 
 def _spent(mb: _ModelSetup, main_steps: int, warmup_done: Optional[int] = None) -> dict:
@@ -547,7 +573,7 @@ def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReu
 
 
 def _adapter_state(cfg: AdaptSettings, model, optimizer, resume_la, rosa_resume, data: _DataSetup,
-                   log: Callable[[str], None]) -> spine.InitialState:
+                   log: Callable[[str], None], init_la: Any = None) -> spine.InitialState:
     """:func:`pawn.train.spine.initial_state` over the adapter's trainable half: fresh at step 0
     (also for a resume inside the RoSA warm-up, which keeps the elapsed time and writes no
     step-0 validation), or the resumed checkpoint's (its optimizer state is required).
@@ -564,7 +590,7 @@ def _adapter_state(cfg: AdaptSettings, model, optimizer, resume_la, rosa_resume,
     else:
         start = int(resume_la.training_state["step"]) if resume_la is not None else 0
         init = spine.initial_state(model, optimizer, patience=cfg.patience, resume=resume_la, trainable=model.trainable_filter(),
-                                   missing_optimizer="refuse", where=f" (epoch {start // data.spe}, batch {start % data.spe})",
+                                   init_from=init_la, missing_optimizer="refuse", where=f" (epoch {start // data.spe}, batch {start % data.spe})",
                                    log=log)
     if init.start % data.k:
         raise TrainingError(f"resume step {init.start} is not a multiple of steps_per_chunk ({data.k})")

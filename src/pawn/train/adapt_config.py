@@ -185,6 +185,7 @@ class AdaptSettings(_StrategySettings):
     patience: Optional[int] = Field(None, ge=1, description="Stop after N validations in a row without a strictly lower val loss.", json_schema_extra=facts(MUTABLE_ON_RESUME))
     out: Optional[Path] = Field(None, description="Run directory; default runs/adapt-<strategy>-<time>.", json_schema_extra=facts(MUTABLE_ON_RESUME))
     resume: Optional[str] = Field(None, description="A checkpoint directory, a run directory, or 'auto' (latest in --out).", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    init_from: Optional[Path] = Field(None, description="Start this new run from an adapter checkpoint's weights only (a checkpoint directory, or a run directory: its best checkpoint): the same strategy on the same backbone, with the checkpoint's adapter settings; a fresh optimizer, schedule and step counter from step 0; recorded in config.json. Ignored by --resume (which continues the stored run).", json_schema_extra=facts(PATH))
     pause_after_steps: Optional[int] = Field(None, ge=1, description="Checkpoint and stop once this many steps are done (resume later).", json_schema_extra=facts(MUTABLE_ON_RESUME))
     log_every_s: float = Field(30.0, ge=0, description="When the output is not a terminal: seconds between plain progress lines.", json_schema_extra=facts(MUTABLE_ON_RESUME))
 
