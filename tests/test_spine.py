@@ -75,7 +75,7 @@ def test_settings_facts_are_field_tags_read_by_one_function():
         "hub_exit_wait_s"}
     assert run_identity_ignored(AdaptSettings) == resume_mutable(AdaptSettings) | {"data_seed"}
     assert set(fields_with(AdaptSettings, PATH)) | set(fields_with(PretrainConfig, PATH)) == {
-        "backbone", "data", "corpus_dir", "cache_dir"}
+        "backbone", "data", "corpus_dir", "cache_dir", "init_from"}
     assert {"lr", "total_steps", "batch_size", "seed", "corpus_dir"} <= set(fields_with(PretrainConfig, RECIPE))
     # the facts are in the JSON schema the lab hands out
     schema = PretrainConfig.model_json_schema()["properties"]
