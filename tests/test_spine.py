@@ -128,7 +128,7 @@ run_pretrain(cfg, progress=False, install_signal_handlers=False, hooks=[HoldAfte
 
 
 @pytest.mark.slow  # a toy run killed and resumed in two processes (~1-2 min on a shared CPU)
-def test_sigkill_right_after_a_checkpoint_completes_loses_no_record_on_resume(tmp_path):
+def test_sigkill_right_after_a_checkpoint_completes_loses_no_record_on_resume(tmp_path, monkeypatch):
     run, barrier = tmp_path / "run", tmp_path / "held"
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, str(run), str(barrier), "4"], env=env,
@@ -168,6 +168,7 @@ def test_sigkill_right_after_a_checkpoint_completes_loses_no_record_on_resume(tm
 
     from pawn.lab.tools import lab_audit
 
+    monkeypatch.chdir(tmp_path)  # the lab's runs root
     audit = lab_audit(str(run))
     assert all(c["ok"] is not False for c in audit["checks"]), audit
 
