@@ -127,6 +127,15 @@ run_pretrain(cfg, progress=False, install_signal_handlers=False, hooks=[HoldAfte
 """
 
 
+def _wait_for(path: Path, proc: subprocess.Popen, timeout_s: float) -> None:
+    """Until ``path`` exists; fails with the process's output if it ended first or ``timeout_s`` passed."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, f"{path} did not appear within {timeout_s} s"
+        time.sleep(0.2)
+
+
 @pytest.mark.slow  # a toy run killed and resumed in two processes (~1-2 min on a shared CPU)
 def test_sigkill_right_after_a_checkpoint_completes_loses_no_record_on_resume(tmp_path, monkeypatch):
     run, barrier = tmp_path / "run", tmp_path / "held"
@@ -134,17 +143,11 @@ def test_sigkill_right_after_a_checkpoint_completes_loses_no_record_on_resume(tm
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, str(run), str(barrier), "4"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 600
-        while not barrier.exists():
-            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, "the run never reached its step-4 checkpoint"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(60)
+        _wait_for(barrier, proc, 600)
+        os.kill(proc.pid, signal.SIGKILL)  # its checkpoint is complete, its chunk's records are not written
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        proc.kill()  # (nothing left to do after the SIGKILL; here for a failed wait)
+        proc.wait(60)
     step4 = run / "checkpoints" / "step_00000004"
     assert (step4 / MANIFEST).is_file()  # the checkpoint is complete ...
     before = read_metrics(run / "metrics.jsonl")

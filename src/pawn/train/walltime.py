@@ -486,6 +486,20 @@ def accelerator_hint(model: str, flops_per_token: float, flops: float) -> Option
     return f"an accelerator (one TPU v5e chip: ≈ {format_span(flops / (peak * mfu))})"
 
 
+def _chunk_by_the_clock(cfg, k: int, flops_per_step: float, rate, start_step: int, cut: bool,
+                        log: Callable[[str], None]) -> tuple[float, float, int]:
+    """``(seconds between clock checkpoints, seconds per step, steps per chunk)`` of a run whose
+    step costs ``flops_per_step`` at ``rate``: ``k`` cut (when ``cut``) so a chunk takes no longer
+    than ``cfg.checkpoint_every_minutes`` (:func:`cut_chunk_steps`), said in one line when it is."""
+    every_s = 60.0 * cfg.checkpoint_every_minutes
+    step_s = flops_per_step / rate.flops_per_s
+    new_k = cut_chunk_steps(k, step_s, every_s if cut and every_s > 0 else math.inf, start_step)
+    if new_k != k:
+        log(f"steps per chunk {k} → {new_k}: a {k}-step chunk would take ≈ {format_span(k * step_s)} here, longer than "
+            f"--checkpoint-every-minutes {cfg.checkpoint_every_minutes:g}, and a stop or checkpoint waits for the chunk under way")
+    return every_s, step_s, new_k
+
+
 def plan_pretrain(cfg, variants, *, dtype: str, start_step: int, end_step: int, k: int, cut: bool,
                   log: Callable[[str], None], measure: Callable[[str], float] = measure_matmul_rate) -> tuple[int, WallTimeEstimate]:
     """``(steps per chunk, estimate)`` of a pretraining run before it compiles: the rate
@@ -504,12 +518,7 @@ def plan_pretrain(cfg, variants, *, dtype: str, start_step: int, end_step: int, 
     fpt = sum(flops_per_token(c, cfg.seq_len) for _, c in variants)
     rate = device_rate(model, fpt, dtype, measure=measure)
     flops_per_step = float(fpt) * cfg.batch_size * cfg.seq_len
-    every_s = 60.0 * cfg.checkpoint_every_minutes
-    step_s = flops_per_step / rate.flops_per_s
-    new_k = cut_chunk_steps(k, step_s, every_s if cut and every_s > 0 else math.inf, start_step)
-    if new_k != k:
-        log(f"steps per chunk {k} → {new_k}: a {k}-step chunk would take ≈ {format_span(k * step_s)} here, longer than "
-            f"--checkpoint-every-minutes {cfg.checkpoint_every_minutes:g}, and a stop or checkpoint waits for the chunk under way")
+    every_s, step_s, new_k = _chunk_by_the_clock(cfg, k, flops_per_step, rate, start_step, cut, log)
     steps = max(0, end_step - start_step)
     first = first_checkpoint_steps(start_step, end_step, every_steps=cfg.checkpoint_every, every_s=every_s, step_s=step_s,
                                    chunk_steps=new_k)
@@ -540,12 +549,7 @@ def plan_adapt(cfg, model, *, trains_backbone: bool, steps_per_epoch: int, start
     fpt = adapter_flops_per_token(mcfg, cfg.seq_len, trains_backbone=trains_backbone)
     rate = device_rate(f"adapter on {mcfg.name}", fpt, _dtype_name(cfg.dtype), measure=measure)
     flops_per_step = float(fpt) * cfg.batch_size * cfg.seq_len
-    every_s = 60.0 * cfg.checkpoint_every_minutes
-    step_s = flops_per_step / rate.flops_per_s
-    new_k = cut_chunk_steps(k, step_s, every_s if cut and every_s > 0 else math.inf, start_step)
-    if new_k != k:
-        log(f"steps per chunk {k} → {new_k}: a {k}-step chunk would take ≈ {format_span(k * step_s)} here, longer than "
-            f"--checkpoint-every-minutes {cfg.checkpoint_every_minutes:g}, and a stop or checkpoint waits for the chunk under way")
+    every_s, step_s, new_k = _chunk_by_the_clock(cfg, k, flops_per_step, rate, start_step, cut, log)
     steps = max(0, end_step - start_step)
     firsts = [first_checkpoint_steps(start_step, end_step, every_steps=n, every_s=every_s, step_s=step_s, chunk_steps=new_k)
               for n in (cfg.checkpoint_interval, cfg.eval_interval or steps_per_epoch * cfg.val_every)]
