@@ -68,11 +68,11 @@ def test_settings_facts_are_field_tags_read_by_one_function():
     assert resume_mutable(PretrainConfig) == {
         "resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
         "checkpoint_every_minutes", "distributed_timeout_s", "log_every_s", "tensorboard", "wandb", "wandb_project", "wandb_mode", "remat",
-        "accumulation_steps", "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s"}
+        "accumulation_steps", "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s", "push_to_bucket"}
     assert resume_mutable(AdaptSettings) == {
         "resume", "out", "epochs", "patience", "keep_checkpoints", "checkpoint_every_minutes", "pause_after_steps", "log_every_s", "tensorboard",
         "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone", "push_to_hub", "hub_branch", "hub_private",
-        "hub_exit_wait_s"}
+        "hub_exit_wait_s", "push_to_bucket"}
     assert run_identity_ignored(AdaptSettings) == resume_mutable(AdaptSettings) | {"data_seed"}
     assert set(fields_with(AdaptSettings, PATH)) | set(fields_with(PretrainConfig, PATH)) == {
         "backbone", "data", "corpus_dir", "cache_dir", "init_from"}
