@@ -407,17 +407,24 @@ class FakeHub:
                     return self._bucket_batch(bucket, body)
                 return self._json(404, {"error": f"fake hub: no endpoint {path}"})
 
-            def _bucket_batch(self, bucket: str, body: bytes) -> None:
-                call = hub.bucket_calls
-                fault = hub.bucket_faults[call] if call < len(hub.bucket_faults) else None
-                hub.bucket_calls += 1
+            def _injected_fault(self, fault) -> bool:
+                """Answer a scripted fault (``"drop"``: close the connection; an int: that HTTP
+                status); True when one was answered."""
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.shutdown(2)
-                    return
+                    return True
                 if isinstance(fault, int):
                     msg = hub.error_messages.get(fault, f"fake error {fault}")
-                    return self._json(fault, {"error": msg}, {"X-Error-Message": msg})
+                    self._json(fault, {"error": msg}, {"X-Error-Message": msg})
+                    return True
+                return False
+
+            def _bucket_batch(self, bucket: str, body: bytes) -> None:
+                call = hub.bucket_calls
+                hub.bucket_calls += 1
+                if self._injected_fault(hub.bucket_faults[call] if call < len(hub.bucket_faults) else None):
+                    return
                 ops = [json.loads(line) for line in body.splitlines() if line.strip()]
                 failed = [{"path": op["path"], "error": f"unknown xet hash {op['xetHash']}"} for op in ops
                           if op["type"] == "addFile" and op["xetHash"] not in hub.xet_files]
@@ -437,15 +444,9 @@ class FakeHub:
             def _commit(self, repo: str, rev: str, body: bytes) -> None:
                 received = time.time()
                 call = hub.commit_calls
-                fault = hub.commit_faults[call] if call < len(hub.commit_faults) else None
                 hub.commit_calls += 1
-                if fault == "drop":
-                    self.close_connection = True
-                    self.connection.shutdown(2)
+                if self._injected_fault(hub.commit_faults[call] if call < len(hub.commit_faults) else None):
                     return
-                if isinstance(fault, int):
-                    msg = hub.error_messages.get(fault, f"fake error {fault}")
-                    return self._json(fault, {"error": msg}, {"X-Error-Message": msg})
                 if rev not in hub.branches[repo]:
                     return self._json(404, {"error": f"Revision not found: {rev}"}, {"X-Error-Code": "RevisionNotFound"})
                 summary, files = "", {}
@@ -474,3 +475,24 @@ class FakeHub:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+def use_fake_hub(monkeypatch, tmp_path, *, token: Optional[str] = "hf_fake") -> FakeHub:
+    """Start a :class:`FakeHub` and point huggingface_hub and PAWN at it for one test: ``HF_ENDPOINT``,
+    a fresh ``HF_HOME`` and ``PAWN_CONVERTED_DIR`` under ``tmp_path``, ``HF_TOKEN`` (unset when
+    ``token`` is None), online (also in huggingface_hub's constants, read at its first import, maybe
+    under another test's ``HF_HUB_OFFLINE=1``), ``COLUMNS=250``. The caller stops the hub."""
+    h = FakeHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", h.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("PAWN_CONVERTED_DIR", str(tmp_path / "converted"))
+    monkeypatch.setenv("COLUMNS", "250")
+    if token is None:
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    return h

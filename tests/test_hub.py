@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from fake_hub import FakeHub
+from fake_hub import use_fake_hub
 from pawn.checkpoint import load_checkpoint, save_checkpoint, verify_manifest
 from pawn.config import ModelConfig, param_count
 from pawn.hub.card import model_card
@@ -31,11 +31,7 @@ REPO = "me/pawn-test"
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
-    h = FakeHub().start()
-    monkeypatch.setenv("HF_ENDPOINT", h.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("HF_TOKEN", "hf_fake")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    h = use_fake_hub(monkeypatch, tmp_path)
     yield h
     h.stop()
 

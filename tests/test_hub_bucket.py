@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fake_hub import FakeHub
+from fake_hub import FakeHub, use_fake_hub
 from pawn.settings import PretrainConfig
 from pawn.train.metrics import read_metrics
 from pawn.train.pretrain import TrainingError, run_pretrain
@@ -23,11 +23,7 @@ RUN = dict(progress=False, install_signal_handlers=False)
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
-    h = FakeHub().start()
-    monkeypatch.setenv("HF_ENDPOINT", h.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("HF_TOKEN", "hf_fake")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    h = use_fake_hub(monkeypatch, tmp_path)
     yield h
     h.stop()
 

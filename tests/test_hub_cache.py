@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from fake_hub import FakeHub
+from fake_hub import use_fake_hub
 from pawn.checkpoint import CheckpointIntegrityError, save_checkpoint
 from pawn.cli import app
 from pawn.config import ModelConfig
@@ -32,16 +32,7 @@ V1 = v1_model_config(16, 1, 2, 32)
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
-    h = FakeHub().start()
-    monkeypatch.setenv("HF_ENDPOINT", h.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("PAWN_CONVERTED_DIR", str(tmp_path / "converted"))
-    monkeypatch.setenv("HF_TOKEN", "hf_fake")
-    monkeypatch.setenv("COLUMNS", "250")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    from huggingface_hub import constants
-
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    h = use_fake_hub(monkeypatch, tmp_path)
     monkeypatch.setattr(fetch, "_WARNED", set(), raising=False)
     yield h
     h.stop()

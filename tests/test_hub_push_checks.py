@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fake_hub import FakeHub
+from fake_hub import use_fake_hub
 from pawn.cli import app
 from pawn.hub import push
 from v1_checkpoints import v1_model_config, write_v1_checkpoint
@@ -20,16 +20,9 @@ REPO = "me/push-checks"
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
-    h = FakeHub().start()
-    monkeypatch.setenv("HF_ENDPOINT", h.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("PAWN_CONVERTED_DIR", str(tmp_path / "converted"))
-    monkeypatch.setenv("COLUMNS", "250")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    h = use_fake_hub(monkeypatch, tmp_path, token=None)
     from huggingface_hub import constants
 
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))  # no stored login
     monkeypatch.setattr(push, "_REACHED", set(), raising=False)
     yield h

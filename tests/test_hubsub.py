@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from fake_hub import FakeHub
+from fake_hub import use_fake_hub
 from pawn.checkpoint import CheckpointIntegrityError, is_hub_id, load_checkpoint, save_checkpoint
 from pawn.cli import app
 from pawn.config import ModelConfig
@@ -34,16 +34,7 @@ CFG = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=64)
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
-    h = FakeHub().start()
-    monkeypatch.setenv("HF_ENDPOINT", h.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("PAWN_CONVERTED_DIR", str(tmp_path / "converted"))
-    monkeypatch.setenv("HF_TOKEN", "hf_fake")
-    monkeypatch.setenv("COLUMNS", "250")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    from huggingface_hub import constants  # read at its first import, maybe under another test's HF_HUB_OFFLINE=1
-
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    h = use_fake_hub(monkeypatch, tmp_path)
     yield h
     h.stop()
 

@@ -56,6 +56,18 @@ def test_init_from_a_different_model_size_is_refused(tmp_path):
         _load_init_from(cfg, cfg.model_configs()[0])
 
 
+def test_init_from_a_model_that_differs_only_in_heads_names_the_field(tmp_path):
+    # the model names (d64_L2_F256 both) do not show n_heads: the message must name it
+    from pawn.checkpoint import save_checkpoint
+
+    cfg = PretrainConfig.load(**SMALL, total_steps=2, checkpoint_every=2, val_every=2, out=tmp_path / "b", init_from=tmp_path / "ck")
+    mine = cfg.model_configs()[0]
+    other = mine.model_copy(update={"n_heads": 1 if mine.n_heads != 1 else 2})
+    save_checkpoint(tmp_path / "ck", {k: np.zeros(s.shape, np.float32) for k, s in _shapes(other).items()}, other)
+    with pytest.raises(TrainingError, match=rf"is not this run's {mine.name}: n_heads {other.n_heads} \(this run: {mine.n_heads}\)"):
+        _load_init_from(cfg, mine)
+
+
 def _shapes(cfg):
     import jax
 

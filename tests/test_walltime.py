@@ -177,3 +177,34 @@ def test_ctrl_c_while_the_step_compiles_says_the_first_chunk_runs_first(tmp_path
     assert msg.startswith("stopping after the first chunk, once the train step has compiled"), msg
     assert "steps 0 → 2; it should end at ≈ " in msg and "the chunk under way is lost" in msg, msg
     assert (out / "checkpoints" / "step_00000002").is_dir(), "".join(seen) + stdout
+
+
+def test_clock_checkpoints_are_at_most_the_interval_apart():
+    """--checkpoint-every-minutes 30 with 27-minute chunks: a checkpoint after every chunk (the next
+    one would end 54 min after the last), not after every second chunk (54 min apart); with
+    10-minute chunks, one every 3 chunks (30 min), not 4."""
+    from types import SimpleNamespace
+
+    from pawn.train.lifecycle import StopFlag
+    from pawn.train.walltime import WallClockHook, first_checkpoint_steps
+
+    assert first_checkpoint_steps(0, 1000, every_steps=None, every_s=1800, step_s=27 * 60 / 5, chunk_steps=5) == 5
+    assert first_checkpoint_steps(0, 1000, every_steps=None, every_s=1800, step_s=60, chunk_steps=10) == 30
+    for chunk_min, want in ((27, [5, 10, 15, 20]), (10, [30, 60])):
+        now = [0.0]
+        saved: list[int] = []
+
+        class Ck:  # records where the hook asks for a checkpoint and tells it back, as the Checkpointer's event does
+            def save(self, step, ctx=None):
+                saved.append(step)
+                hook.on_event(SimpleNamespace(kind="interval", step=step, path=None))
+
+        hook = WallClockHook(Ck(), StopFlag(install=False), start_step=0, end_step=1000, estimate=None, every_s=1800.0,
+                             checkpoint_s_guess=1.0, precompiled=True, clock=lambda: now[0])
+        k = 5 if chunk_min == 27 else 10
+        for step in range(k, 4 * k + 1 if chunk_min == 27 else 7 * k + 1, k):
+            now[0] += chunk_min * 60
+            hook.on_chunk(SimpleNamespace(step=step, result=SimpleNamespace(step=step, step_start=step - k,
+                                                                            chunk_wall_s=chunk_min * 60.0, tokens=1,
+                                                                            includes_compile=False)))
+        assert saved == want, (chunk_min, saved)

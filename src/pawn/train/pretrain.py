@@ -495,8 +495,10 @@ def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Ch
     except (CheckpointError, FileNotFoundError) as e:
         raise TrainingError(f"--init-from {cfg.init_from}: {e}") from None
     if ck.config != stored_cfg:
-        raise TrainingError(f"--init-from {cfg.init_from}: its model {ck.config.name} is not this run's {stored_cfg.name} "
-                            f"(--init-from takes the weights of the same model size)")
+        differ = ", ".join(f"{k} {v} (this run: {getattr(stored_cfg, k)})" for k, v in ck.config.model_dump().items()
+                           if getattr(stored_cfg, k, None) != v)
+        raise TrainingError(f"--init-from {cfg.init_from}: its model {ck.config.name} is not this run's {stored_cfg.name}: "
+                            f"{differ} (--init-from takes the weights of the same model shape)")
     try:
         if (warning := check_init_layout(ck, cfg.prepend_outcome)) is not None:
             print(warning)

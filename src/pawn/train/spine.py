@@ -450,6 +450,8 @@ def default_hooks(*, run: Run, checkpointer: Checkpointer, es: EarlyStopping, st
     hooks.extend(after_validation)
     hooks.append(CheckpointHook(checkpointer, every=1, end_step=end_step, due=checkpoint_due))
     if wall_clock is not None:
+        if bar is not None and getattr(wall_clock, "log", None) is not None:
+            wall_clock.log = bar.note  # its "measured" line goes above the bar in a terminal, not into it
         hooks.append(wall_clock)
     hooks.append(SignalStopHook(stop))
     hooks.extend(extra)

@@ -328,8 +328,10 @@ class WallClockHook:
 
     - once timed chunks add up to 5 s (or three are done), one line with their measured time and
       the run's remaining time at that pace, against the plan's ``estimate``;
-    - a checkpoint whenever ``every_s`` seconds have passed since the last one (or the start) and
-      the run is not at ``end_step`` (``--checkpoint-every-minutes``; 0 = off);
+    - a checkpoint at the end of a chunk when the next chunk's end (at the latest measured chunk
+      time) would be more than ``every_s`` seconds after the last checkpoint (or the start), so
+      checkpoints are at most about ``every_s`` apart, unless the run is at ``end_step``
+      (``--checkpoint-every-minutes``; 0 = off);
     - before each chunk, the :class:`~pawn.train.lifecycle.StopFlag`'s messages (instance
       attributes ``FIRST_SIGINT``, ``FIRST_SIGTERM``, ``SECOND_SIGINT``) rewritten with when the
       chunk under way should end, how long the checkpoint after it takes (the last one's time, else
@@ -431,7 +433,10 @@ class WallClockHook:
                 self.log(f"measured: {steps} steps in {format_span(wall)} ({r.tokens * steps / (r.step - r.step_start) / wall:,.0f} "
                          f"tokens/s); the {max(0, self.end_step - ctx.step):,} steps left take "
                          f"≈ {format_span(left)} (ending ≈ {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.clock() + left))}){was}")
-        if self.every_s > 0 and ctx.step < self.end_step and self.clock() - self.last_ck_t >= self.every_s:
+        # checkpoint now when waiting for the next chunk's end would pass the interval, so no two
+        # checkpoints are further apart than the interval (when chunks take about the same time)
+        next_chunk_s = self.step_s * self.chunk_steps if self.measured and self.step_s and self.chunk_steps else 0.0
+        if self.every_s > 0 and ctx.step < self.end_step and self.clock() - self.last_ck_t + next_chunk_s > self.every_s:
             if self.last_ck_step != ctx.step:
                 self.checkpointer.save(ctx.step, ctx=ctx)
 
@@ -459,9 +464,10 @@ def checkpoint_seconds_guess(n_params: int, *, with_optimizer: bool = True, byte
 def first_checkpoint_steps(start_step: int, end_step: int, *, every_steps: Optional[int], every_s: float, step_s: float,
                            chunk_steps: int) -> Optional[int]:
     """Steps from ``start_step`` to the run's first checkpoint: the next multiple of
-    ``every_steps`` (None: by the clock or at the end only), or the first chunk boundary at least
-    ``every_s`` seconds in at ``step_s`` a step (0 = no clock), whichever comes first; the end of
-    the run at the latest. None when no step is left."""
+    ``every_steps`` (None: by the clock or at the end only), or the last chunk boundary at most
+    ``every_s`` seconds in at ``step_s`` a step (the first, when one chunk is longer; 0 = no
+    clock), as :class:`WallClockHook` checkpoints, whichever comes first; the end of the run at the
+    latest. None when no step is left."""
     left = end_step - start_step
     if left <= 0:
         return None
@@ -469,7 +475,7 @@ def first_checkpoint_steps(start_step: int, end_step: int, *, every_steps: Optio
     if every_steps:
         cands.append((start_step // every_steps + 1) * every_steps - start_step)
     if every_s > 0 and step_s > 0:
-        cands.append(max(1, math.ceil(every_s / (chunk_steps * step_s))) * chunk_steps)
+        cands.append(max(1, math.floor(every_s / (chunk_steps * step_s))) * chunk_steps)
     return min(cands)
 
 
