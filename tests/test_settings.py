@@ -165,3 +165,30 @@ def test_the_shared_fields_come_from_env_and_config_file_and_are_checked(command
     assert format_validation_error(e.value) == "--push-to-hub 'bad': give the repository as owner/name"  # the CLI's one line
     with pytest.raises(ValidationError, match="hub_exit_wait_s"):
         model.load(**base, hub_exit_wait_s=-1)
+
+
+def test_a_field_tagged_path_is_read_relative_to_its_config_file_with_no_list_edited(tmp_path, monkeypatch):
+    # The fields resolved relative to a --config file were a name list beside the settings
+    # (backbone, data, corpus_dir, cache_dir, init_from); they are now the fields tagged PATH.
+    from typing import Optional
+
+    from pydantic import Field
+
+    from pawn.settings import PATH, facts
+
+    class WithBook(PretrainConfig):
+        opening_book: Optional[str] = Field(None, json_schema_extra=facts(PATH))
+        book_name: Optional[str] = None  # not tagged: a value, whatever it looks like
+
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "book.bin").write_bytes(b"")
+    (tmp_path / "cfg" / "corpus").mkdir()
+    f = tmp_path / "cfg" / "run.json"
+    f.write_text(json.dumps({"total_steps": 10, "opening_book": "book.bin", "book_name": "book.bin", "corpus_dir": "corpus"}))
+    monkeypatch.chdir(tmp_path)
+    cfg = WithBook.load(f)
+    assert cfg.opening_book == "cfg/book.bin" and cfg.book_name == "book.bin"
+    assert str(cfg.corpus_dir) == "cfg/corpus"  # the tagged field of PretrainConfig, as before
+    # a relative value that does not exist beside the file is kept as given (a path from here, a Hub id)
+    f.write_text(json.dumps({"total_steps": 10, "opening_book": "owner/books"}))
+    assert WithBook.load(f).opening_book == "owner/books"

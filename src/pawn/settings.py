@@ -55,8 +55,9 @@ NOT_RUN_IDENTITY = "not_run_identity"
 """Resolved or recorded by the run itself (``data_seed``): does not make two runs different, but a
 resume keeps the stored value."""
 PATH = "path"
-"""May name a local path (or a Hub id / source left as it is): made absolute where a config is
-written for use from another directory (a sweep's ``best_config.json``)."""
+"""May name a local path (or a Hub id / source left as it is): read relative to the config file
+that gives it (:func:`resolve_config_paths`) and written relative to the file it goes into (a
+sweep's ``best_config.json``, :func:`relative_config_path`)."""
 RECIPE = "recipe"
 """Part of the training recipe a model card shows (in field order)."""
 
@@ -109,21 +110,19 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
-CONFIG_PATH_FIELDS = ("backbone", "data", "corpus_dir", "cache_dir", "init_from")
-"""Config-file fields that may name a local path (else a Hub id or a source left as it is)."""
-
-
-def resolve_config_paths(values: dict[str, Any], config_file: Path) -> dict[str, Any]:
-    """``values`` read from ``config_file`` with each relative :data:`CONFIG_PATH_FIELDS` entry
-    that exists beside the file (relative to the file's folder) rewritten as that path seen from
-    the working directory (``os.path.relpath``, so ``runs/base`` stays ``runs/base`` when the
-    file sits in the working directory). A relative value that does not exist there is kept as
-    given (a path from the working directory, a Hub id), so files written with paths relative
-    to the working directory, or absolute ones, read as before. ``pawn sweep`` writes
-    ``best_config.json`` with its local paths relative to itself (:func:`relative_config_path`)."""
+def resolve_config_paths(values: dict[str, Any], config_file: Path, *models: Any) -> dict[str, Any]:
+    """``values`` read from ``config_file`` with each relative entry of a field tagged
+    :data:`PATH` (:func:`fields_with`) in any of the settings classes ``models`` (those the file
+    may be for) that exists beside the file
+    (relative to the file's folder) rewritten as that path seen from the working directory
+    (``os.path.relpath``, so ``runs/base`` stays ``runs/base`` when the file sits in the working
+    directory). A relative value that does not exist there is kept as given (a path from the
+    working directory, a Hub id), so files written with paths relative to the working directory,
+    or absolute ones, read as before. ``pawn sweep`` writes ``best_config.json`` with its local
+    paths relative to itself (:func:`relative_config_path`)."""
     base = os.path.dirname(os.path.abspath(config_file))
     out = dict(values)
-    for key in CONFIG_PATH_FIELDS:
+    for key in dict.fromkeys(k for m in models for k in fields_with(m, PATH)):
         v = out.get(key)
         if isinstance(v, str) and v and not os.path.isabs(v):
             beside = os.path.normpath(os.path.join(base, v))
@@ -143,14 +142,16 @@ def relative_config_path(value: str, config_dir: Path) -> str:
 
 
 class _FileSource(PydanticBaseSettingsSource):
-    """Settings source for ``--config FILE`` (lowest priority above defaults)."""
+    """Settings source for ``--config FILE`` (lowest priority above defaults); the relative paths
+    of the settings class's :data:`PATH` fields are read relative to the file
+    (:func:`resolve_config_paths`)."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
         path = _config_file.get()
-        return resolve_config_paths(read_config_file(path), path) if path is not None else {}
+        return resolve_config_paths(read_config_file(path), path, self.settings_cls) if path is not None else {}
 
 
 class _Settings(BaseSettings):

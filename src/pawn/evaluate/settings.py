@@ -15,7 +15,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from pawn.settings import VAL_SEED_PUBLISHED, CommandSettings
+from pawn.settings import PATH, VAL_SEED_PUBLISHED, CommandSettings, facts
 from pawn.vocab import OUTCOME_NAMES
 
 EVAL_GAMES = 2048
@@ -59,7 +59,7 @@ class EvalSettings(_ModelCommand):
     pgn_min_ply: int = Field(10, ge=0, description="Skip PGN games shorter than this.")
     split: Optional[Literal["val", "test"]] = Field(None, description="For an adapter checkpoint of a pawn adapt run: evaluate on that run's held-out validation or test games (pawn adapt --test-games), re-derived from the source and rule its split.json records; refused if the source changed since.")
     pgn_only: bool = Field(False, description="Skip the random-game pass (it says nothing about a player model); needs --pgn or --split.")
-    cache_dir: Optional[Path] = Field(None, description="Game cache root for --split (default: the run's --cache-dir, else $PAWN_DATA_CACHE, $HF_HOME or ~/.cache).")
+    cache_dir: Optional[Path] = Field(None, description="Game cache root for --split (default: the run's --cache-dir, else $PAWN_DATA_CACHE, $HF_HOME or ~/.cache).", json_schema_extra=facts(PATH))
     prepend_outcome: Optional[bool] = Field(None, description=_PREFIX_HELP, json_schema_extra={"flag": "--prepend-outcome/--pure-moves"})
     suite: bool = Field(False, description="The whole backbone evaluation in one command (v2 run_evals_backbone): the random-game eval, the nine linear probes and the outcome diagnostics (the five outcome-conditioned tests, skipped for a pure-moves model, and the edge-case legality), written to ONE JSON that pawn report shows (--json, default eval_suite_<checkpoint>.json in the checkpoint's run directory, else in the current one). Sized for a CPU by --games, --probe-games, --probe-epochs, --diagnostic-games and --edge-positions.")
     probe_games: int = Field(512, ge=1, description="With --suite: probe training games (validation: a quarter; seeds as pawn probe's: 12345, 12346). pawn probe's default is 4,096.")

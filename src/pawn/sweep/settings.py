@@ -9,7 +9,7 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from pawn.settings import CommandSettings
+from pawn.settings import PATH, CommandSettings, facts
 
 
 class SweepSettings(CommandSettings):
@@ -27,7 +27,7 @@ class SweepSettings(CommandSettings):
     run_type: Literal["adapter", "pretrain"] = Field("adapter", description="What each trial trains: an adapter on a frozen backbone (pawn adapt) or a model from scratch (pawn pretrain).")
     strategy: Optional[str] = Field(None, description="Adapter strategy whose §6.1 search space is used (lora, bottleneck, film, sparse, hybrid, rosa, ...); required with --run-type adapter.")
     checkpoint: Optional[str] = Field(None, description="Backbone checkpoint (directory or Hub id) the adapter trials share; required with --run-type adapter.")
-    data: Optional[str] = Field(None, description="Training data: a Lichess source for adapter trials; for pretraining, an on-disk corpus directory (corpus_dir).")
+    data: Optional[str] = Field(None, description="Training data: a Lichess source for adapter trials; for pretraining, an on-disk corpus directory (corpus_dir).", json_schema_extra=facts(PATH))
     trials: int = Field(20, ge=1, description="Finished (completed or pruned) trials the study should hold; re-running continues up to this total. One run makes at most this many attempts, so failed trials also end it.")
     storage: Optional[str] = Field(None, description="Study storage: a SQLAlchemy URL (sqlite:///x.db, postgresql://...), a journal file (*.log, *.journal or journal:PATH), or a path to a SQLite file; default OUT/study.db.")
     study_name: Optional[str] = Field(None, description="Study name in the storage; default: the strategy (or 'pretrain').")

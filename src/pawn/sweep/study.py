@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 import optuna
@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from pawn.errors import PawnError
 from pawn.fileio import write_json
-from pawn.settings import CONFIG_PATH_FIELDS, PretrainConfig, format_validation_error, read_config_file, relative_config_path, resolve_config_paths
+from pawn.settings import PATH, PretrainConfig, fields_with, format_validation_error, read_config_file, relative_config_path, resolve_config_paths
 from pawn.sweep.objective import ask_quietly, failed_elsewhere, log_stale, make_objective, n_counted, n_finished
 from pawn.sweep.settings import SweepSettings
 from pawn.sweep.space import Space, derive, load_space, suggest
@@ -210,6 +210,16 @@ def _repairing_cache_reads(path: Path, log: Callable[[str], None]):
         jcc.get_executable_and_time = original
 
 
+def trained_settings() -> tuple[type, ...]:
+    """The settings classes of the commands a sweep trains with (:class:`pawn.settings.PretrainConfig`,
+    :class:`pawn.train.adapt_config.AdaptSettings`): their fields tagged :data:`pawn.settings.PATH`
+    (:func:`pawn.settings.fields_with`) are the config keys read relative to ``--base-config``
+    and written relative to ``best_config.json``."""
+    from pawn.train.adapt_config import AdaptSettings
+
+    return PretrainConfig, AdaptSettings
+
+
 def make_runner(s: SweepSettings, log: Callable[[str], None], sinks: Sequence[Callable[[Path], Any]] = ()) -> TrialRunner:
     """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config``; each
     trial's run opens the record ``sinks`` (e.g. its live ``report.html``).
@@ -217,7 +227,7 @@ def make_runner(s: SweepSettings, log: Callable[[str], None], sinks: Sequence[Ca
     Raises:
         SweepError: a run type whose trainer is not available, or unusable base settings.
     """
-    base = resolve_config_paths(read_config_file(s.base_config), s.base_config) if s.base_config is not None else {}
+    base = resolve_config_paths(read_config_file(s.base_config), s.base_config, *trained_settings()) if s.base_config is not None else {}
     try:
         if s.run_type == "pretrain":
             if s.data is not None:
@@ -560,12 +570,12 @@ def trial_record(t: optuna.trial.FrozenTrial, retried_as: Optional[int] = None) 
     }
 
 
-def best_config(study: optuna.Study, config_dir: Path) -> Optional[dict[str, Any]]:
+def best_config(study: optuna.Study, config_dir: Path, path_fields: Iterable[str] = ()) -> Optional[dict[str, Any]]:
     """The best COMPLETE trial's settings as a ``--config`` file for its command, to be written
     into ``config_dir``: its stored config without ``out`` and ``resume`` (give ``--out`` when
-    re-running), each local path of :data:`pawn.settings.CONFIG_PATH_FIELDS` given relative
-    (a path that exists from here) spelled relative to ``config_dir``
-    (:func:`pawn.settings.relative_config_path`; ``--config`` resolves it back), or None."""
+    re-running), each local path of ``path_fields`` (the fields tagged :data:`pawn.settings.PATH`
+    of :func:`trained_settings`) given relative (a path that exists from here) spelled relative to
+    ``config_dir`` (:func:`pawn.settings.relative_config_path`; ``--config`` resolves it back), or None."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
     if not done:
         return None
@@ -573,13 +583,14 @@ def best_config(study: optuna.Study, config_dir: Path) -> Optional[dict[str, Any
     cfg = best.user_attrs.get("config")
     if cfg is None:
         return None
-    return {k: _portable(k, v, config_dir) for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+    paths = frozenset(path_fields)
+    return {k: _portable(v, config_dir) if k in paths else v for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
 
 
-def _portable(key: str, value: Any, config_dir: Path) -> Any:
-    """``value`` relative to ``config_dir`` when ``key`` is a path field and ``value`` a local
-    path that exists from here; other values (a Hub id, a Lichess source) as they are."""
-    if key in CONFIG_PATH_FIELDS and isinstance(value, str) and value and os.path.exists(value):
+def _portable(value: Any, config_dir: Path) -> Any:
+    """``value`` (of a path field) relative to ``config_dir`` when it is a local path that exists
+    from here; other values (a Hub id, a Lichess source) as they are."""
+    if isinstance(value, str) and value and os.path.exists(value):
         return relative_config_path(value, config_dir)
     return value
 
@@ -593,7 +604,8 @@ def summarize(s: SweepSettings, study: optuna.Study, url: str, *, write_best: bo
     done = [r for r in trials if r["state"] == "COMPLETE" and r["value"] is not None]
     best = min(done, key=lambda r: r["value"]) if done else None
     path = None
-    cfg = best_config(study, s.out) if write_best else None
+    path_fields = dict.fromkeys(k for m in trained_settings() for k in fields_with(m, PATH))
+    cfg = best_config(study, s.out, path_fields) if write_best else None
     if cfg is not None:
         path = s.out / BEST_CONFIG
         write_json(path, cfg, what="best config")
