@@ -20,7 +20,7 @@ from pawn.checkpoint import load_checkpoint, save_checkpoint, verify_manifest
 from pawn.config import ModelConfig, param_count
 from pawn.hub.card import model_card
 from pawn.hub.push import CheckpointUploader, HubPushHook, metrics_prefix
-from pawn.settings import PretrainConfig
+from pawn.settings import PretrainConfig, fields_with
 from pawn.train.metrics import read_metrics
 from pawn.train.pretrain import TrainingError, run_pretrain
 
@@ -312,3 +312,38 @@ def test_adapt_refuses_offline_push_before_any_work(hub, tmp_path, monkeypatch):
     with pytest.raises(TrainingError, match="HF_HUB_OFFLINE=1 is set"):
         run_adapt(s, log=lambda m: None, progress=False, install_signal_handlers=False)
     assert not (tmp_path / "adapt").exists() and hub.requests == []
+
+
+def test_a_field_tagged_recipe_shows_in_the_pushed_card_with_no_list_edited(hub, tmp_path):
+    """The card's training recipe was a name list in pawn.hub.card; it is now the run settings'
+    fields tagged RECIPE, passed from the trainer's hub start down to the pushed card."""
+    from pydantic import Field
+
+    from pawn.model import param_shapes
+    from pawn.settings import RECIPE, facts
+    from pawn.train.adapt_config import AdaptSettings
+    from pawn.train.spine import start_hub
+
+    class WithKnob(PretrainConfig):
+        knob_ratio: float = Field(0.25, json_schema_extra=facts(RECIPE))
+        quiet_knob: float = 0.5  # not tagged: recorded, not shown
+
+    run = tmp_path / "run"
+    cfg = WithKnob.load(**SMALL, total_steps=8, out=run, push_to_hub=REPO)
+    mcfg = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32)
+    params = {k: np.zeros(s, np.float32) for k, s in param_shapes(mcfg).items()}
+    ckpt = save_checkpoint(run / "checkpoints" / "step_00000002", params, mcfg, run_config=cfg.model_dump(mode="json"))
+    hook = start_hub(cfg, run, True, log=lambda m: None)
+    hook.pusher.on_checkpoint(ckpt, 2)
+    hook.pusher.close()
+    (c,) = hub.commits
+    card = c.files["README.md"].decode()
+    assert "| `knob_ratio` | 0.25 |" in card and "quiet_knob" not in card
+    assert "| `lr` | 0.001 |" in card and "| `variant` | toy |" in card and "| `total_steps` | 8 |" in card
+    assert "| `out` |" not in card and "| `push_to_hub` |" not in card  # recorded, not tagged
+    # an adapter run's card shows the same rows as before the tags (the old list's adapter fields)
+    s = AdaptSettings.model_construct()
+    text = model_card(mcfg, run_config=s.model_dump(mode="json"), recipe_fields=fields_with(AdaptSettings, RECIPE))
+    shown = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `")} - {*mcfg.to_json_dict(), "head_dim", "parameters"}
+    assert shown == {"batch_size", "seq_len", "lr", "lr_schedule", "warmup_frac", "min_lr_ratio", "weight_decay", "beta1",
+                     "beta2", "max_grad_norm", "dtype", "seed", "val_games", "val_every"}  # variant, warmup_steps: None

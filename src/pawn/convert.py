@@ -347,8 +347,9 @@ def convert_directory(src: Path, output: Path, source_id: Optional[str] = None) 
     params = v1_to_v2(tensors, cfg["n_layers"])
     run_config = {"converted_from": source_id or str(src.resolve())}
     from pawn.hub.card import CARD_FILE, model_card
+    from pawn.settings import RECIPE, PretrainConfig, fields_with
 
-    card = model_card(config, run_config=run_config, notes=[
+    card = model_card(config, run_config=run_config, recipe_fields=fields_with(PretrainConfig, RECIPE), notes=[
         "`pawn convert` checked the converted weights against an independent float64 NumPy v1 forward: "
         f"max |Δlogit| ≤ {PARITY_MAX_TOL:g} and mean |Δlogit| ≤ {PARITY_MEAN_TOL:g} over real positions."])
     save_checkpoint(output, params, config, run_config=run_config, extra_files={CARD_FILE: card.encode("utf-8")})
@@ -530,6 +531,7 @@ def slice_checkpoint(source: str, variant: str, output: Optional[str | os.PathLi
     """
     from pawn.config import SUPERNETS, supernet_of
     from pawn.hub.card import CARD_FILE, model_card
+    from pawn.settings import RECIPE, PretrainConfig, fields_with
     from pawn.model import PAWNModel, sliced
 
     t0 = time.perf_counter()
@@ -549,7 +551,7 @@ def slice_checkpoint(source: str, variant: str, output: Optional[str | os.PathLi
     vcfg = variants[variant]
     params = {k: np.asarray(v) for k, v in sliced(PAWNModel(ckpt.config, params=ckpt.params), vcfg).params().items()}
     run = {**(ckpt.run_config or {}), "variant": variant, "supernet_checkpoint": source_id}
-    card = model_card(vcfg, run_config=run, title=f"PAWN {sup}/{variant}",
+    card = model_card(vcfg, run_config=run, title=f"PAWN {sup}/{variant}", recipe_fields=fields_with(PretrainConfig, RECIPE),
                       notes=[f"Sliced by `pawn convert --slice {variant}` from the supernet checkpoint `{source_id}` (prefix slices, spec §3.5)."])
     save_checkpoint(out, params, vcfg, run_config=run, extra_files={CARD_FILE: card.encode("utf-8")})
     return ConversionResult(out, False, None, time.perf_counter() - t0, vcfg, commit=commit, variant=variant)

@@ -23,7 +23,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import equinox as eqx
 import jax
@@ -319,11 +319,12 @@ def load_adapter(
 
 
 def save_merged(path: str | os.PathLike, model: AdaptedModel, *, run_config: Optional[dict] = None,
-                backbone: Optional[BackboneRef] = None) -> Path:
+                backbone: Optional[BackboneRef] = None, recipe_fields: Optional[Sequence[str]] = None) -> Path:
     """Fold a ``lora``/``sparse``/``unfreeze``/``specialized_clm`` adapter into a standalone v2
     checkpoint (loads with :func:`pawn.checkpoint.load_model`; same logits up to float rounding),
-    with a ``README.md`` model card (:func:`pawn.hub.card.model_card`) as every converted
-    checkpoint has. The run config gains ``merged_adapter`` (strategy, settings, backbone).
+    with a ``README.md`` model card (:func:`pawn.hub.card.model_card`; its training recipe the
+    run config's ``recipe_fields``) as every converted checkpoint has. The run config gains
+    ``merged_adapter`` (strategy, settings, backbone).
 
     Raises:
         AdapterError: a strategy that cannot be merged (film, bottleneck, hybrid).
@@ -339,12 +340,13 @@ def save_merged(path: str | os.PathLike, model: AdaptedModel, *, run_config: Opt
              + (f" `{origin}`" if origin else "") + " folded into its backbone"
              + (f" `{backbone.source}` (model.safetensors SHA-256 {backbone.sha256[:12]}…)" if backbone is not None else "")
              + "; same logits as the adapter up to float rounding."]
-    card = model_card(model.config, run_config=rc, title=f"PAWN {model.config.name} + merged {model.strategy} adapter", notes=notes)
+    card = model_card(model.config, run_config=rc, title=f"PAWN {model.config.name} + merged {model.strategy} adapter", notes=notes,
+                      recipe_fields=recipe_fields)
     return ck.save_checkpoint(path, params, model.config, run_config=rc, extra_files={CARD_FILE: card.encode("utf-8")})
 
 
 def merge_adapter_checkpoint(path: str | os.PathLike, output: Optional[str | os.PathLike] = None, *,
-                             resolve: Optional[Callable[[str], str]] = None) -> Path:
+                             resolve: Optional[Callable[[str], str]] = None, recipe_fields: Optional[Sequence[str]] = None) -> Path:
     """Load the adapter checkpoint at ``path`` (backbone verified by its SHA-256) and write it,
     folded into its backbone, as a standalone v2 checkpoint (:func:`save_merged`). The backbone's
     run config (sequence layout, trained context) is kept, so ``pawn eval`` scores the merged
@@ -356,6 +358,8 @@ def merge_adapter_checkpoint(path: str | os.PathLike, output: Optional[str | os.
             empty directory, or an earlier merge of the same adapter (its run config's
             ``merged_from``), which is replaced; anything else is refused, nothing changed.
         resolve: maps a Hub-id backbone to a local checkpoint directory (see :func:`load_adapter`).
+        recipe_fields: the backbone run config's fields the card shows as the training recipe
+            (the pretraining settings' fields tagged as recipe, ``pawn.settings.fields_with``).
 
     Returns:
         The merged checkpoint directory.
@@ -370,4 +374,5 @@ def merge_adapter_checkpoint(path: str | os.PathLike, output: Optional[str | os.
     out = Path(output) if output is not None else src.with_name(src.name + "-merged")
     ck.check_output_target(out, {"merged_from": str(src)}, f"a merge of {src}")  # before any work
     la = load_adapter(src, resolve=resolve)
-    return save_merged(out, la.model, run_config={**(la.backbone_run_config or {}), "merged_from": str(src)}, backbone=la.backbone)
+    return save_merged(out, la.model, run_config={**(la.backbone_run_config or {}), "merged_from": str(src)}, backbone=la.backbone,
+                       recipe_fields=recipe_fields)

@@ -88,11 +88,12 @@ def _merge(sources: list[str], output: Optional[Path]) -> None:
     """``--merge``: each adapter checkpoint folded into its backbone (one line per source)."""
     from pawn.adapters.io import merge_adapter_checkpoint
     from pawn.evaluate.loading import resolve_backbone
+    from pawn.settings import RECIPE, PretrainConfig, fields_with
 
     if output is not None and len(sources) != 1:
         raise fail("--merge with --output takes one source (several are written next to their sources)", 2)
     for src in sources:
-        typer.echo(str(merge_adapter_checkpoint(src, output, resolve=resolve_backbone)))
+        typer.echo(str(merge_adapter_checkpoint(src, output, resolve=resolve_backbone, recipe_fields=fields_with(PretrainConfig, RECIPE))))
 
 
 def _peft(sources: list[str], out: Path, output: Optional[Path]) -> None:

@@ -26,14 +26,6 @@ LICENSE = "gpl-3.0"
 """The Hub's id of PAWN's licence (GPL-3.0-or-later, pyproject.toml)."""
 BASE_TAGS = ("pawn", "chess", "jax", "world-model", "transformer")
 
-RECIPE_FIELDS = (
-    "supernet", "variant", "total_steps", "batch_size", "seq_len", "lr", "lr_schedule", "warmup_steps", "warmup_frac",
-    "min_lr_ratio", "weight_decay", "beta1", "beta2", "max_grad_norm", "dtype", "seed", "prepend_outcome", "mate_boost",
-    "val_games", "val_every", "checkpoint_every", "corpus_dir",
-)
-"""Run-config fields shown as the card's training recipe (in this order, when present)."""
-
-
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
@@ -133,6 +125,7 @@ def model_card(
     datasets: Sequence[str] = (),
     extra_tags: Sequence[str] = (),
     notes: Sequence[str] = (),
+    recipe_fields: Optional[Sequence[str]] = None,
 ) -> str:
     """The text of a ``README.md`` model card (YAML metadata + Markdown body).
 
@@ -151,6 +144,11 @@ def model_card(
         datasets: Hub dataset ids the model was trained on (metadata ``datasets``); PAWN's
             pretraining data is generated on the fly (random legal games), so none by default.
         extra_tags: tags added to :data:`BASE_TAGS`. notes: extra Markdown paragraphs.
+        recipe_fields: the run-config fields shown as the training recipe, in this order, when
+            recorded and not None: the fields of the settings class that wrote ``run_config``
+            tagged as recipe (``pawn.settings.fields_with(PretrainConfig, RECIPE)``), as the
+            trainers' pushes, ``pawn convert`` and ``--merge`` pass them. None: every recorded
+            field with a plain value (text, number, bool), for a run config already cut to its recipe.
 
     Returns:
         The card as a string (``str(ModelCard)``); the metadata passes
@@ -179,7 +177,8 @@ def model_card(
         body += [f"Converted from the v1 checkpoint `{run['converted_from']}` with `pawn convert`.", ""]
     body += ["## Architecture", "", _table([*config.to_json_dict().items(), ("head_dim", config.head_dim),
                                              ("parameters", f"{n_params:,}")]), ""]
-    recipe = [(k, run[k]) for k in RECIPE_FIELDS if k in run and run[k] is not None]
+    shown = recipe_fields if recipe_fields is not None else [k for k, v in run.items() if isinstance(v, (str, int, float, bool))]
+    recipe = [(k, run[k]) for k in shown if k in run and run[k] is not None]
     if recipe or step is not None:
         body += ["## Training recipe", ""]
         if step is not None:

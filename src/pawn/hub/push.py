@@ -46,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from pawn.errors import PawnError, UsageError
 from pawn.hub.card import card_for_checkpoint, latest_eval_json, read_eval_report
@@ -614,10 +614,12 @@ class HubPushHook:
         return self.outcomes
 
 
-def run_card(run_dir: Path, repo_id: str, branch: str) -> Callable[[Path, int, bytes], str]:
+def run_card(run_dir: Path, repo_id: str, branch: str,
+             recipe_fields: Optional[Sequence[str]] = None) -> Callable[[Path, int, bytes], str]:
     """The model card of a pushed run checkpoint: :func:`pawn.hub.card.card_for_checkpoint` with the
-    latest ``val`` record of the pushed ``metrics.jsonl`` and the newest ``eval*.json`` of the run
-    directory (``pawn eval --json`` reports), if any."""
+    latest ``val`` record of the pushed ``metrics.jsonl``, the newest ``eval*.json`` of the run
+    directory (``pawn eval --json`` reports), if any, and the run's ``recipe_fields`` (its settings
+    class's fields tagged as recipe, ``pawn.settings.fields_with``; see :func:`pawn.hub.card.model_card`)."""
     def card(checkpoint: Path, step: int, metrics: bytes) -> str:
         vals = [r for r in parse_bytes(metrics if metrics.endswith(b"\n") else metrics + b"\n")[0] if r.type == "val"]
         last_val = vals[-1].to_json() if vals else None
@@ -629,24 +631,25 @@ def run_card(run_dir: Path, repo_id: str, branch: str) -> Callable[[Path, int, b
         name = checkpoint.name.split("-", 1)[-1]  # staged as NNNNNN-<name>
         return card_for_checkpoint(checkpoint, title=f"PAWN run {Path(run_dir).resolve().name}", step=step, last_val=last_val,
                                    eval_report=report, eval_source=source, repo_id=repo_id, branch=branch,
-                                   checkpoint_path=f"checkpoints/{name}")
+                                   checkpoint_path=f"checkpoints/{name}", recipe_fields=recipe_fields)
 
     return card
 
 
 def open_run_push(repo_id: str, run_dir: Path, *, branch: Optional[str] = None, private: bool = False,
                   write: Optional[Callable[..., Any]] = None, wait_s: float = 300.0, log: Callable[[str], None] = print,
-                  **uploader_kwargs: Any) -> HubPushHook:
+                  recipe_fields: Optional[Sequence[str]] = None, **uploader_kwargs: Any) -> HubPushHook:
     """Start pushing a run's checkpoints: a :class:`CheckpointUploader` for ``repo_id`` on
-    ``branch`` (default ``run/<run dir name>``) with the run's ``metrics.jsonl`` and model card,
-    wrapped in a :class:`HubPushHook`.
+    ``branch`` (default ``run/<run dir name>``) with the run's ``metrics.jsonl`` and model card
+    (its training recipe: the run config's ``recipe_fields``, :func:`run_card`), wrapped in a
+    :class:`HubPushHook`.
 
     Raises:
         UsageError, HubPushError: see :func:`check_can_push` and :meth:`CheckpointUploader.start`.
     """
     branch = branch or default_branch(run_dir)
     up = CheckpointUploader(repo_id, branch=branch, private=private, metrics_path=Path(run_dir) / METRICS_FILE,
-                            card=run_card(run_dir, repo_id, branch), log=log, **uploader_kwargs)
+                            card=run_card(run_dir, repo_id, branch, recipe_fields), log=log, **uploader_kwargs)
     return HubPushHook(up.start(), write, wait_s)
 
 

@@ -27,7 +27,7 @@ from pawn.data.layout import Layout
 from pawn.dtypes import canonical_dtype
 from pawn.errors import UsageError
 from pawn.schedules import Schedule
-from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, PATH, OptimizerSettings, RunOutputSettings, facts
+from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, PATH, RECIPE, OptimizerSettings, RunOutputSettings, facts
 from pawn.vocab import MAX_SEQ_LEN
 
 DEFAULT_DATA = "thomas-schweich/pawn-lichess-full"
@@ -118,9 +118,9 @@ def _strategy_flag_fields(rows: dict[str, Strategy]) -> dict[str, tuple[Any, Any
 class _AdaptHead(OptimizerSettings, RunOutputSettings):
     # ------------------------------------------------------------------ backbone and strategy
     backbone: Optional[str] = Field(None, description="Backbone checkpoint directory or Hub id (the positional argument; read from the checkpoint with --resume).", json_schema_extra=facts(MUTABLE_ON_RESUME, PATH))
-    variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).")
+    variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).", json_schema_extra=facts(RECIPE))
     strategy: Optional[str] = Field(None, description=f"Adapter strategy (see --list-strategies): {', '.join(STRATEGIES)}.")
-    seed: int = Field(0, ge=0, description="Adapter initialisation seed (LoRA A, bottleneck down, specialized_clm weights).")
+    seed: int = Field(0, ge=0, description="Adapter initialisation seed (LoRA A, bottleneck down, specialized_clm weights).", json_schema_extra=facts(RECIPE))
 
 
 STRATEGY_FLAGS: dict[str, tuple[Any, Any]] = _strategy_flag_fields(STRATEGIES)
@@ -162,22 +162,22 @@ class AdaptSettings(_StrategySettings):
     elo_max: Optional[int] = Field(None, ge=0, description="Both players' Elo < this.")
     min_ply: int = Field(10, ge=0, description="Drop games with fewer plies.")
     max_games: Optional[int] = Field(None, ge=1, description="Keep at most this many filtered games (in source order).")
-    val_games: int = Field(50_000, ge=1, description="Validation games: the source's validation split, else the tail min(val_games, n // 5).")
+    val_games: int = Field(50_000, ge=1, description="Validation games: the source's validation split, else the tail min(val_games, n // 5).", json_schema_extra=facts(RECIPE))
     test_games: int = Field(0, ge=0, description="Also hold out this many test games, carved as validation is: the source's test split, else the min(test_games, n // 5) games just before the validation tail (the validation games stay the same); never trained or validated on. Evaluate with pawn eval OUT/best --split test. Recorded with the source fingerprint in OUT/split.json.")
     cache_dir: Optional[Path] = Field(None, description="Root of the game caches (default $PAWN_DATA_CACHE, $HF_HOME or ~/.cache).", json_schema_extra=facts(MUTABLE_ON_RESUME, PATH))
     data_seed: Optional[int] = Field(None, ge=0, description="Seed of the per-epoch shuffles (default: a random 31-bit seed, stored with the run).", json_schema_extra=facts(NOT_RUN_IDENTITY))
     # ------------------------------------------------------------------ sizing and optimisation (spec §5)
     epochs: int = Field(50, ge=1, description="Passes over steps_per_epoch batches.", json_schema_extra=facts(MUTABLE_ON_RESUME))
     steps_per_epoch: Optional[int] = Field(None, ge=1, description="Batches per epoch (default all full batches: n_train // batch_size).")
-    batch_size: int = Field(64, ge=1, description="Games per step.")
-    seq_len: int = Field(256, ge=2, le=MAX_SEQ_LEN, description="Sequence length (plies kept per game); when not given, the backbone's trained context (its run's seq_len), else this default.")
+    batch_size: int = Field(64, ge=1, description="Games per step.", json_schema_extra=facts(RECIPE))
+    seq_len: int = Field(256, ge=2, le=MAX_SEQ_LEN, description="Sequence length (plies kept per game); when not given, the backbone's trained context (its run's seq_len), else this default.", json_schema_extra=facts(RECIPE))
     # lr, the schedule and AdamW (lr … max_grad_norm): OptimizerSettings's fields, with its defaults (spec §5)
     disable_legal_mask: bool = Field(False, description="Plain full-vocabulary cross-entropy instead of the legal-move mask. An adapter trained under the mask (the default) must be decoded under it (pawn eval's legal-masked top-1, pawn generate --mask-illegal).", json_schema_extra={"flag": "--no-legal-mask/--legal-mask"})
     illegal_penalty: float = Field(0.0, ge=0, description="With --no-legal-mask: add λ · mean softmax mass on illegal moves to the loss.")
-    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators (never fp16).")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="Compute dtype; auto = fp32 on CPU, bf16 on accelerators (never fp16).", json_schema_extra=facts(RECIPE))
     steps_per_chunk: Optional[int] = Field(None, ge=1, description="K: optimizer steps per compiled chunk (must divide steps_per_epoch).")
     # ------------------------------------------------------------------ validation, checkpoints, output
-    val_every: int = Field(1, ge=1, description="Validate after every N-th epoch (and after the last).")
+    val_every: int = Field(1, ge=1, description="Validate after every N-th epoch (and after the last).", json_schema_extra=facts(RECIPE))
     eval_interval: Optional[int] = Field(None, ge=1, description="Validate every N steps instead of per epoch.")
     checkpoint_interval: Optional[int] = Field(None, ge=1, description="Also checkpoint every N steps (checkpoints are always written after each validation and at exit).")
     checkpoint_every_minutes: float = Field(30.0, ge=0, description="Also write a step checkpoint once this many minutes have passed since the last one (0: off), and shorten compiled chunks (when --steps-per-chunk is not given) to take about this long at most, so a stop waits for no longer and a killed run loses no more.", json_schema_extra=facts(MUTABLE_ON_RESUME))

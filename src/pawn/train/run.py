@@ -837,10 +837,12 @@ class HubHook(Hook):
 
     @classmethod
     def start(cls, repo_id: Optional[str], run_dir: Path, *, branch: Optional[str], private: bool, wait_s: float,
-              is_main: bool, log: Callable[[str], None]) -> Optional["HubHook"]:
+              is_main: bool, log: Callable[[str], None], recipe_fields: Optional[Sequence[str]] = None) -> Optional["HubHook"]:
         """Start the uploader (main process only; None when ``repo_id`` is None). Call before
         :meth:`Run.open`: the repo and branch are created now, so a refusal (403, offline) comes
-        before the run writes anything; then :meth:`attach` once the run is open.
+        before the run writes anything; then :meth:`attach` once the run is open. The pushed
+        model card shows the run config's ``recipe_fields`` as its training recipe (the run's
+        settings fields tagged :data:`pawn.settings.RECIPE`; :func:`pawn.hub.card.model_card`).
 
         Raises:
             pawn.hub.push.HubPushError, pawn.errors.UsageError: the Hub refused (one line).
@@ -849,7 +851,8 @@ class HubHook(Hook):
             return None
         from pawn.hub.push import open_run_push
 
-        return cls(open_run_push(repo_id, run_dir, branch=branch, private=private, wait_s=wait_s, log=log))
+        return cls(open_run_push(repo_id, run_dir, branch=branch, private=private, wait_s=wait_s, log=log,
+                                 recipe_fields=recipe_fields))
 
     def attach(self, run: "Run") -> None:
         """Write push outcomes as ``hub`` records of ``run``'s metrics file and hold each

@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from pawn.checkpoint import CheckpointError
 from pawn.errors import PawnError
 from pawn.progress import ProgressReporter
-from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, fields_with, format_validation_error
+from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, RECIPE, fields_with, format_validation_error
 from pawn.train.hooks import HookError, RunHook, check_extras, open_run_hooks
 from pawn.train.lifecycle import EarlyStopping, StopFlag
 from pawn.train.loop import TrainState, init_partitioned_state, optimizer_from_arrays, partition_model, step_counter, with_count
@@ -285,7 +285,8 @@ def check_run(cfg: Any, out: Path, *, given_resume: Optional[str], resume_from: 
 def start_hub(cfg: Any, run_dir: Path, is_main: bool, log: Callable[[str], None]) -> Optional[HubHook]:
     """The Hub push hook (None without ``--push-to-hub`` or ``--push-to-bucket``;
     :func:`pawn.train.pushes.with_bucket`): the repo, branch and bucket are created before the
-    run writes, so a 403 or offline mode fails here.
+    run writes, so a 403 or offline mode fails here. The pushed model card's training recipe is
+    ``cfg``'s fields tagged :data:`pawn.settings.RECIPE`.
 
     Raises:
         TrainingError: the push cannot start (one line).
@@ -294,7 +295,7 @@ def start_hub(cfg: Any, run_dir: Path, is_main: bool, log: Callable[[str], None]
         from pawn.train.pushes import with_bucket
 
         return with_bucket(HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
-                                         wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log),
+                                         wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log, recipe_fields=fields_with(cfg, RECIPE)),
                            cfg.push_to_bucket, run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
     except PawnError as e:
         raise TrainingError(str(e)) from None
