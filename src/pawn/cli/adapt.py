@@ -65,8 +65,8 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     # checked before JAX is imported and the backbone loaded
     if cfg.resume is None:
         cfg.check_startable()
-        check_input(cfg.backbone, "BACKBONE", what="checkpoint directory")
-    check_input(cfg.data, "--data")
+        check_input(cfg.backbone, "BACKBONE", what="checkpoint directory", note=cfg.config_path_note("backbone"))
+    check_input(cfg.data, "--data", note=cfg.config_path_note("data"))
     check_output_dir(cfg.out)
     cfg = init_from_checkpoint(cfg, lambda line: typer.echo(line, err=True))
     from pawn.evaluate.loading import resolve_backbone
