@@ -10,6 +10,7 @@ import typer
 from pawn.cli._options import flag, settings_command
 from pawn.cli._output import Column, Output, TableReport, report_end, run_training
 from pawn.train.adapt_config import AdaptSettings
+from pawn.progress import counted
 
 DOC = (
     "Fine-tune a frozen backbone into a player model on Lichess games with an adapter (--strategy; "
@@ -75,7 +76,7 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
 
     res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
                         resolve_backbone=resolve_backbone, sinks=report_sinks()), cfg.out, f"adapt-{cfg.strategy}-*")
-    if report_end(res, "val loss", f" ({res.total_steps // res.steps_per_epoch} epochs)"):
+    if report_end(res, "val loss", f" ({counted(res.total_steps // res.steps_per_epoch, 'epoch')})"):
         return
     from pawn.metrics import SCOPE_ALL
 
