@@ -261,8 +261,11 @@ def test_sigterm_checkpoints_and_stops(backbone, shared_data, cache_dir, tmp_pat
                 os.kill(os.getpid(), signal.SIGTERM)
 
     before = signal.getsignal(signal.SIGTERM)
+    logged: list[str] = []
     res = run_adapt(_cfg(backbone, shared_data, cache_dir, tmp_path / "run", steps_per_chunk=2, epochs=1),
-                    log=lambda m: None, progress=False, install_signal_handlers=True, hooks=[Kill()])
+                    log=logged.append, progress=False, install_signal_handlers=True, hooks=[Kill()])
+    data = next(m for m in logged if m.startswith("data: "))
+    assert " steps per epoch × 1 epoch = " in data, data  # was "× 1 epochs"
     assert res.reason == "sigterm" and res.step == 4  # the flag is read after the chunk of step 2's hooks
     assert res.checkpoint.name == "step_00000004"
     assert json.loads((res.run_dir / "schedule_health.json").read_text())["reason_for_stop"] == "sigterm"

@@ -65,3 +65,31 @@ def test_a_half_added_section_is_refused(kwargs, match):
     with pytest.raises(TypeError, match=match):
         register(Section(**{**base, **kwargs}))
     assert "half" not in TABLE
+
+
+@pytest.mark.parametrize("n,text", [(0, "0 B"), (512, "512 B"), (3_234_316, "3.08 MiB"), (186 * 2**20, "186 MiB"),
+                                    (11.6 * 2**30, "11.6 GiB"), (2**30 - 2**18, "1.00 GiB"), (80e9, "74.5 GiB"), (None, "—")])
+def test_size_text_writes_a_size_in_the_binary_unit_that_fits_it(n, text):
+    from pawn.bench.report import size_text
+
+    assert size_text(n) == text
+
+
+def test_memory_table_writes_each_size_in_a_unit_that_tells_the_remat_modes_apart():
+    """The toy step (batch 8 × seq 32) compiles to a few MiB: the table read 0.00/0.01 GiB in
+    every cell and mixed GiB and GB in the fit headers; now every cell is the size in the unit
+    that fits it and every header is in GiB (the JSON keeps bytes and GiB)."""
+    from pawn.bench.memory import bench_memory, view
+    from pawn.bench.report import render, size_text
+
+    m = bench_memory(BenchSettings.load(variant="toy", batch_size=8, seq_len=32, remat="none"))
+    (row,) = m.rows
+    assert row.estimate["peak_bytes"] > 2**20 and row.estimate["peak_gib"] < 0.05  # JSON keeps both
+    buf = io.StringIO()
+    Console(file=buf, width=250).print(render(view(m)))
+    out = buf.getvalue()
+    header, cells = out.splitlines()[2], next(ln for ln in out.splitlines() if "│ none" in ln)
+    assert " GB" not in header and "fits 16.0 GiB" in header and "fits 74.5 GiB" in header and "fits 131 GiB" in header
+    for k in ("temp_bytes", "argument_bytes", "output_bytes", "peak_bytes"):
+        assert f" {size_text(row.estimate[k])} " in cells and size_text(row.estimate[k]).endswith(" MiB")
+    assert "0.00" not in cells and "0.01" not in cells

@@ -90,3 +90,20 @@ def test_list_defaults_print_as_typed_and_no_spec_references():
         text = _help(name)
         assert "§" not in text and "shared/spec" not in text, name
         assert not re.search(r"\bspec\b", text), (name, re.findall(r".{40}\bspec\b.{40}", text))
+
+
+def test_adapt_help_says_what_negated_flags_do_and_open_float_ranges():
+    """``--no-adapt-attn`` read "default false" beside PAWN_NO_ADAPT_ATTN (a double negative next to
+    ``adapt_attn=True`` in --list-strategies) and ``--density`` showed ``[x<=1.0]`` although 0 is
+    refused ("greater than 0"): the help now gives the bottleneck's default (on) and the range (0, 1]."""
+    out = re.sub(r"\s+", " ", re.sub(r"[│]", " ", _help("adapt")))
+    for pos, what in (("attn", "after attention"), ("ffn", "after the FFN")):
+        m = re.search(rf"--no-adapt-{pos} --adapt-{pos} <bool> (.*?) Env: PAWN_NO_ADAPT_{pos.upper()} \(true = off\)\.", out)
+        assert m and what in m[1] and m[1].endswith("(bottleneck, retro-bottleneck; default on)"), out
+    m = re.search(r"--density <float> (.*?) Env: PAWN_DENSITY\.", out)
+    assert m and m[1].endswith("Range (0, 1].") and "x<=" not in m[1], out
+    assert "default false" not in out.split("--no-adapt-attn")[1].split("Env:")[0]
+    m = re.search(r"--init-scale <float> (.*?) Env: PAWN_INIT_SCALE\.", out)  # gt 0 without a maximum
+    assert m and m[1].endswith("Greater than 0."), out
+    res = CliRunner().invoke(app, ["adapt", "runs/x", "--density", "0"])
+    assert res.exit_code != 0 and "--density: Input should be greater than 0" in res.output, res.output

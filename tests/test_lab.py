@@ -205,7 +205,8 @@ def test_http_serves_the_same_tools(tmp_path):
         proc.terminate()
         proc.wait(30)
     bad = subprocess.run([sys.executable, "-m", "pawn.cli", "lab", "--http", "8765"], capture_output=True, text=True)
-    assert (bad.returncode, bad.stderr.strip()) == (2, "error: --http '8765': expected HOST:PORT, e.g. 127.0.0.1:8765")
+    assert (bad.returncode, bad.stderr.strip()) == (
+        2, "error: --http '8765': expected HOST:PORT with a port in 0..65535 (0 = any free port), e.g. 127.0.0.1:8765")
     # the core install does not need the SDK: the CLI and the lab's tools import without it
     code = "import sys, pawn.cli, pawn.lab.tools; sys.exit('mcp' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
@@ -404,6 +405,33 @@ def test_http_answers_only_its_host_names(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "pawn.cli", "lab", "--http", f"127.0.0.1:{port}", "--allow-host", "http://x:1"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --allow-host 'http://x:1': expected a host name"), bad.stderr
+
+
+def test_http_port_0_serves_a_free_port_and_prints_the_address(tmp_path):
+    """``pawn lab --http 127.0.0.1:0`` was refused ("expected HOST:PORT") and a real port started
+    silently; now port 0 serves a port the system picks and, once listening, one stderr line gives
+    the address served, which answers; a taken port is one line, exit 2."""
+    import re
+    import socket
+
+    proc = subprocess.Popen([sys.executable, "-m", "pawn.cli", "lab", "--http", "127.0.0.1:0", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()  # blocks until the server listens (or the process ends: "")
+        m = re.fullmatch(r"pawn lab: MCP over HTTP at http://127\.0\.0\.1:(\d+)/mcp \(runs under (.+); Ctrl-C stops\)\n", line)
+        assert m and Path(m[2]) == tmp_path.resolve(), (line, proc.poll())
+        port = int(m[1])
+        assert port != 0 and _initialize("127.0.0.1", port, f"127.0.0.1:{port}") == 200
+        with socket.socket() as sock:  # the port is really the lab's: another bind to it fails
+            with pytest.raises(OSError):
+                sock.bind(("127.0.0.1", port))
+        taken = subprocess.run([sys.executable, "-m", "pawn.cli", "lab", "--http", f"127.0.0.1:{port}"],
+                               capture_output=True, text=True, timeout=120)
+        assert taken.returncode == 2 and taken.stderr.startswith(
+            f"error: --http 127.0.0.1:{port}: cannot listen there (Address already in use)"), taken.stderr
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 # ============================================================================ slow: real runs

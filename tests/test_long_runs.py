@@ -155,6 +155,9 @@ def test_run_summary_counts_by_hand_for_the_toy_model():
     assert lines[0] == "model: variant toy (267 k stored params): toy d64_L2_F256 267 k params"
     assert "steps 2 → 8 of 10 = 768 tokens; 1.65 M FLOPs/token = 1.27 G FLOPs in all" in lines[1]
     assert lines[2] == "devices: 1 × cpu (1 process), compute dtype float32, 2 steps per compiled chunk"
+    one = run_summary(TOY, [("toy", TOY)], label="variant toy", batch_size=4, seq_len=32, start_step=0, end_step=1,
+                      total_steps=1, steps_per_chunk=1, devices=1, processes=1, backend="cpu", dtype="float32")
+    assert summary_lines(one)[2].endswith(", 1 step per compiled chunk")  # was "1 steps per compiled chunk"
 
 
 def test_console_script_leaves_an_interrupted_run_with_os_exit_130(monkeypatch):

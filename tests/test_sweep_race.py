@@ -453,6 +453,32 @@ def test_best_config_paths_are_relative_to_the_file_and_move_with_it(tmp_path, m
     assert AdaptSettings.load(config_file=tmp_path / "cfg" / "cwd.json").backbone == "checkout/runs/base"
 
 
+def test_a_moved_config_file_names_the_file_its_missing_paths_were_read_relative_to(tmp_path):
+    # pawn adapt --config /tmp/x/best_config.json (a best_config.json copied away from the runs it
+    # names) said "BACKBONE ../tiny/variants/large: no such checkpoint directory", not that the
+    # path is read relative to the file.
+    import subprocess
+    import sys
+
+    (tmp_path / "x").mkdir()
+    conf = tmp_path / "x" / "best_config.json"
+    conf.write_text(json.dumps({"backbone": "../tiny/variants/large", "strategy": "lora", "data": "games.pgn"}))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "pawn.cli", "adapt", *a], cwd=tmp_path, capture_output=True,
+                                    text=True, timeout=300)
+    r = run("--config", str(conf))
+    assert (r.returncode, r.stderr.strip()) == (1, (
+        f"error: BACKBONE ../tiny/variants/large (read relative to {conf}, as {tmp_path / 'tiny' / 'variants' / 'large'}, "
+        "nor found from the working directory): no such checkpoint directory, and not a Hugging Face Hub id (owner/name)"))
+    (tmp_path / "tiny" / "variants" / "large").mkdir(parents=True)  # found beside the file: the next path, --data
+    r = run("--config", str(conf))
+    assert (r.returncode, r.stderr.strip()) == (1, (
+        f"error: --data games.pgn (read relative to {conf}, as {tmp_path / 'x' / 'games.pgn'}, nor found from the "
+        "working directory): no such file or folder, and not a Hugging Face Hub id (owner/name)"))
+    r = run("../tiny/variants/large", "--config", str(conf))  # given on the command line: from the working directory
+    assert (r.returncode, r.stderr.strip()) == (1, "error: BACKBONE ../tiny/variants/large: no such checkpoint directory, "
+                                                   "and not a Hugging Face Hub id (owner/name)")
+
+
 def test_cli_unwritable_or_garbage_storage_is_one_line(tmp_path):
     from typer.testing import CliRunner
 

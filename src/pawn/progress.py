@@ -52,6 +52,12 @@ def is_terminal(stream: TextIO) -> bool:
     return Console(file=stream).is_terminal
 
 
+def counted(n: int, noun: str, plural: Optional[str] = None) -> str:
+    """``n`` and the noun that agrees with it: ``1 epoch``, ``2 epochs``, ``1,024 steps``
+    (``plural`` for an irregular one; default ``noun + "s"``)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def format_duration(seconds: Optional[float]) -> str:
     """``H:MM:SS`` (``?`` for None or a non-finite value)."""
     if seconds is None or seconds != seconds or seconds in (float("inf"), float("-inf")):

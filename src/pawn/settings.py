@@ -164,6 +164,7 @@ class _Settings(BaseSettings):
     # written to a JSON config snapshot); "lr: Input should be a finite number" at parse time.
     model_config = SettingsConfigDict(env_prefix="PAWN_", extra="forbid", validate_default=True, allow_inf_nan=False)
     _preset_fields: set = PrivateAttr(default_factory=set)
+    _config_path: Optional[Path] = PrivateAttr(default=None)  # the --config file load() read, if any
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
@@ -183,6 +184,7 @@ class _Settings(BaseSettings):
         try:
             obj = cls(**{k: v for k, v in cli.items() if v is not None})
             obj._preset_fields = set(_preset_filled.get())
+            obj._config_path = Path(config_file) if config_file else None
             return obj
         finally:
             _config_file.reset(token)
@@ -213,6 +215,23 @@ class _Settings(BaseSettings):
             extra = f.json_schema_extra if f is not None and isinstance(f.json_schema_extra, dict) else {}
             out[name] = ("flag", (extra.get("flag") or "--" + name.replace("_", "-")).split("/")[0])
         return out
+
+    def config_path_note(self, name: str) -> str:
+        """For an error about the path in field ``name``: ``" (read relative to FILE, as ABS, nor
+        found from the working directory)"`` when that value is a relative path the ``--config``
+        FILE gave (:func:`resolve_config_paths` looked beside the file, then from the working
+        directory), else ``""`` (a flag, a variable, an absolute path, no config file)."""
+        f = self._config_path
+        if f is None:
+            return ""
+        try:
+            raw = read_config_file(f).get(name)
+        except ConfigFileError:
+            return ""
+        if not isinstance(raw, str) or not raw or os.path.isabs(raw) or str(getattr(self, name, None)) != raw:
+            return ""
+        beside = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(f)), raw))
+        return f" (read relative to {f}, as {beside}, nor found from the working directory)"
 
 
 class SettingsError(UsageError):

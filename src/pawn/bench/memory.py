@@ -10,7 +10,7 @@ from typing import Any, Optional
 from pawn.errors import UsageError
 from pawn.bench.settings import BenchSettings, pretrain_optimizer
 from pawn.bench.section import Section, register
-from pawn.bench.report import _YES, BenchColumn, TableView
+from pawn.bench.report import _YES, BenchColumn, TableView, size_text
 
 
 @dataclass
@@ -100,14 +100,16 @@ def bench_memory(s: BenchSettings) -> MemoryResult:
 # memory: three compilations of 10–25 s (toy to large supernet).
 def view(m) -> TableView:
     """The printed table of the section (:class:`pawn.bench.report.TableView`)."""
-    dev_cols = [BenchColumn(f"fits {d['name'].split(' (')[0]}", _YES.__getitem__) for d in m.named_devices]
+    # every size in binary units (a device sold as "80 GB" is 74.5 GiB); the note names the devices
+    dev_cols = [BenchColumn(f"fits {size_text(d['bytes'])}", _YES.__getitem__) for d in m.named_devices]
     cap = m.this_device["bytes"]
-    here = BenchColumn(f"fits here ({cap / 2**30:.0f} GiB)" if cap else "fits here", lambda x: x if isinstance(x, str) else _YES[x])
+    here = BenchColumn(f"fits here ({size_text(cap)})" if cap else "fits here", lambda x: x if isinstance(x, str) else _YES[x])
     v = TableView(f"compiled train-step memory: {m.model}, batch {m.batch_size} × seq {m.seq_len} ({m.compute_dtype}), "
                   f"K = {m.steps_per_chunk}, accumulation {m.accumulation_steps}, per device ({m.backend})",
-                  ["remat", "attention", "temp_gib", "argument_gib", "output_gib", "alias_gib", "peak_gib", "chunk_compile_s",
+                  ["remat", "attention", "temp_bytes", "argument_bytes", "output_bytes", "alias_bytes", "peak_bytes", "chunk_compile_s",
                    *dev_cols, here],
-                  notes=[f"{m.source}; fits = peak ≤ {100 * (1 - m.headroom):.0f}% of the device; this device: {m.this_device['source']}"])
+                  notes=[f"{m.source}; fits = peak ≤ {100 * (1 - m.headroom):.0f}% of the device; this device: {m.this_device['source']}",
+                         "devices: " + ", ".join(f"{size_text(d['bytes'])} = {d['name']}" for d in m.named_devices)])
     for r in m.rows:
         v.rows.append({"remat": r.remat, "attention": r.attention, **r.estimate, "chunk_compile_s": r.compile_s,
                        **{c.label: r.fits[d["name"]] for c, d in zip(dev_cols, m.named_devices)},

@@ -29,6 +29,22 @@ def _range(m: Measurement, unit: str, digits: int = 0) -> str:
 _YES = {True: "yes", False: "no", None: "?"}
 
 
+def size_text(n: Optional[float]) -> str:
+    """A size in bytes written in the binary unit that fits it, three significant figures:
+    ``0 B``, ``512 B``, ``4.25 MiB``, ``186 MiB``, ``11.6 GiB`` (``—`` for None). Units are
+    powers of 1024 (IEC 60027-2: KiB, MiB, GiB, TiB)."""
+    if n is None:
+        return "—"
+    v, unit = float(n), "B"
+    for nxt in ("KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1023.5:  # 1023.7 MiB reads "1.00 GiB", not "1024 MiB"
+            break
+        v, unit = v / 1024, nxt
+    if unit == "B":
+        return f"{v:.0f} B"
+    return f"{v:.{2 if abs(v) < 9.995 else 1 if abs(v) < 99.95 else 0}f} {unit}"
+
+
 @dataclass(frozen=True)
 class BenchColumn:
     """A column of a ``pawn bench`` table: its header, whether it is left-aligned and how a value
@@ -51,8 +67,8 @@ COLUMNS: dict[str, BenchColumn] = {
     "chunk_compile_s": BenchColumn("compile s", lambda x: f"{x:.1f}"),
     "wall_s": BenchColumn("train wall s", lambda x: _n(x, 2)), "wait_s": BenchColumn("data wait s", lambda x: _n(x, 3)),
     "wait_frac": BenchColumn("wait fraction", lambda x: f"{100 * x:.1f}%"), "window_s": BenchColumn("window s", lambda x: _n(x, 2)),
-    # compiled memory (GiB per device)
-    **{f"{k}_gib": BenchColumn(f"{lab} GiB", lambda x: f"{x:.2f}")
+    # compiled memory (bytes per device, written in the unit that fits each value)
+    **{f"{k}_bytes": BenchColumn(lab, size_text)
        for k, lab in (("temp", "temp"), ("argument", "args"), ("output", "out"), ("alias", "alias"), ("peak", "peak"))},
     # throughputs (work / time)
     "rate": BenchColumn("rate (median)"), "rate_range": BenchColumn("rate min–max"),

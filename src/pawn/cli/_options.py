@@ -69,10 +69,17 @@ def _literal_choices(annotation: Any) -> tuple:
     return ()
 
 
+def _open_float(metadata: Sequence[Any], typ: Any) -> bool:
+    return typ is float and any(isinstance(m, annotated_types.Gt) for m in metadata)
+
+
 def _range(metadata: Sequence[Any], typ: Any) -> dict[str, Any]:
     """Click ``min``/``max`` from a field's ``ge``/``gt``/``le`` constraints (``gt`` only for
-    ints; a float ``gt`` is left to the model's validation)."""
+    ints). A float with ``gt`` gets no click range (click's help would show ``[x<=1.0]``, hiding
+    the open end): :func:`_range_text` writes it in the help and the model validates it."""
     out: dict[str, Any] = {}
+    if _open_float(metadata, typ):
+        return out
     for m in metadata:
         if isinstance(m, annotated_types.Ge):
             out["min"] = m.ge
@@ -81,6 +88,16 @@ def _range(metadata: Sequence[Any], typ: Any) -> dict[str, Any]:
         elif isinstance(m, annotated_types.Le):
             out["max"] = m.le
     return out
+
+
+def _range_text(metadata: Sequence[Any], typ: Any) -> str:
+    """`` Range (0, 1].`` / `` Greater than 0.`` for a float field with a ``gt`` constraint (and
+    an optional ``le``), in interval notation; ``""`` otherwise (click shows the other ranges)."""
+    if not _open_float(metadata, typ):
+        return ""
+    lo = next(m.gt for m in metadata if isinstance(m, annotated_types.Gt))
+    hi = next((m.le for m in metadata if isinstance(m, annotated_types.Le)), None)
+    return f" Range ({lo:g}, {hi:g}]." if hi is not None else f" Greater than {lo:g}."
 
 
 _SPEC_REFS = ((re.compile(r"\s*\((?:see )?spec\b[^()]*\)"), ""), (re.compile(r"\bspec(?: [\w.-]+)? §[\d.]+"), "the reference"),
@@ -148,12 +165,12 @@ def settings_parameters(model: type[BaseModel], exclude: Sequence[str] = ()) -> 
         else:
             typ = _cli_type(f.annotation)
         choices = _literal_choices(f.annotation)
-        extra = f" One of: {', '.join(map(str, choices))}." if choices else ""
+        extra = (f" One of: {', '.join(map(str, choices))}." if choices else "") + _range_text(f.metadata, typ)
         default = "" if f.is_required() or f.default is None else f" [default: {format_default(f.default)}]"
         if name in preset:
             default += f" (tiny supernet and toy model: {preset[name]})"
         # Escaped: Typer renders help as rich markup, which silently drops ``[default: …]``.
-        help_text = rich_escape(user_help(f"{field_help.get(name, f.description) or ''}{extra}{default} Env: {env_prefix}{name.upper()}."))
+        help_text = rich_escape(user_help(f"{field_help.get(name, f.description) or ''}{extra}{default} Env: {env_prefix}{name.upper()}{' (true = off)' if typ is bool and name.startswith('no_') else ''}."))
         flag = cli.get("flag") or ("--" + name.replace("_", "-") + (f"/--no-{name.replace('_', '-')}" if typ is bool else ""))
         callback = _CALLBACKS[cli["callback"]] if "callback" in cli else None
         opt = typer.Option(None, flag, help=help_text.strip(), show_default=False, callback=callback, **_range(f.metadata, typ))

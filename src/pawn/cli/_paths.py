@@ -58,15 +58,17 @@ def _first_part_is_local(path: str) -> bool:
     return bool(first) and Path(first).is_dir()
 
 
-def check_input(path: Optional[str | os.PathLike], flag: str, *, hub: bool = True, what: str = "file or folder") -> None:
-    """Refuse an input that names no local file or folder, before any work.
+def check_input(path: Optional[str | os.PathLike], flag: str, *, hub: bool = True, what: str = "file or folder",
+                note: str = "") -> None:
+    """Refuse an input that names no local file or folder, before any work. ``note`` follows the
+    path in the message (where it was read from: :meth:`pawn.settings._Settings.config_path_note`).
 
     A string shaped like a Hub id (``owner/name``…, when ``hub``) whose first component is not a
     local folder is left to the Hub; one whose first component is a local folder
     (``runs/tni/…``) is a mistyped local path.
 
     Raises:
-        PathCheckError: ``"<flag> <path>: no such <what> (did you mean <close>?)"``.
+        PathCheckError: ``"<flag> <path><note>: no such <what> (did you mean <close>?)"``.
     """
     if path is None:
         return
@@ -78,7 +80,7 @@ def check_input(path: Optional[str | os.PathLike], flag: str, *, hub: bool = Tru
     close = suggest_path(s)
     hint = f" (did you mean {close}?)" if close is not None else ""
     tail = "" if not hub or close is not None else ", and not a Hugging Face Hub id (owner/name)"
-    raise PathCheckError(f"{flag} {s}: no such {what}{hint}{tail}")
+    raise PathCheckError(f"{flag} {s}{note}: no such {what}{hint}{tail}")
 
 
 def check_output_dir(path: Optional[str | os.PathLike], flag: str = "--out") -> None:

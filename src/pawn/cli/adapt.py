@@ -10,6 +10,7 @@ import typer
 from pawn.cli._options import flag, settings_command
 from pawn.cli._output import Column, Output, TableReport, report_end, run_training
 from pawn.train.adapt_config import AdaptSettings
+from pawn.progress import counted
 
 DOC = (
     "Fine-tune a frozen backbone into a player model on Lichess games with an adapter (--strategy; "
@@ -65,8 +66,8 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     # checked before JAX is imported and the backbone loaded
     if cfg.resume is None:
         cfg.check_startable()
-        check_input(cfg.backbone, "BACKBONE", what="checkpoint directory")
-    check_input(cfg.data, "--data")
+        check_input(cfg.backbone, "BACKBONE", what="checkpoint directory", note=cfg.config_path_note("backbone"))
+    check_input(cfg.data, "--data", note=cfg.config_path_note("data"))
     check_output_dir(cfg.out)
     cfg = init_from_checkpoint(cfg, lambda line: typer.echo(line, err=True))
     from pawn.evaluate.loading import resolve_backbone
@@ -75,7 +76,7 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
 
     res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
                         resolve_backbone=resolve_backbone, sinks=report_sinks()), cfg.out, f"adapt-{cfg.strategy}-*")
-    if report_end(res, "val loss", f" ({res.total_steps // res.steps_per_epoch} epochs)"):
+    if report_end(res, "val loss", f" ({counted(res.total_steps // res.steps_per_epoch, 'epoch')})"):
         return
     from pawn.metrics import SCOPE_ALL
 

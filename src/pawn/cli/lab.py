@@ -13,7 +13,8 @@ from pawn.errors import UsageError
 
 def command(
     http: Annotated[Optional[str], typer.Option("--http", metavar="HOST:PORT", envvar="PAWN_LAB_HTTP", show_envvar=True,
-                                                help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")] = None,
+                                                help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: a free "
+                                                     "port; the address served is printed on stderr).")] = None,
     directory: Annotated[Optional[Path], typer.Option("--dir", envvar="PAWN_LAB_DIR", show_envvar=True,
                                                       help="The runs root: relative run paths are taken from it, and "
                                                       "every path a tool is given must resolve inside it (default: the "

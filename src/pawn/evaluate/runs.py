@@ -19,6 +19,7 @@ from pawn.data.layout import Layout
 from pawn.data.pgn_stream import pgn_files_in
 from pawn.errors import PawnError, UsageError
 from pawn.evaluate.settings import EvalSettings, GenerateSettings, ProbeSettings
+from pawn.progress import counted
 
 if TYPE_CHECKING:  # these import JAX/Equinox: imported where used, so input checks run without them
     from pawn.metrics_core import AccuracyReport
@@ -310,7 +311,7 @@ def probe_models(models: Sequence[LoadedModel], s: ProbeSettings, log: Log = lam
         cfg = probes.ProbeConfig(n_train_games=s.games, n_val_games=s.val_games, max_ply=plies, seed=s.seed, n_epochs=s.epochs, lr=s.lr,
                                  weight_decay=s.weight_decay, prepend_outcome=layout.prepend_outcome, probes=names, dtype=s.dtype,
                                  feature_cache_gb=s.feature_cache_gb)
-        log(f"{lm.name}: {s.games}/{cfg.val_games} games, max_ply {plies} ({source}), weight decay {s.weight_decay:g}, {s.epochs} epochs")
+        log(f"{lm.name}: {s.games}/{cfg.val_games} games, max_ply {plies} ({source}), weight decay {s.weight_decay:g}, {counted(s.epochs, 'epoch')}")
         t0 = time.perf_counter()
         res = probes.run_probes(lm.model, cfg, progress=progress(lm.name, s.epochs + 1))
         res["settings"]["max_ply_source"] = source

@@ -16,8 +16,10 @@ and stop runs, and :func:`serve` says so on stderr.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -109,22 +111,49 @@ def transport_security(host: str, allow_hosts: Sequence[str] = ()):
 
 
 def parse_http(spec: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``127.0.0.1:8765``, ``[::1]:8765``, ``:8765`` = localhost) → (host, port).
+    """``HOST:PORT`` (``127.0.0.1:8765``, ``[::1]:8765``, ``:8765`` = localhost; port 0 = a free
+    port the system picks) → (host, port).
 
     Raises:
-        UsageError: not HOST:PORT with a port in 1..65535 (names ``--http``).
+        UsageError: not HOST:PORT with a port in 0..65535 (names ``--http``).
     """
     host, sep, port = spec.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--http {spec!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise UsageError(f"--http {spec!r}: expected HOST:PORT with a port in 0..65535 (0 = any free port), "
+                         "e.g. 127.0.0.1:8765")
     host = host.strip("[]") or "127.0.0.1"
     return host, int(port)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (port 0: a free port the system picks) and listening.
+
+    Raises:
+        UsageError: the address cannot be bound (the port is taken, the host is not this machine's),
+            naming ``--http``.
+    """
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as e:
+        raise UsageError(f"--http {url_host(host)}:{port}: cannot listen there ({e.strerror or e})") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(2048)  # uvicorn's default backlog
+    except OSError as e:
+        sock.close()
+        taken = "; the port is taken (another server?), choose another or 0 for any free port" if e.errno == errno.EADDRINUSE else ""
+        raise UsageError(f"--http {url_host(host)}:{port}: cannot listen there ({e.strerror or e}){taken}") from None
+    return sock
 
 
 def serve(http: Optional[str] = None, root: Optional[os.PathLike | str] = None, allow_hosts: Sequence[str] = ()) -> None:
     """Run the lab server: over stdio (the default: an MCP client starts ``pawn lab``), or with
     ``http="HOST:PORT"`` as a streamable-HTTP server at ``http://HOST:PORT/mcp`` answering the
-    host names of :func:`transport_security` (``allow_hosts`` adds names). Served beyond loopback,
+    host names of :func:`transport_security` (``allow_hosts`` adds names). Over HTTP, once it
+    listens, one line on stderr gives the address served (``pawn lab: MCP over HTTP at
+    http://127.0.0.1:40123/mcp``; with port 0 the port the system picked); served beyond loopback,
     a warning on stderr says that the lab has no authentication.
 
     Args:
@@ -132,7 +161,7 @@ def serve(http: Optional[str] = None, root: Optional[os.PathLike | str] = None, 
 
     Raises:
         LabExtraMissing: the ``mcp`` package is not installed. UsageError: a bad ``http`` or
-            ``allow_hosts`` name.
+            ``allow_hosts`` name, or an address that cannot be bound (:func:`listen`).
     """
     hostport = parse_http(http) if http is not None else None
     security = transport_security(hostport[0], allow_hosts) if hostport is not None else None
@@ -140,10 +169,21 @@ def serve(http: Optional[str] = None, root: Optional[os.PathLike | str] = None, 
     if hostport is None:
         server.run("stdio")
         return
+    import anyio
+    import uvicorn
+
     host, port = hostport
+    sock = listen(host, port)
+    bound, port = sock.getsockname()[:2]
+    url = f"http://{url_host(bound)}:{port}/mcp"
     if not is_loopback(host):
-        print(f"warning: pawn lab serves http://{url_host(host)}:{port}/mcp without authentication: anyone who can "
+        print(f"warning: pawn lab serves {url} without authentication: anyone who can "
               f"reach this port can start, stop and read runs under {Path(root or os.getcwd()).resolve()}; serve it on "
               "127.0.0.1 (behind an authenticating proxy or an SSH tunnel) to keep it to this machine",
               file=sys.stderr, flush=True)
-    server.run("streamable-http", host=host, port=port, transport_security=security)
+    print(f"pawn lab: MCP over HTTP at {url} (runs under {Path(root or os.getcwd()).resolve()}; Ctrl-C stops)",
+          file=sys.stderr, flush=True)
+    # what server.run("streamable-http") does, on the socket bound above (its port known before serving)
+    app = server.streamable_http_app(transport_security=security, host=host)
+    config = uvicorn.Config(app, log_level=server.settings.log_level.lower())
+    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))

@@ -52,6 +52,7 @@ from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer,
 from pawn.train.memory import release_free_heap
 from pawn.train.pretrain import _data_source, _monitored, _validate
 from pawn.train.run import TrainingError, ValidationEvent, to_host
+from pawn.progress import counted
 
 ARRAY_FIELDS = frozenset({"lr", "weight_decay", "warmup_steps", "warmup_frac", "init_scale"})
 """Settings members of one population may differ in; everything else must be equal."""
@@ -381,7 +382,7 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
         val_due = lambda s: s % base.eval_interval == 0 or s == total  # noqa: E731
     else:
         val_due = lambda s: s % spe == 0 and ((s // spe) % base.val_every == 0 or s == total)  # noqa: E731
-    log(f"adapter population of {P} ({st.name}): {spe} steps per epoch x {base.epochs} epochs = {total} steps; "
+    log(f"adapter population of {P} ({st.name}): {counted(spe, 'step')} per epoch x {counted(base.epochs, 'epoch')} = {counted(total, 'step')}; "
         f"data seed {data_seed}")
     _record_member_splits(corpus, base, configs)
 

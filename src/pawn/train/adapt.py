@@ -32,7 +32,7 @@ from pawn.checkpoint import MODEL_FILE, CheckpointError, is_hub_id
 from pawn.data import split as split_record
 from pawn.data.lichess import LichessFilters, load_corpus
 from pawn.data.lichess_batches import GameBatches, ValidationBatches
-from pawn.progress import ProgressReporter
+from pawn.progress import ProgressReporter, counted
 from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
 from pawn.train.adapter_step import (BATCH_KEYS, VAL_FIELDS, BatchChunks, batch_dict, make_adapter_count, make_adapter_loss,
                                      make_validator)
@@ -516,7 +516,7 @@ def _build_data(cfg: AdaptSettings, resume_la, log: Callable[[str], None]) -> _D
     n_test = 0 if corpus.test is None else len(corpus.test)
     log(f"data: {len(corpus.train):,} training games, {len(corpus.val):,} validation games ({corpus.val_from})"
         + (f", {n_test:,} test games ({corpus.test_from})" if n_test else "") + "; "
-        f"{spe} steps per epoch × {cfg.epochs} epochs = {total} steps of {cfg.batch_size} games; data seed {data_seed}")
+        f"{counted(spe, 'step')} per epoch × {counted(cfg.epochs, 'epoch')} = {counted(total, 'step')} of {cfg.batch_size} games; data seed {data_seed}")
     for info in corpus.caches:  # the games the PGN parser skipped: one line (pawn data info names them all)
         line = info.stats.skipped_summary()
         if line:

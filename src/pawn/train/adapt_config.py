@@ -102,6 +102,8 @@ def _strategy_flag_fields(rows: dict[str, Strategy]) -> dict[str, tuple[Any, Any
             extra = [BeforeValidator(_int_literal)]
         meta = [] if sp["negated"] else list(info.metadata)  # constraints on the Optional: flags get click ranges
         typ = Annotated[Optional[ann], *meta, *extra] if meta or extra else Optional[ann]
+        if sp["negated"]:  # a --no-X flag of an on-by-default field X: say the default of X, not of "no X"
+            defaults = {k: "off" if v else "on" for k, v in defaults.items()}
         values = set(map(_shown, defaults.values()))
         if all(v is None for v in defaults.values()):
             shown = ""

@@ -25,7 +25,7 @@ from pawn import metrics_core
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
 from pawn.engine import random_games
 from pawn.model import REMAT_MODES, PAWNModel, resolve_dtype, sliced
-from pawn.progress import ProgressReporter
+from pawn.progress import ProgressReporter, counted
 from pawn.settings import PretrainConfig
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
 from pawn.train import distributed
@@ -222,7 +222,7 @@ def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainC
     candidates = list(REMAT_MODES) if cfg.remat == "auto" else [cfg.remat]
     label = f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
     log(f"plan: {label} ({param_count(stored_cfg):,} parameters), {cfg.total_steps:,} steps of {cfg.batch_size} games × "
-        f"{cfg.seq_len} tokens ({k} steps per compiled chunk), {n_dev} {jax.default_backend()} device(s), remat {cfg.remat}, "
+        f"{cfg.seq_len} tokens ({counted(k, 'step')} per compiled chunk), {n_dev} {jax.default_backend()} device(s), remat {cfg.remat}, "
         f"accumulation {cfg.accumulation_steps}")
     try:
         mode, est, info = check_step_memory(program, stored_cfg, k=k, batch_size=cfg.batch_size, seq_len=cfg.seq_len,

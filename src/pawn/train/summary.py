@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from pawn.config import ModelConfig, flops_per_token, param_count
+from pawn.progress import counted
 
 
 def run_summary(
@@ -83,7 +84,7 @@ def summary_lines(s: dict, memory: Optional[str] = None) -> list[str]:
         f"of {s['total_steps']:,} = {_si(s['tokens_this_run'])} tokens; {_si(s['flops_per_token'])} FLOPs/token "
         f"= {_si(s['flops_this_run'])} FLOPs in all",
         f"devices: {s['devices']} × {s['backend']} ({s['processes']} process{'es' if s['processes'] != 1 else ''}), "
-        f"compute dtype {s['dtype']}, {s['steps_per_chunk']} steps per compiled chunk",
+        f"compute dtype {s['dtype']}, {counted(s['steps_per_chunk'], 'step')} per compiled chunk",
     ]
     if memory is None and s.get("compiled_memory"):
         memory = memory_line(s["compiled_memory"])
