@@ -125,7 +125,7 @@ def _pretrain_settings(tmp_path: Path, **over) -> SweepSettings:
 
 def test_a_sweep_with_no_completed_trial_exits_1_after_the_table(tmp_path, monkeypatch):
     real = study_mod.run_sweep
-    monkeypatch.setattr(study_mod, "run_sweep", lambda s, log: real(s, log=log, runner=_FakeRunner()))
+    monkeypatch.setattr(study_mod, "run_sweep", lambda s, log, **kw: real(s, log=log, runner=_FakeRunner(), **kw))
     res = CliRunner().invoke(app, ["sweep", "--run-type", "pretrain", "--trials", "2", "--compilation-cache", "none",
                                    "--out", str(tmp_path / "sw"), "--json", str(tmp_path / "all.json")])
     assert res.exit_code == 1, res.output

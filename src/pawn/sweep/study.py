@@ -621,6 +621,8 @@ def _plan(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None]) -> 
     from pawn.train.walltime import plan_sweep
 
     command = getattr(runner, "command", None)
+    if getattr(runner, "base", None) is None:  # a runner without fixed settings (a spawned worker's): each trial reports its own
+        return
     try:
         if command == "pretrain":
             settings = PretrainConfig.load(**{**runner.base, "out": None, "resume": None})

@@ -210,7 +210,7 @@ def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elaps
 
 
 def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainConfig, k: int, n_dev: int,
-                  log: Callable[[str], None]) -> dict:
+                  log: Callable[[str], None], after_plan: Callable[[], None] = lambda: None) -> dict:
     """Compile the K-step chunk from shapes (nothing allocated) and refuse, in one line, a step
     whose XLA memory analysis exceeds the device (see :mod:`pawn.train.memory`); with
     ``remat = auto`` take the first of none, attention, full that fits. The program keeps the
@@ -224,6 +224,7 @@ def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainC
     log(f"plan: {label} ({param_count(stored_cfg):,} parameters), {cfg.total_steps:,} steps of {cfg.batch_size} games × "
         f"{cfg.seq_len} tokens ({counted(k, 'step')} per compiled chunk), {n_dev} {jax.default_backend()} device(s), remat {cfg.remat}, "
         f"accumulation {cfg.accumulation_steps}")
+    after_plan()  # the plan's wall time, under the plan line and before the compile
     try:
         mode, est, info = check_step_memory(program, stored_cfg, k=k, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
                                             remat_candidates=candidates, what="this training step", log=log)
@@ -364,11 +365,21 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     optimizer = make_optimizer(schedule, **cfg.optimizer_kwargs())
     dtype = None if cfg.dtype == "auto" else cfg.dtype
     start = int(resume_ck.training_state["step"]) if resume_ck is not None else 0
+    wall_lines: list[str] = []  # printed under the plan line (or here, for a reused program)
     K, wall = plan_pretrain(cfg, variants, dtype=jnp.dtype(resolve_dtype(dtype)).name, start_step=start,
-                            end_step=_end_step(cfg), k=K, cut="steps_per_chunk" not in cfg.user_set_fields, log=log)
+                            end_step=_end_step(cfg), k=K, cut="steps_per_chunk" not in cfg.user_set_fields,
+                            log=wall_lines.append)
+
+    def say_wall_time() -> None:
+        for line in wall_lines:
+            log(line)
+        wall_lines.clear()
+
     WallClockHook(None, stop, start_step=start, end_step=_end_step(cfg), estimate=wall, every_s=0, setup=True,
                   checkpoint_s_guess=checkpoint_seconds_guess(param_count(stored_cfg)), resumed_step=start or None)
-    program, compiled_memory = _pretrain_program(cfg, stored_cfg, variants, optimizer, schedule, dtype, K, n_dev, reuse, log)
+    program, compiled_memory = _pretrain_program(cfg, stored_cfg, variants, optimizer, schedule, dtype, K, n_dev, reuse, log,
+                                                 say_wall_time)
+    say_wall_time()
     plan = lambda start, end: {**_summary(cfg, stored_cfg, variants, start, end, K, n_dev, n_proc, dtype, compiled_memory),  # noqa: E731
                                "wall_time": wall.to_dict()}
     if dry_run:  # the plan and the memory check only: nothing trained, nothing written
@@ -434,7 +445,8 @@ def _result(cfg: PretrainConfig, run_dir: Path, outcome, trainer: Trainer, check
 
 
 def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, optimizer, schedule, dtype, k: int, n_dev: int,
-                      reuse: Optional["PretrainReuse"], log: Callable[[str], None]) -> tuple[TrainProgram, dict]:
+                      reuse: Optional["PretrainReuse"], log: Callable[[str], None],
+                      after_plan: Callable[[], None] = lambda: None) -> tuple[TrainProgram, dict]:
     """``(program, compiled-memory figures)``: the K-step chunk over ``variants``, memory-checked
     (:func:`_check_memory`), or with ``reuse`` the program of an earlier run with the same graph
     and shapes, this run's learning rates and weight decay as data (sweep trials, issue 15)."""
@@ -446,7 +458,7 @@ def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, op
         return shared[0].with_hyperparams(schedule, cfg.weight_decay), dict(shared[1])
     program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", make_mesh(),
                            cfg.accumulation_steps, weight_decay=cfg.weight_decay if reuse is not None else None)
-    compiled_memory = _check_memory(program, stored_cfg, cfg, k, n_dev, log)
+    compiled_memory = _check_memory(program, stored_cfg, cfg, k, n_dev, log, after_plan)
     if reuse is not None:
         reuse.programs[graph_key] = (program, dict(compiled_memory))
     return program, compiled_memory
