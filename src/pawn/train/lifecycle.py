@@ -139,24 +139,6 @@ request: ``timeout -s INT``, ``kill -INT -PGID`` and some job schedulers signal 
 its whole process group, so one request arrives twice within microseconds."""
 
 
-class _BurstTail:
-    """A signal handler left by :meth:`StopFlag.restore` for the rest of the burst window: a
-    signal before ``deadline`` (:func:`time.monotonic` seconds) is another copy of the one already
-    handled and is ignored; a later one reinstalls ``previous`` and is handled by it."""
-
-    def __init__(self, previous, deadline: float):
-        self.previous, self.deadline = previous, deadline
-
-    def __call__(self, signum, frame):
-        if time.monotonic() < self.deadline:
-            return
-        signal.signal(signum, self.previous)
-        if callable(self.previous):
-            self.previous(signum, frame)
-        elif self.previous == signal.SIG_DFL:
-            os.kill(os.getpid(), signum)
-
-
 class StopFlag:
     """SIGTERM/SIGINT set a flag that the loop checks between chunks; a later, second SIGINT
     stops at once.
@@ -287,14 +269,18 @@ class StopFlag:
         return None if self.signal_t is None else time.monotonic() - self.signal_t
 
     def restore(self) -> None:
-        """Reinstall the signal handlers that were active before this flag (idempotent)."""
+        """Reinstall the signal handlers that were active before this flag (idempotent); within
+        ``burst_window_s`` of a first signal, only once the window has passed (at most that long
+        a wait), so a late copy of it is still one request."""
         if self._timer is not None:
             self._timer.cancel()
-        left = None if self.signal_t is None else self._window - (time.monotonic() - self.signal_t)
+        left = 0.0 if self.signal_t is None else self._window - (time.monotonic() - self.signal_t)
+        if left > 0 and self._previous and not self._second:
+            # a burst copy can arrive after a quick stop has ended (its checkpoint written): within
+            # the window it is still the same request, so this flag takes it, not the previous handler
+            time.sleep(left)
         for sig, h in self._previous.items():
-            # a burst copy can arrive after the run has ended (its checkpoint written): within the
-            # window it is still the same request, so it must not reach the previous handler
-            signal.signal(sig, _BurstTail(h, time.monotonic() + left) if left is not None and left > 0 else h)
+            signal.signal(sig, h)
         self._previous = {}
         if self._wakeup is not None:
             w, old = self._wakeup
