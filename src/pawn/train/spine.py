@@ -27,7 +27,6 @@ data, the loss, the validation and their own checkpoint payload.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -395,16 +394,10 @@ def restore_chunk_records(run: Run, step: int, records: Optional[list]) -> int:
     written (a record of the same type at ``step`` already there is kept as it is)."""
     if not records or run.logger is None:
         return 0
-    have: set[tuple[str, int]] = set()
+    from pawn.runs import read_records  # the one reader of metrics.jsonl
+
     try:
-        with open(run.metrics_path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict) and isinstance(rec.get("step"), int):
-                    have.add((rec.get("type"), rec["step"]))
+        have = {(r.type, r.step) for r in read_records(run.metrics_path)[0] if r.step is not None}
     except OSError:
         return 0
     n = 0
