@@ -118,6 +118,29 @@ def test_eval_pgn_refuses_a_cut_zst(shared_data: Path, tmp_path: Path, tiny_back
     assert "Traceback" not in r.stderr and not (tmp_path / "e.json").exists()
 
 
+def test_a_plain_pgn_named_zst_is_named_at_byte_0_and_a_damaged_frame_by_its_start(shared_data: Path, tmp_path: Path):
+    """A file that is no zstd at all is refused at byte 0, not at the 256 KiB the decoder had read
+    when it gave up (the old message); a damaged second frame is named by where it starts."""
+    text = (shared_data / "lichess" / DUMP).read_bytes()
+    assert len(text) > 300_000  # longer than one decoder step
+    f = tmp_path / "games.pgn.zst"
+    f.write_bytes(text)
+    r = _pawn("data", "info", str(f), "--cache-dir", str(tmp_path / "c"), "--min-ply", "1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"error: {f}: cannot decode it as zstd: it does not start with the zstd magic number (28 b5 2f fd at byte 0; " \
+           f"it starts with 5b 45 76 65): not a zstd file" in r.stderr, r.stderr
+    assert "262,144" not in r.stderr and "Traceback" not in r.stderr and _cache_entries(tmp_path / "c") == []
+
+    half = len(text) // 2
+    one, two = zstandard.ZstdCompressor().compress(text[:half]), bytearray(zstandard.ZstdCompressor().compress(text[half:]))
+    two[len(two) // 2: len(two) // 2 + 64] = bytes(64)
+    g = tmp_path / "two.pgn.zst"
+    g.write_bytes(one + bytes(two))
+    r = _pawn("data", "info", str(g), "--cache-dir", str(tmp_path / "c"), "--min-ply", "1")
+    assert r.returncode == 1 and f"error: {g}: cannot decode it as zstd: the frame that starts at byte {len(one):,} is damaged" \
+        in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("suffix", [".gz", ".bz2"])
 def test_cut_gz_and_bz2_are_refused_too(shared_data: Path, tmp_path: Path, suffix: str):
     import bz2

@@ -58,14 +58,24 @@ def test_pretrain_cli_syncs_checkpoints_metrics_and_config_byte_for_byte(hub, tm
     assert ckpts == local and {k.split("/")[2] for k in ckpts} == {"step_00000002", "step_00000004"}
     assert all(f"tiny/checkpoints/{s}/.complete" in ckpts for s in ("step_00000002", "step_00000004"))
     assert remote["tiny/config.json"] == (run / "config.json").read_bytes()
-    # metrics.jsonl: the closing sync sent every line written before it (all train records); the
-    # local file then gains only the hub records written at close and the end record.
+    # metrics.jsonl: the closing sync runs after the end record is written, so the bucket's copy
+    # holds every train record and the end record (a bucket copy without it read as a run still
+    # going); the local file then gains only hub records (the push outcomes, recorded at close).
     full = (run / "metrics.jsonl").read_bytes()
     sent = remote["tiny/metrics.jsonl"]
     assert full.startswith(sent) and sent.endswith(b"\n")
-    assert [r["step"] for r in map(json.loads, sent.splitlines()) if r["type"] == "train"] == [2, 4]
+    sent_recs = [json.loads(x) for x in sent.splitlines()]
+    assert [r["step"] for r in sent_recs if r["type"] == "train"] == [2, 4]
+    assert [r["type"] for r in sent_recs].count("end") == 1 and sent_recs[-1]["type"] in ("end", "hub")
     tail = [json.loads(x) for x in full[len(sent):].splitlines()]
-    assert [r["type"] for r in tail][-1] == "end" and {r["type"] for r in tail[:-1]} == {"hub"}
+    assert {r["type"] for r in tail} == {"hub"} and tail[-1]["path_in_bucket"] == "tiny/metrics.jsonl"
+    from pawn.runs import open_run
+
+    back = tmp_path / "back-run"
+    back.mkdir()
+    (back / "metrics.jsonl").write_bytes(sent)
+    (back / "config.json").write_bytes(remote["tiny/config.json"])
+    assert open_run(back).status.state == "complete"  # the bucket copy reads as a finished run
     recs = [r for r in read_metrics(run / "metrics.jsonl") if r["type"] == "hub"]
     assert [(r["step"], r["status"], r["path_in_bucket"]) for r in recs] == [
         (2, "pushed", "tiny/checkpoints/step_00000002"), (4, "pushed", "tiny/checkpoints/step_00000004"),

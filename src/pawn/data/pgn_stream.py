@@ -54,6 +54,10 @@ def codec_of(path: os.PathLike | str) -> Optional[str]:
     return COMPRESSED_SUFFIXES.get(Path(path).suffix.lower())
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+"""The first four bytes of a zstd frame (RFC 8878 §3.1.1, little-endian 0xFD2FB528)."""
+
+
 class _ZstdFrames:
     """A zstd file decoded frame by frame (``zstandard``'s ``decompressobj``, one per frame), as a
     readable stream that refuses a file ending inside a frame: ``stream_reader`` hands back the
@@ -66,7 +70,8 @@ class _ZstdFrames:
 
     ``read(n)`` returns up to ``n`` decoded bytes (b"" at the end) and raises :class:`DataError`
     naming the file and the byte offsets (counted from 0) of the cut frame when the file ends
-    inside one; decoding errors come as ``zstandard.ZstdError``.
+    inside one, of the damaged frame when one cannot be decoded, and byte 0 when the file is
+    not zstd at all (no magic number there).
     """
 
     IN_BYTES = 256 << 10
@@ -93,7 +98,16 @@ class _ZstdFrames:
             return
         if self.frame is None:
             self.frame, self.frame_start = self.dctx.decompressobj(), self.consumed
-        out = self.frame.decompress(data)
+        try:
+            out = self.frame.decompress(data)
+        except Exception as e:  # zstandard.ZstdError: name the frame, not how far the read had got
+            if type(e).__name__ != "ZstdError":
+                raise
+            magic = self.frame_start == 0 and not data.startswith(ZSTD_MAGIC)
+            raise DataError(f"{self.path}: cannot decode it as zstd: " + (
+                f"it does not start with the zstd magic number ({ZSTD_MAGIC.hex(' ')} at byte 0; it starts with "
+                f"{data[:4].hex(' ') or 'nothing'}): not a zstd file, whatever its name" if magic else
+                f"the frame that starts at byte {self.frame_start:,} is damaged ({e})")) from None
         if out:
             self.out.append(out)
             self.have += len(out)

@@ -756,10 +756,8 @@ def _rosa_warmup(r: _AdaptRun, mb: _ModelSetup, stop: StopFlag, reuse: Optional[
         is_main=r.is_main, programs=None if reuse is None else reuse.programs, program_key=("rosa-warmup", *prog.graph_key))
     if wo.reason != "completed":
         stop.restore()
-        if r.hub is not None:
-            r.hub.close(log)
         spent = _spent(mb, 0, wo.warmup_step)
-        run.finish(data.schedule, 0, wo.reason, signal=stop.requested, compute=spent)
+        run.finish(data.schedule, 0, wo.reason, signal=stop.requested, compute=spent, pushes=r.hub)
         return AdaptResult(run.run_dir, None, None, None, 0, wo.reason, mb.st.name, mb.n_trainable, data.spe, data.total,
                            r.baseline, extra={"rosa_warmup_step": wo.warmup_step}, compute=spent)
     mb.model = wo.model

@@ -797,14 +797,17 @@ class Run:
         return self.logger.elapsed if self.logger else 0.0
 
     def finish(self, schedule, step: int, reason: str, signal: Optional[str] = None,
-               compute: Optional[dict] = None) -> None:
+               compute: Optional[dict] = None, pushes: Optional["Hook"] = None) -> None:
         """Write ``schedule_health.json``, the ``end`` record (``step``, ``reason``: spec §1.10
         stop reason, ``total_steps``, for a ``sigterm`` stop ``signal``: the signal really
         received, ``"SIGINT"`` or ``"SIGTERM"``, and ``compute``: what the run spent over all its
         segments, ``{"optimizer_steps": step}`` updated with ``compute`` —
         :attr:`pawn.runs.Run.compute`; :mod:`pawn.runs` reads a run's status from it) and close the
-        metrics log and its sinks. A failure here is a one-line warning: it never hides the run's
-        own outcome."""
+        metrics log and its sinks. ``pushes`` (the ``--push-to-hub`` / ``--push-to-bucket`` hook) is
+        closed between the two: its bounded wait drains the uploads after the ``end`` record is
+        written, so a bucket's closing sync of ``metrics.jsonl`` holds it, and the outcomes still
+        go into the log (``hub`` records after ``end``). A failure here is a one-line warning: it
+        never hides the run's own outcome."""
         try:
             if self.is_main:
                 health = write_schedule_health(self.run_dir / "schedule_health.json", schedule, step, reason)
@@ -813,10 +816,15 @@ class Run:
                     self.logger.write("end", step=step, reason=reason, total_steps=health.get("planned_total_steps"),
                                       completion_ratio=health.get("completion_ratio"),
                                       compute={"optimizer_steps": int(step), **(compute or {})}, **extra)
+        except OSError as e:
+            self.log(f"WARNING: could not write {self.run_dir / 'schedule_health.json'} or the end record ({e.strerror or e})")
+        try:
+            if pushes is not None:  # never raises (a push problem is one warning)
+                pushes.close(self.log)
             if self.logger:
                 self.logger.close()
         except OSError as e:
-            self.log(f"WARNING: could not write {self.run_dir / 'schedule_health.json'} or close the metrics ({e.strerror or e})")
+            self.log(f"WARNING: could not close the metrics log {self.metrics_path} ({e.strerror or e})")
         finally:
             self.release()
 
@@ -826,8 +834,8 @@ class HubHook(Hook):
     :class:`pawn.hub.push.HubPushHook`: every :class:`CheckpointEvent` is queued with the
     background uploader (never blocking a step), which holds it until the ``train`` record of its
     step is written (it is also one of the run's record sinks) and writes each push outcome as a
-    ``hub`` record. :meth:`close` waits (bounded) for in-flight uploads; call it before
-    :meth:`Run.finish` closes the metrics file.
+    ``hub`` record. :meth:`close` waits (bounded) for in-flight uploads; :meth:`Run.finish`
+    calls it (``pushes=``) after the ``end`` record and before it closes the metrics file.
 
     Used by ``pawn pretrain`` and ``pawn adapt`` (``--push-to-hub``).
     """

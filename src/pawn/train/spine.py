@@ -355,11 +355,10 @@ def run_loop(trainer: Trainer, run: Run, state: Any, chunks: Any, *, hub: Option
                             f"last complete checkpoint: {trainer.checkpointer.last}") from None
     finally:
         chunks.close()
-        if hub is not None:  # drain pending uploads (bounded wait) before the metrics log closes
-            hub.close(log)
         end_step = trainer.step if trainer.step is not None else start_step
+        # the pushes drain (bounded wait) after the end record and before the metrics log closes
         run.finish(schedule, end_step, trainer.reason or "exception", signal=stop.requested if stop is not None else None,
-                   **({"compute": compute(end_step)} if compute is not None else {}))
+                   pushes=hub, **({"compute": compute(end_step)} if compute is not None else {}))
 
 
 # ============================================================================ records
