@@ -596,6 +596,7 @@ def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None
         adapter sweep without ``steps_per_epoch``): then one line says each trial's plan gives it.
     """
     from pawn.config import flops_per_token
+    from pawn.progress import counted
 
     if command == "pretrain":
         _, variants = settings.model_configs()
@@ -622,7 +623,8 @@ def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None
     hint = accelerator_hint(model, fpt, flops_per_step * trials * steps)
     if hint:
         advice.append(hint)
-    for line in est.lines(f"this sweep ({trials} trials × {steps:,} steps, at most: pruned trials end sooner)", advice,
+    for line in est.lines(f"this sweep ({counted(trials, 'trial')} × {counted(steps, 'step')}; each trial's compile, data loading and validations come on top, "
+                          f"pruned trials end sooner)", advice,
                           tail="each trial's own plan follows at its start"):
         log(line)
     return est
