@@ -158,3 +158,46 @@ def test_a_resumed_runs_config_json_refed_does_not_rewind_it(tmp_path):
     with pytest.raises(TrainingError, match="already holds this run"):
         quiet(PretrainConfig.load(config_file=out / "config.json"))
     assert max(r["step"] for r in read_metrics(out / "metrics.jsonl") if r["type"] == "train") == 4
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_started_over_not_resumed(tmp_path):
+    """The advice for a directory whose run wrote no checkpoint: while it runs, that another
+    process is writing it; once it is dead (a kill, a double Ctrl-C), --overwrite — never
+    --resume RUN, which has nothing to continue (the old advice)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    args = [*ARGS, "--total-steps", "100000", "--checkpoint-every", "100000", "--checkpoint-every-minutes", "0",
+            "--out", str(out)]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PAWN_LOG_EVERY_S": "0"}
+    p = subprocess.Popen([sys.executable, "-m", "pawn.cli", *args], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while '"type": "train"' not in ((out / "metrics.jsonl").read_text() if (out / "metrics.jsonl").exists() else ""):
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() is not None else "timeout"
+            time.sleep(0.2)
+        live = CliRunner().invoke(app, args)
+        assert live.exit_code == 1, live.output
+        errors = [ln for ln in live.output.splitlines() if ln.startswith("error: ")]
+        assert errors == [f"error: --out {out}: another pawn process (pid {p.pid}) is writing this run directory now "
+                          "(no checkpoint yet); wait for it to end, or choose another --out"], live.output
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(60)
+    assert not (out / "checkpoints").exists() or not any((out / "checkpoints").glob("step_*"))
+    dead = CliRunner().invoke(app, args)
+    assert dead.exit_code == 1, dead.output
+    (line,) = [ln for ln in dead.output.splitlines() if ln.startswith("error: ")]
+    assert "wrote no complete checkpoint" in line and "nothing to resume" in line and "--overwrite" in line, line
+    assert "--resume" not in line, line
+    resumed = CliRunner().invoke(app, [*ARGS, "--resume", str(out), "--out", str(out)])
+    assert resumed.exit_code != 0  # what the old advice led to
+    again = CliRunner().invoke(app, [*args[:-4], "--total-steps", "4", "--checkpoint-every", "4", "--out", str(out), "--overwrite"])
+    assert again.exit_code == 0, again.output
+    assert f"moved the old run in {out} aside" in again.output
+    assert (out / "checkpoints" / "step_00000004" / ".complete").is_file()

@@ -158,6 +158,15 @@ def check_run_dir(
         )
     step = _newest_step(run_dir)
     what = f"checkpoints up to step {step}" if step is not None else ", ".join(markers)
+    if step is None:  # running, or stopped (a double Ctrl-C, a kill) before its first checkpoint
+        writer = _writer_now(run_dir)
+        if writer is not None:
+            raise RunDirError(f"--out {run_dir}: {writer} is writing this run directory now (no checkpoint yet); wait for "
+                              "it to end, or choose another --out")
+        raise RunDirError(
+            f"--out {run_dir} holds a run that wrote no complete checkpoint ({what}), so there is nothing to resume; "
+            "add --overwrite to start it over (the old run is moved aside, not deleted), or choose another --out"
+        )
     if _same_run(_stored_run_config(run_dir), new_config, ignored_fields):
         raise RunDirError(
             f"--out {run_dir} already holds this run ({what}), e.g. its config.json re-fed with --config; "
@@ -239,6 +248,31 @@ class RunDirLock:
     def release(self) -> None:
         """Drop the lock (idempotent)."""
         self._finalizer()
+
+
+def _writer_now(run_dir: Path) -> Optional[str]:
+    """``"another pawn process (pid N)"`` when another process holds the run directory's lock
+    (:class:`RunDirLock`) at this moment, else None (no holder, this process's own lock, or the
+    directory cannot be opened). The probe lock is dropped at once."""
+    try:
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) in _HELD:  # this process's own run
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            holder = _lock_holder(fd)
+            return f"another pawn process (pid {holder})" if holder else "another pawn process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _lock_holder(fd: int) -> Optional[int]:
