@@ -342,7 +342,7 @@ def test_a_field_tagged_recipe_shows_in_the_pushed_card_with_no_list_edited(hub,
     assert "| `lr` | 0.001 |" in card and "| `variant` | toy |" in card and "| `total_steps` | 8 |" in card
     assert "| `out` |" not in card and "| `push_to_hub` |" not in card  # recorded, not tagged
     # an adapter run's card shows the same rows as before the tags (the old list's adapter fields)
-    s = AdaptSettings.model_construct()
+    s = AdaptSettings.load(strategy="lora")  # a run's config: lr is the strategy's, never unset
     text = model_card(mcfg, run_config=s.model_dump(mode="json"), recipe_fields=fields_with(AdaptSettings, RECIPE))
     shown = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `")} - {*mcfg.to_json_dict(), "head_dim", "parameters"}
     assert shown == {"batch_size", "seq_len", "lr", "lr_schedule", "warmup_frac", "min_lr_ratio", "weight_decay", "beta1",

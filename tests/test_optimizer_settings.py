@@ -16,6 +16,8 @@ optimizer and schedule values:
 from __future__ import annotations
 
 import json
+import typing
+from typing import Optional
 from pathlib import Path
 
 import pytest
@@ -79,10 +81,13 @@ def test_one_declaration_of_each_optimizer_field():
     assert list(OptimizerSettings.model_fields) == OPTIMIZER_FIELDS
     for name in OPTIMIZER_FIELDS:
         p, a, o = PretrainConfig.model_fields[name], AdaptSettings.model_fields[name], OptimizerSettings.model_fields[name]
-        assert p.annotation == a.annotation == o.annotation, name
+        # adapt's lr may be unset (None: the strategy's own default, resolved when the config is built)
+        assert p.annotation == o.annotation == (a.annotation if name != "lr" else typing.get_args(a.annotation)[0]), name
+        assert name != "lr" or a.annotation == Optional[float]
         assert p.metadata == a.metadata == o.metadata, name  # one range per field
     differ = sorted(n for n in OPTIMIZER_FIELDS if PretrainConfig.model_fields[n].default != AdaptSettings.model_fields[n].default)
-    assert differ == ["beta2", "min_lr_ratio", "weight_decay"]
+    assert differ == ["beta2", "lr", "min_lr_ratio", "weight_decay"]
+    assert AdaptSettings.model_fields["lr"].default is None
 
 
 @pytest.mark.parametrize("cls", [PretrainConfig, AdaptSettings])

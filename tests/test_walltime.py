@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from pawn.cli import app
@@ -210,3 +211,33 @@ def test_clock_checkpoints_are_at_most_the_interval_apart():
                                                                             chunk_wall_s=chunk_min * 60.0, tokens=1,
                                                                             includes_compile=False)))
         assert saved == want, (chunk_min, saved)
+
+
+@pytest.mark.slow  # one tiny RoSA run through the CLI
+def test_a_rosa_plan_counts_its_warm_up_and_mask_batches(tmp_path, tiny_backbone, shared_data):
+    """The RoSA family runs --rosa-warmup-steps warm-up steps and --mask-samples gradient batches
+    before its main steps; the plan counted the main steps only (2 where 7 batches ran)."""
+    r = CliRunner().invoke(app, ["adapt", str(tiny_backbone), "--strategy", "rosa", "--data", str(shared_data / "lichess"),
+                                 "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4", "--seq-len", "32",
+                                 "--val-games", "8", "--rosa-warmup-steps", "3", "--mask-samples", "2", "--data-seed", "7",
+                                 "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output
+    plan = next(ln for ln in r.output.splitlines() if ln.startswith("expected wall time on this device: this run"))
+    assert plan.startswith("expected wall time on this device: this run (2 main steps + 3 RoSA warm-up steps + "
+                           "2 mask-scoring batches; compile and validation not counted) ≈ "), plan
+    assert "(7 steps of ≈ " in plan, plan
+    assert "spent 5 optimizer steps (2 main + 3 RoSA warm-up) and 2 mask-scoring batches: 7 gradient batches" in r.output
+
+
+def test_a_rosa_sweep_plan_counts_each_trials_warm_up_and_mask_batches(tiny_backbone):
+    from pawn.config import ModelConfig
+    from pawn.train.adapt_config import AdaptSettings
+    from pawn.train.walltime import plan_sweep
+
+    lines: list[str] = []
+    cfg = AdaptSettings.load(strategy="retro-sparse", epochs=1, steps_per_epoch=2, rosa_warmup_steps=3, mask_samples=2,
+                             batch_size=4, seq_len=32)
+    est = plan_sweep(2, "adapt", cfg, backbone_config=ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64), log=lines.append)
+    assert est is not None and est.steps == 2 * 7
+    assert lines[0].startswith("expected wall time on this device: this sweep (2 trials × 7 steps (each: 3 RoSA warm-up "
+                               "steps and 2 mask-scoring batches, then the main steps); "), lines[0]

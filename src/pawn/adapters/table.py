@@ -86,6 +86,10 @@ class Strategy:
         order: the row's place in the table (``--list-strategies``, the ``--strategy`` help, the
             sweep's strategy list): ascending, ties in registration order; the built-in rows use
             10, 20, …, a row without one goes last.
+        lr: the peak learning rate ``pawn adapt`` uses for this strategy when ``--lr`` is not
+            given (the built-in rows' values are the lowest mean validation loss of a grid sweep
+            over three seeds, ``benchmarks/adapter_lr.py``; a row without one takes the shared
+            optimizer default, 3e-4).
     """
 
     name: str
@@ -100,6 +104,7 @@ class Strategy:
     random_init: bool = field(kw_only=True)
     space: Mapping[str, SpaceEntry] = field(kw_only=True, default_factory=dict)
     order: int = field(kw_only=True, default=1000)
+    lr: float = field(kw_only=True, default=3e-4)
 
     def defaults(self) -> dict:
         """Default settings as a JSON-able dict."""
@@ -161,7 +166,7 @@ def register(row: Strategy) -> Strategy:
             pydantic model or has a field without a description (its help text), a ``module``
             that is not an :class:`~pawn.adapters.base.Adapter`, a non-bool ``random_init``,
             a sweep-space name that is no setting of the strategy or an entry that is not a
-            :class:`Choice` / :class:`FloatRange` / :class:`IntRange`, or a ``pawn adapt``
+            :class:`Choice` / :class:`FloatRange` / :class:`IntRange`, an ``lr`` outside (0, 1), or a ``pawn adapt``
             setting name that another strategy declares with another type.
     """
     where = f"adapter strategy {row.name!r}"
@@ -175,6 +180,8 @@ def register(row: Strategy) -> Strategy:
         raise TypeError(f"{where}: module must be an Adapter subclass, got {row.module!r}")
     if not isinstance(row.random_init, bool):
         raise TypeError(f"{where}: random_init must be True or False")
+    if isinstance(row.lr, bool) or not isinstance(row.lr, (int, float)) or not 0 < row.lr < 1:
+        raise TypeError(f"{where}: lr must be a learning rate in (0, 1), got {row.lr!r}")
     undocumented = [f for f, info in row.settings.model_fields.items() if not (info.description or "").strip()]
     if undocumented:
         raise TypeError(f"{where}: settings field(s) {undocumented} have no description (the pawn adapt help text)")

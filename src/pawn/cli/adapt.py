@@ -40,10 +40,11 @@ def strategy_report(cfg: Optional[AdaptSettings] = None) -> TableReport:
     cfg = cfg if cfg is not None else AdaptSettings.model_construct()
     rep = TableReport("adapter strategies", [Column("strategy", justify="left"), Column("trains", justify="left"),
                                              Column("parameters", justify="left"), Column("mergeable", justify="left"),
-                                             Column("settings pawn adapt uses", justify="left")])
+                                             Column("lr", justify="right"), Column("settings pawn adapt uses", justify="left")])
     for row in STRATEGIES.values():
         used = row.parse(cfg.strategy_settings(row.name)).model_dump(mode="json")
-        rep.add(row.name, row.trains, row.formula, "yes" if row.mergeable else "no",
+        lr = cfg.lr if "lr" in cfg.user_set_fields and cfg.lr is not None else row.lr  # --lr given: what this run would use
+        rep.add(row.name, row.trains, row.formula, "yes" if row.mergeable else "no", f"{lr:g}",
                 ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in used.items()))
     return rep
 

@@ -296,10 +296,15 @@ def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None]
     cfg = _fit_seq_len(cfg, mb, resume_la, log)
     data = _build_data(cfg, resume_la, log)
     start = int((resume_la.training_state or {}).get("step", 0)) if resume_la is not None else 0
+    phase = (0, 0)
+    if rosa.is_phased(mb.model) and mb.model.adapter.phase == rosa.PHASE_WARMUP:  # warm-up and masks still to run
+        s = mb.model.settings
+        done = mb.rosa_resume[0] if mb.rosa_resume is not None else 0
+        phase = (max(0, int(s.rosa_warmup_steps) - done), int(s.mask_samples))
     data.k, wall = plan_adapt(cfg, mb.model, trains_backbone=not mb.st.uses_backbone,
                               steps_per_epoch=data.spe,
                               start_step=start, end_step=data.total if cfg.pause_after_steps is None else min(data.total, cfg.pause_after_steps),
-                              k=data.k, cut="steps_per_chunk" not in cfg.user_set_fields, log=log)
+                              k=data.k, cut="steps_per_chunk" not in cfg.user_set_fields, log=log, phase_batches=phase)
     WallClockHook(None, stop, start_step=start, end_step=data.total, estimate=wall, every_s=0, setup=True,
                   checkpoint_s_guess=checkpoint_seconds_guess(mb.n_trainable), resumed_step=start or None)
     prog = _build_program(cfg, mb.model, data.schedule, reuse)
@@ -412,6 +417,8 @@ def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Opt
         (f" ({100.0 * n_trainable / max(n_backbone, 1):.2f}% of the {n_backbone:,}-parameter backbone {model.config.name})"
          if st.uses_backbone else f" (a {model.config.name} model trained from scratch)") +
         (f", {n_movable:,} movable (the loss never reaches {n_trainable - n_movable:,} of them)" if n_movable != n_trainable else ""))
+    if "lr" not in cfg.user_set_fields and cfg.lr == st.lr:
+        log(f"lr {cfg.lr:g}: strategy {st.name}'s own default (--lr sets another)")
     unused = cfg.unused_strategy_fields()
     if unused:
         log(f"WARNING: strategy {st.name} does not use {', '.join('--' + f.replace('_', '-') for f in unused)} (ignored)")

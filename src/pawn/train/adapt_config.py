@@ -123,6 +123,9 @@ class _AdaptHead(OptimizerSettings, RunOutputSettings):
     variant: Optional[str] = Field(None, description="For a supernet backbone: the nested variant to adapt (small, base, large).", json_schema_extra=facts(RECIPE))
     strategy: Optional[str] = Field(None, description=f"Adapter strategy (see --list-strategies): {', '.join(STRATEGIES)}.")
     seed: int = Field(0, ge=0, description="Adapter initialisation seed (LoRA A, bottleneck down, specialized_clm weights).", json_schema_extra=facts(RECIPE))
+    lr: Optional[float] = OptimizerSettings.default_for(
+        "lr", None, description="Peak learning rate; default: the strategy's own (the lr column of --list-strategies, measured per "
+                                "strategy on a trained backbone).")
 
 
 STRATEGY_FLAGS: dict[str, tuple[Any, Any]] = _strategy_flag_fields(STRATEGIES)
@@ -216,6 +219,8 @@ class AdaptSettings(_StrategySettings):
                 row.parse(self.strategy_settings(self.strategy))
             except Exception as e:  # AdapterConfigError: one line naming the strategy and field
                 raise ValueError(str(e)) from None
+            if self.lr is None:  # the strategy's default, resolved here so config.json records it; not user-set
+                object.__setattr__(self, "lr", row.lr)
         return self
 
     # ------------------------------------------------------------------ resolved values

@@ -544,13 +544,16 @@ def plan_pretrain(cfg, variants, *, dtype: str, start_step: int, end_step: int, 
 
 
 def plan_adapt(cfg, model, *, trains_backbone: bool, steps_per_epoch: int, start_step: int, end_step: int, k: int, cut: bool,
-               log: Callable[[str], None], measure: Callable[[str], float] = measure_matmul_rate) -> tuple[int, WallTimeEstimate]:
+               log: Callable[[str], None], measure: Callable[[str], float] = measure_matmul_rate,
+               phase_batches: tuple[int, int] = (0, 0)) -> tuple[int, WallTimeEstimate]:
     """:func:`plan_pretrain` for ``pawn adapt``: ``(steps per chunk, estimate)`` of an adapter run
     of ``model`` (the adapted model; its ``config`` is the backbone's) whose step costs
     :func:`adapter_flops_per_token` (``trains_backbone``: 6·N, else 4·N), checkpoints every
     validation (every ``eval_interval`` steps, else every ``val_every`` epochs of ``steps_per_epoch``),
     every ``cfg.checkpoint_interval`` steps or by the clock, chunks cut to ``cfg.checkpoint_every_minutes``
-    when ``cut``; the plan's lines logged."""
+    when ``cut``; the plan's lines logged. ``phase_batches``: the RoSA family's warm-up steps and
+    mask-scoring batches still to run before the main steps, each counted as one step's work (a
+    forward and backward pass over a batch) in the total and named in the plan line."""
     mcfg = model.config
     fpt = adapter_flops_per_token(mcfg, cfg.seq_len, trains_backbone=trains_backbone)
     rate = device_rate(f"adapter on {mcfg.name}", fpt, _dtype_name(cfg.dtype), measure=measure)
@@ -559,12 +562,21 @@ def plan_adapt(cfg, model, *, trains_backbone: bool, steps_per_epoch: int, start
     steps = max(0, end_step - start_step)
     firsts = [first_checkpoint_steps(start_step, end_step, every_steps=n, every_s=every_s, step_s=step_s, chunk_steps=new_k)
               for n in (cfg.checkpoint_interval, cfg.eval_interval or steps_per_epoch * cfg.val_every)]
-    est = WallTimeEstimate(steps, flops_per_step, new_k, min((f for f in firsts if f is not None), default=None), rate)
+    warm, masks = (max(0, int(x)) for x in phase_batches)
+    est = WallTimeEstimate(steps + warm + masks, flops_per_step, new_k, min((f for f in firsts if f is not None), default=None), rate)
     advice = ["fewer --epochs or --steps-per-epoch", "a smaller --batch-size or --seq-len"]
-    hint = accelerator_hint("adapter", fpt, flops_per_step * steps)
+    hint = accelerator_hint("adapter", fpt, flops_per_step * (steps + warm + masks))
     if hint:
         advice.append(hint)
-    for line in est.lines("this run (compile and validation not counted)", advice):
+    if warm or masks:
+        from pawn.progress import counted
+
+        advice.append("fewer --rosa-warmup-steps or --mask-samples")
+        what = (f"this run ({counted(steps, 'main step')} + {counted(warm, 'RoSA warm-up step')} + "
+                f"{counted(masks, 'mask-scoring batch', 'mask-scoring batches')}; compile and validation not counted)")
+    else:
+        what = "this run (compile and validation not counted)"
+    for line in est.lines(what, advice):
         log(line)
     return new_k, est
 
@@ -581,8 +593,9 @@ def _dtype_name(dtype: str) -> str:
 def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None, log: Callable[[str], None],
                measure: Callable[[str], float] = measure_matmul_rate) -> Optional[WallTimeEstimate]:
     """The expected wall time of a sweep before its first trial: ``trials`` × each trial's steps ×
-    the step time (:func:`device_rate`); pruned trials end sooner, so this is the most it takes
-    (one worker; ``--workers`` share the device). Logged as the plan's lines, with a WARNING past
+    the step time (:func:`device_rate`), the RoSA family's warm-up steps and mask-scoring batches
+    counted as steps: training steps only (each trial's compile, data loading and validations come
+    on top; pruned trials end sooner; one worker: ``--workers`` share the device). Logged as the plan's lines, with a WARNING past
     a day naming fewer ``--trials``, fewer steps per trial and an accelerator.
 
     Args:
@@ -598,6 +611,7 @@ def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None
     from pawn.config import flops_per_token
     from pawn.progress import counted
 
+    note = ""
     if command == "pretrain":
         _, variants = settings.model_configs()
         model = f"variant {settings.variant}" if settings.variant else f"supernet {settings.supernet or 'large'}"
@@ -611,11 +625,19 @@ def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None
             return None
         from pawn.adapters import get_strategy
 
+        from pawn.adapters.strategies.rosa import RoSAAdapter
+
         model = "adapter"
-        fpt = adapter_flops_per_token(backbone_config, settings.seq_len,
-                                      trains_backbone=not get_strategy(settings.strategy).uses_backbone)
+        row = get_strategy(settings.strategy)
+        fpt = adapter_flops_per_token(backbone_config, settings.seq_len, trains_backbone=not row.uses_backbone)
         steps = settings.epochs * settings.steps_per_epoch
         less = "fewer epochs or steps_per_epoch in --base-config"
+        if issubclass(row.module, RoSAAdapter):  # the warm-up and mask scoring run before each trial's steps
+            rs = row.parse(settings.adapter_settings())
+            phased = int(rs.rosa_warmup_steps) + int(rs.mask_samples)
+            steps += phased
+            note = f" (each: {rs.rosa_warmup_steps:,} RoSA warm-up steps and {rs.mask_samples:,} mask-scoring batches, then the main steps)"
+            less += f", or fewer rosa_warmup_steps / mask_samples ({phased:,} of each trial's steps are RoSA warm-up and mask scoring)"
     rate = device_rate(model, fpt, _dtype_name(settings.dtype), measure=measure)
     flops_per_step = float(fpt) * settings.batch_size * settings.seq_len
     est = WallTimeEstimate(trials * steps, flops_per_step, 0, None, rate)
@@ -623,7 +645,7 @@ def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None
     hint = accelerator_hint(model, fpt, flops_per_step * trials * steps)
     if hint:
         advice.append(hint)
-    for line in est.lines(f"this sweep ({counted(trials, 'trial')} × {counted(steps, 'step')}; each trial's compile, data loading and validations come on top, "
+    for line in est.lines(f"this sweep ({counted(trials, 'trial')} × {counted(steps, 'step')}{note}; each trial's compile, data loading and validations come on top, "
                           f"pruned trials end sooner)", advice,
                           tail="each trial's own plan follows at its start"):
         log(line)

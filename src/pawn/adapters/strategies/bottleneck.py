@@ -128,7 +128,7 @@ def build_bottleneck(s: BottleneckConfig, bb: PAWNModel, key) -> Bottleneck:
 
 ROW = register(Strategy(
     "bottleneck", "Houlsby down/hidden/up after attention and/or FFN of the selected layers",
-    "positions·L_sel·(2·d·bn + n_hidden·bn²)", BottleneckConfig, build_bottleneck, False, order=30,
+    "positions·L_sel·(2·d·bn + n_hidden·bn²)", BottleneckConfig, build_bottleneck, False, order=30, lr=3e-2,
     module=Bottleneck, random_init=True,
     space={"bottleneck_dim": choice(4, 8, 16, 32, 64, 128), "n_hidden": choice(0, 1, 2),
            "no_adapt_attn": choice(False, True), "no_adapt_ffn": choice(False, True)},

@@ -92,7 +92,7 @@ def build(s: FiLMConfig, bb: PAWNModel, key) -> FiLM:
 
 ROW = register(Strategy(
     "film", "per-block γ, β on the residual stream (+ γ_out, β_out on the logits)",
-    "2·L_sel·d (+ 2·V with use_output_film)", FiLMConfig, build, False, order=20,
+    "2·L_sel·d (+ 2·V with use_output_film)", FiLMConfig, build, False, order=20, lr=3e-2,
     module=FiLM, random_init=False, space={"use_output_film": choice(False, True)},
 ))
 """FiLM's row of the strategy table."""

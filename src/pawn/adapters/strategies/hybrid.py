@@ -55,7 +55,7 @@ def build(s: HybridConfig, bb: PAWNModel, key) -> Hybrid:
 
 ROW = register(Strategy(
     "hybrid", "LoRA in the projections + FiLM after every block",
-    "LoRA + FiLM", HybridConfig, build, False, order=40, module=Hybrid, random_init=True,
+    "LoRA + FiLM", HybridConfig, build, False, order=40, lr=1e-2, module=Hybrid, random_init=True,
     space={"rank": choice(2, 4, 8, 16), "targets": TARGET_CHOICES, "use_output_film": choice(False, True)},
 ))
 """hybrid's row of the strategy table."""

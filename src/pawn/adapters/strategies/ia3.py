@@ -101,6 +101,6 @@ def _build(s: IA3Config, bb: PAWNModel, key) -> IA3:
 ROW = register(Strategy(
     "ia3", "learned scales of the keys, values and FFN activation of the selected layers (ones at init)",
     "L_sel·(2·d + d_ff) (L_sel·2·d without ffn)", IA3Config, _build, True,
-    module=IA3, random_init=False, space={"ffn": choice(True, False)}, order=110,
+    module=IA3, random_init=False, space={"ffn": choice(True, False)}, order=110, lr=3e-1,
 ))
 """IA³'s row of the strategy table."""

@@ -109,7 +109,7 @@ def build(s: LoRAConfig, bb: PAWNModel, key) -> LoRA:
 
 ROW = register(Strategy(
     "lora", "low-rank A, B in the targeted projections of the selected layers",
-    "L_sel·n_targets·2·d·r (+ 3·r·(d + d_ff) per layer with ffn)", LoRAConfig, build, True, order=10,
+    "L_sel·n_targets·2·d·r (+ 3·r·(d + d_ff) per layer with ffn)", LoRAConfig, build, True, order=10, lr=1e-2,
     module=LoRA, random_init=True,
     space={"rank": choice(2, 4, 8, 16, 32), "targets": TARGET_CHOICES, "lora_ffn": choice(False, True)},
 ))

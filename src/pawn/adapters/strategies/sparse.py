@@ -116,7 +116,7 @@ def count(s: SparseConfig, cfg: ModelConfig) -> int:
 
 ROW = register(Strategy(
     "sparse", "masked entries of an additive Δ in the targeted matrices (fixed random mask)",
-    "Σ mask ≈ density·Σ numel(targets)·L_sel", SparseConfig, build, True, count=count, order=50,
+    "Σ mask ≈ density·Σ numel(targets)·L_sel", SparseConfig, build, True, count=count, order=50, lr=1e-1,
     module=Sparse, random_init=False,
     space={"density": FloatRange(1e-3, 0.1, log=True), "targets": TARGET_CHOICES, "sparse_ffn": choice(False, True)},
 ))

@@ -61,7 +61,7 @@ def specialized_config(s: SpecializedCLMConfig, like: Optional[ModelConfig] = No
 ROW = register(Strategy(
     "specialized_clm", "every weight of a new small PAWN model trained from scratch",
     "145·d + L·(4d² + 3·d·d_ff + 2d) + d + V·d", SpecializedCLMConfig,
-    lambda s, bb, key: FromScratch(), True, uses_backbone=False, order=70,
+    lambda s, bb, key: FromScratch(), True, uses_backbone=False, order=70, lr=3e-3,
     count=lambda s, cfg: param_count(specialized_config(s, cfg)), module=FromScratch, random_init=False,
     space={"d_model": choice(32, 64, 84, 128), "n_layers": IntRange(1, 4), "n_heads": choice(1, 2, 4)},
 ))

@@ -118,7 +118,7 @@ def build(s: UnfreezeConfig, bb: PAWNModel, key) -> Unfreeze:
 
 ROW = register(Strategy(
     "unfreeze", "all weights of the selected blocks (+ head, + embeddings)",
-    "L_sel·(4d² + 3·d·d_ff + 2d) (+ d + d·V head, + 145·d embeddings)", UnfreezeConfig, build, True, order=60,
+    "L_sel·(4d² + 3·d·d_ff + 2d) (+ d + d·V head, + 145·d embeddings)", UnfreezeConfig, build, True, order=60, lr=1e-3,
     module=Unfreeze, random_init=False,
 ))
 """Unfreeze's row of the strategy table."""
