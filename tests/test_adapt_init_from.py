@@ -42,6 +42,8 @@ def test_adapt_init_from_starts_a_new_run_from_the_adapters_weights(tmp_path, ti
     assert r.exit_code == 0, r.output
     assert "--init-from uses its best checkpoint" in r.output  # a run directory stands for its best checkpoint
     assert "optimizer, schedule and step counter start fresh" in r.output
+    assert "step 0 (the --init-from adapter): val loss" in r.output and "backbone + identity adapter" not in r.output
+    assert "│ step 0 (the --init-from adapter)" in r.output  # the end table too
     conf = json.loads((new / "config.json").read_text())
     assert conf["init_from"] == str(src / "checkpoints" / "best")
     # step 0 of the new run (its baseline validation) is the source's best adapter exactly

@@ -88,7 +88,8 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
                        Column("val top-5", "pct")])
     if res.baseline_val:
         b = res.baseline_val
-        when = "step 0 (untrained model)" if res.strategy == "specialized_clm" else "step 0 (backbone)"
+        when = ("step 0 (the --init-from adapter)" if cfg.init_from is not None and cfg.resume is None else
+                "step 0 (untrained model)" if res.strategy == "specialized_clm" else "step 0 (backbone)")
         rep.add(when, b["loss"], b["top1"], b["top5"])
     if res.last_val:
         v = res.last_val

@@ -729,7 +729,9 @@ def _write_start_records(r: _AdaptRun, fresh: bool, log: Callable[[str], None]) 
             baseline = {**r.prog.validator(eqx.combine(r.state.model, r.frozen), data.val_batches), "epoch": -1,
                         "weights": dict(mb.model.weight_report())}
             run.logger.write("val", step=0, **baseline, val_wall_s=time.perf_counter() - t)
-            log(f"step 0 (backbone + identity adapter): val loss {baseline['loss']:.4f}, val top-1 {100 * baseline['top1']:.1f}%")
+            who = ("the --init-from adapter" if mb.init is not None else
+                   "untrained model" if not mb.st.uses_backbone else "backbone + identity adapter")
+            log(f"step 0 ({who}): val loss {baseline['loss']:.4f}, val top-1 {100 * baseline['top1']:.1f}%")
     except OSError as e:
         raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
     return baseline
