@@ -12,7 +12,7 @@ from pawn.adapters.table import Strategy, choice, register
 ROW = register(Strategy(
     "retro-bottleneck", "LoRA warm-up (discarded), then Δ under a gradient mask + Houlsby bottlenecks",
     "Σ max(1, int(density·numel)) + positions·L_bn·(2·d·bn + n_hidden·bn²)", RetroBottleneckConfig,
-    build("retro-bottleneck"), False, order=100, count=count("retro-bottleneck"), module=RoSAAdapter, random_init=True,
+    build("retro-bottleneck"), False, order=100, lr=1e-2, count=count("retro-bottleneck"), module=RoSAAdapter, random_init=True,
     space={**SPACE, "bottleneck_dim": choice(4, 8, 16), "n_hidden": choice(0, 1, 2)},
 ))
 """retro-bottleneck's row of the strategy table."""

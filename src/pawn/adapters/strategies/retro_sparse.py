@@ -10,7 +10,7 @@ from pawn.adapters.table import Strategy, register
 
 ROW = register(Strategy(
     "retro-sparse", "LoRA warm-up (discarded), then Δ alone under a fixed gradient mask",
-    "Σ max(1, int(density·numel)) over targets·L_sel", RetroSparseConfig, build("retro-sparse"), True, order=90,
+    "Σ max(1, int(density·numel)) over targets·L_sel", RetroSparseConfig, build("retro-sparse"), True, order=90, lr=3e-2,
     count=count("retro-sparse"), module=RoSAAdapter, random_init=True, space=SPACE,
 ))
 """retro-sparse's row of the strategy table."""

@@ -457,7 +457,7 @@ SPACE: dict[str, SpaceEntry] = {"density": FloatRange(1e-3, 0.1, log=True), "ran
 
 ROW = register(Strategy(
     "rosa", "LoRA warm-up, then LoRA (re-initialised) + Δ under a fixed gradient mask",
-    "L_sel·Σ_targets r·(d_in + d_out) + Σ max(1, int(density·numel))", RoSAConfig, build("rosa"), True, order=80,
+    "L_sel·Σ_targets r·(d_in + d_out) + Σ max(1, int(density·numel))", RoSAConfig, build("rosa"), True, order=80, lr=1e-2,
     count=count("rosa"), module=RoSAAdapter, random_init=True, space=SPACE,
 ))
 """rosa's row of the strategy table."""
