@@ -88,6 +88,9 @@ def test_a_run_records_its_strategys_lr_and_an_older_run_resumes_with_its_own(tm
     r = _adapt(tiny_backbone, shared_data, cache, old, "--lr", "3e-4", "--pause-after-steps", "2")
     assert r.exit_code == 0, r.output
     assert "own default" not in r.output
+    r = CliRunner().invoke(app, ["adapt", "--resume", str(old), "--cache-dir", str(cache)], env={"PAWN_LR": "0.01"})
+    assert r.exit_code == 1 and "settings differ from the checkpoint's run (lr)" in r.output, r.output
+    assert "drop those settings (flags, PAWN_ variables, config-file keys)" in r.output, r.output
     r = CliRunner().invoke(app, ["adapt", "--resume", str(old), "--cache-dir", str(cache)])
     assert r.exit_code == 0, r.output
     run = open_run(old)
@@ -101,5 +104,7 @@ def test_the_sweep_lr_range_reaches_past_each_strategys_default():
 
     for name, row in STRATEGIES.items():
         d = SPACES[name]["lr"]
-        assert d.log and d.low == 1e-5 and d.high >= 3 * row.lr - 1e-12, (name, d, row.lr)
-        assert d.high == max(1e-2, 3 * row.lr), (name, d)  # the common range unless the default needs more
+        assert d.log and d.low == 1e-5 and d.high >= row.lr, (name, d, row.lr)
+        # the common range (spec §6.1) unless the default lies above it
+        assert d.high == (3 * row.lr if row.lr > 1e-2 else 1e-2), (name, d)
+    assert SPACES["ia3"]["lr"].high == pytest.approx(0.9) and SPACES["lora"]["lr"].high == 1e-2

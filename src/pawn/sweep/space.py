@@ -62,12 +62,13 @@ def _distribution(entry: Any) -> BaseDistribution:
 def strategy_space(strategy: str) -> Space:
     """The §6.1 space of an adapter strategy: the trainer-wide dimensions (lr, batch size, weight
     decay, warmup, patience) plus the strategy row's own :attr:`~pawn.adapters.Strategy.space`.
-    The lr range is log-U[1e-5, 1e-2], its upper end raised to 3× the strategy's own default lr
-    (:attr:`~pawn.adapters.Strategy.lr`) when that is higher, so the search reaches past the default
-    on both sides (IA³'s scaling vectors need a larger rate than the common range holds)."""
+    The lr range is log-U[1e-5, 1e-2]; when the strategy's own default lr
+    (:attr:`~pawn.adapters.Strategy.lr`) is above that range, its upper end is raised to 3× the
+    default, so the search reaches past the default on both sides (IA³'s scaling vectors need a
+    larger rate than the common range holds)."""
     row = STRATEGIES[strategy]
     common = dict(_ADAPTER_COMMON)
-    if 3 * row.lr > common["lr"].high:
+    if row.lr > common["lr"].high:
         common["lr"] = _f(common["lr"].low, 3 * row.lr, log=True)
     return {**common, **{k: _distribution(v) for k, v in row.space.items()}}
 

@@ -159,7 +159,7 @@ def resolve_resume(cfg: Any, task: Task, log: Callable[[str], None] = print) -> 
             f"--init-from {ck.path} (a fresh optimizer and schedule)")
     if conflicts:
         raise TrainingError(f"--resume {ck.path}: settings differ from the checkpoint's run ({', '.join(conflicts)}); "
-                            "resume continues the stored run exactly, so drop those flags")
+                            "resume continues the stored run exactly, so drop those settings (flags, PAWN_ variables, config-file keys)")
     skip = set(task.not_reapplied)
     merged = {**{k: v for k, v in stored.items() if k not in skip}, **{k: v for k, v in given.items() if k in mutable}}
     merged["out"] = str(cfg.out) if cfg.out is not None else str(ck.path.parent.parent)
