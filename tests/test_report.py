@@ -275,7 +275,10 @@ def test_page_in_a_headless_browser(report_html, tmp_path):
         page.select_option("#cmp-x", "tokens")
         assert page.evaluate("document.getElementById('cmp-plot').data[0].x") == lora["series"]["val/loss"]["tokens"]
         diff_rows = page.locator("#page-compare h2 + .tablewrap tbody tr td:first-child").all_inner_texts()
-        assert "strategy" in diff_rows and "lr" not in diff_rows  # both adapter runs use the default lr
+        from pawn.adapters.registry import STRATEGIES
+
+        # each adapter run uses its strategy's own default lr (lora 1e-2, bottleneck 3e-2): a difference the table shows
+        assert "strategy" in diff_rows and ("lr" in diff_rows) == (STRATEGIES["lora"].lr != STRATEGIES["bottleneck"].lr)
         page.screenshot(path=str(shots / "compare.png"), full_page=True)
         # TensorBoard's debiased EMA
         assert page.evaluate("window.pawnEma([1, 2, 3], 0.5)") == pytest.approx([1.0, 5 / 3, 17 / 7])
