@@ -58,6 +58,12 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 """The first four bytes of a zstd frame (RFC 8878 §3.1.1, little-endian 0xFD2FB528)."""
 
 
+def _zstd_start(data: bytes) -> bool:
+    """``data`` starts like a zstd file: a frame's magic number, or a skippable frame's
+    (0x184D2A50–0x184D2A5F little-endian, RFC 8878 §3.1.2)."""
+    return data.startswith(ZSTD_MAGIC) or (len(data) >= 4 and data[1:4] == b"\x2a\x4d\x18" and data[0] & 0xF0 == 0x50)
+
+
 class _ZstdFrames:
     """A zstd file decoded frame by frame (``zstandard``'s ``decompressobj``, one per frame), as a
     readable stream that refuses a file ending inside a frame: ``stream_reader`` hands back the
@@ -103,7 +109,7 @@ class _ZstdFrames:
         except Exception as e:  # zstandard.ZstdError: name the frame, not how far the read had got
             if type(e).__name__ != "ZstdError":
                 raise
-            magic = self.frame_start == 0 and not data.startswith(ZSTD_MAGIC)
+            magic = self.frame_start == 0 and not _zstd_start(data)
             raise DataError(f"{self.path}: cannot decode it as zstd: " + (
                 f"it does not start with the zstd magic number ({ZSTD_MAGIC.hex(' ')} at byte 0; it starts with "
                 f"{data[:4].hex(' ') or 'nothing'}): not a zstd file, whatever its name" if magic else

@@ -222,11 +222,10 @@ class RunDirLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
-                holder = _lock_holder(fd)
+                who = _holder_phrase(fd)
                 os.close(fd)
                 if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise RunDirError(f"{what} {run_dir}: cannot lock the run directory ({e.strerror or e})") from None
-                who = f"another pawn process (pid {holder})" if holder else "another pawn process"
                 raise RunDirError(f"{what} {run_dir}: {who} is writing this run directory now; wait for it to end, "
                                   "or choose another --out") from None
             try:
@@ -265,14 +264,18 @@ def _writer_now(run_dir: Path) -> Optional[str]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return None
-            holder = _lock_holder(fd)
-            return f"another pawn process (pid {holder})" if holder else "another pawn process"
+            return _holder_phrase(fd) if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES) else None
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
+
+
+def _holder_phrase(fd: int) -> str:
+    """``"another pawn process (pid N)"`` for the holder of the lock on ``fd``'s directory (the pid
+    when ``/proc/locks`` tells it), as the refusals name it."""
+    holder = _lock_holder(fd)
+    return f"another pawn process (pid {holder})" if holder else "another pawn process"
 
 
 def _lock_holder(fd: int) -> Optional[int]:
