@@ -50,8 +50,10 @@ app = typer.Typer(
 def _version_callback(value: bool) -> None:
     if value:
         from pawn import __version__, _engine
+        from pawn.cli._accel import jax_versions
 
-        typer.echo(f"pawn {__version__} (pawn-engine {_engine.__version__})")
+        typer.echo(f"pawn {__version__} (pawn-engine {_engine.__version__}; {jax_versions()}; "
+                   "`pawn doctor` shows JAX's backend and devices)")
         raise typer.Exit()
 
 
@@ -59,7 +61,7 @@ def _version_callback(value: bool) -> None:
 def main(
     version: Annotated[
         Optional[bool],
-        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the package and engine versions."),
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the package, engine and JAX versions."),
     ] = None,
 ) -> None:
     """PAWN: chess world-model transformers trained on random legal games."""
@@ -106,6 +108,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "dashboard": ("pawn dashboard runs/",
                   "pawn dashboard runs/ --port 8080 --host 0.0.0.0",
                   "pawn dashboard runs/ --sweep sweeps/lora"),
+    "doctor": ("pawn doctor",
+               "JAX_PLATFORMS=cpu pawn doctor",
+               "pawn doctor > doctor.txt"),
     "lab": ("pawn lab",
             "pawn lab --dir ~/pawn-work",
             "pawn lab --http 127.0.0.1:8765"),
@@ -184,6 +189,7 @@ register("sweep", "pawn.cli.sweep:sweep_cmd")
 register("report", "pawn.cli.report:command")
 register("dashboard", "pawn.cli.dashboard:command")
 register("lab", "pawn.cli.lab:command")
+register("doctor", "pawn.cli.doctor:command")
 app.add_typer(importlib.import_module("pawn.cli.data").data_app, name="data")
 
 if _STARTING:  # the commands are imported: Ctrl-C is the commands' own business from here on

@@ -41,6 +41,23 @@ def exit_for(e: BaseException) -> "typer.Exit | None":
     return None
 
 
+def _warn_unused_accelerator(args) -> None:
+    """One warning line on stderr when a training command (:data:`pawn.cli._accel.COMMANDS`) starts
+    on a machine with a GPU or TPU that the installed JAX cannot use (:mod:`pawn.cli._accel`);
+    nothing for help, for other commands, or when the check finds nothing."""
+    import sys
+
+    argv = list(sys.argv[1:] if args is None else args)
+    from pawn.cli._accel import COMMANDS, unused_accelerator_warning
+
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in COMMANDS or {"--help", "-h"} & set(argv):
+        return
+    line = unused_accelerator_warning()
+    if line:
+        typer.secho(line, err=True, fg=typer.colors.YELLOW)
+
+
 class OneLineErrors(TyperGroup):
     """A Typer group whose failures follow the map above (instead of Click's boxed usage block),
     and whose commands are loaded on first use (``lazy_commands``: name → (target, load,
@@ -73,6 +90,7 @@ class OneLineErrors(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        _warn_unused_accelerator(args)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _click_exc.NoArgsIsHelpError as e:
