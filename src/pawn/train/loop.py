@@ -339,6 +339,27 @@ class TrainProgram:
         self._jit = self._make_jit()
         self._compiled = {}
 
+    def set_plan(self, remat: bool | str, accumulation_steps: int) -> None:
+        """Switch the rematerialisation mode and the micro-batches per step together (drops the
+        compiled executables; :meth:`snapshot` keeps them for :meth:`restore`).
+
+        Raises:
+            ValueError: ``accumulation_steps < 1`` or an unknown remat mode."""
+        if accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps must be ≥ 1, got {accumulation_steps}")
+        self.accumulation_steps = int(accumulation_steps)
+        self.set_remat(remat)
+
+    def snapshot(self) -> tuple:
+        """This program's plan and compiled executables, for :meth:`restore` (the executables are
+        shared, not copied)."""
+        return self.remat, self.accumulation_steps, self._jit, dict(self._compiled)
+
+    def restore(self, snap: tuple) -> None:
+        """Go back to a :meth:`snapshot`: its plan and its executables (no compilation)."""
+        self.remat, self.accumulation_steps, self._jit, compiled = snap
+        self._compiled = dict(compiled)
+
     # ------------------------------------------------------------------ sharding
     @property
     def replicated(self) -> NamedSharding:

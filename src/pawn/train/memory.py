@@ -408,7 +408,7 @@ def check_step_memory(program, stored_config, *, k: int, batch_size: int, seq_le
 
     Returns:
         ``(remat mode, MemoryEstimate, {"capacity_bytes", "capacity_source", "tried": {mode: peak},
-        "analytic": {mode: bytes}})``.
+        "analytic": {mode: bytes}, "compile_s": the longest compile, seconds})``.
 
     Raises:
         InsufficientMemoryError: no candidate fits (one line, see :func:`refusal`). When the
@@ -439,6 +439,7 @@ def check_step_memory(program, stored_config, *, k: int, batch_size: int, seq_le
         say(f"memory plan: analytic estimate per device (remat {est_s}); compiling {order[0]} first"
             + (f", then {', '.join(order[1:])} until one fits" if len(order) > 1 else ""))
     tried: dict[str, int] = {}
+    seconds: dict[str, float] = {}
     ests: dict[str, MemoryEstimate] = {}
     ratio: Optional[float] = None
 
@@ -447,7 +448,7 @@ def check_step_memory(program, stored_config, *, k: int, batch_size: int, seq_le
         program.set_remat(mode)
         t0 = time.perf_counter()
         _, est = compile_chunk(program, stored_config, k, batch_size, seq_len)
-        tried[mode], ests[mode] = est.peak_bytes, est
+        tried[mode], ests[mode], seconds[mode] = est.peak_bytes, est, time.perf_counter() - t0
         if est.refused:
             say(f"memory check: remat {mode} {est.verdict()} ({time.perf_counter() - t0:.0f} s)")
         else:
@@ -460,7 +461,8 @@ def check_step_memory(program, stored_config, *, k: int, batch_size: int, seq_le
     def ok(est: MemoryEstimate) -> bool:
         return not est.refused and (capacity is None or fits(est.peak_bytes, capacity))
 
-    info = lambda: {"capacity_bytes": capacity, "capacity_source": where, "tried": tried, "analytic": analytic}  # noqa: E731
+    info = lambda: {"capacity_bytes": capacity, "capacity_source": where, "tried": tried, "analytic": analytic,  # noqa: E731
+                    "compile_s": max(seconds.values(), default=0.0)}
     modes = list(remat_candidates)
     for i, mode in enumerate(order):
         if i > 0 and capacity is not None and ratio is not None and analytic[mode] * ratio > 1.25 * usable(capacity) \

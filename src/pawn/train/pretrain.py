@@ -29,7 +29,8 @@ from pawn.progress import ProgressReporter, counted
 from pawn.settings import PretrainConfig
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
 from pawn.train import distributed
-from pawn.train.memory import InsufficientMemoryError, check_step_memory
+from pawn.train.memory import InsufficientMemoryError
+from pawn.train import step_plan
 from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, optimizer_to_arrays
 from pawn.train.run import Checkpointer, Hook, ProgressHook, Run, Trainer, TrainingError, ValidationHook, to_host
 from pawn.train import spine
@@ -210,10 +211,13 @@ def _checkpoint_payload(state: TrainState, cfg: PretrainConfig, step: int, elaps
 
 
 def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainConfig, k: int, n_dev: int,
-                  log: Callable[[str], None], after_plan: Callable[[], None] = lambda: None) -> dict:
+                  log: Callable[[str], None], after_plan: Callable[[], None] = lambda: None,
+                  run_s: Optional[float] = None) -> dict:
     """Compile the K-step chunk from shapes (nothing allocated) and refuse, in one line, a step
     whose XLA memory analysis exceeds the device (see :mod:`pawn.train.memory`); with
-    ``remat = auto`` take the first of none, attention, full that fits. The program keeps the
+    ``remat = auto`` take the fastest (remat × accumulation) plan that fits, by measured speed
+    (:func:`pawn.train.step_plan.choose_step_plan`; the first that fits for a short run or an
+    explicit ``accumulation_steps``). The program keeps the
     executable, so the run does not compile twice. Returns the figures for the run summary
     (:func:`pawn.train.summary.run_summary`'s ``compiled_memory``)."""
     if cfg.batch_size % (n_dev * cfg.accumulation_steps):
@@ -225,14 +229,22 @@ def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainC
         f"{cfg.seq_len} tokens ({counted(k, 'step')} per compiled chunk), {n_dev} {jax.default_backend()} device(s), remat {cfg.remat}, "
         f"accumulation {cfg.accumulation_steps}")
     after_plan()  # the plan's wall time, under the plan line and before the compile
+    search = cfg.remat == "auto" and "accumulation_steps" not in cfg.user_set_fields
+    key = step_plan.plan_key(device_kind=jax.devices()[0].device_kind, n_devices=n_dev, variants=[c for c, _ in program.variants],
+                             stored_config=stored_cfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                             dtype=str(program.dtype), jax_version=jax.__version__,
+                             extra=(cfg.prepend_outcome, cfg.max_grad_norm, cfg.weight_decay == 0.0))
     try:
-        mode, est, info = check_step_memory(program, stored_cfg, k=k, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
-                                            remat_candidates=candidates, what="this training step", log=log)
+        plan = step_plan.choose_step_plan(program, stored_cfg, k=k, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                                          total_steps=cfg.total_steps, search=search, remat_candidates=candidates,
+                                          cache_key=key, prepend_outcome=cfg.prepend_outcome,
+                                          what="this training step", log=log, estimated_run_s=run_s)
     except InsufficientMemoryError as e:
         raise TrainingError(str(e)) from None
-    return {"peak_bytes": est.peak_bytes, "temp_bytes": est.temp_bytes, "fixed_bytes": est.fixed_bytes, "remat": mode,
-            "accumulation_steps": cfg.accumulation_steps, "capacity_bytes": info["capacity_bytes"],
-            "capacity_source": info["capacity_source"]}
+    est, info = plan.estimate, plan.info
+    return {"peak_bytes": est.peak_bytes, "temp_bytes": est.temp_bytes, "fixed_bytes": est.fixed_bytes, "remat": plan.remat,
+            "accumulation_steps": plan.accumulation_steps, "capacity_bytes": info.get("capacity_bytes"),
+            "capacity_source": info.get("capacity_source"), "plan_search": plan.to_dict()}
 
 
 @dataclass
@@ -378,7 +390,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     WallClockHook(None, stop, start_step=start, end_step=_end_step(cfg), estimate=wall, every_s=0, setup=True,
                   checkpoint_s_guess=checkpoint_seconds_guess(param_count(stored_cfg)), resumed_step=start or None)
     program, compiled_memory = _pretrain_program(cfg, stored_cfg, variants, optimizer, schedule, dtype, K, n_dev, reuse, log,
-                                                 say_wall_time)
+                                                 say_wall_time, run_s=wall.total_s)
     say_wall_time()
     plan = lambda start, end: {**_summary(cfg, stored_cfg, variants, start, end, K, n_dev, n_proc, dtype, compiled_memory),  # noqa: E731
                                "wall_time": wall.to_dict()}
@@ -446,7 +458,7 @@ def _result(cfg: PretrainConfig, run_dir: Path, outcome, trainer: Trainer, check
 
 def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, optimizer, schedule, dtype, k: int, n_dev: int,
                       reuse: Optional["PretrainReuse"], log: Callable[[str], None],
-                      after_plan: Callable[[], None] = lambda: None) -> tuple[TrainProgram, dict]:
+                      after_plan: Callable[[], None] = lambda: None, run_s: Optional[float] = None) -> tuple[TrainProgram, dict]:
     """``(program, compiled-memory figures)``: the K-step chunk over ``variants``, memory-checked
     (:func:`_check_memory`), or with ``reuse`` the program of an earlier run with the same graph
     and shapes, this run's learning rates and weight decay as data (sweep trials, issue 15)."""
@@ -458,7 +470,7 @@ def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, op
         return shared[0].with_hyperparams(schedule, cfg.weight_decay), dict(shared[1])
     program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", make_mesh(),
                            cfg.accumulation_steps, weight_decay=cfg.weight_decay if reuse is not None else None)
-    compiled_memory = _check_memory(program, stored_cfg, cfg, k, n_dev, log, after_plan)
+    compiled_memory = _check_memory(program, stored_cfg, cfg, k, n_dev, log, after_plan, run_s=run_s)
     if reuse is not None:
         reuse.programs[graph_key] = (program, dict(compiled_memory))
     return program, compiled_memory
