@@ -1,164 +1,311 @@
-"""Accelerator check of the published recipe: large supernet, batch 256 × 512 plies, bf16, on a GPU or a TPU.
+"""One accelerator check of PAWN's published pretraining recipe, as a user runs it, in one call.
 
-Run from the repository root on a machine with an accelerator (never part of CI):
+Run from the repository root on a machine with a GPU or a TPU (never part of CI):
 
-    PYTHONPATH=src python3 benchmarks/accel_check.py        # or: benchmarks/accel_check.sh
+    benchmarks/accel_check.sh                 # large supernet, B 256 × T 512, bf16, pawn's defaults
+    benchmarks/accel_check.sh --smoke         # the same sections on a CPU with a toy model (a test runs it)
 
-1. Memory: the K-step train chunk is compiled (not run) for remat attention and full (``--modes``), and
-   XLA's memory analysis (per device: temp, arguments, outputs, peak) is printed with whether it
-   fits this device and the named device sizes (10 % headroom), plus which attention ran (cuDNN or
-   XLA). A mode XLA refuses to compile for lack of memory (a TPU refuses at compile time what does
-   not fit its HBM) is a row "does not fit: XLA needs 95.0 GiB of 15.7", not an error.
-2. Speed: the cheapest mode that fits runs one warm-up chunk and ``--chunks`` timed chunks of
-   synthetic games (uniform random move ids, lengths uniform in [T/4, T]; the step's cost does not
-   depend on the moves) and reports tokens/s and MFU = model FLOP/s ÷ peak, with model FLOPs from
-   ``pawn.bench.FLOPS_FORMULA`` and the peak from ``pawn.bench.published_peak`` (GPU datasheets;
-   Google Cloud's TPU pages: v5e 197 TFLOP/s bf16 per chip).
+Sections, each a fresh process of the real CLI or of PAWN's own step, each with a time limit, the JSON
+rewritten after each one (so a section that runs out of time still leaves the others):
 
-Results go to ``$OUT/accel_check.json`` (or ``--out``). The compiled Rust engine must import: on a
-machine without cargo, build a wheel for its Python elsewhere (``maturin build --release -i
-python3.12``) and copy ``pawn/_engine*.so`` from it into ``src/pawn/``.
+1. ``doctor``: ``pawn doctor`` (JAX version, backend, devices).
+2. ``search``: ``pawn pretrain --supernet large --total-steps 200000 --dry-run`` with an empty plan cache:
+   ``--remat auto`` compiles each (remat × accumulation) candidate that fits and times its chunk
+   (``pawn.train.step_plan``); the table (memory, compile seconds, tokens/s per candidate, which was
+   taken) is read back from the plan cache the search writes.
+3. ``train``: the owner's command ``pawn pretrain --supernet large --total-steps 200000`` at its defaults
+   (the plan from the cache of section 2) for ``--train-s`` seconds, then Ctrl-C (SIGINT) as a user
+   stops it. From its ``metrics.jsonl`` (``pawn.runs``): steady tokens/s (median over chunks after the
+   first, which holds the compile), MFU = FLOPs/token × tokens/s ÷ the device's published peak
+   (``pawn.bench.step_flops_per_token``, ``pawn.bench.published_peak``); the process's host peak RSS
+   (``getrusage`` of the child).
+4. ``engine``: random games per second of the Rust engine at the recipe's ply cap on all host cores,
+   against the games per second the measured step consumes (B × steps/s): how far ahead the data is.
+5. ``profile``: one chunk of the taken plan under ``jax.profiler.trace``; the top ops by device time
+   from the trace (``*.trace.json.gz``).
+6. ``adapter_ab``: the adapter step against the public v2 code (``benchmarks/reference_ab.py``) at
+   B16 T128 and B128 T256, when the v2 tree is given (``--ref-src``, ``--ref-path``).
+
+Results: ``$OUT/accel_check.json`` (or ``--out``) and each section's log beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import gzip
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+HERE = Path(__file__).resolve().parent
+PAWN = [sys.executable, "-c", "import sys; sys.argv[0] = 'pawn'; from pawn.cli import run; run()"]
 
 
-def _import_pawn() -> str:
-    """Import pawn, or exit with one line saying how to build the engine for this Python."""
+def _write(res: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".accel_check.json.tmp"
+    tmp.write_text(json.dumps(res, indent=2, default=str) + "\n")
+    tmp.replace(out / "accel_check.json")
+
+
+def _run(cmd: list[str], *, log: Path, timeout_s: float, env: dict, sigint_after_s: float | None = None) -> dict:
+    """Run ``cmd`` with its output in ``log``; stop it with SIGINT after ``sigint_after_s`` (as a
+    user's Ctrl-C), kill its process group at ``timeout_s``. Returns the exit code, wall seconds and
+    the process's host peak RSS in GiB (``wait4``'s ``ru_maxrss``, KiB on Linux)."""
+    t0 = time.perf_counter()
+    timed_out = False
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        stopped = False
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            el = time.perf_counter() - t0
+            if sigint_after_s is not None and not stopped and el > sigint_after_s:
+                p.send_signal(signal.SIGINT)
+                stopped = True
+            if el > timeout_s and not timed_out:
+                timed_out = True
+                os.killpg(p.pid, signal.SIGKILL)
+            time.sleep(0.25)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return {"rc": p.returncode, "wall_s": round(time.perf_counter() - t0, 1), "host_peak_rss_gib": round(ru.ru_maxrss / 2 ** 20, 3),
+            "timed_out": timed_out, "log": log.name, "tail": log.read_text(errors="replace").splitlines()[-12:]}
+
+
+def _recipe(a) -> list[str]:
+    flags = ["--supernet", a.supernet] if not a.variant else ["--variant", a.variant]
+    flags += ["--total-steps", str(a.total_steps)]
+    for flag, v in (("--batch-size", a.batch_size), ("--seq-len", a.seq_len), ("--steps-per-chunk", a.steps_per_chunk),
+                    ("--dtype", a.dtype)):
+        if v is not None:
+            flags += [flag, str(v)]
+    return flags
+
+
+def section_search(a, res, out, env) -> None:
+    cache = Path(env["PAWN_PLAN_CACHE"])
+    if cache.exists():
+        cache.unlink()
+    r = _run([*PAWN, "pretrain", *_recipe(a), "--dry-run", "--out", str(out / "run-dry")], log=out / "search.log",
+             timeout_s=a.search_s, env=env)
+    plans = json.loads(cache.read_text())["plans"] if cache.exists() else {}
+    entry = next(iter(plans.values()), None)
+    r["lines"] = [ln for ln in (out / "search.log").read_text(errors="replace").splitlines()
+                  if ln.startswith(("step plan:", "memory check:", "compiled step:", "plan:"))]
+    if entry is not None:
+        r.update(taken={"remat": entry["remat"], "accumulation_steps": entry["accumulation_steps"],
+                        "tokens_per_s": entry["tokens_per_s"]}, candidates=entry["candidates"])
+    res["search"] = r
+
+
+def section_train(a, res, out, env) -> None:
+    run_dir = out / "run"
+    r = _run([*PAWN, "pretrain", *_recipe(a), "--out", str(run_dir)], log=out / "train.log",
+             timeout_s=a.train_s + a.train_setup_s + 120, env=env, sigint_after_s=a.train_s + a.train_setup_s)
+    import numpy as np
+
+    from pawn.runs import open_run
+
     try:
-        import pawn._engine  # noqa: F401
-    except ImportError as e:
-        v = f"{sys.version_info.major}.{sys.version_info.minor}"
-        sys.exit(f"error: pawn's compiled engine does not import here ({e}); build it for Python {v} on a machine "
-                 f"with cargo (`maturin build --release -i python{v}`) and install the wheel, or copy its "
-                 f"pawn/_engine*.so into src/pawn/")
-    return "compiled engine"
+        run = open_run(run_dir)
+        train = run.train
+    except Exception as e:  # noqa: BLE001 - a run that never started is a row of the report
+        r["error"] = f"{type(e).__name__}: {e}"
+        res["train"] = r
+        return
+    steady_recs = [t for t in train if not t.fields.get("includes_compile")][1:]  # the chunk after the compile too
+    steady = [t.get("tokens_per_s") for t in steady_recs if t.get("tokens_per_s")]
+    secs = sum(float(t.get("chunk_wall_s") or t.fields.get("chunk_wall_s") or 0.0) for t in steady_recs)
+    waits = [t.get("data_wait_frac") for t in steady_recs if t.get("data_wait_frac") is not None]
+    r.update(chunks=len(train), steady_chunks=len(steady), steady_train_s=round(secs, 1), steps=run.last_step,
+             data_wait_frac_median=float(np.median(waits)) if waits else None)
+    cfg = run.config_record
+    mem = (cfg.fields.get("summary") or {}).get("compiled_memory") if cfg is not None else None
+    if mem:
+        r["plan"] = {k: mem.get(k) for k in ("remat", "accumulation_steps", "peak_bytes")}
+        r["plan_source"] = (mem.get("plan_search") or {}).get("source")
+    if steady:
+        tps = float(np.median(steady))
+        r["tokens_per_s"] = tps
+        r.update(_mfu(a, tps))
+    res["train"] = r
 
 
-def synthetic_chunk(k: int, batch: int, seq_len: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """[K, B, T] packed games of random move ids with lengths uniform in [T/4, T]."""
-    from pawn.data.packing import pack_games
+def _mfu(a, tokens_per_s: float) -> dict:
+    import jax
+    import jax.numpy as jnp
 
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(k):
-        toks = rng.integers(0, 1968, (batch, seq_len)).astype(np.int16)
-        lengths = rng.integers(seq_len // 4, seq_len + 1, batch)
-        out.append(pack_games(toks, lengths, np.zeros(batch, np.uint8), seq_len))
-    return {n: np.stack([b[n] for b in out]) for n in out[0]}
+    from pawn.bench import published_peak, step_flops_per_token
+    from pawn.config import NAMED_CONFIGS, SUPERNETS
+    from pawn.model import resolve_dtype
+
+    variants = [(NAMED_CONFIGS[a.variant], 1.0)] if a.variant else [(c, 1.0) for c in SUPERNETS[a.supernet][1].values()]
+    fpt = step_flops_per_token(variants, a.seq_len or 512)
+    dt = jnp.dtype(resolve_dtype(None if (a.dtype or "auto") == "auto" else a.dtype)).name
+    pub = published_peak(jax.default_backend(), jax.devices()[0].device_kind, dt)
+    peak = pub[0] * jax.device_count() if pub else None
+    return {"flops_per_token": fpt, "achieved_flops_per_s": fpt * tokens_per_s, "peak_flops_per_s": peak,
+            "peak_source": pub[1] if pub else "no published peak for this device", "dtype": dt,
+            "mfu": fpt * tokens_per_s / peak if peak else None}
+
+
+def section_engine(a, res) -> None:
+    from pawn.engine import random_games
+
+    T = a.seq_len or 512
+    n = max(256, a.batch_size or 256) * 4
+    random_games(64, T, seed=1)  # warm the pool
+    t0 = time.perf_counter()
+    random_games(n, T, seed=2)
+    gps = n / (time.perf_counter() - t0)
+    r = {"games_per_s": gps, "games": n, "max_ply": T, "host_cores": os.cpu_count()}
+    tps = (res.get("train") or {}).get("tokens_per_s")
+    if tps:
+        need = tps / T  # games of T plies a second (B games a step of B·T tokens)
+        r.update(consumed_games_per_s=need, ahead_x=gps / need)
+    res["engine"] = r
+
+
+PROFILE_WORKER = r'''
+import glob, gzip, json, os, sys, time, collections
+import jax
+from pawn.config import NAMED_CONFIGS, SUPERNETS
+from pawn.model import PAWNModel
+from pawn.schedules import build_schedule
+from pawn.train.loop import TrainProgram, init_state, make_mesh, make_optimizer
+from pawn.train.step_plan import timing_chunk, time_chunk
+a = json.loads(sys.argv[1])
+if a["variant"]:
+    stored = NAMED_CONFIGS[a["variant"]]; variants = [(stored, 1.0)]
+else:
+    stored, vs = SUPERNETS[a["supernet"]]; variants = [(c, 1.0) for c in vs.values()]
+sched = build_schedule("cosine", 3e-4, 10 ** 6, 100)
+opt = make_optimizer(sched, b1=0.9, b2=0.95, weight_decay=0.01, max_grad_norm=1.0)
+dtype = None if a["dtype"] in (None, "auto") else a["dtype"]
+prog = TrainProgram(opt, sched, variants, dtype, a["remat"], make_mesh(), a["accumulation_steps"])
+K, B, T = a["k"], a["batch_size"], a["seq_len"]
+host = timing_chunk(K, B, T)
+state = prog.place_state(init_state(PAWNModel(stored, jax.random.key(0)), opt))
+state, warm = time_chunk(prog, state, host, repeats=1)
+tdir = a["trace_dir"]
+with jax.profiler.trace(tdir):
+    state, secs = time_chunk(prog, state, host, repeats=1)
+files = glob.glob(os.path.join(tdir, "**", "*.trace.json.gz"), recursive=True)
+ev = json.load(gzip.open(files[0]))["traceEvents"] if files else []
+names = {e["pid"]: e["args"].get("name", "") for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"}
+dev_pids = {p for p, n in names.items() if any(s in n for s in ("TPU", "GPU", "/device:"))} or set(names)
+tot = collections.Counter(); cnt = collections.Counter()
+for e in ev:
+    if e.get("ph") == "X" and e.get("pid") in dev_pids and "dur" in e and not e["name"].startswith("$"):
+        tot[e["name"]] += e["dur"]; cnt[e["name"]] += 1
+all_us = sum(tot.values())
+top = [{"op": n, "ms_per_step": us / 1e3 / K, "share": us / all_us if all_us else None, "calls_per_step": cnt[n] / K}
+       for n, us in tot.most_common(a["top"])]
+print(json.dumps({"chunk_s": secs, "warm_chunk_s": warm, "k": K, "device_processes": sorted(names[p] for p in dev_pids),
+                  "op_ms_per_step": all_us / 1e3 / K, "top": top}))
+'''
+
+
+def section_profile(a, res, out, env) -> None:
+    taken = (res.get("search") or {}).get("taken") or {"remat": "full", "accumulation_steps": 1}
+    args = {"variant": a.variant, "supernet": a.supernet, "dtype": a.dtype, "remat": taken["remat"],
+            "accumulation_steps": taken["accumulation_steps"], "k": a.profile_k, "batch_size": a.batch_size or 256,
+            "seq_len": a.seq_len or 512, "trace_dir": str(out / "trace"), "top": 12}
+    log = out / "profile.log"
+    r = _run([sys.executable, "-c", PROFILE_WORKER, json.dumps(args)], log=log, timeout_s=a.profile_s, env=env)
+    last = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("{")]
+    if last:
+        r.update(json.loads(last[-1]))
+    r.pop("tail", None) if last else None
+    res["profile"] = r
+
+
+def section_adapter_ab(a, res, out, env) -> None:
+    if not a.ref_src:
+        res["adapter_ab"] = {"skipped": "no --ref-src (the public v2 tree) given"}
+        return
+    cmd = [sys.executable, str(HERE / "reference_ab.py"), "--ref-src", a.ref_src, "--ref-python", sys.executable,
+           "--ref-path", a.ref_path or "", "--step", "adapter", "--strategies", "lora,bottleneck", "--shape", a.ab_shapes,
+           "--rounds", str(a.ab_rounds), "--steps", str(a.ab_steps)]
+    r = _run(cmd, log=out / "adapter_ab.log", timeout_s=a.ab_s, env=env)
+    r["tail"] = (out / "adapter_ab.log").read_text(errors="replace").splitlines()[-24:]
+    res["adapter_ab"] = r
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="toy model, tiny shapes, short limits: the CPU test of this script")
     ap.add_argument("--supernet", default="large")
-    ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--seq-len", type=int, default=512)
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--accumulation-steps", type=int, default=1)
-    ap.add_argument("--steps-per-chunk", type=int, default=4)
-    ap.add_argument("--chunks", type=int, default=3, help="timed chunks after one warm-up chunk")
-    ap.add_argument("--modes", default="attention,full",
-                    help="remat modes to compile, comma list (none is left out by default: it cannot fit B 256 × T 512)")
+    ap.add_argument("--variant", default=None)
+    ap.add_argument("--total-steps", type=int, default=200000)
+    ap.add_argument("--batch-size", type=int, default=None, help="default: pawn pretrain's (256)")
+    ap.add_argument("--seq-len", type=int, default=None, help="default: pawn pretrain's (512)")
+    ap.add_argument("--steps-per-chunk", type=int, default=None, help="default: pawn pretrain's")
+    ap.add_argument("--dtype", default=None, help="default: pawn pretrain's (auto: bf16 on an accelerator)")
+    ap.add_argument("--sections", default="doctor,search,train,engine,profile,adapter_ab")
+    ap.add_argument("--search-s", type=float, default=330)
+    ap.add_argument("--train-s", type=float, default=75, help="seconds of training after --train-setup-s")
+    ap.add_argument("--train-setup-s", type=float, default=60, help="start-up and compile allowance before --train-s")
+    ap.add_argument("--profile-s", type=float, default=90)
+    ap.add_argument("--profile-k", type=int, default=2)
+    ap.add_argument("--ref-src", default=None)
+    ap.add_argument("--ref-path", default=None)
+    ap.add_argument("--ab-shapes", default="16x128,128x256")
+    ap.add_argument("--ab-rounds", type=int, default=2)
+    ap.add_argument("--ab-steps", type=int, default=16)
+    ap.add_argument("--ab-s", type=float, default=150)
+    ap.add_argument("--commit", default=os.environ.get("PAWN_COMMIT", ""))
     ap.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/out")
     a = ap.parse_args()
-    engine = _import_pawn()
-
+    if a.smoke:
+        a.variant, a.total_steps, a.batch_size, a.seq_len, a.steps_per_chunk = "toy", 10 ** 7, 8, 32, 2
+        a.search_s, a.train_s, a.train_setup_s, a.profile_s, a.ab_s, a.ab_steps = 240, 8, 25, 120, 120, 4
+        a.ab_shapes = "4x32"
+    out = Path(a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "160", "PAWN_PLAN_CACHE": str(out / "step_plans.json")}
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(out / ".jax-cache"))  # the train section reuses the search's compile
+    res: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": a.commit, "settings": vars(a)}
     import jax
 
-    import pawn.model as pm
-    from pawn.bench import published_peak, step_flops_per_token
-    from pawn.config import SUPERNETS
-    from pawn.model import PAWNModel
-    from pawn.train.loop import TrainProgram, init_state, make_mesh, make_optimizer
-    from pawn.train.memory import GIB, NAMED_DEVICES, compile_chunk, device_memory, fits
-    from pawn.train.schedules import build_schedule
-
-    dev = jax.devices()[0]
-    res: dict = {"device": dev.device_kind, "backend": jax.default_backend(), "devices": jax.device_count(),
-                 "jax": jax.__version__, "engine": engine, "settings": vars(a), "memory": [], "errors": []}
-    print(f"{dev.device_kind} ×{jax.device_count()} ({jax.default_backend()}), JAX {jax.__version__}; {engine}", flush=True)
-    sup, variants = SUPERNETS[a.supernet]
-    vlist = [(c, 1.0) for c in variants.values()]
-    sched = build_schedule("constant", 3e-4, 10**9, 0)
-    opt = make_optimizer(sched, b1=0.9, b2=0.95, weight_decay=0.01, max_grad_norm=1.0)
-    cap, where = device_memory()
-    res["capacity"] = {"bytes": cap, "source": where}
-    K, B, T = a.steps_per_chunk, a.batch_size, a.seq_len
-    programs = {}
-    for mode in a.modes.split(","):
-        prog = TrainProgram(opt, sched, vlist, a.dtype, mode, make_mesh(), a.accumulation_steps)
-        pm.ATTENTION_IMPL.clear()
+    res.update(device=jax.devices()[0].device_kind, backend=jax.default_backend(), devices=jax.device_count(),
+               jax=jax.__version__)
+    print(f"{res['device']} ×{res['devices']} ({res['backend']}), JAX {res['jax']}", flush=True)
+    sections = a.sections.split(",")
+    t_all = time.perf_counter()
+    for name in sections:
         t0 = time.perf_counter()
         try:
-            _, est = compile_chunk(prog, sup, K, B, T)  # an out-of-memory refusal is a row, not an error
-        except Exception as e:  # a cuDNN refusal at compile time: retry with the XLA attention
-            if pm.ATTENTION_IMPL.get(a.dtype) != "cudnn":
-                raise
-            res["errors"].append(f"remat {mode}: cuDNN attention failed to compile ({type(e).__name__}: {str(e)[:300]}); retried with XLA")
-            print(res["errors"][-1], flush=True)
-            pm.FUSED_ATTENTION = False
-            pm.ATTENTION_IMPL.clear()
-            prog = TrainProgram(opt, sched, vlist, a.dtype, mode, make_mesh(), a.accumulation_steps)
-            _, est = compile_chunk(prog, sup, K, B, T)
-        known = est.peak_bytes > 0
-        row = {"remat": mode, "attention": pm.ATTENTION_IMPL.get(a.dtype, "?"), **est.to_dict(),
-               "compile_s": time.perf_counter() - t0,
-               "fits_this_device": not est.refused and cap is not None and fits(est.peak_bytes, cap),
-               "fits": {n: (fits(est.peak_bytes, s) if known else None) for n, s in NAMED_DEVICES}}
-        res["memory"].append(row)
-        if est.refused:
-            print(f"memory remat={mode:9s}: {est.verdict()} (XLA refused to compile it, {row['compile_s']:.0f} s)", flush=True)
-            continue
-        programs[mode] = prog
-        print(f"memory remat={mode:9s} attention={row['attention']}: temp {row['temp_gib']:.2f} GiB, peak {row['peak_gib']:.2f} GiB "
-              f"(compile {row['compile_s']:.0f} s); fits here ({(cap or 0) / GIB:.0f} GiB): {row['fits_this_device']}; "
-              + ", ".join(f"{n}: {v}" for n, v in row["fits"].items()), flush=True)
-
-    chosen = next((r["remat"] for r in res["memory"] if r["fits_this_device"]), None)
-    if chosen is None:
-        res["speed"] = {"skipped": "no remat mode fits this device"}
-        print(res["speed"]["skipped"])
-    else:
-        prog = programs[chosen]
-        state = prog.place_state(init_state(PAWNModel(sup, jax.random.key(0)), opt))
-        host = synthetic_chunk(K, B, T)
-        samples = []
-        for i in range(1 + a.chunks):
-            chunk = jax.block_until_ready(prog.place_chunk(host))
-            t0 = time.perf_counter()
-            state, m = prog.run_chunk(state, chunk)
-            jax.block_until_ready((state, m))
-            if i:
-                samples.append(time.perf_counter() - t0)
-        med = float(np.median(samples))
-        tps = K * B * T / med
-        fpt = step_flops_per_token(vlist, T)
-        import jax.numpy as jnp
-
-        pub = published_peak(jax.default_backend(), dev.device_kind, jnp.dtype(pm.resolve_dtype(a.dtype)).name)
-        peak = pub[0] * jax.device_count() if pub else None
-        res["speed"] = {"remat": chosen, "chunk_s_median": med, "chunk_s": samples, "tokens_per_s": tps,
-                        "steps_per_s": K / med, "flops_per_token": fpt, "achieved_flops_per_s": fpt * tps,
-                        "peak_flops_per_s": peak, "peak_source": pub[1] if pub else "no published peak for this device",
-                        "mfu": fpt * tps / peak if peak else None, "final_loss": float(np.asarray(m["loss"])[-1])}
-        s = res["speed"]
-        print(f"speed remat={chosen}: {tps:,.0f} tokens/s, {K / med:.2f} steps/s, {fpt * tps / 1e12:.1f} TFLOP/s achieved"
-              + (f", MFU {100 * s['mfu']:.1f}% of {peak / 1e12:.1f} TFLOP/s ({s['peak_source']})" if peak else ""), flush=True)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "accel_check.json.tmp"
-    tmp.write_text(json.dumps(res, indent=2, default=str) + "\n")
-    tmp.replace(out / "accel_check.json")
-    print(f"wrote {out / 'accel_check.json'}")
+            if name == "doctor":
+                p = subprocess.run([*PAWN, "doctor"], capture_output=True, text=True, env=env, timeout=120)
+                res["doctor"] = p.stdout.splitlines()
+            elif name == "search":
+                section_search(a, res, out, env)
+            elif name == "train":
+                section_train(a, res, out, env)
+            elif name == "engine":
+                section_engine(a, res)
+            elif name == "profile":
+                section_profile(a, res, out, env)
+            elif name == "adapter_ab":
+                section_adapter_ab(a, res, out, env)
+            else:
+                raise SystemExit(f"error: unknown section {name!r}")
+        except Exception as e:  # noqa: BLE001 - one failed section is a row; the others still run
+            res[name] = {**(res.get(name) or {}), "error": f"{type(e).__name__}: {e}"}
+        res.setdefault("section_s", {})[name] = round(time.perf_counter() - t0, 1)
+        print(f"[{name}] {time.perf_counter() - t0:.0f} s: " + json.dumps(res.get(name), default=str)[:600], flush=True)
+        _write(res, out)
+    res["total_s"] = round(time.perf_counter() - t_all, 1)
+    _write(res, out)
+    print(f"wrote {out / 'accel_check.json'} ({res['total_s']:.0f} s)")
     return 0
 
 
