@@ -93,7 +93,7 @@ def section_search(a, res, out, env) -> None:
     cache = Path(env["PAWN_PLAN_CACHE"])
     if cache.exists():
         cache.unlink()
-    r = _run([*PAWN, "pretrain", *_recipe(a), "--dry-run", "--out", str(out / "run-dry")], log=out / "search.log",
+    r = _run([*PAWN, "pretrain", *_recipe(a), "--dry-run", "--out", str(a.work / "run-dry")], log=out / "search.log",
              timeout_s=a.search_s, env=env)
     plans = json.loads(cache.read_text())["plans"] if cache.exists() else {}
     entry = next(iter(plans.values()), None)
@@ -106,12 +106,20 @@ def section_search(a, res, out, env) -> None:
 
 
 def section_train(a, res, out, env) -> None:
-    run_dir = out / "run"
-    r = _run([*PAWN, "pretrain", *_recipe(a), "--out", str(run_dir)], log=out / "train.log",
+    run_dir = a.work / "run"
+    # without a searched plan (the search section failed or ran out of time) the run takes the first that fits
+    fallback = [] if Path(env["PAWN_PLAN_CACHE"]).exists() else ["--accumulation-steps", "1"]
+    r = _run([*PAWN, "pretrain", *_recipe(a), *fallback, "--out", str(run_dir)], log=out / "train.log",
              timeout_s=a.train_s + a.train_setup_s + 120, env=env, sigint_after_s=a.train_s + a.train_setup_s)
+    import shutil
+
     import numpy as np
 
     from pawn.runs import open_run
+
+    r["fallback_flags"] = fallback
+    if (run_dir / "metrics.jsonl").is_file():
+        shutil.copyfile(run_dir / "metrics.jsonl", out / "train_metrics.jsonl")
 
     try:
         run = open_run(run_dir)
@@ -217,7 +225,7 @@ def section_profile(a, res, out, env) -> None:
     taken = (res.get("search") or {}).get("taken") or {"remat": "full", "accumulation_steps": 1}
     args = {"variant": a.variant, "supernet": a.supernet, "dtype": a.dtype, "remat": taken["remat"],
             "accumulation_steps": taken["accumulation_steps"], "k": a.profile_k, "batch_size": a.batch_size or 256,
-            "seq_len": a.seq_len or 512, "trace_dir": str(out / "trace"), "top": 12}
+            "seq_len": a.seq_len or 512, "trace_dir": str(a.work / "trace"), "top": 12}
     log = out / "profile.log"
     r = _run([sys.executable, "-c", PROFILE_WORKER, json.dumps(args)], log=log, timeout_s=a.profile_s, env=env)
     last = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("{")]
@@ -263,7 +271,11 @@ def main() -> int:
     ap.add_argument("--ab-s", type=float, default=150)
     ap.add_argument("--commit", default=os.environ.get("PAWN_COMMIT", ""))
     ap.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/out")
+    ap.add_argument("--work", default=None, help="runs, traces and JAX's compilation cache (default: a temp folder)")
     a = ap.parse_args()
+    import tempfile
+
+    a.work = Path(a.work or tempfile.mkdtemp(prefix="pawn-accel-")).resolve()
     if a.smoke:
         a.variant, a.total_steps, a.batch_size, a.seq_len, a.steps_per_chunk = "toy", 10 ** 7, 8, 32, 2
         a.search_s, a.train_s, a.train_setup_s, a.profile_s, a.ab_s, a.ab_steps = 240, 8, 25, 120, 120, 4
@@ -271,7 +283,7 @@ def main() -> int:
     out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "160", "PAWN_PLAN_CACHE": str(out / "step_plans.json")}
-    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(out / ".jax-cache"))  # the train section reuses the search's compile
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(a.work / "jax-cache"))  # the train section reuses the search's compile
     res: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": a.commit, "settings": vars(a)}
     import jax
 
