@@ -142,23 +142,21 @@ def section_train(a, res, out, env) -> None:
     if steady:
         tps = float(np.median(steady))
         r["tokens_per_s"] = tps
-        r.update(_mfu(a, tps))
+        r.update(_mfu(a, res, tps))
     res["train"] = r
 
 
-def _mfu(a, tokens_per_s: float) -> dict:
-    import jax
-    import jax.numpy as jnp
-
+def _mfu(a, res: dict, tokens_per_s: float) -> dict:
+    """MFU from the device facts read at the start (no backend is started in this process: one
+    program at a time holds a TPU, and the sections' own processes need it)."""
     from pawn.bench import published_peak, step_flops_per_token
     from pawn.config import NAMED_CONFIGS, SUPERNETS
-    from pawn.model import resolve_dtype
 
     variants = [(NAMED_CONFIGS[a.variant], 1.0)] if a.variant else [(c, 1.0) for c in SUPERNETS[a.supernet][1].values()]
     fpt = step_flops_per_token(variants, a.seq_len or 512)
-    dt = jnp.dtype(resolve_dtype(None if (a.dtype or "auto") == "auto" else a.dtype)).name
-    pub = published_peak(jax.default_backend(), jax.devices()[0].device_kind, dt)
-    peak = pub[0] * jax.device_count() if pub else None
+    dt = a.dtype if a.dtype not in (None, "auto") else ("float32" if res["backend"] == "cpu" else "bfloat16")
+    pub = published_peak(res["backend"], res["device"], dt)
+    peak = pub[0] * res["devices"] if pub else None
     return {"flops_per_token": fpt, "achieved_flops_per_s": fpt * tokens_per_s, "peak_flops_per_s": peak,
             "peak_source": pub[1] if pub else "no published peak for this device", "dtype": dt,
             "mfu": fpt * tokens_per_s / peak if peak else None}
@@ -239,6 +237,7 @@ def section_adapter_ab(a, res, out, env) -> None:
     if not a.ref_src:
         res["adapter_ab"] = {"skipped": "no --ref-src (the public v2 tree) given"}
         return
+    env = {**env, "JAX_PLATFORMS": res["backend"]}  # reference_ab.py defaults to the CPU
     cmd = [sys.executable, str(HERE / "reference_ab.py"), "--ref-src", a.ref_src, "--ref-python", sys.executable,
            "--ref-path", a.ref_path or "", "--step", "adapter", "--strategies", "lora,bottleneck", "--shape", a.ab_shapes,
            "--rounds", str(a.ab_rounds), "--steps", str(a.ab_steps)]
@@ -285,10 +284,15 @@ def main() -> int:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "160", "PAWN_PLAN_CACHE": str(out / "step_plans.json")}
     env.setdefault("JAX_COMPILATION_CACHE_DIR", str(a.work / "jax-cache"))  # the train section reuses the search's compile
     res: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": a.commit, "settings": vars(a)}
-    import jax
-
-    res.update(device=jax.devices()[0].device_kind, backend=jax.default_backend(), devices=jax.device_count(),
-               jax=jax.__version__)
+    # The device facts from a child process: a TPU is held by one process at a time, so this one never
+    # starts a JAX backend (the sections' processes need the chip).
+    probe = subprocess.run([sys.executable, "-c", "import jax, json; d = jax.devices(); print(json.dumps({'device': "
+                            "d[0].device_kind, 'backend': jax.default_backend(), 'devices': len(d), 'jax': jax.__version__}))"],
+                           capture_output=True, text=True, env=env, timeout=300)
+    facts = [ln for ln in probe.stdout.splitlines() if ln.startswith("{")]
+    if not facts:
+        raise SystemExit(f"error: JAX does not start here: {probe.stderr.strip()[-800:]}")
+    res.update(json.loads(facts[-1]))
     print(f"{res['device']} ×{res['devices']} ({res['backend']}), JAX {res['jax']}", flush=True)
     sections = a.sections.split(",")
     t_all = time.perf_counter()

@@ -60,8 +60,10 @@ reference's pretraining step leaves out its trainer's grad-norm logging and LR s
 
 The v1 reference's interpreter needs torch, numpy, wandb and polars (its ``adapter_training``
 imports them), v2's JAX, Equinox, Optax and numpy; both need the reference's engine as
-``chess_engine``. Before any round the reference's modules are imported once under
-``--ref-python`` (a one-line error if they do not import); PAWN's side runs under this interpreter.
+``chess_engine`` (``--ref-path``: the reference's PYTHONPATH is ``--ref-src``, ``--ref-path``, then this
+interpreter's PYTHONPATH, so what only that names, as JAX on a TPU VM, stays importable). Before any
+round the reference's modules are imported once under ``--ref-python`` (a one-line error if they do not
+import); PAWN's side runs under this interpreter.
 Both sides run on ``JAX_PLATFORMS`` (default ``cpu``; ``JAX_PLATFORMS=cuda`` on an NVIDIA GPU, where
 the v1 reference's eager PyTorch step stays on the CPU). Threads: both use every core (torch's
 intra-op pool, XLA's CPU pool; the reference's thread count is printed); both run with
@@ -338,7 +340,10 @@ def main() -> None:
     if a.step == "adapter" and kind == "v1" and loss != "legal":
         sys.exit("error: the v1 reference's adapter step applies the legal mask: --loss plain has no counterpart there")
     platform = os.environ.get("JAX_PLATFORMS") or "cpu"  # JAX_PLATFORMS=cuda times both sides on a GPU
-    ref_env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (os.path.abspath(a.ref_src), a.ref_path) if x),
+    # the reference's tree and --ref-path first (its pawn shadows any other), then the caller's PYTHONPATH, which on
+    # a TPU VM names the machine's JAX, numpy and scipy
+    ref_path = (os.path.abspath(a.ref_src), a.ref_path, os.environ.get("PYTHONPATH", ""))
+    ref_env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in ref_path if x),
                "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": platform}
     pawn_env = {**os.environ, "JAX_PLATFORMS": platform, "OPENBLAS_NUM_THREADS": "1"}
     chunks = -(-a.steps // a.k)
