@@ -108,7 +108,8 @@ def section_search(a, res, out, env) -> None:
 def section_train(a, res, out, env) -> None:
     run_dir = a.work / "run"
     # without a searched plan (the search section failed or ran out of time) the run takes the first that fits
-    fallback = [] if Path(env["PAWN_PLAN_CACHE"]).exists() else ["--accumulation-steps", "1"]
+    fallback = [] if Path(env["PAWN_PLAN_CACHE"]).exists() or a.train_flags else ["--accumulation-steps", "1"]
+    fallback += a.train_flags.split()
     r = _run([*PAWN, "pretrain", *_recipe(a), *fallback, "--out", str(run_dir)], log=out / "train.log",
              timeout_s=a.train_s + a.train_setup_s + 120, env=env, sigint_after_s=a.train_s + a.train_setup_s)
     import shutil
@@ -260,6 +261,7 @@ def main() -> int:
     ap.add_argument("--search-s", type=float, default=330)
     ap.add_argument("--train-s", type=float, default=75, help="seconds of training after --train-setup-s")
     ap.add_argument("--train-setup-s", type=float, default=60, help="start-up and compile allowance before --train-s")
+    ap.add_argument("--train-flags", default="", help="further pawn pretrain flags for the train section (e.g. a plan)")
     ap.add_argument("--profile-s", type=float, default=90)
     ap.add_argument("--profile-k", type=int, default=2)
     ap.add_argument("--ref-src", default=None)
