@@ -389,7 +389,9 @@ def main() -> None:
             cpu = {k: [x["cpu"] for x in v] for k, v in res.items()}
             med = {k: statistics.median(v) for k, v in wall.items()}
             paired = statistics.median(rw / pw for rw, pw in zip(wall["reference"], wall["pawn"]))
-            cpu_paired = statistics.median(rc / pc for rc, pc in zip(cpu["reference"], cpu["pawn"]))
+            # process CPU time can read 0 on an accelerator (the host only launches the step): no ratio then
+            pairs = [rc / pc for rc, pc in zip(cpu["reference"], cpu["pawn"]) if pc > 0]
+            cpu_paired = statistics.median(pairs) if pairs else float("nan")
             print(f"{strategy:<10} B{B:<3} T{T:<4} PAWN {B * T / med['pawn']:9,.0f} tok/s  reference "
                   f"{B * T / med['reference']:9,.0f} tok/s  PAWN/reference {med['reference'] / med['pawn']:.2f}x "
                   f"(paired {paired:.2f}x; CPU time {cpu_paired:.2f}x)", flush=True)
