@@ -3,7 +3,9 @@ test command (`make test`, that is `scripts/test`) installs what the tests need 
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,31 @@ def test_test_script_refuses_an_unknown_option_in_one_line():
     r = subprocess.run([str(REPO_ROOT / "scripts" / "test"), "--slwo"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.strip() == (
         "scripts/test: unknown option --slwo (--slow, --no-install, --setup-only, -- PYTEST_ARGS)") and r.stdout == ""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="an empty environment of Python 3.10 has no TOML reader (tomllib is 3.11's)")
+def test_test_script_names_every_missing_package_of_an_empty_environment(tmp_path):
+    """In a fresh virtual environment with nothing installed, ``scripts/test --no-install --setup-only``
+    says PAWN is not installed and lists every requirement of the five test extras as missing (read
+    from pyproject.toml), and installs nothing."""
+    import subprocess
+    import venv
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    venv.create(tmp_path / "venv", with_pip=False)
+    python = tmp_path / "venv" / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PYTHON=str(python), PAWN_TEST_SEARCH_PATH=f"{tmp_path}/nothing")
+    r = subprocess.run([str(REPO_ROOT / "scripts" / "test"), "--no-install", "--setup-only"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "scripts/test: PAWN is not installed (pip install '.[test,torch,peft,dashboard,lab]'); --no-install: nothing installed"
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = list(dict.fromkeys(q for e in ("test", "torch", "peft", "dashboard", "lab") for q in extras[e]))
+    assert lines[1] == "scripts/test: missing test packages (--no-install: not installed): " + " ".join(wanted)
+    assert not list((tmp_path / "venv" / "lib").glob("python*/site-packages/pytest*"))
