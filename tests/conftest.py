@@ -73,8 +73,8 @@ def lichess_sample_files() -> list[Path]:
 def build_test_data(root: Path) -> Path:
     """Lay the repository's test data out under ``root`` as the project's shared folder is laid out, and
     return ``root / "data"``: ``lichess/NAME.pgn`` (each sample file decompressed: byte for byte the
-    published file), ``uci/`` and ``searchless_chess_vocabulary.json`` (links to ``tests/data``), and
-    ``backbones`` (a link to the shared folder's, when there is one).
+    published file), ``uci/`` and ``searchless_chess_vocabulary.json`` (links to ``tests/data``). The
+    shared folder's ``backbones/`` is not there: a test that needs it takes ``tpu_backbone``.
 
     Raises:
         FileNotFoundError: the repository's sample or test data is missing (a broken checkout).
@@ -93,8 +93,6 @@ def build_test_data(root: Path) -> Path:
         if not (TEST_DATA / name).exists():
             raise FileNotFoundError(f"{TEST_DATA / name} is missing: the repository's test data is incomplete")
         (data / name).symlink_to(TEST_DATA / name)
-    if (_shared_dir() / "data" / "backbones").is_dir():
-        (data / "backbones").symlink_to(_shared_dir() / "data" / "backbones")
     return data
 
 
