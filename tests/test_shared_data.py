@@ -40,10 +40,16 @@ def test_the_lichess_sample_is_the_files_its_readme_lists():
     assert sum(f.stat().st_size for f in files) < 2 * 2**20
 
 
-def test_the_test_data_is_the_shared_folders_files(shared_data):
+@pytest.fixture
+def shared_folder() -> Path:
+    """The shared ``data`` folder beside the checkout (skipped outside CI when it is missing)."""
+    return shared_path("lichess", "the shared Lichess files").parent
+
+
+def test_the_test_data_is_the_shared_folders_files(shared_data, shared_folder):
     """The Lichess files, the vocabulary and the UCI files the tests read are byte for byte those of the
     shared folder (checked where it is; in CI always)."""
-    shared = shared_path("lichess", "the shared Lichess files").parent
+    shared = shared_folder
     for rel in [f"lichess/{f.name[:-4]}" for f in lichess_sample_files()] + [
             "searchless_chess_vocabulary.json", *(f"uci/{p.name}" for p in (TEST_DATA / "uci").iterdir())]:
         assert (shared_data / rel).read_bytes() == (shared / rel).read_bytes(), rel
