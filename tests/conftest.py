@@ -1,10 +1,12 @@
 """Shared fixtures. JAX is forced onto the CPU for every test.
 
-Tests that read the project's shared data (the published vocabulary, Lichess and UCI files) take
-the ``shared_data`` fixture. When the folder is missing they FAIL with one line saying where it was
-looked for, so a CI run without the data cannot pass by skipping them. Setting
-``PAWN_ALLOW_MISSING_SHARED_DATA=1`` turns that failure into a skip (an explicit, non-default
-opt-out for machines that do not have the data).
+Tests that read real chess data (the published vocabulary, Lichess and UCI files) take the
+``shared_data`` fixture: the repository's copies (``examples/lichess``, ``tests/data``), laid out as the
+project's shared data folder, so the default suite runs on a fresh clone with nothing beside it. The
+few tests that need data too large for the repository (the TPU-trained backbone) take
+``tpu_backbone``: when ``../shared/data`` (or ``$PAWN_SHARED_DIR/data``) lacks it they skip with one
+line naming the folder, and fail with that line where ``CI`` is set, so a CI run without the data
+cannot pass by skipping them.
 """
 
 from __future__ import annotations
@@ -21,39 +23,101 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ALLOW_MISSING_ENV = "PAWN_ALLOW_MISSING_SHARED_DATA"
+LICHESS_SAMPLE = REPO_ROOT / "examples" / "lichess"
+"""The repository's Lichess sample: seven ``.pgn.zst`` files (7,321 games of the public Lichess database,
+CC0), whose provenance and SHA-256 sums are in its README.md."""
+TEST_DATA = REPO_ROOT / "tests" / "data"
+"""The repository's other test data: ``searchless_chess_vocabulary.json`` and ``uci/`` (provenance in
+``tests/data/README.md``)."""
+
+
+def in_ci() -> bool:
+    """``CI`` is set to something other than empty, ``0``, ``false`` or ``no``, as GitHub Actions, GitLab CI
+    and most CI services set it (``CI=true``) and ``.ci/run`` exports it."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def _shared_dir() -> Path:
     return Path(os.environ.get("PAWN_SHARED_DIR", REPO_ROOT.parent / "shared"))
 
 
-def missing_shared_data_message(data_dir: Path) -> str:
-    """The one-line failure text when ``data_dir`` (the shared ``data`` folder) does not exist."""
-    return (f"shared test data not found at {data_dir}: put the project's shared/ folder beside the checkout "
-            f"or set PAWN_SHARED_DIR to the folder that holds data/ ({ALLOW_MISSING_ENV}=1 skips these tests instead)")
+def missing_shared_data_message(path: Path, what: str) -> str:
+    """The one-line skip (outside CI) or failure (in CI) text when ``path``, inside the shared data folder,
+    does not exist; ``what`` says what it is."""
+    return (f"shared data not found at {path} ({what}): put the project's shared/ folder beside the checkout "
+            f"or set PAWN_SHARED_DIR to the folder that holds data/ (skipped outside CI; fails where CI is set)")
+
+
+def shared_path(relative: str, what: str) -> Path:
+    """``relative`` inside the shared data folder (``../shared/data`` beside the checkout, or
+    ``$PAWN_SHARED_DIR/data``): data too large for the repository (the TPU-trained backbone).
+
+    Raises:
+        pytest.skip.Exception: it is missing and CI is not set (:func:`in_ci`).
+        pytest.fail.Exception: it is missing and CI is set, so a CI run cannot pass by skipping.
+    """
+    path = _shared_dir() / "data" / relative
+    if not path.exists():
+        msg = missing_shared_data_message(path, what)
+        if in_ci():
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return path
+
+
+def lichess_sample_files() -> list[Path]:
+    """The ``.pgn.zst`` files of :data:`LICHESS_SAMPLE`, sorted by name."""
+    return sorted(LICHESS_SAMPLE.glob("*.pgn.zst"))
+
+
+def build_test_data(root: Path) -> Path:
+    """Lay the repository's test data out under ``root`` as the project's shared folder is laid out, and
+    return ``root / "data"``: ``lichess/NAME.pgn`` (each sample file decompressed: byte for byte the
+    published file), ``uci/`` and ``searchless_chess_vocabulary.json`` (links to ``tests/data``). The
+    shared folder's ``backbones/`` is not there: a test that needs it takes ``tpu_backbone``.
+
+    Raises:
+        FileNotFoundError: the repository's sample or test data is missing (a broken checkout).
+    """
+    import zstandard
+
+    data = root / "data"
+    (data / "lichess").mkdir(parents=True)
+    files = lichess_sample_files()
+    if not files:
+        raise FileNotFoundError(f"no .pgn.zst files in {LICHESS_SAMPLE}: the repository's Lichess sample is missing")
+    for f in files:
+        with open(f, "rb") as src, open(data / "lichess" / f.name[:-len(".zst")], "wb") as dst:
+            zstandard.ZstdDecompressor().copy_stream(src, dst)
+    for name in ("uci", "searchless_chess_vocabulary.json"):
+        if not (TEST_DATA / name).exists():
+            raise FileNotFoundError(f"{TEST_DATA / name} is missing: the repository's test data is incomplete")
+        (data / name).symlink_to(TEST_DATA / name)
+    return data
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The project's shared data folder (``../shared/data`` beside the checkout, or
-    ``$PAWN_SHARED_DIR/data``). Fails the test when it is missing, unless
-    ``PAWN_ALLOW_MISSING_SHARED_DATA=1`` asks for a skip."""
-    d = _shared_dir() / "data"
-    if not d.is_dir():
-        msg = missing_shared_data_message(d)
-        if os.environ.get(ALLOW_MISSING_ENV) == "1":
-            pytest.skip(msg)
-        pytest.fail(msg, pytrace=False)
-    return d
+def shared_data(tmp_path_factory) -> Path:
+    """The test data, laid out as the project's shared ``data`` folder (see :func:`build_test_data`), all
+    of it from the repository: ``lichess/`` (the seven Lichess PGN files), ``uci/`` and the vocabulary,
+    so a test that takes this fixture needs nothing beside the checkout. Made once per session."""
+    return build_test_data(tmp_path_factory.mktemp("shared"))
 
 
 @pytest.fixture(scope="session")
 def lichess_pgns(shared_data: Path) -> list[Path]:
-    """Every Lichess PGN file in the shared data, sorted by name."""
+    """Every Lichess PGN file of the test data (the repository's sample, decompressed), sorted by name."""
     files = sorted((shared_data / "lichess").glob("*.pgn"))
     assert files, f"no PGN files in {shared_data / 'lichess'}"
     return files
+
+
+@pytest.fixture(scope="session")
+def tpu_backbone() -> Path:
+    """``backbones/tiny-tpu-3k`` of the shared data folder: the TPU-trained backbone (2.77 M parameters,
+    11 MB), too large for the repository. Skips outside CI when it is missing, fails in CI
+    (:func:`shared_path`)."""
+    return shared_path("backbones/tiny-tpu-3k", "the TPU-trained backbone tiny-tpu-3k")
 
 
 @pytest.fixture(autouse=True)

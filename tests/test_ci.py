@@ -1,13 +1,20 @@
-"""`.ci/run` does exactly what README.md tells a new user, in a fresh virtual environment."""
+"""`.ci/run` does exactly what README.md tells a new user, in a fresh virtual environment; the README's one
+test command (`make test`, that is `scripts/test`) installs what the tests need and runs them."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SETUP_PREFIXES = ("set -euo pipefail", 'cd "$(dirname "$0")/.."', "python3 -m venv", ". .venv-ci/bin/activate",
-                  "python -m pip install -q --upgrade pip")
+SETUP_PREFIXES = ("set -euo pipefail", 'cd "$(dirname "$0")/.."', 'export CI="${CI:-true}"', "python3 -m venv",
+                  ". .venv-ci/bin/activate", "python -m pip install -q --upgrade pip")
+CI_FOR_README = {"make test-all": "make test"}
+"""`.ci/run`'s lines that stand for a README line: CI runs the README's `make test` with the slow tests too."""
 
 
 def _commands(text: str) -> list[str]:
@@ -29,6 +36,7 @@ def _ci_commands(text: str) -> list[str]:
     for c in _commands(text):
         if c.startswith(SETUP_PREFIXES) or c in HARNESS or c.startswith("section ") or c == "python -":
             continue
+        c = CI_FOR_README.get(c, c)
         out.append(c[:-2] if c.startswith("pawn dashboard ") and c.endswith(" &") else c)
     return out
 
@@ -69,7 +77,7 @@ def test_engine_page_demo_prints_what_the_page_says():
     assert (str(g.tokens.shape), f"{g.lengths.mean():.3f}") == (shape, mean)
 
 
-def test_slow_tests_exist_are_deselected_by_default_and_the_readme_runs_them():
+def test_slow_tests_exist_are_deselected_by_default_and_the_test_command_runs_them():
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -80,25 +88,41 @@ def test_slow_tests_exist_are_deselected_by_default_and_the_readme_runs_them():
     marked = [f.name for f in (REPO_ROOT / "tests").glob("test_*.py") if "@pytest.mark.slow\n" in f.read_text()]
     assert marked, "the README promises slow tests; none is marked"
     readme = (REPO_ROOT / "README.md").read_text()
-    tests_block = re.findall(r"```bash\n(.*?)```", readme, re.S)[1]
-    assert _commands(tests_block)[-2:] == ["pytest -n 2 --dist loadfile", "pytest -n 2 --dist loadfile -m slow"]
+    assert _commands(re.findall(r"## Run the tests\n\n```bash\n(.*?)```", readme, re.S)[0]) == ["make test"]
+    script = (REPO_ROOT / "scripts" / "test").read_text()
+    pytest_lines = [c for c in _commands(script) if c.startswith('exec "$PYTHON" -m pytest')]
+    assert pytest_lines == ['exec "$PYTHON" -m pytest -n 2 --dist loadfile -m "slow or not slow" "$@"',
+                            'exec "$PYTHON" -m pytest -n 2 --dist loadfile "$@"']
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert "\nmake test-all\n" in ci
+
+
+def test_make_targets_run_the_test_script():
+    """``make test`` is ``scripts/test``; ``make test-all`` adds ``--slow``; ``PYTEST_ARGS`` reach pytest
+    (``make -n`` prints the recipe without running it)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.fail("make is not installed (apt-get install make): `make test` is the README's test command", pytrace=False)
+    runs = {t: subprocess.run(["make", "-n", t, "PYTEST_ARGS=-k vocab"], cwd=REPO_ROOT, capture_output=True, text=True)
+            for t in ("test", "test-all")}
+    assert runs["test"].stdout.strip() == "./scripts/test -- -k vocab", runs["test"]
+    assert runs["test-all"].stdout.strip() == "./scripts/test --slow -- -k vocab", runs["test-all"]
 
 
 def _torch_line() -> str:
-    readme = (REPO_ROOT / "README.md").read_text()
-    block = re.findall(r"## Run the tests\n\n```bash\n(.*?)```", readme, re.S)[0]
-    lines = _commands(block)
-    extras = lines.index("pip install 'pawn[test,torch,peft,dashboard,lab]'")
-    torch = [c for c in lines[:extras] if "torch" in c]
-    assert len(torch) == 1, "one line before the extras installs torch"
-    return torch[0]
+    script = (REPO_ROOT / "scripts" / "test").read_text()
+    lines = {c.strip() for c in _commands(script) if "download.pytorch.org" in c}
+    assert len(lines) == 1, "one torch line, used where PAWN and where only torch is missing"
+    return lines.pop()
 
 
-def test_readme_installs_the_cpu_torch_without_a_gpu_and_goes_on_where_its_index_is_unreachable(tmp_path):
-    # The README's test install pulled PyPI's CUDA torch (5.7 GB) on a CPU-only machine. Its torch line
-    # runs here under bash with `pip` and `nvidia-smi` as small recording programs on PATH (the line's
+def test_test_script_installs_the_cpu_torch_without_a_gpu_and_goes_on_where_its_index_is_unreachable(tmp_path):
+    # The README's test install pulled PyPI's CUDA torch (5.7 GB) on a CPU-only machine. The script's torch
+    # line runs here under bash with `pip` and `nvidia-smi` as small recording programs on PATH (the line's
     # logic is what is tested; pip itself is measured in docs/reference.md), under `set -euo pipefail`
-    # as .ci/run runs it.
+    # as scripts/test runs it.
     import os
     import subprocess
 
@@ -128,3 +152,94 @@ def test_readme_installs_the_cpu_torch_without_a_gpu_and_goes_on_where_its_index
     assert rc == 0 and len(calls) == 1 and "--retries 0" in calls[0] and "--timeout 5" in calls[0]
     rc, calls = run(0, gpu=True)  # an NVIDIA GPU: PyPI's CUDA torch from the extras' line
     assert rc == 0 and calls == []
+
+
+def _script_setup(tmp_path, *, uid: int, sudo_ok: bool, present=(), args=("--setup-only",)):
+    """``scripts/test ARGS`` with the system programs looked for only in a folder of small recording
+    programs (``PAWN_TEST_SEARCH_PATH``): ``apt-get`` and ``sudo`` log their arguments, ``id -u`` prints
+    ``uid``, ``sudo -n true`` succeeds when ``sudo_ok``, and each name of ``present`` is there as a program.
+    The Python packages are the real environment's (all installed, so pip is not run). Returns the exit
+    status, the output and the apt-get and sudo calls."""
+    import os
+    import subprocess
+    import sys
+
+    bin_ = tmp_path / f"bin-{uid}-{sudo_ok}-{'-'.join(present) or 'none'}-{len(args)}"
+    bin_.mkdir()
+    log = bin_ / "calls.log"
+    progs = {"apt-get": f'echo "apt-get $*" >> {log}',
+             "sudo": f'echo "sudo $*" >> {log}\n[ "$1" = -n ] && [ "$2" = true ] && exit {0 if sudo_ok else 1}\nexec "$@"',
+             "id": f'[ "$1" = -u ] && echo {uid}'}
+    progs.update({p: "exit 0" for p in present})
+    for name, body in progs.items():
+        (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_ / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "PAWN_TEST_SEARCH_PATH": str(bin_), "PYTHON": sys.executable}
+    r = subprocess.run([str(REPO_ROOT / "scripts" / "test"), *args], env=env, capture_output=True, text=True, timeout=120)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return r.returncode, r.stdout + r.stderr, calls
+
+
+def test_test_script_installs_stockfish_chromium_and_postgresql_from_apt_or_says_it_cannot(tmp_path):
+    code, out, _ = _script_setup(tmp_path, uid=0, sudo_ok=False, present=("stockfish", "chromium", "initdb"),
+                                 args=("--no-install", "--setup-only"))
+    assert "missing test packages" not in out, f"this environment lacks some of the test extras: {out}"
+    # root, none of the three there: one apt-get install of the three packages, no sudo
+    code, out, calls = _script_setup(tmp_path, uid=0, sudo_ok=False)
+    assert code == 0, out
+    assert calls == ["apt-get update -qq", "apt-get install -y -qq stockfish chromium postgresql"], calls
+    assert "installing stockfish chromium postgresql from the system's packages (apt-get)" in out
+    # not root, password-less sudo: through sudo, only what is missing
+    code, out, calls = _script_setup(tmp_path, uid=1000, sudo_ok=True, present=("stockfish",))
+    assert code == 0 and calls == ["sudo -n true", "sudo apt-get update -qq", "apt-get update -qq",
+                                   "sudo apt-get install -y -qq chromium postgresql",
+                                   "apt-get install -y -qq chromium postgresql"], (calls, out)
+    # not root, sudo wants a password: nothing installed, one line per program, and the script goes on
+    code, out, calls = _script_setup(tmp_path, uid=1000, sudo_ok=False, present=("initdb",))
+    assert code == 0 and calls == ["sudo -n true"], (calls, out)
+    lines = [ln for ln in out.splitlines() if "was not installed" in ln]
+    assert lines == [
+        "scripts/test: stockfish is not installed and was not installed (not root, and sudo asks for a password): "
+        "the tests that play against Stockfish (pawn play, pawn uci) fail without it; install the stockfish package",
+        "scripts/test: chromium is not installed and was not installed (not root, and sudo asks for a password): "
+        "the tests that load the report and dashboard pages in a browser fail without it; install the chromium package"]
+    # everything there: no apt-get, no line
+    code, out, calls = _script_setup(tmp_path, uid=1000, sudo_ok=False, present=("stockfish", "chromium", "initdb"))
+    assert code == 0 and calls == [] and "not installed" not in out, (calls, out)
+    assert out.strip().splitlines()[-1] == "scripts/test: set-up done (--setup-only)"
+
+
+def test_test_script_refuses_an_unknown_option_in_one_line():
+    import subprocess
+
+    r = subprocess.run([str(REPO_ROOT / "scripts" / "test"), "--slwo"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "scripts/test: unknown option --slwo (--slow, --no-install, --setup-only, -- PYTEST_ARGS)") and r.stdout == ""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="an empty environment of Python 3.10 has no TOML reader (tomllib is 3.11's)")
+def test_test_script_names_every_missing_package_of_an_empty_environment(tmp_path):
+    """In a fresh virtual environment with nothing installed, ``scripts/test --no-install --setup-only``
+    says PAWN is not installed and lists every requirement of the five test extras as missing (read
+    from pyproject.toml), and installs nothing."""
+    import subprocess
+    import venv
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    venv.create(tmp_path / "venv", with_pip=False)
+    python = tmp_path / "venv" / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PYTHON=str(python), PAWN_TEST_SEARCH_PATH=f"{tmp_path}/nothing")
+    r = subprocess.run([str(REPO_ROOT / "scripts" / "test"), "--no-install", "--setup-only"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "scripts/test: PAWN is not installed (pip install '.[test,torch,peft,dashboard,lab]'); --no-install: nothing installed"
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = list(dict.fromkeys(q for e in ("test", "torch", "peft", "dashboard", "lab") for q in extras[e]))
+    assert lines[1] == "scripts/test: missing test packages (--no-install: not installed): " + " ".join(wanted)
+    assert not list((tmp_path / "venv" / "lib").glob("python*/site-packages/pytest*"))

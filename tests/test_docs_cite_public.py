@@ -30,7 +30,9 @@ def _hits(text: str) -> list[str]:
 
 
 def _docs() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(p for p in (ROOT / "examples").rglob("*") if p.is_file())]
+    """README, docs/ and examples/ (less the compressed Lichess games of examples/lichess)."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(p for p in (ROOT / "examples").rglob("*")
+                                                                                 if p.is_file() and not p.name.endswith(".zst"))]
 
 
 @pytest.mark.parametrize("path", _docs(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -147,12 +147,12 @@ def test_legal_masked_figures_by_hand_on_a_few_games():
     assert r.ceiling_legal_masked == pytest.approx(np.mean(inv["from10"]))
 
 
-def test_eval_on_the_shared_backbone_prints_legal_masked_top1_within_its_ceiling(shared_data, tmp_path):
+def test_eval_on_the_shared_backbone_prints_legal_masked_top1_within_its_ceiling(tpu_backbone, tmp_path):
     """``pawn eval`` on a real backbone (77.7 % legal): its legal-masked top-1 on random games is at
     or below the ceiling over the same positions, within sampling error, in the JSON and the table
     (it was 6.92 % against a printed ceiling of 6.44 % at 256 games × 256 plies)."""
     out = tmp_path / "eval.json"
-    res = CliRunner().invoke(app, ["eval", str(shared_data / "backbones" / "tiny-tpu-3k"), "--games", "96", "--max-ply", "64",
+    res = CliRunner().invoke(app, ["eval", str(tpu_backbone), "--games", "96", "--max-ply", "64",
                                    "--json", str(out)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     rg = json.loads(out.read_text())["models"][0]["random_games"]

@@ -12,7 +12,6 @@ really reads the text the way the entry says.
 from __future__ import annotations
 
 import io
-import os
 import random
 from pathlib import Path
 
@@ -318,9 +317,8 @@ def render_dialect(sans: list[str], rng: random.Random) -> str:
     return "".join(out)
 
 
-def test_real_games_in_random_dialects_match_python_chess():
-    path = _lichess_dir() / "lichess_db_2021-10-01_first1000_kdave-pgn-toys.pgn"
-    assert path.is_file(), f"shared Lichess file missing: {path}; set PAWN_SHARED_DIR to the shared folder"
+def test_real_games_in_random_dialects_match_python_chess(shared_data):
+    path = shared_data / "lichess" / "lichess_db_2021-10-01_first1000_kdave-pgn-toys.pgn"
     games = []
     with open(path, encoding="utf-8") as f:
         while len(games) < 150 and (g := chess.pgn.read_game(f)) is not None:
@@ -337,19 +335,10 @@ def test_real_games_in_random_dialects_match_python_chess():
     assert assert_same_as_python_chess(crlf, name="dialects crlf") == counts
 
 
-def _lichess_dir() -> Path:
-    """``shared/data/lichess`` as tests/conftest.py locates the shared folder."""
-    shared = Path(os.environ.get("PAWN_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
-    return shared / "data" / "lichess"
-
-
 @pytest.mark.slow  # in `pytest -m slow` (CI runs it); keeps the default run under 15 min
-def test_every_shared_lichess_file_matches_python_chess():
-    d = _lichess_dir()
-    files = sorted(d.glob("*.pgn"))
-    assert files, f"no shared Lichess PGN files in {d}; set PAWN_SHARED_DIR to the shared folder"
+def test_every_shared_lichess_file_matches_python_chess(lichess_pgns):
     total = 0
-    for path in files:
+    for path in lichess_pgns:
         data = path.read_bytes()
         counts = assert_same_as_python_chess(data, data.decode("utf-8-sig", errors="replace"), path.name)
         total += counts["kept"]

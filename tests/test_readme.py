@@ -4,7 +4,8 @@ exists and the real CLI's parser accepts every flag and argument it gives (nothi
 (--out, --pgn-out, --json, --plot, --output) is written by two commands or lies inside another
 command's output; every local path a command reads was written by an earlier command or a shell
 redirection (and, inside a pretraining run directory, names something that run writes), is a file
-checked into the repository (examples/), or is shared project data; `--resume` continues the run an
+checked into the repository (examples/), or is shared project data (checked where ../shared is there, and
+always in CI); `--resume` continues the run an
 earlier command started in the same directory. Every relative link of these pages names a file of
 the repository, and a `#anchor` a heading of it."""
 
@@ -15,12 +16,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from conftest import REPO_ROOT, _shared_dir
+from conftest import REPO_ROOT, _shared_dir, in_ci
 
 from pawn.config import SUPERNETS
 
 OUTPUT_FLAGS = ("--out", "--pgn-out", "--json", "--plot", "--output", "-o", "--peft")
-READ_FLAGS = ("--checkpoint", "--pgn", "--config", "--resume", "--prefix", "--base-config", "--space")
+READ_FLAGS = ("--checkpoint", "--pgn", "--config", "--resume", "--prefix", "--base-config", "--space", "--data")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 DOC_PAGES = ("engine.md", "pretraining.md", "checkpoints.md", "evaluation.md", "data.md", "adapters.md", "sweeps.md",
              "lab.md", "play-and-uci.md", "report.md", "measurements.md", "reference.md")
@@ -118,14 +119,16 @@ def readme_problems(text: str) -> list[str]:
                     if rel not in allowed:
                         problems.append(f"`{line}` reads {r}, which `{' '.join(pargv)}` does not write")
                 continue
-            if not r.startswith("../") and (REPO_ROOT / r).is_file() and _tracked(r):
-                continue  # a file checked into the repository (examples/...)
+            if not r.startswith("../") and (REPO_ROOT / r).exists() and _tracked(r):
+                continue  # a file or folder checked into the repository (examples/...)
             if r.startswith("../shared/"):
-                if not (_shared_dir() / Path(r).relative_to("../shared")).exists():
+                # data beside the checkout (the tests' shared folder): checked where it is, or in CI
+                if (_shared_dir().is_dir() or in_ci()) and not (_shared_dir() / Path(r).relative_to("../shared")).exists():
                     problems.append(f"`{line}` reads {r}, which is not in the shared data")
                 continue
-            if HUB_ID.match(r) and not r.startswith(("runs/", "./", "../")) and not Path(r).suffix:
-                continue  # a Hugging Face Hub id
+            if (HUB_ID.match(r) and not r.startswith(("runs/", "./", "../")) and not Path(r).suffix
+                    and not (REPO_ROOT / r.split("/")[0]).is_dir()):
+                continue  # a Hugging Face Hub id (not a path into a folder of the repository)
             problems.append(f"`{line}` reads {r}, which no earlier command writes (not on a fresh clone)")
         for o in outs:
             for p, m, pargv, _ in written:
@@ -307,3 +310,27 @@ def test_the_lichess_bot_example_is_the_engine_section_the_docs_show():
     script = (REPO_ROOT / "examples" / "lichess-bot" / "pawn-engine").read_text()
     exec_line = next(ln for ln in script.splitlines() if ln.startswith("exec "))
     assert exec_line == "exec /path/to/venv/bin/pawn uci /path/to/checkpoint" and exec_line in doc
+
+
+def test_the_check_reads_data_paths_from_the_repository_and_shared_data_only_where_it_is(tmp_path, monkeypatch):
+    """``--data`` is a read: a folder of the repository (the README's Lichess sample) passes, a missing one
+    does not pass for a Hub id; ``../shared/...`` is checked where the shared folder is, and in CI."""
+    text = "\n".join([
+        "```bash",
+        "pawn pretrain --supernet tiny --total-steps 300 --out runs/tiny",
+        "pawn adapt runs/tiny/variants/large --data examples/lichess --out runs/a",
+        "pawn adapt runs/tiny/variants/large --data examples/no-such-sample --out runs/b",
+        "pawn adapt runs/tiny/variants/large --data someone/lichess-games --out runs/c",
+        "pawn adapt runs/tiny/variants/large --data ../shared/data/lichess --out runs/d",
+        "```",
+    ])
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "_shared_dir", lambda: tmp_path / "no-shared")
+    monkeypatch.delenv("CI", raising=False)
+    assert readme_problems(text) == [
+        "`pawn adapt runs/tiny/variants/large --data examples/no-such-sample --out runs/b` reads examples/no-such-sample, "
+        "which no earlier command writes (not on a fresh clone)"]
+    monkeypatch.setenv("CI", "true")
+    assert readme_problems(text)[1:] == [
+        "`pawn adapt runs/tiny/variants/large --data ../shared/data/lichess --out runs/d` reads ../shared/data/lichess, "
+        "which is not in the shared data"]
