@@ -34,7 +34,6 @@ def dtype_option(value: Optional[str]) -> Optional[str]:
 
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write every figure and the exact settings to this JSON file.")]
 GamesOpt = Annotated[int, typer.Option("--games", min=1, help="Number of games.")]
-VariantOpt = Annotated[Optional[str], typer.Option("--variant", help="For a supernet checkpoint: evaluate only this nested variant (default: all).")]
 DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", callback=dtype_option, help="Compute dtype: float32 (fp32) or bfloat16 (bf16). Default: float32 on CPU, bfloat16 on accelerators.")]
 PrefixOpt = Annotated[Optional[bool], typer.Option("--prepend-outcome/--pure-moves", help="Sequence layout. Default: what the checkpoint records, else pure moves (the published models).")]
 """Shared ``Annotated`` options for commands whose flags are not (yet) a settings model (e.g. the
