@@ -221,3 +221,15 @@ def flag(name: str, annotation: Any, default: Any, *decls: str, help: str) -> in
     """A command-only option (not a settings field) for :func:`settings_command`'s ``after``."""
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                              default=typer.Option(default, *decls, help=help))
+
+
+def uniform_env_help(command):
+    """``command`` (a Click command) with every option that reads an environment variable saying
+    so as the settings commands' flags do, `` Env: VAR.`` at the end of its help, instead of
+    Click's ``[env var: VAR]`` (one form in every command's ``--help``). Returns ``command``."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "envvar", None) and getattr(param, "show_envvar", False):
+            var = param.envvar if isinstance(param.envvar, str) else " / ".join(param.envvar)
+            param.show_envvar = False
+            param.help = f"{(param.help or '').rstrip()} Env: {var}."
+    return command
