@@ -105,16 +105,21 @@ def _sums(data: bytes) -> str:
     return other + f"{hashlib.sha256(data).hexdigest()}  {NAME}\n"
 
 
-def _fetch(url: str, out: Path, *args: str) -> subprocess.CompletedProcess:
+def _fetch(url: str, out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
     return subprocess.run([sys.executable, "-m", "pawn.cli", "data", "fetch", MONTH, "--out", str(out),
-                           "--base-url", url, *args], capture_output=True, text=True, timeout=120)
+                           "--base-url", url, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
 
 
 def test_a_cut_connection_is_resumed_with_a_range_request_and_the_file_is_the_published_one(month_bytes, tmp_path):
     with LichessMirror(month_bytes, _sums(month_bytes)) as m:
         m.cuts = [100_000, 250_000]
-        r = _fetch(m.url, tmp_path, "--retries", "3")
+        r = _fetch(m.url, tmp_path, "--retries", "3", env={"PAWN_LOG_EVERY_S": "0.5"})
     assert r.returncode == 0, r.stderr
+    # not a terminal: plain progress lines (the first after the 1 s wait before the first retry)
+    assert re.search(rf"^{NAME}: 0\.\d MB of {len(month_bytes) / 1e6:,.1f} MB, [\d.]+ MB/s$", r.stderr, re.M), r.stderr
     assert m.ranges() == ["bytes=100000-", "bytes=250000-"]
     assert (tmp_path / NAME).read_bytes() == month_bytes
     assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]
@@ -196,3 +201,34 @@ def test_games_filtered_while_streaming_are_the_readers_own_selection(month_byte
     assert re.search(r"games read / kept\s*│\s*150 / 150", info.stdout), info.stdout
     lo, hi = map(int, re.search(r"Elo range \(kept\)\s*│\s*(\d+)–(\d+)", info.stdout).groups())
     assert 1800 <= lo and hi < 2400
+
+
+def test_max_games_stops_the_download_and_says_the_sum_was_not_checked(month_bytes, tmp_path):
+    """With --max-games reached in the first pieces the rest is not downloaded: fewer bytes than the
+    file, and the result says the SHA-256 was not checked (it needs the whole file)."""
+    from pawn.data.lichess import LichessFilters
+    from pawn.data.lichess_fetch import fetch_months
+    from pawn.data.pgn_stream import read_pgn_bytes
+
+    with LichessMirror(month_bytes, _sums(month_bytes)) as m:
+        [res] = fetch_months([MONTH], tmp_path, filters=LichessFilters(min_ply=0, max_games=40), url=m.url,
+                             chunk_bytes=64 << 10, progress=lambda *a: _Quiet())
+    assert res.stats.kept == 40 and read_pgn_bytes(res.path).count(b"[Event ") == 40
+    assert 0 < res.bytes_read < len(month_bytes) and not res.sum_checked
+    assert res.line().endswith(f"SHA-256 not checked: the 40 games were found in the first {res.bytes_read:,} bytes "
+                               f"of {len(month_bytes):,}, the rest was not downloaded")
+
+
+class _Quiet:
+    """A progress display that shows nothing."""
+
+    total = None
+
+    def set_total(self, total):
+        self.total = total
+
+    def advance(self, n):
+        pass
+
+    def close(self):
+        pass

@@ -453,7 +453,8 @@ def _fetch_whole(url: str, name: str, out_dir: Path, expected: str, *, retries: 
 
 
 def _fetch_filtered(url: str, name: str, out: Path, expected: str, filters: LichessFilters, *, retries: int,
-                    timeout_s: float, backoff_s: float, progress: Callable[..., DownloadProgress]) -> FetchResult:
+                    timeout_s: float, backoff_s: float, progress: Callable[..., DownloadProgress],
+                    chunk_bytes: int = PGN_CHUNK_BYTES) -> FetchResult:
     import zstandard
 
     sha = hashlib.sha256()
@@ -464,7 +465,7 @@ def _fetch_filtered(url: str, name: str, out: Path, expected: str, filters: Lich
     left = filters.max_games
     try:
         with atomic_output(out) as tmp:
-            pieces = pgn_pieces(name, PGN_CHUNK_BYTES, raw=body)
+            pieces = pgn_pieces(name, chunk_bytes, raw=body)
             try:
                 with open(tmp, "wb") as fh, zstandard.ZstdCompressor(level=10).stream_writer(fh, closefd=False) as w:
                     for piece in pieces:
@@ -496,7 +497,7 @@ def _fetch_filtered(url: str, name: str, out: Path, expected: str, filters: Lich
 def fetch_months(months: list[str], out_dir: str | os.PathLike, *, filters: Optional[LichessFilters] = None,
                  url: Optional[str] = None, retries: int = 5, timeout_s: float = 60.0, backoff_s: float = 1.0,
                  progress: Optional[Callable[..., DownloadProgress]] = None,
-                 on_result: Optional[Callable[[FetchResult], None]] = None) -> Iterator[FetchResult]:
+                 chunk_bytes: int = PGN_CHUNK_BYTES) -> Iterator[FetchResult]:
     """Download (and check, and optionally filter) each month of ``months`` into ``out_dir``; see
     the module docstring. Yields one :class:`FetchResult` per month, in order.
 
@@ -509,6 +510,8 @@ def fetch_months(months: list[str], out_dir: str | os.PathLike, *, filters: Opti
         timeout_s: seconds a connection may stay silent.
         backoff_s: seconds before the first retry (doubled each time).
         progress: ``(label, total_bytes, done_bytes) -> DownloadProgress`` (default: :class:`DownloadProgress`).
+        chunk_bytes: decompressed PGN bytes parsed at a time when filtering (the reader's piece
+            size); ``max_games`` is checked after each piece, so the download stops within one.
 
     Raises:
         DataError: the sums cannot be fetched (offline), a month is not in them, a download
@@ -535,6 +538,6 @@ def fetch_months(months: list[str], out_dir: str | os.PathLike, *, filters: Opti
         if filters is None:
             r = _fetch_whole(root + name, name, out, sums[name], **kw)
         else:
-            r = _fetch_filtered(root + name, name, target, sums[name], filters, **kw)
+            r = _fetch_filtered(root + name, name, target, sums[name], filters, chunk_bytes=chunk_bytes, **kw)
         r.month = month
         yield r
