@@ -119,7 +119,7 @@ def test_a_cut_connection_is_resumed_with_a_range_request_and_the_file_is_the_pu
         r = _fetch(m.url, tmp_path, "--retries", "3", env={"PAWN_LOG_EVERY_S": "0.5"})
     assert r.returncode == 0, r.stderr
     # not a terminal: plain progress lines (the first after the 1 s wait before the first retry)
-    assert re.search(rf"^{NAME}: 0\.\d MB of {len(month_bytes) / 1e6:,.1f} MB, [\d.]+ MB/s$", r.stderr, re.M), r.stderr
+    assert re.search(rf"^lichess {MONTH}: 0\.\d MB of {len(month_bytes) / 1e6:,.1f} MB, [\d.]+ MB/s$", r.stderr, re.M), r.stderr
     assert m.ranges() == ["bytes=100000-", "bytes=250000-"]
     assert (tmp_path / NAME).read_bytes() == month_bytes
     assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]

@@ -417,6 +417,12 @@ def _kept_texts(data: bytes, filters: LichessFilters, stats: ScanStats, left: Op
     return [texts[int(i)] for i in index[keep]]
 
 
+def _label(name: str) -> str:
+    """``lichess 2024-01`` for a month file's name: the progress bar's label (the whole name left
+    the bar too little room in 80 columns)."""
+    return "lichess " + name.removeprefix("lichess_db_standard_rated_").removesuffix(".pgn.zst")
+
+
 def _fetch_whole(url: str, name: str, out_dir: Path, expected: str, *, retries: int, timeout_s: float,
                  backoff_s: float, progress: Callable[..., DownloadProgress]) -> FetchResult:
     final, part = out_dir / name, out_dir / (name + PART_SUFFIX)
@@ -426,7 +432,7 @@ def _fetch_whole(url: str, name: str, out_dir: Path, expected: str, *, retries: 
         with open(part, "rb") as f:
             while chunk := f.read(8 << 20):
                 sha.update(chunk)
-    bar = progress(name, None, start)
+    bar = progress(_label(name), None, start)
     body = ResumableBody(url, name, start=start, sha=sha, retries=retries, timeout_s=timeout_s, backoff_s=backoff_s,
                          on_bytes=bar.advance)
     try:
@@ -458,7 +464,7 @@ def _fetch_filtered(url: str, name: str, out: Path, expected: str, filters: Lich
     import zstandard
 
     sha = hashlib.sha256()
-    bar = progress(name, None, 0)
+    bar = progress(_label(name), None, 0)
     body = ResumableBody(url, name, sha=sha, retries=retries, timeout_s=timeout_s, backoff_s=backoff_s,
                          on_bytes=bar.advance)
     stats = ScanStats()
