@@ -499,4 +499,10 @@ def test_the_engine_is_named_after_the_model_it_holds(shared_data, tmp_path):
                            TINY_VARIANTS["base"], run_config={"supernet": None, "variant": "base",
                                                              "sliced_from": {"supernet": "tiny", "checkpoint": "x"}})
     assert uci_name(str(tiny)) == "PAWN tiny/base"
+    from pawn.adapters import build_adapted
+    from pawn.adapters.io import load_backbone, save_adapter
+
+    bb, ref, _ = load_backbone(shared_data / "backbones" / "tiny-tpu-3k")
+    adapter = save_adapter(tmp_path / "lora" / "best", build_adapted("lora", {}, bb, jax.random.PRNGKey(0)), ref)
+    assert uci_name(str(adapter)) == "PAWN lora adapter on tiny/large"
     assert uci_name("thomas-schweich/pawn-base") == "PAWN thomas-schweich/pawn-base"
