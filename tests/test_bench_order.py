@@ -74,3 +74,18 @@ def test_spawned_processes_print_nothing_after_the_spinner_in_a_terminal(tmp_pat
     assert frames, text[-2000:]
     assert all(f.rstrip().endswith("into the section)") for f in frames), [f for f in frames if "section)" not in f[-20:]][:2]
     assert "Finished tracing" not in text and "Compiling jit(" not in text
+
+
+def test_a_spawned_process_writes_to_an_unlinked_file_whose_tail_an_error_carries(tmp_path):
+    """What a concurrency process prints (Python or native writes to fds 1 and 2) goes to a file
+    that no longer has a name, never to the terminal; its last lines are read back for an error."""
+    out = tmp_path / "tail.txt"
+    code = ("import os, sys, tempfile\n"
+            "from pawn.bench.concurrency import _output_to_file, _tail\n"
+            "fd = _output_to_file()\n"
+            "print('one', flush=True); print('two', file=sys.stderr, flush=True); os.write(2, b'native three\\n')\n"
+            "left = [p for p in os.listdir(tempfile.gettempdir()) if p.startswith('pawn-bench-child-') and os.stat(os.path.join(tempfile.gettempdir(), p)).st_ino == os.fstat(fd).st_ino]\n"
+            "open(sys.argv[1], 'w').write(_tail(fd) + '\\n' + str(left))\n")
+    r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", (r.stdout, r.stderr)
+    assert out.read_text().splitlines() == ["one | two | native three", "[]"]

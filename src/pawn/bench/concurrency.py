@@ -46,9 +46,10 @@ class ConcurrencyResult:
     rows: list[ConcurrencyRow] = field(default_factory=list)
 
 
-def _output_to_file() -> str:
+def _output_to_file() -> int:
     """Point this process's stdout and stderr (file descriptors 1 and 2, so native libraries'
-    output too) at a new temporary file, and return its path. A spawned child inherits the
+    output too) at a new temporary file, already unlinked (nothing is left behind, whatever
+    ends the process), and return a descriptor to read it back. A spawned child inherits the
     parent's terminal: what it printed (JAX and XLA logs) landed after the parent's spinner
     text, on the same line."""
     import tempfile
@@ -59,19 +60,21 @@ def _output_to_file() -> str:
         except (AttributeError, OSError, ValueError):
             pass
     fd, path = tempfile.mkstemp(prefix="pawn-bench-child-", suffix=".log")
+    os.unlink(path)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    os.close(fd)
-    return path
+    return fd
 
 
-def _tail(path: str, lines: int = 3) -> str:
-    """The last ``lines`` non-empty lines of ``path``, joined with `` | `` ("" if none)."""
+def _tail(fd: int, lines: int = 3) -> str:
+    """The last ``lines`` non-empty lines written to ``fd`` (of its last 64 KiB), joined with
+    `` | `` ("" if none)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, 1 << 16, max(0, size - (1 << 16)))
     except OSError:
         return ""
+    text = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
     return " | ".join(text[-lines:])
 
 
@@ -108,10 +111,7 @@ def concurrency_worker(settings: dict, index: int, barrier, results) -> None:
         said = _tail(log)
         results.put({"index": index, "error": f"{e.__class__.__name__}: {e}" + (f" (its output ended: {said})" if said else "")})
     finally:
-        try:
-            os.unlink(log)
-        except OSError:
-            pass
+        os.close(log)
 
 
 def _collect(procs, results, n: int, timeout_s: float) -> list[dict[str, Any]]:
