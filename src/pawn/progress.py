@@ -156,9 +156,10 @@ class ProgressReporter:
 
     def tick_bar(self, now: Optional[float] = None) -> None:
         """Move the terminal bar to :meth:`in_flight` (called twice a second between updates)."""
-        bar, task = self._bar, self._task
-        if bar is not None and task is not None:
-            bar.update(task, completed=self.in_flight(now))
+        with self._lock:
+            bar, task = self._bar, self._task
+            if bar is not None and task is not None:
+                bar.update(task, completed=self.in_flight(now))
 
     def _tick(self) -> None:
         while not self._stop_ticker.wait(self.every_s):
@@ -194,20 +195,21 @@ class ProgressReporter:
         if self._t0 is None:
             self.start()
         now = self._clock()
-        if unit_s is not None and unit_s > 0:
-            self._unit_s = float(unit_s)
-        before = self.completed
-        self.completed = int(completed)
-        if self.completed > before:
-            self._chunk = self.completed - before
-        self.fields.update(fields)
-        self._last_update_t = now
-        if self._first_done is None:
-            self._first_done, self._first_t = self.completed, now
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.completed,
-                             **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
-            return
+        with self._lock:  # one consistent state for tick_bar's estimate (another thread)
+            if unit_s is not None and unit_s > 0:
+                self._unit_s = float(unit_s)
+            before = self.completed
+            self.completed = int(completed)
+            if self.completed > before:
+                self._chunk = self.completed - before
+            self.fields.update(fields)
+            self._last_update_t = now
+            if self._first_done is None:
+                self._first_done, self._first_t = self.completed, now
+            if self._bar is not None:
+                self._bar.update(self._task, completed=self.completed,
+                                 **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
+                return
         with self._lock:
             self._pending = True
             due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.total
