@@ -107,3 +107,23 @@ def test_adapt_help_says_what_negated_flags_do_and_open_float_ranges():
     assert m and m[1].endswith("Greater than 0."), out
     res = CliRunner().invoke(app, ["adapt", "runs/x", "--density", "0"])
     assert res.exit_code != 0 and "--density: Input should be greater than 0" in res.output, res.output
+
+
+def test_environment_variables_are_shown_one_way_in_every_command():
+    """Every command's --help names an option's variable as `Env: PAWN_X.`, never Click's
+    `[env var: PAWN_X]` (dashboard and lab used that form, the settings commands the other)."""
+    from pawn.cli._errors import OneLineErrors
+
+    for name in sorted(OneLineErrors.lazy_commands):
+        assert "[env var:" not in _help(name), name
+    out = " ".join(_help("dashboard").split())
+    assert "Port to listen on. Env: PAWN_DASHBOARD_PORT." in out
+    assert "Env: PAWN_LAB_DIR." in " ".join(_help("lab").split())
+    assert "Env: PAWN_LICHESS_URL." in " ".join(_help("data", "fetch").split())
+
+
+def test_uci_help_speaks_of_playing_and_points_to_the_page_that_documents_it():
+    out = " ".join(_help("uci").split())
+    assert "play as this nested variant" in out and "evaluate only" not in out
+    assert "docs/play-and-uci.md" in out and 'README "' not in out
+    assert 'README "' not in " ".join(_help().split())

@@ -100,6 +100,7 @@ def test_rosa_records_its_warmup_and_mask_batches_on_top_of_the_main_steps(tiny_
     assert c["optimizer_steps"] == 10 and c["gradient_batches"] == 13
     assert c["movable_params"] == c["trainable_params"] == open_run(tmp_path / "rosa").trainable_params
     assert "spent 10 optimizer steps (4 main + 6 RoSA warm-up) and 3 mask-scoring batches: 13 gradient batches" in out
+    assert f"{c['trainable_params']:,} trainable parameters, each reached by the loss (its gradient can be nonzero)" in out
     from pawn.report.data import summary
 
     assert summary(open_run(tmp_path / "rosa"))["compute"]["optimizer_steps"] == 10  # the report's runs table
@@ -109,5 +110,7 @@ def test_rosa_records_its_warmup_and_mask_batches_on_top_of_the_main_steps(tiny_
     c = run.compute
     assert c["optimizer_steps"] == c["gradient_batches"] == c["main_steps"] == 4 and c["warmup_steps"] == 0
     assert c["trainable_params"] - c["movable_params"] == 24 * 32 == c["trainable_params"] - run.movable_params
-    assert f"{c['movable_params']:,} movable" in out and "spent 4 optimizer steps;" in out
+    assert (f"{c['trainable_params']:,} trainable parameters, {c['movable_params']:,} reached by the loss (the gradient "
+            f"of the other {24 * 32:,}, such as the PAD and outcome embeddings, is always zero: they never move)") in out
+    assert "spent 4 optimizer steps;" in out
 

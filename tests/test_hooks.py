@@ -266,9 +266,14 @@ def test_missing_extras_are_one_line_errors_naming_the_extra(monkeypatch):
 
 def test_without_matplotlib_there_is_one_note_and_no_curves_hook(tmp_path, monkeypatch):
     monkeypatch.setattr(H, "has_module", lambda m: m not in ("matplotlib", "plotly"))
+    monkeypatch.setattr(H, "_NOTED", {"matplotlib": False})  # a fresh process
     msgs = []
     hooks = H.open_run_hooks(tmp_path, config={}, log=msgs.append)
     assert len(hooks) == 0 and len(msgs) == 1 and "matplotlib is not installed" in msgs[0] and "pawn[plot]" in msgs[0]
+    # the next runs of the same process (a sweep's trials) draw no curves either, and say nothing more
+    for i in range(3):
+        assert len(H.open_run_hooks(tmp_path / f"trial{i}", config={}, log=msgs.append)) == 0
+    assert len(msgs) == 1
 
 
 def test_logging_settings_come_from_flags_environment_and_config(monkeypatch):

@@ -222,7 +222,23 @@ def test_bench_step_refuses_in_one_line_instead_of_running_out_of_memory(monkeyp
     assert r.exit_code == 1
     lines = [ln for ln in r.output.splitlines() if ln.strip() and not ln.startswith("pawn bench:")]
     assert len(lines) == 1 and lines[0].startswith("error: the train step (variant toy, batch 4 × seq 32) needs"), r.output
+    # beyond the flags, the other ways out: a smaller model, an accelerator (JAX runs on the CPU here), the plan alone
+    assert "; or train a smaller model (--supernet tiny, or --variant small or base)" in lines[0]
+    assert "; or run it on an accelerator (GPU or TPU" in lines[0]
+    assert lines[0].endswith("; pawn pretrain --dry-run prints the plan and this check without training")
     assert "0.0 GiB (90% usable)" in lines[0]
+
+
+def test_a_refusal_offers_the_flags_then_a_smaller_model_an_accelerator_and_the_dry_run():
+    """The large supernet refused on a CPU: --accumulation-steps alone started a run of years, so
+    the line goes on to a smaller model, an accelerator and --dry-run, in that order."""
+    est = memmod.MemoryEstimate(argument_bytes=10 * 2**30, output_bytes=10 * 2**30, alias_bytes=10 * 2**30,
+                                temp_bytes=100 * 2**30, code_bytes=0)
+    line = memmod.refusal(est, int(80e9), "of this machine's memory", batch_size=256, n_devices=1, remat="full",
+                          accumulation_steps=1, what="this training step")
+    i = [line.index(s) for s in ("--accumulation-steps 2", "--supernet tiny", "an accelerator", "--dry-run")]
+    assert i == sorted(i), line
+    assert "\n" not in line
 
 
 def test_suggested_accumulation_divides_the_per_device_batch():

@@ -204,7 +204,8 @@ def test_plain_lines_keep_coming_while_one_long_unit_of_work_runs():
 
 def test_eta_between_updates_counts_down_instead_of_growing():
     """Between two updates (inside a long chunk) the ETA is the last estimate less the time since
-    it: 10 units in 10 s with 80 left is 80 s, and 20 s later 60 s (not 80 / (10 / 30) = 240 s)."""
+    it: 10 units in 10 s with 80 left is 80 s, and 5 s later 75 s (not 80 / (10 / 15) = 120 s);
+    once the chunk in flight is late, the units after it (70 s)."""
     from pawn.progress import ProgressReporter
 
     t = [0.0]
@@ -213,10 +214,12 @@ def test_eta_between_updates_counts_down_instead_of_growing():
     t[0] = 10.0
     rep.update(20)
     assert rep.eta_s() == 80.0
-    t[0] = 30.0
-    assert rep.eta_s() == 60.0
-    t[0] = 200.0
-    assert rep.eta_s() == 0.0
+    t[0] = 15.0
+    assert rep.eta_s() == 75.0
+    t[0] = 30.0  # the chunk of 10 should have ended at 20 s: the 70 units after it still take 70 s
+    assert rep.eta_s() == 70.0
+    t[0] = 200.0  # (it said 0:00:00 here, with work left)
+    assert rep.eta_s() == 70.0
 
 
 def test_eta_appears_after_the_first_timed_chunk():
@@ -282,3 +285,38 @@ def test_a_line_before_the_first_chunk_says_it_is_compiling_not_dashes():
     assert rep.line() == "pretrain: step 0/300 (0.0%) compiling and running the first steps, elapsed 0:00:30"
     rep.update(50, **{"joint loss": "20.1000", "tok/s": "6,000"})
     assert rep.line().startswith("pretrain: step 50/300 (16.7%) joint loss 20.1000, 6,000 tok/s, elapsed 0:00:30")
+
+
+def test_within_a_chunk_the_progress_moves_and_a_late_last_chunk_is_not_eta_zero():
+    """An adapter run of 16 steps in chunks of 8: between the updates the line and the bar move
+    at the measured rate (never past the chunk's end), and a last chunk running late shows
+    ``ETA ?``, not ``ETA 0:00:00`` at step 8 of 16."""
+    buf, clock = io.StringIO(), Clock()
+    rep = ProgressReporter("adapt", 16, fields={"loss": "-"}, every_s=10, stream=buf, clock=clock,
+                           expected_unit_s=0.5).start()
+    clock.t += 20
+    rep.update(8, loss="3.0000")  # the first chunk (with its compile): no timing of its own
+    clock.t += 2  # 2 s at the expected 0.5 s per step: 4 steps into the second chunk
+    assert rep.in_flight() == 12 and rep.eta_s() == 2.0
+    assert rep.line().startswith("adapt: step 8/16 (50.0%; ≈12 by now) loss 3.0000, elapsed 0:00:22, ETA 0:00:02")
+    clock.t += 30  # far past the expected end: at most one step short of the chunk's end, and no ETA
+    assert rep.in_flight() == 15 and rep.eta_s() is None
+    assert rep.line().endswith("ETA ?")
+    rep.update(16, loss="2.0000")
+    assert rep.in_flight() == 16 and rep.line().startswith("adapt: step 16/16 (100.0%) loss 2.0000")
+
+
+def test_the_terminal_bar_moves_within_a_chunk():
+    clock = Clock()
+    rep = ProgressReporter("pretrain", 100, every_s=10, stream=io.StringIO(), plain=False, clock=clock)
+    rep.start()
+    rep.update(10)
+    clock.t += 10
+    rep.update(20, unit_s=1.0)  # 1 s per step, chunks of 10
+    clock.t += 4.5
+    rep.tick_bar()
+    assert rep._bar.tasks[0].completed == 24
+    clock.t += 60
+    rep.tick_bar()
+    assert rep._bar.tasks[0].completed == 29  # never the chunk's end before the update says so
+    rep.stop()

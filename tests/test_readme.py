@@ -24,7 +24,7 @@ OUTPUT_FLAGS = ("--out", "--pgn-out", "--json", "--plot", "--output", "-o", "--p
 READ_FLAGS = ("--checkpoint", "--pgn", "--config", "--resume", "--prefix", "--base-config", "--space", "--data")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 DOC_PAGES = ("engine.md", "pretraining.md", "checkpoints.md", "evaluation.md", "data.md", "adapters.md", "sweeps.md",
-             "lab.md", "play-and-uci.md", "report.md", "measurements.md", "reference.md")
+             "cluster.md", "lab.md", "play-and-uci.md", "report.md", "measurements.md", "reference.md")
 """docs/ pages, in the order their commands run after the README's (the order the README had them in)."""
 
 

@@ -177,6 +177,22 @@ def test_missing_plotly_names_the_extra(monkeypatch, tmp_path):
     assert r.exit_code == 1 and "pip install 'pawn[report]'" in r.output and r.output.count("\n") == 1
 
 
+def test_the_report_says_what_it_reads_while_it_builds(tmp_path):
+    """It was silent for 47 s on six runs: stderr gets a line per run read, then one before the
+    page is built, and stdout the one line naming the file."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "pawn.cli", "report", str(V1_RUNS), "-o", str(tmp_path / "r.html")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.splitlines()
+    reading = [ln for ln in err if ln.startswith("pawn report: reading run ")]
+    assert [ln.split(": ")[1] for ln in reading] == ["reading run 1/2", "reading run 2/2"], err
+    assert {ln.split(": ")[2].split(" (")[0] for ln in reading} == {str(V1_RUNS / "adapt-lora"), str(V1_RUNS / "tiny")}
+    assert err[-1] == "pawn report: building the page" and r.stdout.startswith(f"wrote {tmp_path / 'r.html'} (")
+
+
 # ----------------------------------------------------------------------------- slow: fresh runs
 @pytest.mark.slow
 def test_fresh_runs_embed_every_trace_for_both_run_kinds(report_root, report_html):

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from pawn.checkpoint import save_checkpoint
-from pawn.config import TOY
+from pawn.config import TINY_VARIANTS, TOY
 from pawn.model import PAWNModel
 from pawn.play.match import _to_token, _token_table
 from pawn.play.players import find_stockfish
@@ -190,13 +190,14 @@ def _special_board() -> chess.Board:
 
 def test_position_moves_with_castling_en_passant_and_promotion_reach_the_same_board(engine, player):
     """MultiPV 256 lists every legal move of the engine's position: the set equals python-chess's,
-    and each score is 10000 × the model's probability from the whole move list."""
+    and each score is the model's probability from the whole move list on the centipawn scale."""
     board = _special_board()
     got = _multipv(engine, board)
     want = _probs(player, board)
     assert set(got) == set(want)
     assert all(abs(got[m] - prob_to_cp(want[m])) <= 1 for m in want), [(m, got[m], prob_to_cp(want[m])) for m in want][:5]
-    assert abs(sum(got.values()) - 10000) <= len(got)
+    best = max(want, key=want.get)
+    assert got[best] == max(got.values()) and got[best] == prob_to_cp(want[best])
     # an en-passant capture offered to the engine is in its move list
     ep = chess.Board()
     for m in ["e2e4", "a7a6", "e4e5", "d7d5"]:
@@ -290,7 +291,7 @@ def test_options_are_declared_and_bad_values_are_refused_in_one_info_line(raw):
     lines = [ln for _, ln in raw.until("uciok")]
     names = {ln.split(" type ")[0][len("option name "):] for ln in lines if ln.startswith("option name ")}
     assert {"Temperature", "TopK", "TopP", "Seed", "MultiPV", "Outcome", "Book", "Move Overhead", "Ponder"} <= names
-    assert lines[0].startswith("id name PAWN ") and lines[1].startswith("id author ")
+    assert lines[0] == "id name PAWN d64_L2_F256" and lines[1].startswith("id author ")  # the model, not its folder "toy"
     for cmd, want in [("setoption name Temperature value hot", "Temperature: 'hot' is not a number"),
                       ("setoption name TopP value 0", "TopP: must be > 0"),
                       ("setoption name MultiPV value 999", "MultiPV: 999 is outside [1, 256]"),
@@ -475,3 +476,33 @@ def test_an_outcome_prefix_model_answers_move_one_from_its_outcome_token(outcome
     got, want = _multipv(outcome_engine, board), _probs(outcome_player, board, WHITE_CHECKMATES)
     assert set(got) == set(want) and len(got) == 20
     assert all(abs(got[m] - prob_to_cp(want[m])) <= 1 for m in want)
+
+
+def test_score_cp_is_lichess_win_percentage_curve_read_backwards():
+    """Lichess's Win% = 50 + 50·(2/(1 + exp(−0.00368208·cp)) − 1) (lichess.org/page/accuracy) at
+    the reported cp gives back the move's probability; 50 % is 0, the ends are clipped."""
+    import math
+
+    assert [prob_to_cp(p) for p in (0.5, 0.75, 0.9, 0.1)] == [0, 298, 597, -597]  # ln(3)/k = 298.4, ln(9)/k = 596.7
+    for p in (0.02, 0.3, 0.64, 0.97):
+        cp = prob_to_cp(p)
+        win = 50 + 50 * (2 / (1 + math.exp(-0.00368208 * cp)) - 1)
+        assert abs(win - 100 * p) < 0.05, (p, cp, win)
+    assert prob_to_cp(1.0) == prob_to_cp(0.999) == 1876 and prob_to_cp(0.0) == -1876
+
+
+def test_the_engine_is_named_after_the_model_it_holds(shared_data, tmp_path):
+    from pawn.play.uci_engine import uci_name
+
+    assert uci_name(str(shared_data / "backbones" / "tiny-tpu-3k")) == "PAWN tiny/large"
+    tiny = save_checkpoint(tmp_path / "best", PAWNModel(TINY_VARIANTS["base"], jax.random.PRNGKey(0)).params(),
+                           TINY_VARIANTS["base"], run_config={"supernet": None, "variant": "base",
+                                                             "sliced_from": {"supernet": "tiny", "checkpoint": "x"}})
+    assert uci_name(str(tiny)) == "PAWN tiny/base"
+    from pawn.adapters import build_adapted
+    from pawn.adapters.io import load_backbone, save_adapter
+
+    bb, ref, _ = load_backbone(shared_data / "backbones" / "tiny-tpu-3k")
+    adapter = save_adapter(tmp_path / "lora" / "best", build_adapted("lora", {}, bb, jax.random.PRNGKey(0)), ref)
+    assert uci_name(str(adapter)) == "PAWN lora adapter on tiny/large"
+    assert uci_name("thomas-schweich/pawn-base") == "PAWN thomas-schweich/pawn-base"

@@ -118,6 +118,7 @@ class ProgressReporter:
         self._t0 = self._first_t = self._last_line_t = None
         self._first_done: Optional[int] = None
         self._bar = self._task = None
+        self._chunk: Optional[int] = None  # units the latest update covered: the size of the chunk now running
         self.lines_written = 0
         self._lock = threading.Lock()
         self._stop_ticker = threading.Event()
@@ -139,12 +140,26 @@ class ProgressReporter:
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total, completed=self.completed,
                                             **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
+            if self._clock is time.monotonic:  # the bar moves within a chunk (see in_flight)
+                self._ticker = threading.Thread(target=self._tick_bar, name="pawn-progress", daemon=True)
+                self._ticker.start()
         elif self.every_s > 0 and self._clock is time.monotonic:
             # Updates come once per unit of work (a compiled chunk can take minutes): a ticker keeps
             # the log's lines every ``every_s`` seconds in between, with the latest figures.
             self._ticker = threading.Thread(target=self._tick, name="pawn-progress", daemon=True)
             self._ticker.start()
         return self
+
+    def _tick_bar(self) -> None:
+        while not self._stop_ticker.wait(0.5):
+            self.tick_bar()
+
+    def tick_bar(self, now: Optional[float] = None) -> None:
+        """Move the terminal bar to :meth:`in_flight` (called twice a second between updates)."""
+        with self._lock:
+            bar, task = self._bar, self._task
+            if bar is not None and task is not None:
+                bar.update(task, completed=self.in_flight(now))
 
     def _tick(self) -> None:
         while not self._stop_ticker.wait(self.every_s):
@@ -180,17 +195,21 @@ class ProgressReporter:
         if self._t0 is None:
             self.start()
         now = self._clock()
-        if unit_s is not None and unit_s > 0:
-            self._unit_s = float(unit_s)
-        self.completed = int(completed)
-        self.fields.update(fields)
-        self._last_update_t = now
-        if self._first_done is None:
-            self._first_done, self._first_t = self.completed, now
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.completed,
-                             **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
-            return
+        with self._lock:  # one consistent state for tick_bar's estimate (another thread)
+            if unit_s is not None and unit_s > 0:
+                self._unit_s = float(unit_s)
+            before = self.completed
+            self.completed = int(completed)
+            if self.completed > before:
+                self._chunk = self.completed - before
+            self.fields.update(fields)
+            self._last_update_t = now
+            if self._first_done is None:
+                self._first_done, self._first_t = self.completed, now
+            if self._bar is not None:
+                self._bar.update(self._task, completed=self.completed,
+                                 **{f"f{i}": str(v) for i, v in enumerate(self.fields.values())})
+                return
         with self._lock:
             self._pending = True
             due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.total
@@ -206,29 +225,55 @@ class ProgressReporter:
         with self._lock:
             print(text, file=self.stream, flush=True)
 
+    def unit_s(self) -> Optional[float]:
+        """Seconds per unit: measured from the first to the latest update; before two updates,
+        the caller's timed figure for the first chunk (``update(unit_s=…)``), else its
+        expectation (``expected_unit_s``); None when there is none."""
+        last = self._last_update_t
+        if (self._first_done is not None and last is not None and self.completed > self._first_done
+                and last > self._first_t):
+            return (last - self._first_t) / (self.completed - self._first_done)
+        return self._unit_s if self._unit_s is not None else self._expected_unit_s
+
     def eta_s(self, now: Optional[float] = None) -> Optional[float]:
-        """Seconds left at the rate measured from the first to the latest update, less the time
-        since the latest one (so lines written between updates count down instead of treating the
-        wait as a slowdown); None before a rate exists."""
+        """Seconds left at :meth:`unit_s`, less the time since the latest update (so lines written
+        between updates count down instead of treating the wait as a slowdown), but never below
+        the time of the units after the chunk now running (the latest update's size): a chunk
+        that runs late no longer shows ``ETA 0:00:00`` while work remains. None before a rate
+        exists, and while the last chunk runs past its expected end (its end is unknown)."""
         now = self._clock() if now is None else now
         if self._first_done is None and self._expected_unit_s is not None and self._t0 is not None:
             # nothing measured yet: the caller's expectation, counting down from the start
             return max(0.0, max(0, self.total - self.completed) * self._expected_unit_s - (now - self._t0))
+        unit_s = self.unit_s()
+        if unit_s is None or self._first_done is None:
+            return None
         last = self._last_update_t if self._last_update_t is not None else now
-        if self._first_done is None or self.completed <= self._first_done or last <= self._first_t:
-            unit_s = self._unit_s if self._unit_s is not None else self._expected_unit_s
-            if unit_s is None or self._first_done is None:
-                return None
-            rate = 1.0 / unit_s  # one timed unit of work so far (else the caller's expectation): its own rate
-            return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
-        rate = (self.completed - self._first_done) / (last - self._first_t)
-        return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
+        left = max(0, self.total - self.completed)
+        countdown = left * unit_s - (now - last)
+        after_chunk = max(0, left - (self._chunk or 0)) * unit_s
+        if countdown > after_chunk or left == 0:
+            return max(0.0, countdown)
+        return after_chunk if after_chunk > 0 else None
+
+    def in_flight(self, now: Optional[float] = None) -> int:
+        """Units done by now if the chunk in flight (the size of the latest update) runs at
+        :meth:`unit_s`: the last update's count plus the units its time since allows, at most
+        one short of that chunk's end (only an update says a chunk finished)."""
+        now = self._clock() if now is None else now
+        unit_s, last = self.unit_s(), self._last_update_t
+        if unit_s is None or unit_s <= 0 or last is None or not self._chunk or self.completed >= self.total:
+            return self.completed
+        ahead = min(self._chunk, self.total - self.completed) - 1
+        return self.completed + max(0, min(ahead, int((now - last) / unit_s)))
 
     def line(self, now: Optional[float] = None) -> str:
         """The plain progress line for the current state."""
         now = self._clock() if now is None else now
         pct = 100.0 * self.completed / self.total if self.total else 100.0
-        parts = [f"{self.label}: {self.unit} {self.completed}/{self.total} ({pct:.1f}%)"]
+        est = self.in_flight(now)
+        by_now = f"; ≈{est} by now" if est > self.completed else ""
+        parts = [f"{self.label}: {self.unit} {self.completed}/{self.total} ({pct:.1f}%{by_now})"]
         if self._last_update_t is None and self.completed < self.total:
             # nothing has finished yet: the first chunk is compiling or running (no "loss -, - tok/s")
             parts.append(f"compiling and running the first steps, elapsed {format_duration(now - self._t0)}")

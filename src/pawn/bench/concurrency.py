@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -45,10 +46,44 @@ class ConcurrencyResult:
     rows: list[ConcurrencyRow] = field(default_factory=list)
 
 
+def _output_to_file() -> int:
+    """Point this process's stdout and stderr (file descriptors 1 and 2, so native libraries'
+    output too) at a new temporary file, already unlinked (nothing is left behind, whatever
+    ends the process), and return a descriptor to read it back. A spawned child inherits the
+    parent's terminal: what it printed (JAX and XLA logs) landed after the parent's spinner
+    text, on the same line."""
+    import tempfile
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    fd, path = tempfile.mkstemp(prefix="pawn-bench-child-", suffix=".log")
+    os.unlink(path)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    return fd
+
+
+def _tail(fd: int, lines: int = 3) -> str:
+    """The last ``lines`` non-empty lines written to ``fd`` (of its last 64 KiB), joined with
+    `` | `` ("" if none)."""
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, 1 << 16, max(0, size - (1 << 16)))
+    except OSError:
+        return ""
+    text = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return " | ".join(text[-lines:])
+
+
 def concurrency_worker(settings: dict, index: int, barrier, results) -> None:
     """One spawned training process: build, compile, wait at the barrier, then run
     ``concurrency_chunks`` chunks (placement included) and report its span on the wall clock
-    (``time.time()``, the clock the processes share) and the per-chunk times."""
+    (``time.time()``, the clock the processes share) and the per-chunk times. Its own output
+    goes to a temporary file (:func:`_output_to_file`), whose last lines an error report carries."""
+    log = _output_to_file()
     try:
         import jax
 
@@ -73,7 +108,10 @@ def concurrency_worker(settings: dict, index: int, barrier, results) -> None:
             barrier.abort()
         except Exception:
             pass
-        results.put({"index": index, "error": f"{e.__class__.__name__}: {e}"})
+        said = _tail(log)
+        results.put({"index": index, "error": f"{e.__class__.__name__}: {e}" + (f" (its output ended: {said})" if said else "")})
+    finally:
+        os.close(log)
 
 
 def _collect(procs, results, n: int, timeout_s: float) -> list[dict[str, Any]]:

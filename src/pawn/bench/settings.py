@@ -47,6 +47,22 @@ def parse_only(values: Optional[Sequence[str]]) -> list[str]:
     return [n for n in _SECTION_NAMES if n in names]
 
 
+def concurrency_first(sections: Sequence[str], s: "BenchSettings") -> tuple[list[str], Optional[str]]:
+    """The run order when ``--concurrency N`` was set (flag, environment or config file): the
+    concurrency section first, the others after it in their usual order, and a note saying so
+    (None when nothing moves: concurrency not set, or only by ``--quick``'s preset, not among
+    ``sections``, or already first).
+    The table asked for then comes first instead of after a half-hour of other sections."""
+    out = list(sections)
+    given = "concurrency" in s.model_fields_set and not (s.quick and s.concurrency == QUICK_PRESET["concurrency"])
+    if not given or "concurrency" not in out or out[0] == "concurrency":
+        return out, None
+    out.remove("concurrency")
+    out.insert(0, "concurrency")
+    rest = "; the others follow (Ctrl-C keeps the finished tables), --only concurrency runs it alone" if len(out) > 1 else ""
+    return out, f"pawn bench: --concurrency {s.concurrency} given: the concurrency section runs first{rest}"
+
+
 def resolve_pgn_files(paths: Sequence[Path]) -> tuple[str, ...]:
     """``--pgn`` values (files, or directories of ``*.pgn``) → the files, in order.
 

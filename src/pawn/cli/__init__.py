@@ -133,7 +133,7 @@ def _load_command(name: str, target: str):
     if starting:  # Ctrl-C while the command's modules (JAX, Equinox…) import: one line, exit 130
         signal.signal(signal.SIGINT, _interrupted_while_starting)
     try:
-        from pawn.cli._options import user_help
+        from pawn.cli._options import uniform_env_help, user_help
 
         fn = getattr(importlib.import_module(module), attr)
     finally:
@@ -141,7 +141,7 @@ def _load_command(name: str, target: str):
             signal.signal(signal.SIGINT, signal.default_int_handler)
     one = typer.Typer(add_completion=False)
     one.command(name, help=user_help(_reflow(fn.__doc__ or "")) + _examples(name))(fn)
-    return typer.main.get_command(one)
+    return uniform_env_help(typer.main.get_command(one))
 
 
 def _summary(target: str) -> str:

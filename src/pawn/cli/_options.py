@@ -34,7 +34,6 @@ def dtype_option(value: Optional[str]) -> Optional[str]:
 
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write every figure and the exact settings to this JSON file.")]
 GamesOpt = Annotated[int, typer.Option("--games", min=1, help="Number of games.")]
-VariantOpt = Annotated[Optional[str], typer.Option("--variant", help="For a supernet checkpoint: evaluate only this nested variant (default: all).")]
 DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", callback=dtype_option, help="Compute dtype: float32 (fp32) or bfloat16 (bf16). Default: float32 on CPU, bfloat16 on accelerators.")]
 PrefixOpt = Annotated[Optional[bool], typer.Option("--prepend-outcome/--pure-moves", help="Sequence layout. Default: what the checkpoint records, else pure moves (the published models).")]
 """Shared ``Annotated`` options for commands whose flags are not (yet) a settings model (e.g. the
@@ -222,3 +221,15 @@ def flag(name: str, annotation: Any, default: Any, *decls: str, help: str) -> in
     """A command-only option (not a settings field) for :func:`settings_command`'s ``after``."""
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                              default=typer.Option(default, *decls, help=help))
+
+
+def uniform_env_help(command):
+    """``command`` (a Click command) with every option that reads an environment variable saying
+    so as the settings commands' flags do, `` Env: VAR.`` at the end of its help, instead of
+    Click's ``[env var: VAR]`` (one form in every command's ``--help``). Returns ``command``."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "envvar", None) and getattr(param, "show_envvar", False):
+            var = param.envvar if isinstance(param.envvar, str) else " / ".join(param.envvar)
+            param.show_envvar = False
+            param.help = f"{(param.help or '').rstrip()} Env: {var}."
+    return command

@@ -101,7 +101,7 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
                 f"mask-scoring batches: {c['gradient_batches']:,} gradient batches" if c.get("gradient_batches", 0) != c["optimizer_steps"]
                 else "")
         typer.echo(f"spent {c['optimizer_steps']:,} optimizer steps{warm}; {c['trainable_params']:,} trainable parameters, "
-                   f"{c['movable_params']:,} movable (reached by the loss)")
+                   + ("each reached by the loss (its gradient can be nonzero)" if c["movable_params"] == c["trainable_params"] else f"{c['movable_params']:,} reached by the loss (the gradient of the other {c['trainable_params'] - c['movable_params']:,}, such as the PAD and outcome embeddings, is always zero: they never move)"))
     sp = res.split
     if sp is not None:
         test = f", {sp.n('test'):,} test" if sp.n("test") else ""

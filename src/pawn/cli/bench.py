@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from pawn.bench.settings import BenchSettings
+from pawn.bench.settings import BenchSettings, concurrency_first
 from pawn.cli._errors import fail
 from pawn.cli._options import settings_command
 from pawn.cli._output import check_outputs, heartbeat, write_json
@@ -57,6 +57,9 @@ def bench_cmd(s: BenchSettings) -> None:
     if "concurrency" in sections:  # child processes share an accelerator: don't grab 75 % of its memory
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     console, err = output_console(), output_console(stderr=True)
+    sections, note = concurrency_first(sections, s)
+    if note:
+        err.print(note, highlight=False, soft_wrap=True)
     check_outputs(json=json_out)
     import jax
 
@@ -80,9 +83,14 @@ def bench_cmd(s: BenchSettings) -> None:
     done: dict[str, float] = {}
 
     def on_section(name: str, r) -> None:
+        if err.is_terminal:  # the tables go to stdout, the spinner to stderr: clear it first, so no table
+            status.stop()    # line starts after the spinner's text (glued to it in the scrollback)
+            status.update("")
         bench.print_report(r, console, only=[name], header=not r.completed_sections[:-1], footer=False)
         done[name] = r.section_wall_s[name]
         err.print(bench.finished_line(name, done[name], est, done), highlight=False, soft_wrap=True)
+        if err.is_terminal:
+            status.start()
 
     with err.status("") as status, _sigterm_as_interrupt():
         report = bench.run_bench(s, sections, progress=progress, detail=detail, on_section=on_section)

@@ -40,5 +40,5 @@ def command(
 
         check_input(checkpoint, "--checkpoint", what="checkpoint directory")
     p = write_report(paths, out, title=title, checkpoint=checkpoint, variant=variant, top_k=top_k,
-                     log=lambda m: typer.echo(m, err=True))
+                     log=lambda m: typer.echo(f"pawn report: {m}", err=True))
     typer.echo(f"wrote {p} ({p.stat().st_size / 2**20:.1f} MiB)")

@@ -9,7 +9,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from pawn.cli._options import DtypeOpt, VariantOpt
+from pawn.cli._options import DtypeOpt
+
+VariantOpt = Annotated[Optional[str], typer.Option(
+    "--variant", help="For a supernet checkpoint: play as this nested variant (small, base, large; default: the largest).")]
 
 
 def uci_cmd(
@@ -21,12 +24,14 @@ def uci_cmd(
     """Run CHECKPOINT as a UCI chess engine on stdin/stdout, for chess GUIs, cutechess-cli and
     lichess-bot. The move is always legal: the model's logits restricted to the legal moves, argmax
     at Temperature 0, else sampled (TopK, TopP, Seed). MultiPV reports the most likely moves with
-    score cp = 10000 × probability. A supernet plays --variant (default: its largest). Options,
-    the rules for FEN starts, long games and time budgets: README "Playing in a GUI or on Lichess"."""
+    a centipawn score from each move's probability through Lichess's win-percentage curve (a
+    confidence, not an evaluation). A supernet plays --variant (default: its largest). Options, the
+    rules for FEN starts, long games and time budgets: docs/play-and-uci.md, "Playing in a GUI or
+    on Lichess"."""
 
     from pawn import checkpoint as ckpt_mod
     from pawn.cli._errors import fail
-    from pawn.play.uci_engine import UciEngine
+    from pawn.play.uci_engine import UciEngine, uci_name
 
     if not ckpt_mod.is_hub_id(checkpoint) and not Path(checkpoint).is_dir():
         raise fail(f"{checkpoint}: no such checkpoint directory (nor a Hub id owner/name)", 2)
@@ -50,7 +55,7 @@ def uci_cmd(
         sys.stderr.flush()
         os._exit(1)
 
-    engine = UciEngine(load, write, name=f"PAWN {Path(checkpoint.rstrip('/')).name or checkpoint}", on_fatal=fatal)
+    engine = UciEngine(load, write, name=uci_name(checkpoint, variant), on_fatal=fatal)
     engine.start()
 
     def readline() -> str:

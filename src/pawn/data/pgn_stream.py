@@ -143,11 +143,12 @@ class _ZstdFrames:
 
 
 class _Opened:
-    """A decoded byte stream over a raw file; ``raw_pos()`` is the compressed bytes consumed."""
+    """A decoded byte stream over a raw file (or ``raw``, an open binary stream of the bytes that
+    file would hold, named ``path``); ``raw_pos()`` is the compressed bytes consumed."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, raw: Optional[BinaryIO] = None):
         self.path = path
-        self.raw: BinaryIO = open(path, "rb")
+        self.raw: BinaryIO = open(path, "rb") if raw is None else raw
         codec = codec_of(path)
         if codec is None:
             self.stream: BinaryIO = self.raw
@@ -223,8 +224,8 @@ def _last_boundary(data: bytes) -> int:
     return max(a + 2 if a >= 0 else -1, b + 3 if b >= 0 else -1)
 
 
-def _pieces_sync(path: Path, chunk_bytes: int, start: int) -> Iterator[Piece]:
-    f = _Opened(path)
+def _pieces_sync(path: Path, chunk_bytes: int, start: int, raw: Optional[BinaryIO] = None) -> Iterator[Piece]:
+    f = _Opened(path, raw)
     try:
         if start:
             f.skip(start)
@@ -257,7 +258,8 @@ def _pieces_sync(path: Path, chunk_bytes: int, start: int) -> Iterator[Piece]:
         f.close()
 
 
-def pgn_pieces(path: os.PathLike | str, chunk_bytes: int, start: int = 0, prefetch: int = 1) -> Iterator[Piece]:
+def pgn_pieces(path: os.PathLike | str, chunk_bytes: int, start: int = 0, prefetch: int = 1,
+               raw: Optional[BinaryIO] = None) -> Iterator[Piece]:
     """The games of one PGN file (plain or compressed, see :data:`PGN_SUFFIXES`) in pieces of about
     ``chunk_bytes`` decompressed bytes, each cut before a tag line that follows a blank line.
 
@@ -266,6 +268,8 @@ def pgn_pieces(path: os.PathLike | str, chunk_bytes: int, start: int = 0, prefet
         chunk_bytes: bytes read per piece (a piece is longer by the game straddling the cut).
         start: decompressed offset to begin at (a piece boundary recorded by an earlier run).
         prefetch: pieces read ahead in a background thread (0: none).
+        raw: read the file's bytes from this binary stream (``read(n)``; a download) instead of
+            opening ``path``, which then only names it (its suffix picks the codec). Closed at the end.
 
     Raises:
         DataError: the file cannot be decoded with its suffix's codec (naming the file), or ends
@@ -274,7 +278,7 @@ def pgn_pieces(path: os.PathLike | str, chunk_bytes: int, start: int = 0, prefet
     """
     path = Path(path)
     if prefetch <= 0:
-        yield from _pieces_sync(path, chunk_bytes, start)
+        yield from _pieces_sync(path, chunk_bytes, start, raw)
         return
     q: queue.Queue = queue.Queue(maxsize=prefetch)
     stop = threading.Event()
@@ -282,7 +286,7 @@ def pgn_pieces(path: os.PathLike | str, chunk_bytes: int, start: int = 0, prefet
 
     def work() -> None:
         try:
-            for p in _pieces_sync(path, chunk_bytes, start):
+            for p in _pieces_sync(path, chunk_bytes, start, raw):
                 while not stop.is_set():
                     try:
                         q.put(p, timeout=0.1)

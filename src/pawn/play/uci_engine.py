@@ -35,9 +35,10 @@ drawn with a NumPy ``default_rng(Seed)`` generator that restarts at every ``ucin
 **MultiPV.** Each ``go`` prints ``info depth 1 seldepth 1 multipv k score cp X nodes 1 nps N
 time MS pv MOVE`` for the ``MultiPV`` most likely legal moves, where ``p`` is the model's
 probability of the move (softmax of the legal logits at temperature 1, whatever the sampling
-settings) and ``X = round(10000 · p)``: the probability in basis points, so a GUI that shows
-``cp / 100`` as pawns shows the probability in percent (``+52.30`` is 52.3 %). It is not an
-evaluation of the position.
+settings) and ``X`` is ``p`` on the centipawn scale through Lichess's win-percentage curve read
+backwards (:func:`prob_to_cp`: 50 % → 0, 75 % → +298, 90 % → +597), so a GUI shows a move the
+model is sure of as a clear plus and one it doubts as a minus. It is the model's confidence in
+the move, not an evaluation of the position.
 
 **Time.** ``go`` values are clamped to ±(2^31 − 1) (:data:`GO_INT_MAX`; said in an ``info string``),
 so a GUI's 10^400 for "no limit" still gets an answer. ``go movetime M`` gives a budget of ``M`` ms; with ``wtime``/``btime`` the budget is
@@ -66,6 +67,7 @@ lengths and the sliding-window forward in a background thread afterwards.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -245,9 +247,21 @@ def probabilities(logits: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
+LICHESS_WIN_K = 0.00368208
+"""The slope of Lichess's win-percentage curve, ``Win% = 50 + 50 · (2 / (1 + exp(−k · cp)) − 1)``
+(https://lichess.org/page/accuracy; fitted by Lichess on its players' games)."""
+CP_PROB_MIN = 0.001
+"""Probabilities are clipped to [this, 1 − this] before the mapping: ±1,876 cp at the ends."""
+
+
 def prob_to_cp(p: float) -> int:
-    """The MultiPV ``score cp`` of a move of probability ``p``: ``round(10000 · p)`` (basis points)."""
-    return int(round(10000.0 * float(p)))
+    """The MultiPV ``score cp`` of a move of probability ``p``: Lichess's win-percentage curve
+    (:data:`LICHESS_WIN_K`) read backwards at ``p``, ``cp = ln(p / (1 − p)) / k``, rounded, with
+    ``p`` clipped to [:data:`CP_PROB_MIN`, 1 − :data:`CP_PROB_MIN`]: 50 % → 0, 75 % → +298,
+    90 % → +597, 10 % → −597, 1 → +1876. The model's confidence in the move on the scale a GUI
+    shows, not an evaluation of the position."""
+    q = min(max(float(p), CP_PROB_MIN), 1.0 - CP_PROB_MIN)
+    return int(round(math.log(q / (1.0 - q)) / LICHESS_WIN_K))
 
 
 class IncrementalLogits:
@@ -726,7 +740,53 @@ class UciEngine:
                 return
 
 
-def uci_name(model_name: str, source: str) -> str:
-    """The ``id name``: ``PAWN <model name> (<source>)``."""
-    return f"PAWN {model_name} ({source})"
+def _shape_label(model_config: Optional[dict], run_config: dict, variant: Optional[str]) -> Optional[str]:
+    """``tiny/large``, ``base``… for a model of a named shape, its supernet's variant for a supernet
+    checkpoint (``variant``, else the largest), else ``d192_L4_F768``; None without a model config."""
+    from pawn.config import NAMED_CONFIGS, SUPERNETS, VARIANTS, ModelConfig, supernet_of
+
+    if not isinstance(model_config, dict):
+        return None
+    try:
+        mc = ModelConfig(**model_config)
+    except (TypeError, ValueError):
+        return None
+    named = lambda sup, v: v if sup == "large" else f"{sup}/{v}"  # noqa: E731  (the published names: small, base, large)
+    sup = supernet_of(mc, run_config or None)
+    if sup is not None:
+        return named(sup, variant or list(SUPERNETS[sup][1])[-1])
+    if NAMED_CONFIGS.get(run_config.get("variant")) == mc and run_config.get("variant") not in VARIANTS:
+        return run_config["variant"]  # toy
+    sliced = run_config.get("sliced_from") if isinstance(run_config.get("sliced_from"), dict) else {}
+    for name, (_, variants) in SUPERNETS.items():
+        if sliced.get("supernet") not in (None, name):
+            continue
+        for v, c in variants.items():
+            if c == mc:
+                return named(name, v)
+    return mc.name
+
+
+def uci_name(source: str, variant: Optional[str] = None) -> str:
+    """The ``id name`` of checkpoint ``source``: ``PAWN`` and the model it holds, read from its
+    ``config.json`` without loading the weights, so a GUI's ``uci`` is answered at once:
+    ``PAWN tiny/large`` (a supernet's variant, or a variant exported from one), ``PAWN base``,
+    ``PAWN lora adapter on tiny/large``; a Hub id is its own name (``PAWN thomas-schweich/pawn-base``).
+    A folder whose config cannot be read is named after the folder."""
+    import json
+    from pathlib import Path
+
+    d = Path(source)
+    try:
+        cfg = json.loads((d / "config.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        cfg = None
+    if not isinstance(cfg, dict):
+        return f"PAWN {source if not d.is_dir() else (d.resolve().name or source)}"
+    run = cfg.get("run_config") if isinstance(cfg.get("run_config"), dict) else {}
+    shape = _shape_label(cfg.get("model_config"), run, variant)
+    adapter = cfg.get("adapter")
+    if isinstance(adapter, dict) and adapter.get("strategy"):
+        return f"PAWN {adapter['strategy']} adapter" + (f" on {shape}" if shape else "")
+    return f"PAWN {shape or d.resolve().name}"
 

@@ -17,6 +17,7 @@ import datetime as _dt
 import importlib.util
 import json
 import os
+import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -218,7 +219,8 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
     label), ``compare_default`` (the runs ticked at first: all when at most 6), ``top_moves``
     (with ``checkpoint``: the model whose top-``top_k`` moves the Games page shows at each
     position, :func:`top_moves`; else None). ``verify_checkpoints`` False leaves every
-    checkpoint manifest unchecked (``verified`` None; nothing is hashed).
+    checkpoint manifest unchecked (``verified`` None; nothing is hashed). ``log`` gets one line
+    per run read (``reading run 3/6: PATH (12 s so far)``), then for the studies and PGN files.
 
     What is found by searching a folder among ``paths`` must resolve inside it (or inside
     ``within``, the dashboard's root, when given): a symbolic link to a file or folder outside is
@@ -263,7 +265,9 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
     labels = _labels(runs)
     ids = {str(r.path.resolve()): f"r{i}" for i, r in enumerate(runs)}
     run_items = []
-    for i, r in enumerate(runs):
+    t0 = time.monotonic()
+    for i, r in enumerate(runs):  # the slow part (records, checkpoint hashes): one line per run
+        log(f"reading run {i + 1}/{len(runs)}: {r.path} ({time.monotonic() - t0:.0f} s so far)")
         d = rdata.run_data(r, f"r{i}", verify_checkpoints)
         d["label"] = labels[i]
         run_items.append(d)
@@ -274,10 +278,16 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
             out += [x for x in find([p]) if x not in out and inside(file_of(x), bounds[p])]
         return out
 
-    studies = rsweep.read_studies(found_inside(rsweep.find_storages, rsweep.storage_file), ids)
+    storages = found_inside(rsweep.find_storages, rsweep.storage_file)
+    if storages:
+        log(f"reading {len(storages)} sweep stud{'y' if len(storages) == 1 else 'ies'}")
+    studies = rsweep.read_studies(storages, ids)
     for s in studies:
         s["figures"] = rsweep.figures(s) if s.get("trials") else []
-    game_list = rgames.read_games(sorted(found_inside(rgames.find_pgns))) if games else []
+    pgns = sorted(found_inside(rgames.find_pgns)) if games else []
+    if pgns:
+        log(f"reading {len(pgns)} PGN file{'s' if len(pgns) != 1 else ''}")
+    game_list = rgames.read_games(pgns) if games else []
     moves_info = None
     if checkpoint is not None and game_list:
         moves_info = top_moves(game_list, checkpoint_for_top_moves(checkpoint, runs), variant=variant, k=top_k, log=log)
@@ -315,7 +325,8 @@ def write_report(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, 
                  log: Any = lambda _m: None, verify_checkpoints: bool = True) -> Path:
     """:func:`collect` (with ``checkpoint``: the model's top moves on the Games page;
     ``verify_checkpoints`` False: no checkpoint is hashed) + :func:`build_html`, written to
-    ``out`` atomically (temp file, rename).
+    ``out`` atomically (temp file, rename). ``log`` is told what is being read (one line per
+    run, then the studies, the PGN files) and when the page is built.
 
     Raises:
         ReportError: nothing to report, plotly missing. OutputPathError: ``out`` cannot be written.
@@ -324,8 +335,10 @@ def write_report(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, 
 
     out = check_output_file(out, "--out")
     require_plotly()
-    html = build_html(collect(paths, checkpoint=checkpoint, variant=variant, top_k=top_k, log=log,
-                              verify_checkpoints=verify_checkpoints), title)
+    data = collect(paths, checkpoint=checkpoint, variant=variant, top_k=top_k, log=log,
+                   verify_checkpoints=verify_checkpoints)
+    log("building the page")
+    html = build_html(data, title)
     with atomic_output(out) as tmp:
         Path(tmp).write_text(html, "utf-8")
     return out

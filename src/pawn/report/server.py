@@ -110,13 +110,14 @@ class ReportCache:
             if hit is not None:
                 self._pages.move_to_end(target)
                 return hit[1]
-            html = build_html(collect([target], within=self.root),
+            shown = target.relative_to(self.root).as_posix()
+            self.log(f"pawn dashboard: building /{('run/' + shown) if shown != '.' else ''} for its first request")
+            html = build_html(collect([target], within=self.root, log=lambda m: self.log(f"pawn dashboard: {m}")),
                               live={"stamp_url": "/stamp", "stamp": s, "every_ms": self.every_ms})
             body = html.encode("utf-8")
             self._pages[target] = (s, body)
             while len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)
-            shown = target.relative_to(self.root).as_posix()
             self.log(f"pawn dashboard: built /{('run/' + shown) if shown != '.' else ''} "
                      f"({len(body) / 2**20:.1f} MiB, stamp {s})")
             return body

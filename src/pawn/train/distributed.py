@@ -73,6 +73,33 @@ def _client_error_callback() -> Iterator[None]:
         _d._jax.get_distributed_runtime_client = make
 
 
+SLURM_VARS: tuple[str, ...] = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
+"""The variables ``srun`` sets for each task that JAX's Slurm detection reads (all must be set;
+``jax/_src/clusters/slurm_cluster.py``): the job id (the coordinator port), the step's node list
+(its first node is the coordinator), the number of tasks, the task's rank and its rank on its node."""
+
+
+def slurm_coordinator(env=None) -> str | None:
+    """The coordinator address JAX's own Slurm detection picks for this task, ``NODE:PORT`` (the
+    first node of ``SLURM_STEP_NODELIST``; port ``$JAX_COORDINATOR_PORT``, else 61440 +
+    ``SLURM_JOB_ID`` mod 4096), when ``srun`` started this process as one of several tasks
+    (every :data:`SLURM_VARS` set and ``SLURM_NTASKS`` > 1); None otherwise (no Slurm step, a
+    step of one task, which needs no coordinator, or a ``SLURM_NTASKS`` that is not a number).
+    ``jax.distributed.initialize`` given this address reads the process count, the rank and the
+    local device from the same variables.
+
+    Args:
+        env: the environment to look at (default ``os.environ``); JAX's address parser reads
+            ``os.environ``, so pass ``os.environ`` or a mapping equal to it on ``SLURM_*``.
+    """
+    env = os.environ if env is None else env
+    if not all(env.get(v) for v in SLURM_VARS) or not env["SLURM_NTASKS"].isdigit() or int(env["SLURM_NTASKS"]) < 2:
+        return None
+    from jax._src.clusters.slurm_cluster import SlurmCluster  # JAX's own detection (it reads os.environ)
+
+    return SlurmCluster.get_coordinator_address(None, env.get("JAX_COORDINATOR_PORT"))
+
+
 def failure_reason(error: BaseException, log: str, num_processes=None) -> str:
     """One line for a failed join: the first status line (``DEADLINE_EXCEEDED: …``) of the
     captured runtime log, else of the exception; when neither has one (the client's error reaches

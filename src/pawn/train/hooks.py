@@ -376,12 +376,16 @@ def check_extras(*, tensorboard: bool = False, wandb: bool = False) -> None:
         raise HookError(missing_extra("wandb", "--wandb"))
 
 
+_NOTED: dict[str, bool] = {"matplotlib": False}
+"""Notes already given in this process (:func:`open_run_hooks` says a missing matplotlib once)."""
+
+
 def open_run_hooks(run_dir: Path, *, config: Mapping[str, Any], tensorboard: bool = False, wandb: bool = False,
                    wandb_project: Optional[str] = None, wandb_mode: str = "online", start_step: int = 0,
                    job_type: str = "pretrain", curves: bool = True, sinks: Sequence[Callable[[Path], RunHook]] = (),
                    log: Callable[[str], None] = print) -> RunHooks:
     """The hooks of a run writing ``run_dir/metrics.jsonl``: curves (when matplotlib is
-    installed; otherwise one note), the ``sinks`` the caller passes (each ``factory(run_dir)``;
+    installed; otherwise one note, the first time in the process), the ``sinks`` the caller passes (each ``factory(run_dir)``;
     e.g. :class:`pawn.report.hook.ReportHook`), TensorBoard and W&B when asked for.
 
     Call it when the run directory exists and nothing of the new run is written yet; a W&B init
@@ -404,8 +408,10 @@ def open_run_hooks(run_dir: Path, *, config: Mapping[str, Any], tensorboard: boo
         if curves:
             if has_module("matplotlib"):
                 hooks.hooks.append(CurvesHook(run_dir / "metrics.jsonl", run_dir / CURVES_FILE, title=run_dir.name))
-            else:
-                log(f"note: matplotlib is not installed, so no {CURVES_FILE} is drawn (pip install 'pawn[plot]')")
+            elif not _NOTED["matplotlib"]:  # once per process: a sweep's trials would each repeat it
+                _NOTED["matplotlib"] = True
+                log(f"note: matplotlib is not installed, so no {CURVES_FILE} is drawn for this or later runs of this "
+                    "process (pip install 'pawn[plot]')")
         for factory in sinks:  # sinks of higher layers (pawn.report's report.html), passed by the command
             hooks.hooks.append(factory(run_dir))
         if tensorboard:

@@ -307,14 +307,27 @@ def suggest_flags(est: MemoryEstimate, capacity: float, *, batch_size: int, n_de
     return out
 
 
+def _on_cpu() -> bool:
+    """Whether JAX computes on the CPU (no accelerator)."""
+    import jax
+
+    return jax.default_backend() == "cpu"
+
+
 def refusal(est: MemoryEstimate, capacity: Optional[int], where: str, *, batch_size: int, n_devices: int,
             remat: str, accumulation_steps: int, what: str = "the train step") -> str:
     """The one-line message for a step that will not fit (``est`` compiled, or refused by XLA at
-    compile time: :attr:`MemoryEstimate.refused`)."""
+    compile time: :attr:`MemoryEstimate.refused`): the figures, the flags of :func:`suggest_flags`,
+    then the other ways out: a smaller model, an accelerator (when JAX runs on the CPU) and
+    ``--dry-run`` to see the plan without training."""
     capacity = capacity or est.available_bytes
     flags = suggest_flags(est, capacity or 0, batch_size=batch_size, n_devices=n_devices, remat=remat,
                           accumulation_steps=accumulation_steps)
     hint = f"; try {', or '.join(flags)}" if flags else "; no batch size or flag found that fits this model"
+    hint += ("; or train a smaller model (--supernet tiny, or --variant small or base)"
+             + ("; or run it on an accelerator (GPU or TPU: a CPU takes days to years for a large model)"
+                if _on_cpu() else "")
+             + "; pawn pretrain --dry-run prints the plan and this check without training")
     if est.refused:
         need = f"{est.temp_bytes / GIB:.1f} GiB per device" if est.temp_bytes else "more memory than the device has"
         return (f"{what} does not fit: XLA refused to compile it (remat {remat}, accumulation {accumulation_steps}), "

@@ -71,7 +71,8 @@ class PretrainResult:
 def maybe_initialize_distributed(timeout_s: int = 300) -> None:
     """Join a multi-host run through ``jax.distributed.initialize()`` when the coordinator is
     configured in the environment (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
-    ``JAX_PROCESS_ID``; on managed clusters JAX also auto-detects SLURM/TPU settings).
+    ``JAX_PROCESS_ID``), or when ``srun`` started this process as one of several Slurm tasks
+    (:func:`pawn.train.distributed.slurm_coordinator`; JAX reads the rest from ``SLURM_*``).
 
     Args:
         timeout_s: seconds to wait for every process to join (``initialization_timeout``;
@@ -82,6 +83,8 @@ def maybe_initialize_distributed(timeout_s: int = 300) -> None:
     """
     # Must run before anything touches the XLA backend (even jax.process_count()).
     env = os.environ
+    if not env.get("JAX_COORDINATOR_ADDRESS") and (slurm := distributed.slurm_coordinator(env)):  # under srun
+        env = {**env, "JAX_COORDINATOR_ADDRESS": slurm}  # the rest JAX reads from SLURM_* itself
     if env.get("JAX_COORDINATOR_ADDRESS") and not jax.distributed.is_initialized():
         kwargs = {"coordinator_address": env["JAX_COORDINATOR_ADDRESS"]}
         try:
