@@ -103,3 +103,12 @@ def test_version_names_the_jax_version():
 
     p = _pawn("--version")
     assert p.returncode == 0 and f"jax {jax.__version__}" in p.stdout
+
+
+def test_doctor_json_holds_the_rows(tmp_path):
+    p = _pawn("doctor", "--json", str(tmp_path / "d.json"))
+    assert p.returncode == 0, p.stderr
+    import json
+
+    data = json.loads((tmp_path / "d.json").read_text())
+    assert data["backend"] == "cpu" and data["devices"].startswith("1 × cpu")
