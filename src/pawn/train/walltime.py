@@ -79,7 +79,8 @@ RECORDED_MFU: tuple[tuple[str, str, float, str], ...] = (
     ("cpu", "supernet tiny", 0.60, "2-core AMD EPYC, batch 16 × 128, fp32: 0.36–0.57 measured under a load average of 3–20, "
                                    "≈ 0.8 alone"),
     ("cpu", "supernet large", 0.24, "2-core AMD EPYC, batch 256 × 512, fp32, remat full, accumulation 2"),
-    ("TPU v5 lite", "supernet large", 0.255, "one TPU v5e chip, batch 256 × 512, bf16, remat full"),
+    ("TPU v5 lite", "supernet large", 0.408, "one TPU v5e chip, batch 256 × 512, bf16, remat none, accumulation 8 "
+                                            "(the --remat auto search's plan; 0.256 with remat full)"),
     ("TPU v5 lite", "supernet tiny", 0.145, "one TPU v5e chip, batch 256 × 256, bf16"),
     ("H200", "supernet large", 0.328, "one H200, batch 256 × 512, bf16, remat attention"),
 )
@@ -481,15 +482,18 @@ def first_checkpoint_steps(start_step: int, end_step: int, *, every_steps: Optio
 
 def accelerator_hint(model: str, flops_per_token: float, flops: float) -> Optional[str]:
     """On a CPU: how long ``flops`` model FLOPs of ``model`` (``flops_per_token`` a token) take on
-    one TPU v5e chip at its datasheet bf16 peak and the recorded MFU (:data:`RECORDED_MFU`), as
-    advice; None elsewhere."""
+    one NVIDIA H200 and on one TPU v5e chip, each at its datasheet bf16 peak and the recorded MFU
+    (:data:`RECORDED_MFU`), as advice; None elsewhere."""
     import jax
 
     if jax.default_backend() != "cpu":
         return None
-    peak = dict(TPU_PEAKS)["TPU v5 lite"] * 1e12
-    mfu, _ = _recorded_mfu("TPU v5 lite", model, flops_per_token)
-    return f"an accelerator (one TPU v5e chip: ≈ {format_span(flops / (peak * mfu))})"
+    tpu = dict(TPU_PEAKS)["TPU v5 lite"] * 1e12
+    tpu_mfu, _ = _recorded_mfu("TPU v5 lite", model, flops_per_token)
+    h200 = next(bf16 for name, bf16, _ in GPU_PEAKS if name == "H200") * 1e12
+    h200_mfu, _ = _recorded_mfu("H200", model, flops_per_token)
+    return (f"an accelerator (one NVIDIA H200: ≈ {format_span(flops / (h200 * h200_mfu))}; "
+            f"one TPU v5e chip: ≈ {format_span(flops / (tpu * tpu_mfu))})")
 
 
 def _chunk_by_the_clock(cfg, k: int, flops_per_step: float, rate, start_step: int, cut: bool,
