@@ -377,6 +377,50 @@ def record_line(record_type: str, step: Optional[int] = None, *, values: Optiona
     return out
 
 
+RUN_ID_FIELD = "run_id"
+"""The ``config`` record field that names the run: the same in every segment of a resumed run,
+different for every other run (also one written into a folder of the same name)."""
+
+
+def new_run_id() -> str:
+    """A fresh run id: a random UUID (version 4, RFC 9562) as 32 lowercase
+    hex digits."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What tells two copies of one run's ``metrics.jsonl`` from two runs (:func:`run_identity`).
+
+    Attributes:
+        run_id: the last ``config`` record's :data:`RUN_ID_FIELD` (None in records written before
+            run ids). started: the first ``config`` record's ``timestamp`` (ISO 8601; None without
+            a config record): a resumed run keeps its first segment's record.
+    """
+
+    run_id: Optional[str]
+    started: Optional[str]
+
+    def same_run(self, run_id: Optional[str], started: Optional[str]) -> bool:
+        """Whether these records are of the run with ``run_id`` whose first config record has
+        ``started`` (None: that run has no records yet): the ids when both have one, else the first
+        config record's timestamp (a run started before run ids, resumed by a PAWN that gave it
+        one); False when neither can tell."""
+        if self.run_id is not None and run_id is not None and self.run_id == run_id:
+            return True
+        return self.started is not None and self.started == started
+
+
+def run_identity(records: Iterable[Record]) -> RunIdentity:
+    """The :class:`RunIdentity` of a run's records (from :func:`read_records` or :func:`parse_bytes`)."""
+    configs = [r for r in records if r.type == "config"]
+    ids = [r.fields.get(RUN_ID_FIELD) for r in configs if isinstance(r.fields.get(RUN_ID_FIELD), str)]
+    started = configs[0].fields.get("timestamp") if configs else None
+    return RunIdentity(ids[-1] if ids else None, started if isinstance(started, str) else None)
+
+
 def last_per_step(records: Iterable[Record]) -> list[Record]:
     """The records sorted by step with the last one written for each step kept (a resumed run
     re-does the steps after its checkpoint)."""
@@ -519,6 +563,11 @@ class Run:
         return None
 
     # ------------------------------------------------------------------ facts
+    @property
+    def identity(self) -> RunIdentity:
+        """Its :class:`RunIdentity` (run id and first config record's timestamp)."""
+        return run_identity(self.all_records())
+
     @property
     def strategy(self) -> Optional[str]:
         """The adapter strategy (None for pretraining)."""
@@ -826,5 +875,5 @@ def discover_runs(root: str | os.PathLike) -> list[Run]:
     return found
 
 
-__all__ = ["SCHEMA_VERSION", "MOVE_DECISIONS_SCHEMA", "POSITIONS", "positions_of", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
+__all__ = ["RUN_ID_FIELD", "RunIdentity", "new_run_id", "run_identity", "SCHEMA_VERSION", "MOVE_DECISIONS_SCHEMA", "POSITIONS", "positions_of", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
            "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "last_per_step"]

@@ -272,7 +272,7 @@ class RunOutputSettings(_Settings):
     hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.", json_schema_extra=facts(MUTABLE_ON_RESUME))
     hub_private: bool = Field(False, description="Create the --push-to-hub repo and the --push-to-bucket bucket private (existing ones keep their visibility).", json_schema_extra=facts(MUTABLE_ON_RESUME))
     hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); the rest are reported as not pushed.", json_schema_extra=facts(MUTABLE_ON_RESUME))
-    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created if missing) under <run directory name>/, in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created if missing) under <run directory name>/ (refused at start when that folder holds another run's files), in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.", json_schema_extra=facts(MUTABLE_ON_RESUME))
 
     @model_validator(mode="after")
     def _push_repo_id(self):

@@ -685,7 +685,7 @@ def _start_run(cfg: AdaptSettings, out: Path, given_resume: Optional[str], overw
     snapshot = {**cfg.model_dump(mode="json"), "data_seed": data.data_seed, "resume": None, "pause_after_steps": None}
     run = spine.check_run(cfg, out, given_resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None,
                           overwrite=overwrite, snapshot=snapshot, is_main=is_main, log=log)
-    hub = spine.start_hub(cfg, run.run_dir, is_main, log)  # the Hub repo and branch are created before the run writes
+    hub = spine.start_hub(cfg, run.run_dir, is_main, log, run_id=run.run_id)  # the Hub repo and branch are created before the run writes
     start = init.start
     spine.open_run(run, cfg, "adapt", snapshot=snapshot, hub=hub, start_step=start, resume=resume_la, elapsed0=init.elapsed0,
                    sinks=sinks, log=log)

@@ -390,7 +390,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     state, start_step, es = init.state, init.start, init.es
     source = _data_source(cfg, log)
     val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed) if cfg.val_games > 0 else None
-    hub = spine.start_hub(cfg, run_dir, is_main, log)
+    hub = spine.start_hub(cfg, run_dir, is_main, log, run_id=run.run_id)
     # ---- run directory (only now: every check above has passed)
     end_step = _end_step(cfg)
     spine.open_run(run, cfg, "pretrain", snapshot=snapshot, hub=hub, start_step=start_step, resume=resume_ck,

@@ -281,10 +281,11 @@ def check_run(cfg: Any, out: Path, *, given_resume: Optional[str], resume_from: 
                      ignored_fields=run_identity_ignored(cfg), is_main=is_main, log=log)
 
 
-def start_hub(cfg: Any, run_dir: Path, is_main: bool, log: Callable[[str], None]) -> Optional[HubHook]:
+def start_hub(cfg: Any, run_dir: Path, is_main: bool, log: Callable[[str], None], run_id: Optional[str] = None) -> Optional[HubHook]:
     """The Hub push hook (None without ``--push-to-hub`` or ``--push-to-bucket``;
     :func:`pawn.train.pushes.with_bucket`): the repo, branch and bucket are created before the
-    run writes, so a 403 or offline mode fails here. The pushed model card's training recipe is
+    run writes, so a 403, offline mode or a bucket folder holding another run (not ``run_id``,
+    :attr:`pawn.train.run.Run.run_id`) fails here. The pushed model card's training recipe is
     ``cfg``'s fields tagged :data:`pawn.settings.RECIPE`.
 
     Raises:
@@ -295,7 +296,8 @@ def start_hub(cfg: Any, run_dir: Path, is_main: bool, log: Callable[[str], None]
 
         return with_bucket(HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
                                          wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log, recipe_fields=fields_with(cfg, RECIPE)),
-                           cfg.push_to_bucket, run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
+                           cfg.push_to_bucket, run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log,
+                           run_id=run_id)
     except PawnError as e:
         raise TrainingError(str(e)) from None
 
