@@ -84,6 +84,9 @@ class ProgressReporter:
         clock: time source in seconds (tests inject a fake one).
         expected_unit_s: seconds per unit the caller expects before anything is measured (a
             run's plan), which gives the ETA until the first timed update.
+        stop_at: where this command stops short of ``total`` (``--pause-after-steps``): the ETA
+            counts to it, the lines say ``step 1/20 (5.0%, pause at 2)`` and, once there,
+            ``step 2/20 (paused)``; None: it runs to ``total``.
 
     The ETA is extrapolated from the rate since the first update, so compile time (which the
     first update absorbs) does not inflate it; before a second update, from the seconds per unit
@@ -106,8 +109,12 @@ class ProgressReporter:
         plain: Optional[bool] = None,
         clock: Callable[[], float] = time.monotonic,
         expected_unit_s: Optional[float] = None,
+        stop_at: Optional[int] = None,
     ):
         self.label, self.total, self.unit = label, int(total), unit
+        self.stop_at = int(stop_at) if stop_at is not None and int(stop_at) < self.total else None
+        self.end = self.stop_at if self.stop_at is not None else self.total
+        """Where the updates end: :attr:`stop_at`, else :attr:`total`."""
         self._expected_unit_s = expected_unit_s if expected_unit_s and expected_unit_s > 0 else None
         self.completed = int(start)
         self.fields: dict[str, Any] = dict(fields or {})
@@ -193,7 +200,7 @@ class ProgressReporter:
             return
         with self._lock:
             self._pending = True
-            due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.total
+            due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.end
             if due:
                 self._write_line(now)
 
@@ -213,23 +220,27 @@ class ProgressReporter:
         now = self._clock() if now is None else now
         if self._first_done is None and self._expected_unit_s is not None and self._t0 is not None:
             # nothing measured yet: the caller's expectation, counting down from the start
-            return max(0.0, max(0, self.total - self.completed) * self._expected_unit_s - (now - self._t0))
+            return max(0.0, max(0, self.end - self.completed) * self._expected_unit_s - (now - self._t0))
         last = self._last_update_t if self._last_update_t is not None else now
         if self._first_done is None or self.completed <= self._first_done or last <= self._first_t:
             unit_s = self._unit_s if self._unit_s is not None else self._expected_unit_s
             if unit_s is None or self._first_done is None:
                 return None
             rate = 1.0 / unit_s  # one timed unit of work so far (else the caller's expectation): its own rate
-            return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
+            return max(0.0, max(0, self.end - self.completed) / rate - (now - last))
         rate = (self.completed - self._first_done) / (last - self._first_t)
-        return max(0.0, max(0, self.total - self.completed) / rate - (now - last))
+        return max(0.0, max(0, self.end - self.completed) / rate - (now - last))
 
     def line(self, now: Optional[float] = None) -> str:
         """The plain progress line for the current state."""
         now = self._clock() if now is None else now
         pct = 100.0 * self.completed / self.total if self.total else 100.0
-        parts = [f"{self.label}: {self.unit} {self.completed}/{self.total} ({pct:.1f}%)"]
-        if self._last_update_t is None and self.completed < self.total:
+        if self.stop_at is None:
+            state = f"{pct:.1f}%"
+        else:
+            state = "paused" if self.completed >= self.stop_at else f"{pct:.1f}%, pause at {self.stop_at}"
+        parts = [f"{self.label}: {self.unit} {self.completed}/{self.total} ({state})"]
+        if self._last_update_t is None and self.completed < self.end:
             # nothing has finished yet: the first chunk is compiling or running (no "loss -, - tok/s")
             parts.append(f"compiling and running the first steps, elapsed {format_duration(now - self._t0)}")
             return " ".join(parts)

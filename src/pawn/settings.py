@@ -482,7 +482,14 @@ class PretrainConfig(OptimizerSettings, RunOutputSettings):
         for name in ("total_steps", "val_every", "checkpoint_every", "pause_after_steps"):
             v = getattr(self, name)
             if v is not None and (v <= 0 or v % k):
-                raise ValueError(f"{name} ({v}) must be a positive multiple of steps_per_chunk ({k})")
+                if self.steps_per_chunk is not None:
+                    raise ValueError(f"{name} ({v}) must be a positive multiple of steps_per_chunk ({k})")
+                # K was not set: say where it came from, and which K would fit (not a value the user never gave)
+                g = math.gcd(math.gcd(math.gcd(self.total_steps, self.val_every), self.checkpoint_every), max(v, 0))
+                fit = max(d for d in range(1, min(g, 50) + 1) if g % d == 0) if g else 1
+                raise ValueError(f"{name} ({v}) must be a positive multiple of the steps per compiled chunk, here {k} (the "
+                                 "largest divisor up to 50 of total_steps, val_every and checkpoint_every); choose a "
+                                 f"multiple of {k}, or set steps_per_chunk (e.g. {fit})")
         return self
 
     # ---------------------------------------------------------------- resolved values

@@ -285,7 +285,7 @@ def prepare_space(s: SweepSettings, runner: TrialRunner, log: Callable[[str], No
     where_base = f"--base-config {s.base_config}" if s.base_config is not None else "base settings"
 
     def where_space(k: str) -> str:
-        return f"--space {s.space}" if k in named else f"search space {s.space_name!r} (spec §6.1)"
+        return f"--space {s.space}" if k in named else f"built-in search space {s.space_name!r} (pawn.sweep.space.SPACES)"
 
     if fields is not None:
         unknown = [k for k in base if k not in fields]

@@ -569,7 +569,7 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
     bar = progress_hook = None
     if progress and is_main:
         loss_name = "joint loss" if len(variants) > 1 else "loss"
-        bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
+        bar = ProgressReporter("pretrain", cfg.total_steps, stop_at=end_step if cfg.pause_after_steps is not None else None, start=start_step, fields={loss_name: "-", "tok/s": "-"},
                                every_s=cfg.log_every_s, expected_unit_s=wall.step_s if wall else None).start()
         progress_hook = ProgressHook(bar, loss_name, precompiled=True)  # the memory check compiled the chunk
     validation = None
