@@ -343,6 +343,42 @@ def _check_metric(record_type: str, key: str, where: str = "") -> None:
                          f"(its row's kinds: {', '.join(m.kinds)})")
 
 
+def _writable_metric(record_type: str, key: str) -> bool:
+    m = METRICS.get(key)
+    return m is not None and (record_type not in METRIC_RECORDS or record_type in m.kinds)
+
+
+def writable_fields(record_type: str, fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``fields`` of a ``record_type`` record without the metric values :func:`record_line` would
+    refuse, and the keys left out (a per-variant one as ``variants.<name>.<key>``): in a
+    ``train``/``val``/``eval`` record, a number under a key that is no registered metric (or
+    whose row's ``kinds`` lacks ``record_type``), whether a metric key or a plain top-level
+    name (neither namespaced with ``/`` nor one of :data:`RECORD_FIELDS`). Records written by a
+    newer PAWN or with a plugin metric (:func:`pawn.metrics.register`) not registered here carry
+    such keys; every reader keeps them, the writer refuses them. Other records are returned whole.
+    """
+    if record_type not in METRIC_RECORDS:
+        return dict(fields), []
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for k, v in fields.items():
+        if k == "variants" and isinstance(v, dict):
+            variants: dict[str, Any] = {}
+            for name, vals in v.items():
+                if isinstance(vals, dict):
+                    dropped += [f"variants.{name}.{mk}" for mk in vals if not _writable_metric(record_type, mk)]
+                    vals = {mk: mv for mk, mv in vals.items() if _writable_metric(record_type, mk)}
+                variants[name] = vals
+            kept[k] = variants
+            continue
+        metric_like = (k in METRICS and (v is None or _is_number(v))) or (_is_number(v) and "/" not in k and k not in RECORD_FIELDS)
+        if metric_like and not _writable_metric(record_type, k):
+            dropped.append(k)
+            continue
+        kept[k] = v
+    return kept, dropped
+
+
 def record_line(record_type: str, step: Optional[int] = None, *, values: Optional[dict] = None,
                 variants: Optional[dict] = None, fields: Optional[dict] = None) -> dict[str, Any]:
     """The JSON object of one record in the current schema (what the metrics logger writes):
@@ -876,4 +912,4 @@ def discover_runs(root: str | os.PathLike) -> list[Run]:
 
 
 __all__ = ["RUN_ID_FIELD", "RunIdentity", "new_run_id", "run_identity", "SCHEMA_VERSION", "MOVE_DECISIONS_SCHEMA", "POSITIONS", "positions_of", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
-           "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "last_per_step"]
+           "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "writable_fields", "last_per_step"]
