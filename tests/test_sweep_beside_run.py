@@ -5,7 +5,6 @@ order, never both write ``D`` (the other is refused in one line naming what hold
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from typer.testing import CliRunner
 
 from pawn.cli import app
 from pawn.runs import discover_runs
-from test_nothing_lost import ENV, _after_barrier
+from test_nothing_lost import _race
 
 BASE = ('variant = "toy"\nbatch_size = 4\nseq_len = 32\nval_games = 8\nval_every = 2\ncheckpoint_every = 2\n'
         'steps_per_chunk = 2\ntotal_steps = 2\nwarmup_steps = 0\nweight_decay = 0.0\n')
@@ -64,22 +63,6 @@ def test_a_sweep_then_a_run_on_its_out_the_run_is_refused_and_overwrite_never_mo
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("d.old-")] == []
     assert sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if "jax-cache" not in p.parts) == before
     assert [x.path for x in discover_runs(d)] == [d / "pretrain" / "trial_0000"]
-
-
-def _race(tmp_path: Path, a: list[str], b: list[str]) -> list[subprocess.CompletedProcess]:
-    """``a`` and ``b`` in two processes, each started when the barrier file appears."""
-    import time
-
-    barrier = tmp_path / "go"
-    procs = [subprocess.Popen(_after_barrier(barrier, args), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for args in (a, b)]
-    time.sleep(2.0)  # both interpreters up and polling
-    barrier.touch()
-    out = []
-    for p in procs:
-        so, se = p.communicate(timeout=600)
-        out.append(subprocess.CompletedProcess(p.args, p.returncode, so, se))
-    return out
 
 
 @pytest.mark.slow
