@@ -48,7 +48,6 @@ def test_a_run_then_a_sweep_on_its_out_the_sweep_is_refused_naming_the_run(tmp_p
     assert [x.path for x in discover_runs(d)] == [d]
 
 
-@pytest.mark.slow
 def test_a_sweep_then_a_run_on_its_out_the_run_is_refused_and_overwrite_never_moves_the_study(tmp_path):
     d = tmp_path / "d"
     r = CliRunner().invoke(app, _sweep(tmp_path, d))
