@@ -237,3 +237,16 @@ def test_two_runs_into_one_bucket_folder_the_second_is_refused_at_start_and_a_re
     back = _read_back(hub, BUCKET, tmp_path / "back")
     assert back["run/checkpoints/step_00000004/.complete"] == (a / "checkpoints" / "step_00000004" / ".complete").read_bytes()
     assert back["run/config.json"] == (a / "config.json").read_bytes()
+
+
+def test_a_bucket_folder_with_files_of_no_pawn_run_is_refused_at_start(hub, tmp_path):
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=hub.url, token="hf_fake")
+    api.create_bucket(BUCKET)
+    api.batch_bucket_files(BUCKET, add=[(b"my notes", "run/notes.txt")])
+    r = _pretrain_cli(tmp_path / "run")
+    assert r.exit_code == 1, r.output
+    assert (f"--push-to-bucket {BUCKET}: hf://buckets/{BUCKET}/run holds 1 file not written by a PAWN run (no readable "
+            "metrics.jsonl), and this run would mix its files into it") in r.output
+    assert set(hub.buckets[BUCKET]) == {"run/notes.txt"} and not (tmp_path / "run").exists()

@@ -227,7 +227,7 @@ class BucketUploader(CheckpointUploader):
                 self.api.download_bucket_files(self.repo_id, [(remote, dest)], raise_on_missing_files=True)
                 theirs = run_identity(parse_bytes(dest.read_bytes())[0])
         if theirs is None or (theirs.run_id is None and theirs.started is None):
-            return f"{len(files)} files not written by a PAWN run (no readable {METRICS_FILE})"
+            return f"{len(files)} file{'s' if len(files) != 1 else ''} not written by a PAWN run (no readable {METRICS_FILE})"
         ours = run_identity(read_records(self.metrics_path)[0]) if self.metrics_path is not None and self.metrics_path.is_file() else None
         if theirs.same_run(self.run_id, ours.started if ours is not None else None):
             return None
