@@ -59,6 +59,8 @@ def test_a_sweep_then_a_run_on_its_out_the_run_is_refused_and_overwrite_never_mo
         assert _errors(r.output) == [f"error: --out {d} holds a sweep (study.db, best_config.json, pretrain/trial_*); a run "
                                      "needs a directory of its own (--overwrite moves a run aside, never a study): choose "
                                      "another --out"], (extra, r.output)
+    r = CliRunner().invoke(app, _pretrain(d / "pretrain"))  # the study's folder of trials is no run's either
+    assert r.exit_code == 1 and f"error: --out {d / 'pretrain'} holds a sweep (trial_*)" in r.output, r.output
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("d.old-")] == []
     assert sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if "jax-cache" not in p.parts) == before
     assert [x.path for x in discover_runs(d)] == [d / "pretrain" / "trial_0000"]

@@ -56,7 +56,8 @@ TRIAL_DIR = re.compile(r"^trial_\d{4,}$")
 
 def sweep_markers(run_dir: Path) -> list[str]:
     """What in ``run_dir`` shows a sweep's study: the names of :data:`SWEEP_FILES` there and each
-    ``<study>/`` folder holding ``trial_NNNN`` runs (empty when it holds no study)."""
+    ``<study>/`` folder holding ``trial_NNNN`` runs, or ``trial_*`` when ``run_dir`` is such a
+    folder itself (empty when it holds no study)."""
     if not run_dir.is_dir():
         return []
     found = [m for m in SWEEP_FILES if (run_dir / m).exists()]
@@ -64,6 +65,8 @@ def sweep_markers(run_dir: Path) -> list[str]:
         children = sorted(c for c in run_dir.iterdir() if c.is_dir() and not c.is_symlink())
     except OSError:
         return found
+    if any(TRIAL_DIR.match(c.name) for c in children):
+        found.append("trial_*")
     for c in children:
         try:
             if any(TRIAL_DIR.match(t.name) and t.is_dir() for t in c.iterdir()):
