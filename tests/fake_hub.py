@@ -23,7 +23,10 @@ file's body (with the full ``Content-Length``) and closes the connection: an int
 
 Storage buckets (``HfApi.create_bucket``, ``batch_bucket_files``, ``sync_bucket``, ``list_bucket_tree``,
 ``get_bucket_paths_info``, ``download_bucket_files``) with the Xet storage service they upload to,
-both on this server: ``POST /api/buckets/{ns}/{name}`` (create; 409 when it exists),
+both on this server: ``POST /api/buckets/{ns}/{name}`` (create; when it exists, 409 with the
+bucket's ``url`` as the Hub answers, which ``create_bucket(exist_ok=True)`` reads; without it when
+``hub.bucket_conflict_url`` is False), ``GET /api/buckets/{id}`` (``bucket_info``: id, private,
+createdAt, size, totalFiles),
 ``GET /api/buckets/{id}/xet-{read,write}-token`` (the CAS URL ``{url}/cas`` and a token, as JSON
 for ``hf_xet`` and in the ``X-Xet-*`` headers for huggingface_hub), ``POST /api/buckets/{id}/batch`` (ndjson ``addFile``/``deleteFile`` lines; an
 ``addFile`` whose ``xetHash`` no uploaded shard describes is listed as failed),
@@ -143,6 +146,9 @@ class FakeHub:
     bucket_faults: list[Union[str, int, None]] = field(default_factory=list)
     bucket_calls: int = 0
     bucket_create_status: Optional[int] = None
+    bucket_conflict_url: bool = True  # False: the 409 of an existing bucket carries no "url" (an answer PAWN must not rely on)
+    bucket_created: dict[str, float] = field(default_factory=dict)
+    bucket_private: dict[str, bool] = field(default_factory=dict)
     xet_token_status: Optional[int] = None  # answer the Xet token requests with this status (e.g. 401)
     bucket_batches: list[tuple[str, list[str]]] = field(default_factory=list)
     xorbs: dict[str, bytes] = field(default_factory=dict)
@@ -337,8 +343,11 @@ class FakeHub:
                 if bucket not in hub.buckets:
                     return self._json(404, {"error": f"Bucket not found: {bucket}"}, {"X-Error-Code": "RepoNotFound"})
                 rest = parts[4:]
-                if not rest:
-                    return self._json(200, {"id": bucket, "private": False})
+                if not rest:  # bucket_info: the fields huggingface_hub's BucketInfo reads
+                    files = hub.buckets[bucket].values()
+                    created = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(hub.bucket_created.get(bucket, 0.0)))
+                    return self._json(200, {"id": bucket, "private": hub.bucket_private.get(bucket, False), "createdAt": created,
+                                            "size": sum(e.size for e in files), "totalFiles": len(files)})
                 if rest[0] in ("xet-write-token", "xet-read-token") and hub.xet_token_status is not None:
                     return self._json(hub.xet_token_status, {"error": "Invalid credentials in Authorization header"})
                 if rest[0] in ("xet-write-token", "xet-read-token"):
@@ -394,10 +403,14 @@ class FakeHub:
                 if not rest:  # create
                     if hub.bucket_create_status is not None:
                         return self._json(hub.bucket_create_status, {"error": "You don't have the rights to create a bucket under this namespace"})
-                    if bucket in hub.buckets:
-                        return self._json(409, {"error": "You already created this bucket"})
+                    url = f"{hub.url}/buckets/{bucket}"
+                    if bucket in hub.buckets:  # as the Hub answers a second creation: 409 with the existing bucket's url
+                        return self._json(409, {"error": "You already created this bucket",
+                                                **({"url": url} if hub.bucket_conflict_url else {})})
                     hub.buckets[bucket] = {}
-                    return self._json(200, {"url": f"{hub.url}/buckets/{bucket}", "name": bucket, "id": bucket})
+                    hub.bucket_created[bucket] = time.time()
+                    hub.bucket_private[bucket] = json.loads(body or b"{}").get("visibility") == "private"
+                    return self._json(200, {"url": url, "name": bucket, "id": bucket})
                 if bucket not in hub.buckets:
                     return self._json(404, {"error": f"Bucket not found: {bucket}"}, {"X-Error-Code": "RepoNotFound"})
                 if rest == ["paths-info"]:

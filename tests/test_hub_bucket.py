@@ -178,3 +178,75 @@ def test_a_refused_xet_token_stops_syncing_like_a_403(hub, tmp_path):
     assert len(errors) == 1 and "401 Unauthorized" in errors[0] and "\n" not in errors[0]
     recs = [r for r in read_metrics(run / "metrics.jsonl") if r["type"] == "hub" and "/checkpoints/" in r["path_in_bucket"]]
     assert [(r["step"], r["status"], r["attempts"]) for r in recs] == [(2, "failed", 1), (4, "not_pushed", 0)]
+
+
+def _pretrain_cli(out: Path, *extra: str, seed: int = 1, steps: int = 4):
+    from pawn.cli import app
+
+    return CliRunner().invoke(app, ["pretrain", "--variant", "toy", "--total-steps", str(steps), "--checkpoint-every", "2",
+                                    "--batch-size", "4", "--seq-len", "32", "--val-games", "0", "--steps-per-chunk", "2",
+                                    "--seed", str(seed), "--out", str(out), "--push-to-bucket", BUCKET, *extra])
+
+
+def test_a_second_run_into_an_existing_bucket_starts_even_when_the_409_has_no_url(hub, tmp_path):
+    """The fake answers a second creation as the Hub does (409 with the bucket's url, which
+    ``create_bucket(exist_ok=True)`` reads); PAWN must not need that field: with it left out, a
+    second run (another folder name) still syncs into the existing bucket."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    api = HfApi(endpoint=hub.url, token="hf_fake")
+    api.create_bucket(BUCKET)
+    with pytest.raises(HfHubHTTPError) as e:
+        api.create_bucket(BUCKET)
+    assert e.value.response.status_code == 409 and e.value.response.json()["url"] == f"{hub.url}/buckets/{BUCKET}"
+    assert api.create_bucket(BUCKET, exist_ok=True).url == f"{hub.url}/buckets/{BUCKET}"
+    hub.bucket_conflict_url = False
+    first, second = _pretrain_cli(tmp_path / "a" / "first"), _pretrain_cli(tmp_path / "b" / "second", seed=2)
+    assert first.exit_code == 0, first.output
+    assert second.exit_code == 0, second.output
+    assert "KeyError" not in second.output
+    back = _read_back(hub, BUCKET, tmp_path / "back")
+    for run in (tmp_path / "a" / "first", tmp_path / "b" / "second"):
+        assert back[f"{run.name}/config.json"] == (run / "config.json").read_bytes()
+
+
+def test_two_runs_into_one_bucket_folder_the_second_is_refused_at_start_and_a_resume_continues(hub, tmp_path):
+    """``a/run`` and ``b/run`` both default to the folder ``run/`` of one bucket: the second is
+    refused at start in one line naming the folder and the other run's id, before it writes
+    anything, and the bucket keeps only a's files; ``--resume auto`` of a continues its folder."""
+    a, b = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    r = _pretrain_cli(a, "--pause-after-steps", "2")
+    assert r.exit_code == 0, r.output
+    from pawn.runs import open_run
+
+    a_id = open_run(a).identity.run_id
+    assert a_id and len(a_id) == 32
+    before = dict(hub.buckets[BUCKET])
+    r = _pretrain_cli(b, seed=2)
+    assert r.exit_code == 1, r.output
+    err = [ln for ln in r.output.splitlines() if "another run" in ln]
+    assert len(err) == 1 and f"hf://buckets/{BUCKET}/run holds another run's files (run id {a_id}" in err[0]
+    assert "Traceback" not in r.output and not b.exists()
+    assert hub.buckets[BUCKET] == before
+    r = _pretrain_cli(a, "--resume", "auto")
+    assert r.exit_code == 0, r.output
+    assert open_run(a).identity.run_id == a_id  # kept on resume
+    ids = {json.loads(x).get("run_id") for x in (a / "metrics.jsonl").read_bytes().splitlines() if b'"config"' in x[:40]}
+    assert ids == {a_id}
+    back = _read_back(hub, BUCKET, tmp_path / "back")
+    assert back["run/checkpoints/step_00000004/.complete"] == (a / "checkpoints" / "step_00000004" / ".complete").read_bytes()
+    assert back["run/config.json"] == (a / "config.json").read_bytes()
+
+
+def test_a_bucket_folder_with_files_of_no_pawn_run_is_refused_at_start(hub, tmp_path):
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=hub.url, token="hf_fake")
+    api.create_bucket(BUCKET)
+    api.batch_bucket_files(BUCKET, add=[(b"my notes", "run/notes.txt")])
+    r = _pretrain_cli(tmp_path / "run")
+    assert r.exit_code == 1, r.output
+    assert (f"--push-to-bucket {BUCKET}: hf://buckets/{BUCKET}/run holds 1 file not written by a PAWN run (no readable "
+            "metrics.jsonl), and this run would mix its files into it") in r.output
+    assert set(hub.buckets[BUCKET]) == {"run/notes.txt"} and not (tmp_path / "run").exists()

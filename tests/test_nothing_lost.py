@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -37,10 +38,12 @@ def _after_barrier(barrier: Path, args: list[str]) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def _race(tmp_path: Path, args: list[str]) -> list[subprocess.CompletedProcess]:
+def _race(tmp_path: Path, args: list[str], other: Optional[list[str]] = None) -> list[subprocess.CompletedProcess]:
+    """The CLI with ``args`` and with ``other`` (default: ``args`` again) in two processes, both
+    released at one instant by a barrier file; their results in that order."""
     barrier = tmp_path / "go"
-    procs = [subprocess.Popen(_after_barrier(barrier, args), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+    procs = [subprocess.Popen(_after_barrier(barrier, a), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for a in (args, other if other is not None else args)]
     time.sleep(2.0)  # both interpreters up and polling
     barrier.touch()
     out = []

@@ -92,7 +92,7 @@ _COMMON_HELP = {
     "hub_exit_wait_s": "At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); "
                        "the rest are reported as not pushed.",
     "push_to_bucket": "Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created "
-                      "if missing) under <run directory name>/, in the background and once more at exit; outcomes are hub records "
+                      "if missing) under <run directory name>/ (refused at start when that folder holds another run's files), in the background and once more at exit; outcomes are hub records "
                       "in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.",
 }
 _HELP = {  # each command's help texts as they were before the fields were shared

@@ -552,7 +552,7 @@ def slice_checkpoint(source: str, variant: str, output: Optional[str | os.PathLi
     params = {k: np.asarray(v) for k, v in sliced(PAWNModel(ckpt.config, params=ckpt.params), vcfg).params().items()}
     run = {**(ckpt.run_config or {}), "variant": variant, "supernet_checkpoint": source_id}
     card = model_card(vcfg, run_config=run, title=f"PAWN {sup}/{variant}", recipe_fields=fields_with(PretrainConfig, RECIPE),
-                      notes=[f"Sliced by `pawn convert --slice {variant}` from the supernet checkpoint `{source_id}` (prefix slices, spec §3.5)."])
+                      notes=[f"Sliced by `pawn convert --slice {variant}` from the supernet checkpoint `{source_id}` (the leading slice of every array: its first layers, heads and channels)."])
     save_checkpoint(out, params, vcfg, run_config=run, extra_files={CARD_FILE: card.encode("utf-8")})
     return ConversionResult(out, False, None, time.perf_counter() - t0, vcfg, commit=commit, variant=variant)
 

@@ -84,6 +84,9 @@ class ProgressReporter:
         clock: time source in seconds (tests inject a fake one).
         expected_unit_s: seconds per unit the caller expects before anything is measured (a
             run's plan), which gives the ETA until the first timed update.
+        stop_at: where this command stops short of ``total`` (``--pause-after-steps``): the ETA
+            counts to it, the lines say ``step 1/20 (5.0%, pause at 2)`` and, once there,
+            ``step 2/20 (paused)``; None: it runs to ``total``.
 
     The ETA is extrapolated from the rate since the first update, so compile time (which the
     first update absorbs) does not inflate it; before a second update, from the seconds per unit
@@ -106,8 +109,12 @@ class ProgressReporter:
         plain: Optional[bool] = None,
         clock: Callable[[], float] = time.monotonic,
         expected_unit_s: Optional[float] = None,
+        stop_at: Optional[int] = None,
     ):
         self.label, self.total, self.unit = label, int(total), unit
+        self.stop_at = int(stop_at) if stop_at is not None and int(stop_at) < self.total else None
+        self.end = self.stop_at if self.stop_at is not None else self.total
+        """Where the updates end: :attr:`stop_at`, else :attr:`total`."""
         self._expected_unit_s = expected_unit_s if expected_unit_s and expected_unit_s > 0 else None
         self.completed = int(start)
         self.fields: dict[str, Any] = dict(fields or {})
@@ -212,7 +219,7 @@ class ProgressReporter:
                 return
         with self._lock:
             self._pending = True
-            due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.total
+            due = self._last_line_t is None or now - self._last_line_t >= self.every_s or self.completed >= self.end
             if due:
                 self._write_line(now)
 
@@ -244,12 +251,12 @@ class ProgressReporter:
         now = self._clock() if now is None else now
         if self._first_done is None and self._expected_unit_s is not None and self._t0 is not None:
             # nothing measured yet: the caller's expectation, counting down from the start
-            return max(0.0, max(0, self.total - self.completed) * self._expected_unit_s - (now - self._t0))
+            return max(0.0, max(0, self.end - self.completed) * self._expected_unit_s - (now - self._t0))
         unit_s = self.unit_s()
         if unit_s is None or self._first_done is None:
             return None
         last = self._last_update_t if self._last_update_t is not None else now
-        left = max(0, self.total - self.completed)
+        left = max(0, self.end - self.completed)
         countdown = left * unit_s - (now - last)
         after_chunk = max(0, left - (self._chunk or 0)) * unit_s
         if countdown > after_chunk or left == 0:
@@ -262,9 +269,9 @@ class ProgressReporter:
         one short of that chunk's end (only an update says a chunk finished)."""
         now = self._clock() if now is None else now
         unit_s, last = self.unit_s(), self._last_update_t
-        if unit_s is None or unit_s <= 0 or last is None or not self._chunk or self.completed >= self.total:
+        if unit_s is None or unit_s <= 0 or last is None or not self._chunk or self.completed >= self.end:
             return self.completed
-        ahead = min(self._chunk, self.total - self.completed) - 1
+        ahead = min(self._chunk, self.end - self.completed) - 1
         return self.completed + max(0, min(ahead, int((now - last) / unit_s)))
 
     def line(self, now: Optional[float] = None) -> str:
@@ -273,8 +280,12 @@ class ProgressReporter:
         pct = 100.0 * self.completed / self.total if self.total else 100.0
         est = self.in_flight(now)
         by_now = f"; ≈{est} by now" if est > self.completed else ""
-        parts = [f"{self.label}: {self.unit} {self.completed}/{self.total} ({pct:.1f}%{by_now})"]
-        if self._last_update_t is None and self.completed < self.total:
+        if self.stop_at is None:
+            state = f"{pct:.1f}%{by_now}"
+        else:
+            state = "paused" if self.completed >= self.stop_at else f"{pct:.1f}%, pause at {self.stop_at}{by_now}"
+        parts = [f"{self.label}: {self.unit} {self.completed}/{self.total} ({state})"]
+        if self._last_update_t is None and self.completed < self.end:
             # nothing has finished yet: the first chunk is compiling or running (no "loss -, - tok/s")
             parts.append(f"compiling and running the first steps, elapsed {format_duration(now - self._t0)}")
             return " ".join(parts)

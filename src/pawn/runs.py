@@ -343,6 +343,42 @@ def _check_metric(record_type: str, key: str, where: str = "") -> None:
                          f"(its row's kinds: {', '.join(m.kinds)})")
 
 
+def _writable_metric(record_type: str, key: str) -> bool:
+    m = METRICS.get(key)
+    return m is not None and (record_type not in METRIC_RECORDS or record_type in m.kinds)
+
+
+def writable_fields(record_type: str, fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``fields`` of a ``record_type`` record without the metric values :func:`record_line` would
+    refuse, and the keys left out (a per-variant one as ``variants.<name>.<key>``): in a
+    ``train``/``val``/``eval`` record, a number under a key that is no registered metric (or
+    whose row's ``kinds`` lacks ``record_type``), whether a metric key or a plain top-level
+    name (neither namespaced with ``/`` nor one of :data:`RECORD_FIELDS`). Records written by a
+    newer PAWN or with a plugin metric (:func:`pawn.metrics.register`) not registered here carry
+    such keys; every reader keeps them, the writer refuses them. Other records are returned whole.
+    """
+    if record_type not in METRIC_RECORDS:
+        return dict(fields), []
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for k, v in fields.items():
+        if k == "variants" and isinstance(v, dict):
+            variants: dict[str, Any] = {}
+            for name, vals in v.items():
+                if isinstance(vals, dict):
+                    dropped += [f"variants.{name}.{mk}" for mk in vals if not _writable_metric(record_type, mk)]
+                    vals = {mk: mv for mk, mv in vals.items() if _writable_metric(record_type, mk)}
+                variants[name] = vals
+            kept[k] = variants
+            continue
+        metric_like = (k in METRICS and (v is None or _is_number(v))) or (_is_number(v) and "/" not in k and k not in RECORD_FIELDS)
+        if metric_like and not _writable_metric(record_type, k):
+            dropped.append(k)
+            continue
+        kept[k] = v
+    return kept, dropped
+
+
 def record_line(record_type: str, step: Optional[int] = None, *, values: Optional[dict] = None,
                 variants: Optional[dict] = None, fields: Optional[dict] = None) -> dict[str, Any]:
     """The JSON object of one record in the current schema (what the metrics logger writes):
@@ -375,6 +411,50 @@ def record_line(record_type: str, step: Optional[int] = None, *, values: Optiona
         out["variants"] = variants
     out.update(fields or {})
     return out
+
+
+RUN_ID_FIELD = "run_id"
+"""The ``config`` record field that names the run: the same in every segment of a resumed run,
+different for every other run (also one written into a folder of the same name)."""
+
+
+def new_run_id() -> str:
+    """A fresh run id: a random UUID (version 4, RFC 9562) as 32 lowercase
+    hex digits."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What tells two copies of one run's ``metrics.jsonl`` from two runs (:func:`run_identity`).
+
+    Attributes:
+        run_id: the last ``config`` record's :data:`RUN_ID_FIELD` (None in records written before
+            run ids). started: the first ``config`` record's ``timestamp`` (ISO 8601; None without
+            a config record): a resumed run keeps its first segment's record.
+    """
+
+    run_id: Optional[str]
+    started: Optional[str]
+
+    def same_run(self, run_id: Optional[str], started: Optional[str]) -> bool:
+        """Whether these records are of the run with ``run_id`` whose first config record has
+        ``started`` (None: that run has no records yet): the ids when both have one, else the first
+        config record's timestamp (a run started before run ids, resumed by a PAWN that gave it
+        one); False when neither can tell."""
+        if self.run_id is not None and run_id is not None and self.run_id == run_id:
+            return True
+        return self.started is not None and self.started == started
+
+
+def run_identity(records: Iterable[Record]) -> RunIdentity:
+    """The :class:`RunIdentity` of a run's records (from :func:`read_records` or :func:`parse_bytes`)."""
+    configs = [r for r in records if r.type == "config"]
+    ids = [r.fields.get(RUN_ID_FIELD) for r in configs if isinstance(r.fields.get(RUN_ID_FIELD), str)]
+    started = configs[0].fields.get("timestamp") if configs else None
+    return RunIdentity(ids[-1] if ids else None, started if isinstance(started, str) else None)
 
 
 def last_per_step(records: Iterable[Record]) -> list[Record]:
@@ -519,6 +599,11 @@ class Run:
         return None
 
     # ------------------------------------------------------------------ facts
+    @property
+    def identity(self) -> RunIdentity:
+        """Its :class:`RunIdentity` (run id and first config record's timestamp)."""
+        return run_identity(self.all_records())
+
     @property
     def strategy(self) -> Optional[str]:
         """The adapter strategy (None for pretraining)."""
@@ -826,5 +911,5 @@ def discover_runs(root: str | os.PathLike) -> list[Run]:
     return found
 
 
-__all__ = ["SCHEMA_VERSION", "MOVE_DECISIONS_SCHEMA", "POSITIONS", "positions_of", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
-           "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "last_per_step"]
+__all__ = ["RUN_ID_FIELD", "RunIdentity", "new_run_id", "run_identity", "SCHEMA_VERSION", "MOVE_DECISIONS_SCHEMA", "POSITIONS", "positions_of", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
+           "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "writable_fields", "last_per_step"]

@@ -272,7 +272,7 @@ class RunOutputSettings(_Settings):
     hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.", json_schema_extra=facts(MUTABLE_ON_RESUME))
     hub_private: bool = Field(False, description="Create the --push-to-hub repo and the --push-to-bucket bucket private (existing ones keep their visibility).", json_schema_extra=facts(MUTABLE_ON_RESUME))
     hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); the rest are reported as not pushed.", json_schema_extra=facts(MUTABLE_ON_RESUME))
-    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created if missing) under <run directory name>/, in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created if missing) under <run directory name>/ (refused at start when that folder holds another run's files), in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.", json_schema_extra=facts(MUTABLE_ON_RESUME))
 
     @model_validator(mode="after")
     def _push_repo_id(self):
@@ -482,7 +482,14 @@ class PretrainConfig(OptimizerSettings, RunOutputSettings):
         for name in ("total_steps", "val_every", "checkpoint_every", "pause_after_steps"):
             v = getattr(self, name)
             if v is not None and (v <= 0 or v % k):
-                raise ValueError(f"{name} ({v}) must be a positive multiple of steps_per_chunk ({k})")
+                if self.steps_per_chunk is not None:
+                    raise ValueError(f"{name} ({v}) must be a positive multiple of steps_per_chunk ({k})")
+                # K was not set: say where it came from, and which K would fit (not a value the user never gave)
+                g = math.gcd(math.gcd(math.gcd(self.total_steps, self.val_every), self.checkpoint_every), max(v, 0))
+                fit = max(d for d in range(1, min(g, 50) + 1) if g % d == 0) if g else 1
+                raise ValueError(f"{name} ({v}) must be a positive multiple of the steps per compiled chunk, here {k} (the "
+                                 "largest divisor up to 50 of total_steps, val_every and checkpoint_every); choose a "
+                                 f"multiple of {k}, or set steps_per_chunk (e.g. {fit})")
         return self
 
     # ---------------------------------------------------------------- resolved values

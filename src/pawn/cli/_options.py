@@ -68,16 +68,22 @@ def _literal_choices(annotation: Any) -> tuple:
     return ()
 
 
-def _open_float(metadata: Sequence[Any], typ: Any) -> bool:
-    return typ is float and any(isinstance(m, annotated_types.Gt) for m in metadata)
+def _float_bounds(metadata: Sequence[Any], typ: Any) -> tuple[Any, Any, Any, Any]:
+    """A float field's ``(ge, gt, le, lt)`` constraints (None where absent; all None for other types)."""
+    if typ is not float:
+        return (None, None, None, None)
+    get = lambda cls, attr: next((getattr(m, attr) for m in metadata if isinstance(m, cls)), None)  # noqa: E731
+    return (get(annotated_types.Ge, "ge"), get(annotated_types.Gt, "gt"), get(annotated_types.Le, "le"), get(annotated_types.Lt, "lt"))
 
 
 def _range(metadata: Sequence[Any], typ: Any) -> dict[str, Any]:
-    """Click ``min``/``max`` from a field's ``ge``/``gt``/``le`` constraints (``gt`` only for
-    ints). A float with ``gt`` gets no click range (click's help would show ``[x<=1.0]``, hiding
-    the open end): :func:`_range_text` writes it in the help and the model validates it."""
+    """Click ``min``/``max`` from an int field's ``ge``/``gt``/``le`` constraints. A float field
+    gets no click range: click's check would let ``nan`` through to a range message ("greater
+    than or equal to 0") where the model says "Input should be a finite number", and its help
+    would show ``[x<=1.0]`` for ``(0, 1]``; :func:`_range_text` writes the range in the help and
+    the model validates it (non-finite values first)."""
     out: dict[str, Any] = {}
-    if _open_float(metadata, typ):
+    if typ is float:
         return out
     for m in metadata:
         if isinstance(m, annotated_types.Ge):
@@ -90,13 +96,18 @@ def _range(metadata: Sequence[Any], typ: Any) -> dict[str, Any]:
 
 
 def _range_text(metadata: Sequence[Any], typ: Any) -> str:
-    """`` Range (0, 1].`` / `` Greater than 0.`` for a float field with a ``gt`` constraint (and
-    an optional ``le``), in interval notation; ``""`` otherwise (click shows the other ranges)."""
-    if not _open_float(metadata, typ):
-        return ""
-    lo = next(m.gt for m in metadata if isinstance(m, annotated_types.Gt))
-    hi = next((m.le for m in metadata if isinstance(m, annotated_types.Le)), None)
-    return f" Range ({lo:g}, {hi:g}]." if hi is not None else f" Greater than {lo:g}."
+    """A float field's range in interval notation for its help: `` Range (0, 1].``,
+    `` Range [0, 1].``, `` Greater than 0.``, `` At least 0.``, `` At most 1.``; ``""`` for
+    other fields (click shows an int's range)."""
+    ge, gt, le, lt = _float_bounds(metadata, typ)
+    lo, hi = (ge if ge is not None else gt), (le if le is not None else lt)
+    if lo is not None and hi is not None:
+        return f" Range {'[' if ge is not None else '('}{lo:g}, {hi:g}{']' if le is not None else ')'}."
+    if lo is not None:
+        return f" At least {lo:g}." if ge is not None else f" Greater than {lo:g}."
+    if hi is not None:
+        return f" At most {hi:g}." if le is not None else f" Less than {hi:g}."
+    return ""
 
 
 _SPEC_REFS = ((re.compile(r"\s*\((?:see )?spec\b[^()]*\)"), ""), (re.compile(r"\bspec(?: [\w.-]+)? §[\d.]+"), "the reference"),

@@ -28,7 +28,7 @@ PRETRAIN_OUTCOMES = (WHITE_CHECKMATES, BLACK_CHECKMATES, STALEMATE, DRAW_BY_RULE
 """The five outcome tokens of random-game pretraining."""
 TESTS = ("outcome_signal", "prefix_continuation", "poisoned_prefix", "impossible_task", "improbable_task")
 NOT_PREFIX_TRAINED = ("the model was not trained with an outcome prefix, so conditioning on an outcome "
-                      "token is meaningless input (spec §3.3 outcome_prefix_trained gate)")
+                      "token is meaningless input")
 
 
 def _name(token: int) -> str:

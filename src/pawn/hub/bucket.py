@@ -9,7 +9,9 @@ of checkpoint files, the retry policy, the stop on permanent errors and the boun
 the ones of ``--push-to-hub`` (see :mod:`pawn.hub.push`).
 
 Layout in the bucket, under ``<prefix>/`` (default: the run directory's name, so one bucket holds
-many runs): ``checkpoints/<name>/`` (every file of each complete checkpoint, its ``.complete``
+many runs; a folder that holds another run's files is refused at start, before the run writes:
+its ``metrics.jsonl`` names another run id (:data:`pawn.runs.RUN_ID_FIELD`), or it holds files
+without one; a resumed run continues its own folder): ``checkpoints/<name>/`` (every file of each complete checkpoint, its ``.complete``
 manifest included; staged by hard links in ``<checkpoints>/.bucket-staging/`` until sent),
 ``metrics.jsonl`` (every complete line written so far) and ``config.json``;
 the last two are re-sent with every checkpoint, and once more when the uploader closes. Files are
@@ -80,6 +82,39 @@ def check_can_push_bucket(bucket_id: str, *, network: bool = True) -> None:
     check_bucket_support()
 
 
+def ensure_bucket(api: Any, bucket_id: str, *, private: bool = False) -> bool:
+    """Create the bucket ``bucket_id`` unless it exists; True when this call created it.
+
+    The Hub answers the creation of an existing bucket with HTTP 409 (and 401/403 to a token
+    that may write to the bucket but not create one in its namespace); each is taken as "it
+    exists" once :meth:`~huggingface_hub.HfApi.bucket_info` finds the bucket, nothing is read
+    from the error's body (``create_bucket(exist_ok=True)`` reads the 409's ``url``, which a
+    server may leave out).
+
+    Args:
+        api: a ``huggingface_hub.HfApi``. private: create it private (an existing bucket keeps
+            its visibility).
+
+    Raises:
+        huggingface_hub.errors.HfHubHTTPError: the creation failed otherwise, or the bucket is
+            not found after the 401/403/409 (then that first error; a 409 is retried as
+            transient by :meth:`~pawn.hub.push.CheckpointUploader._retry`).
+    """
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        api.create_bucket(bucket_id, private=private or None, exist_ok=False)
+        return True
+    except HfHubHTTPError as e:
+        if getattr(e.response, "status_code", None) not in (401, 403, 409):
+            raise
+        try:
+            api.bucket_info(bucket_id)
+        except HfHubHTTPError:
+            raise e from None
+        return False
+
+
 class BucketUploader(CheckpointUploader):
     """Background uploader of a run's checkpoints and logs to one storage bucket (see the module
     docstring; the queue, retries and exit wait are :class:`~pawn.hub.push.CheckpointUploader`'s).
@@ -89,6 +124,9 @@ class BucketUploader(CheckpointUploader):
         run_dir: the run directory (its ``metrics.jsonl`` and ``config.json`` are sent).
         prefix: folder in the bucket (default: the run directory's name).
         private: create the bucket private (an existing bucket keeps its visibility).
+        run_id: the run's id (:data:`pawn.runs.RUN_ID_FIELD`); :meth:`start` refuses a folder
+            whose ``metrics.jsonl`` is another run's (None: compared by the first config
+            record's time only).
         uploader_kwargs: ``token``, ``endpoint``, ``max_attempts``, ``backoff_s``,
             ``max_backoff_s``, ``log``, ``api`` as in :class:`~pawn.hub.push.CheckpointUploader`.
 
@@ -99,12 +137,13 @@ class BucketUploader(CheckpointUploader):
     staging_dir = STAGING_DIR
 
     def __init__(self, bucket_id: str, *, run_dir: Path, prefix: Optional[str] = None, private: bool = False,
-                 **uploader_kwargs: Any):
+                 run_id: Optional[str] = None, **uploader_kwargs: Any):
         check_can_push(bucket_id, FLAG, network=False)
         super().__init__(bucket_id, branch="", private=private, metrics_path=Path(run_dir) / METRICS_FILE, card=None,
                          **uploader_kwargs)
         self.run_dir = Path(run_dir)
         self.prefix = (prefix if prefix is not None else self.run_dir.resolve().name).strip("/")
+        self.run_id = run_id
         self._last_step = 0
 
     # ------------------------------------------------------------------ naming (messages, records)
@@ -132,25 +171,68 @@ class BucketUploader(CheckpointUploader):
 
     # ------------------------------------------------------------------ start, upload, close
     def start(self) -> "BucketUploader":
-        """Create the bucket (``exist_ok``), then start the worker; runs before training, so a bad
-        token or a refused bucket fails at start.
+        """Create the bucket unless it exists (:func:`ensure_bucket`), check that its folder
+        holds no other run's files (:meth:`other_run`), then start the worker; runs before
+        training, so a bad token, a refused bucket or a folder of another run fails at start.
 
         Raises:
-            HubPushError: huggingface_hub without buckets or no ``hf_xet``, or the bucket cannot be
-                created or reached (one line).
+            HubPushError: huggingface_hub without buckets or no ``hf_xet``, the bucket cannot be
+                created or reached, or its folder holds another run (one line each).
         """
         import threading
 
         check_bucket_support()
         try:
-            self._retry("creating the bucket", lambda: self.api.create_bucket(self.repo_id, private=self.private or None, exist_ok=True))
+            created = self._retry("creating the bucket", lambda: ensure_bucket(self.api, self.repo_id, private=self.private))
         except Exception as e:
             hint = " (log in with `hf auth login` or set HF_TOKEN with write access)" if classify_error(e) == "permanent" else ""
             raise HubPushError(f"{FLAG} {self.repo_id}: cannot create the bucket: {one_line(e)}{hint}") from None
+        try:
+            other = None if created else self._retry("reading the bucket folder", self.other_run)
+        except Exception as e:
+            raise HubPushError(f"{FLAG} {self.repo_id}: cannot read {self.target}: {one_line(e)}") from None
+        if other is not None:
+            raise HubPushError(f"{FLAG} {self.repo_id}: {self.target} holds {other}, and this run would mix its files "
+                               f"into it; push to another bucket, or give this run an --out folder of another name "
+                               f"(the folder in the bucket is named after it)")
         self._thread = threading.Thread(target=self._work, name=f"bucket-push {self.repo_id}", daemon=True)
         self._thread.start()
         self.log(f"hub: syncing checkpoints and metrics.jsonl to {self.target} in the background")
         return self
+
+    def other_run(self) -> Optional[str]:
+        """What holds this uploader's folder in the bucket, when not this run: None for an empty
+        folder or this run's own files (a resumed run: the folder's ``metrics.jsonl`` carries this
+        run's id, or, for records written before run ids, the local log's first config record);
+        else a phrase for the refusal ("another run's files (run id …, started …)", or "N files
+        not written by a PAWN run", when the folder has no readable ``metrics.jsonl``).
+
+        Raises:
+            huggingface_hub.errors.HfHubHTTPError, OSError: listing or downloading failed.
+        """
+        import tempfile
+
+        from pawn.runs import parse_bytes, read_records, run_identity
+
+        folder = f"{self.prefix}/"
+        files = [f for f in self.api.list_bucket_tree(self.repo_id, prefix=folder, recursive=True)
+                 if getattr(f, "type", "file") == "file" and f.path.startswith(folder)]
+        if not files:
+            return None
+        remote = next((f for f in files if f.path == folder + METRICS_FILE), None)
+        theirs = None
+        if remote is not None:
+            with tempfile.TemporaryDirectory(prefix="pawn-bucket-") as tmp:
+                dest = Path(tmp) / METRICS_FILE
+                self.api.download_bucket_files(self.repo_id, [(remote, dest)], raise_on_missing_files=True)
+                theirs = run_identity(parse_bytes(dest.read_bytes())[0])
+        if theirs is None or (theirs.run_id is None and theirs.started is None):
+            return f"{len(files)} file{'s' if len(files) != 1 else ''} not written by a PAWN run (no readable {METRICS_FILE})"
+        ours = run_identity(read_records(self.metrics_path)[0]) if self.metrics_path is not None and self.metrics_path.is_file() else None
+        if theirs.same_run(self.run_id, ours.started if ours is not None else None):
+            return None
+        said = ", ".join(x for x in (f"run id {theirs.run_id}" if theirs.run_id else "", f"started {theirs.started}" if theirs.started else "") if x)
+        return f"another run's files ({said})"
 
     def submit(self, checkpoint: Path, step: int) -> None:
         self._last_step = max(self._last_step, int(step))

@@ -169,7 +169,7 @@ def model_card(
     body = [f"# {name}", ""]
     body.append(
         "A PAWN chess world model: a decoder-only transformer over PAWN's 1,980-token move vocabulary, "
-        "trained to predict the next move of games (PAWN model-and-checkpoints spec §2). Checkpoint format: "
+        "trained to predict the next move of games. Checkpoint format: "
         "PAWN v2 (`model.safetensors` with the 16 canonical fp32 tensors, `config.json`, a SHA-256 `.complete` manifest)."
     )
     body.append("")

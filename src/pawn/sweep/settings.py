@@ -25,7 +25,7 @@ class SweepSettings(CommandSettings):
     model_config = SettingsConfigDict(env_prefix="PAWN_SWEEP_", extra="forbid", validate_default=True)
 
     run_type: Literal["adapter", "pretrain"] = Field("adapter", description="What each trial trains: an adapter on a frozen backbone (pawn adapt) or a model from scratch (pawn pretrain).")
-    strategy: Optional[str] = Field(None, description="Adapter strategy whose §6.1 search space is used (lora, bottleneck, film, sparse, hybrid, rosa, ...); required with --run-type adapter.")
+    strategy: Optional[str] = Field(None, description="Adapter strategy whose built-in search space is used (lora, bottleneck, film, sparse, hybrid, rosa, ...); required with --run-type adapter.")
     checkpoint: Optional[str] = Field(None, description="Backbone checkpoint (directory or Hub id) the adapter trials share; required with --run-type adapter.")
     data: Optional[str] = Field(None, description="Training data: a Lichess source for adapter trials; for pretraining, an on-disk corpus directory (corpus_dir).", json_schema_extra=facts(PATH))
     trials: int = Field(20, ge=1, description="Finished (completed or pruned) trials the study should hold; re-running continues up to this total. One run makes at most this many attempts, so failed trials also end it.")

@@ -285,7 +285,7 @@ def prepare_space(s: SweepSettings, runner: TrialRunner, log: Callable[[str], No
     where_base = f"--base-config {s.base_config}" if s.base_config is not None else "base settings"
 
     def where_space(k: str) -> str:
-        return f"--space {s.space}" if k in named else f"search space {s.space_name!r} (spec §6.1)"
+        return f"--space {s.space}" if k in named else f"built-in search space {s.space_name!r} (pawn.sweep.space.SPACES)"
 
     if fields is not None:
         unknown = [k for k in base if k not in fields]
@@ -643,22 +643,38 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
               sinks: Sequence[Callable[[Path], Any]] = ()) -> SweepResult:
     """``pawn sweep``: run the study (this process, or ``s.workers`` processes), then
     :func:`summarize`. ``sinks``: record sinks every trial's run opens (:func:`make_runner`).
+    ``s.out`` is a run directory for the one-run-per-directory rule: each sweep process holds a
+    shared lock on it (:func:`pawn.train.rundir.open_sweep_dir`), so the workers of one study
+    share it and a run is kept out.
 
     Raises:
-        SweepError, SpaceError, StorageError, pawn.settings.ConfigFileError: one line each.
+        SweepError, SpaceError, StorageError, pawn.settings.ConfigFileError: one line each
+            (SweepError also when ``s.out`` holds a run or a run is writing it).
     """
+    from pawn.train.rundir import RunDirError, check_sweep_dir, open_sweep_dir
+
+    try:
+        check_sweep_dir(s.out)  # a run's directory is no sweep's: refused before anything is checked or written
+    except RunDirError as e:
+        raise SweepError(str(e)) from None
     # settings every trial would fail on: one error before the sweep directory or study exists
     runner = runner or make_runner(s, log, sinks)
     space = prepare_space(s, runner, log)
     _plan(s, runner, log)
-    s.out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    if s.workers > 1:
-        spawn_workers(s, log=log)
-        study, url = open_study(s)
-    else:
-        study = run_worker(s, log=log, runner=runner, space=space)
-        url = storage_url(s.storage, s.out)
-    log(f"sweep took {time.perf_counter() - t0:.1f} s")
-    # a worker spawned by --workers leaves best_config.json to its parent, which writes it once all have ended
-    return summarize(s, study, url, write_best="PAWN_SWEEP_WORKER" not in os.environ)
+    try:
+        lock = open_sweep_dir(s.out)  # shared by this study's processes; excludes a run (pawn.train.rundir)
+    except RunDirError as e:
+        raise SweepError(str(e)) from None
+    try:
+        t0 = time.perf_counter()
+        if s.workers > 1:
+            spawn_workers(s, log=log)
+            study, url = open_study(s)
+        else:
+            study = run_worker(s, log=log, runner=runner, space=space)
+            url = storage_url(s.storage, s.out)
+        log(f"sweep took {time.perf_counter() - t0:.1f} s")
+        # a worker spawned by --workers leaves best_config.json to its parent, which writes it once all have ended
+        return summarize(s, study, url, write_best="PAWN_SWEEP_WORKER" not in os.environ)
+    finally:
+        lock.release()

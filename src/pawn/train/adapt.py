@@ -395,7 +395,7 @@ def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Opt
         bb, ref, bb_run = (reuse.backbone(cfg, resolve) if reuse is not None else load_backbone_for(cfg, resolve))
         if bb_run and bb_run.get("prepend_outcome"):
             raise TrainingError(f"backbone {cfg.backbone} was trained with the outcome prefix; adapters train on pure moves "
-                                "(spec §5), so this backbone is not supported")
+                                "(no outcome token), so this backbone is not supported")
         key = jax.random.key(cfg.seed)
         model = (build_model(cfg, bb, key) if build_model is not None
                  else build_adapted(st.name, cfg.adapter_settings(), bb, key))
@@ -685,7 +685,7 @@ def _start_run(cfg: AdaptSettings, out: Path, given_resume: Optional[str], overw
     snapshot = {**cfg.model_dump(mode="json"), "data_seed": data.data_seed, "resume": None, "pause_after_steps": None}
     run = spine.check_run(cfg, out, given_resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None,
                           overwrite=overwrite, snapshot=snapshot, is_main=is_main, log=log)
-    hub = spine.start_hub(cfg, run.run_dir, is_main, log)  # the Hub repo and branch are created before the run writes
+    hub = spine.start_hub(cfg, run.run_dir, is_main, log, run_id=run.run_id)  # the Hub repo and branch are created before the run writes
     start = init.start
     spine.open_run(run, cfg, "adapt", snapshot=snapshot, hub=hub, start_step=start, resume=resume_la, elapsed0=init.elapsed0,
                    sinks=sinks, log=log)
@@ -788,7 +788,7 @@ def _adapt_hooks(r: _AdaptRun, stop: StopFlag, progress: bool, log: Callable[[st
     cfg, spe, total, is_main = r.cfg, r.data.spe, r.data.total, r.is_main
     bar = progress_hook = None
     if progress and is_main:
-        bar = ProgressReporter("adapt", r.end, start=r.start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s,
+        bar = ProgressReporter("adapt", total, stop_at=r.end, start=r.start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s,
                                expected_unit_s=r.wall.step_s if r.wall else None).start()
         progress_hook = ProgressHook(bar)
     vh = ValidationHook(r.validate, every=1, final_step=total)

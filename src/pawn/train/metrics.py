@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from pawn.fileio import json_safe
 from pawn.metrics import METRICS
-from pawn.runs import METRIC_RECORDS, record_line
+from pawn.runs import METRIC_RECORDS, RUN_ID_FIELD, record_line
 
 
 def host_memory() -> dict[str, float]:
@@ -69,10 +69,13 @@ class MetricsLogger:
         hooks: receive each record after it is written and flushed (``on_record(type, record)``)
             and are closed with the logger (:class:`pawn.train.hooks.RunHooks`: curves PNG,
             TensorBoard, W&B). A hook that raises is reported and dropped by ``RunHooks``.
+        run_id: written as :data:`pawn.runs.RUN_ID_FIELD` into every ``config`` record (None: not).
     """
 
-    def __init__(self, path: Path, *, elapsed_offset: float = 0.0, hooks: Optional[Any] = None):
+    def __init__(self, path: Path, *, elapsed_offset: float = 0.0, hooks: Optional[Any] = None,
+                 run_id: Optional[str] = None):
         self.path = Path(path)
+        self.run_id = run_id
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = open(self.path, "a", encoding="utf-8")
         self._t0 = time.monotonic() - elapsed_offset
@@ -95,6 +98,8 @@ class MetricsLogger:
         values = {k: v for k, v in fields.items() if metric_record and k in METRICS
                   and (v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)))}
         rest = {k: v for k, v in fields.items() if k not in values}
+        if record_type == "config" and self.run_id is not None:
+            rest.setdefault(RUN_ID_FIELD, self.run_id)
         rest["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
         rest["elapsed"] = round(self.elapsed, 3)
         if record_type != "config":

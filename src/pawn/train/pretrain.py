@@ -405,7 +405,7 @@ def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], N
     state, start_step, es = init.state, init.start, init.es
     source = _data_source(cfg, log)
     val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed) if cfg.val_games > 0 else None
-    hub = spine.start_hub(cfg, run_dir, is_main, log)
+    hub = spine.start_hub(cfg, run_dir, is_main, log, run_id=run.run_id)
     # ---- run directory (only now: every check above has passed)
     end_step = _end_step(cfg)
     spine.open_run(run, cfg, "pretrain", snapshot=snapshot, hub=hub, start_step=start_step, resume=resume_ck,
@@ -584,7 +584,7 @@ def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, e
     bar = progress_hook = None
     if progress and is_main:
         loss_name = "joint loss" if len(variants) > 1 else "loss"
-        bar = ProgressReporter("pretrain", end_step, start=start_step, fields={loss_name: "-", "tok/s": "-"},
+        bar = ProgressReporter("pretrain", cfg.total_steps, stop_at=end_step if cfg.pause_after_steps is not None else None, start=start_step, fields={loss_name: "-", "tok/s": "-"},
                                every_s=cfg.log_every_s, expected_unit_s=wall.step_s if wall else None).start()
         progress_hook = ProgressHook(bar, loss_name, precompiled=True)  # the memory check compiled the chunk
     validation = None

@@ -19,9 +19,10 @@ class BucketHook(HubHook):
 
     @classmethod
     def start(cls, bucket_id: Optional[str], run_dir: Path, *, private: bool, wait_s: float,  # type: ignore[override]
-              is_main: bool, log: Callable[[str], None]) -> Optional["BucketHook"]:
+              is_main: bool, log: Callable[[str], None], run_id: Optional[str] = None) -> Optional["BucketHook"]:
         """Create the bucket and start the uploader (main process only; None when ``bucket_id``
-        is None). Call before :meth:`Run.open`, then :meth:`attach`.
+        is None). Call before :meth:`Run.open`, then :meth:`attach`. ``run_id``: the run's
+        (:attr:`pawn.train.run.Run.run_id`): a bucket folder holding another run's files is refused.
 
         Raises:
             pawn.hub.push.HubPushError, pawn.errors.UsageError: the Hub refused (one line).
@@ -30,7 +31,7 @@ class BucketHook(HubHook):
             return None
         from pawn.hub.bucket import open_bucket_push
 
-        return cls(open_bucket_push(bucket_id, run_dir, private=private, wait_s=wait_s, log=log))
+        return cls(open_bucket_push(bucket_id, run_dir, private=private, wait_s=wait_s, log=log, run_id=run_id))
 
 
 class PushHooks(Hook):
@@ -54,16 +55,16 @@ class PushHooks(Hook):
 
 
 def with_bucket(hub: Optional[HubHook], bucket_id: Optional[str], run_dir: Path, *, private: bool, wait_s: float,
-                is_main: bool, log: Callable[[str], None]) -> Optional[Hook]:
+                is_main: bool, log: Callable[[str], None], run_id: Optional[str] = None) -> Optional[Hook]:
     """``hub`` (the ``--push-to-hub`` hook or None) joined with a started :class:`BucketHook` for
-    ``bucket_id``: ``hub`` alone without a bucket, the bucket hook alone without ``hub``, else a
+    ``bucket_id`` (``run_id``: see :meth:`BucketHook.start`): ``hub`` alone without a bucket, the bucket hook alone without ``hub``, else a
     :class:`PushHooks`. When the bucket cannot start, ``hub`` is closed before the error goes up.
 
     Raises:
         pawn.hub.push.HubPushError, pawn.errors.UsageError: the bucket cannot be created (one line).
     """
     try:
-        bucket = BucketHook.start(bucket_id, run_dir, private=private, wait_s=wait_s, is_main=is_main, log=log)
+        bucket = BucketHook.start(bucket_id, run_dir, private=private, wait_s=wait_s, is_main=is_main, log=log, run_id=run_id)
     except BaseException:
         if hub is not None:
             hub.close(log)

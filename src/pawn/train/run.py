@@ -658,6 +658,22 @@ def set_aside_newer(ckpt_root: Path, step: int, log: Callable[[str], None]) -> N
         log(f"kept the damaged checkpoint {d.name} as {target.name} (the resumed run writes a new {d.name})")
 
 
+def _run_id(run_dir: Path, plan: RunDirPlan) -> str:
+    """The id of the run about to write ``run_dir``: the one its records already carry when
+    ``plan`` continues that run (:attr:`pawn.runs.Run.identity`), else a new one (also for a
+    run written before run ids: its resumed segments then carry the new id)."""
+    from pawn.runs import RunError, new_run_id, open_run
+
+    if plan.continues:
+        try:
+            found = open_run(run_dir).identity.run_id
+        except RunError:
+            found = None
+        if found:
+            return found
+    return new_run_id()
+
+
 @dataclass
 class Run:
     """One run directory: ``config.json`` (the re-feedable config snapshot), ``metrics.jsonl``
@@ -706,8 +722,12 @@ class Run:
             raise TrainingError(str(e)) from None
         run = cls(run_dir, plan, is_main, log)
         run._check_args = args
+        run.run_id = _run_id(run_dir, plan)
         return run
 
+    run_id: Optional[str] = None
+    """The run's id (:data:`pawn.runs.RUN_ID_FIELD` of every ``config`` record it writes): the
+    resumed run's own when it continues in place, else a new one (:meth:`check` sets it)."""
     _check_args: Optional[dict] = field(default=None, repr=False)
     _made_dir: bool = field(default=False, repr=False)
     lock: Optional[RunDirLock] = field(default=None, repr=False)
@@ -786,7 +806,7 @@ class Run:
         try:
             if resumed_from is not None:
                 truncate_metrics(self.metrics_path, start_step)
-            self.logger = MetricsLogger(self.metrics_path, elapsed_offset=elapsed_offset, hooks=self.hooks)
+            self.logger = MetricsLogger(self.metrics_path, elapsed_offset=elapsed_offset, hooks=self.hooks, run_id=self.run_id)
         except OSError as e:
             self.release()
             raise TrainingError(f"{self.metrics_path}: cannot write metrics ({e.strerror or e})") from None

@@ -11,6 +11,13 @@ The writing process holds an exclusive ``flock`` on the run directory itself for
 (:class:`RunDirLock`, taken just before the first write and checked again under the lock), so two
 commands started on one ``--out`` at the same instant cannot both write it: the second stops
 with one line. The lock is the kernel's: it goes when the process ends, however it ends.
+
+A sweep's ``--out`` (:func:`open_sweep_dir`) is a run directory for this rule: it holds one study
+(its storage, ``best_config.json``, the trials' runs under ``<study>/trial_NNNN``), never beside a
+run. Each sweep process holds a *shared* lock on it, so the workers of one study (``--workers``,
+or the same command started by hand) share it while a run's exclusive lock excludes them all; a
+run is refused a directory that holds a study (:func:`sweep_markers`), ``--overwrite`` included
+(it moves runs aside, never a study), and a sweep one that holds a run.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +46,34 @@ def run_markers(run_dir: Path) -> list[str]:
     if not run_dir.is_dir():
         return []
     return [m for m in RUN_MARKERS if (run_dir / m).exists()]
+
+
+SWEEP_FILES: tuple[str, ...] = ("study.db", "best_config.json", "worker_config.json")
+"""Files ``pawn sweep`` writes at the top of its ``--out`` (the default storage, the best trial's
+config, the spawned workers' settings)."""
+TRIAL_DIR = re.compile(r"^trial_\d{4,}$")
+
+
+def sweep_markers(run_dir: Path) -> list[str]:
+    """What in ``run_dir`` shows a sweep's study: the names of :data:`SWEEP_FILES` there and each
+    ``<study>/`` folder holding ``trial_NNNN`` runs, or ``trial_*`` when ``run_dir`` is such a
+    folder itself (empty when it holds no study)."""
+    if not run_dir.is_dir():
+        return []
+    found = [m for m in SWEEP_FILES if (run_dir / m).exists()]
+    try:
+        children = sorted(c for c in run_dir.iterdir() if c.is_dir() and not c.is_symlink())
+    except OSError:
+        return found
+    if any(TRIAL_DIR.match(c.name) for c in children):
+        found.append("trial_*")
+    for c in children:
+        try:
+            if any(TRIAL_DIR.match(t.name) and t.is_dir() for t in c.iterdir()):
+                found.append(f"{c.name}/trial_*")
+        except OSError:
+            continue
+    return found
 
 
 def _newest_step(run_dir: Path) -> Optional[int]:
@@ -143,6 +179,14 @@ def check_run_dir(
 
         ignored_fields = fields_with(PretrainConfig, MUTABLE_ON_RESUME, NOT_RUN_IDENTITY)
     markers = run_markers(run_dir)
+    study = sweep_markers(run_dir)
+    continuing = (resume is not None and resume_from is not None and bool(markers)
+                  and run_dir.resolve() in (resume_from.resolve().parent.parent, resume_from.resolve().parent))
+    if study and not continuing:  # a study is never moved aside (--overwrite) nor written beside (one run per directory)
+        writer = _writer_now(run_dir)
+        now = f"; {writer} is running it now" if writer is not None else ""
+        raise RunDirError(f"--out {run_dir} holds a sweep ({', '.join(study)}){now}; a run needs a directory of its own "
+                          "(--overwrite moves a run aside, never a study): choose another --out")
     if not markers:  # new, empty, or only other files (e.g. a Slurm log written there first): left alone
         return RunDirPlan(run_dir)
     if overwrite:
@@ -201,12 +245,14 @@ class RunDirLock:
         self._finalizer = weakref.finalize(self, os.close, fd)
 
     @classmethod
-    def acquire(cls, run_dir: Path, what: str = "--out") -> "RunDirLock":
-        """Create ``run_dir`` if needed and lock it.
+    def acquire(cls, run_dir: Path, what: str = "--out", *, shared: bool = False) -> "RunDirLock":
+        """Create ``run_dir`` if needed and lock it: exclusively (a run), or ``shared`` (a sweep:
+        the processes of one study hold it together, and exclude a run).
 
         Raises:
-            RunDirError: another process holds the lock (one line naming the directory and, where
-                ``/proc/locks`` tells it, that process), or the directory cannot be created/opened.
+            RunDirError: another process holds a lock that excludes this one (one line naming the
+                directory and, where ``/proc/locks`` tells it, that process: a pawn sweep when it
+                holds a shared lock), or the directory cannot be created/opened.
         """
         run_dir = Path(run_dir)
         for _ in range(100):
@@ -220,7 +266,7 @@ class RunDirLock:
             if earlier is not None:  # this process's own earlier run there, which failed before release()
                 earlier.release()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             except OSError as e:
                 who = _holder_phrase(fd)
                 os.close(fd)
@@ -273,13 +319,16 @@ def _writer_now(run_dir: Path) -> Optional[str]:
 
 def _holder_phrase(fd: int) -> str:
     """``"another pawn process (pid N)"`` for the holder of the lock on ``fd``'s directory (the pid
-    when ``/proc/locks`` tells it), as the refusals name it."""
-    holder = _lock_holder(fd)
-    return f"another pawn process (pid {holder})" if holder else "another pawn process"
+    when ``/proc/locks`` tells it), ``"a pawn sweep (pid N)"`` when it holds a shared lock
+    (:func:`open_sweep_dir`), as the refusals name it."""
+    holder, mode = _lock_holder(fd)
+    who = "a pawn sweep" if mode == "READ" else "another pawn process"
+    return f"{who} (pid {holder})" if holder else who
 
 
-def _lock_holder(fd: int) -> Optional[int]:
-    """The pid holding a ``flock`` on the file of ``fd``, from ``/proc/locks`` (Linux), else None."""
+def _lock_holder(fd: int) -> tuple[Optional[int], Optional[str]]:
+    """The pid holding a ``flock`` on the file of ``fd`` and its mode (``READ``: shared, ``WRITE``:
+    exclusive), from ``/proc/locks`` (Linux), else ``(None, None)``."""
     try:
         st = os.fstat(fd)
         dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
@@ -290,7 +339,44 @@ def _lock_holder(fd: int) -> Optional[int]:
                     continue
                 if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == dev:
                     pid = int(parts[4])
-                    return pid if pid > 0 else None
+                    return (pid if pid > 0 else None), parts[3]
     except (OSError, ValueError):
         pass
-    return None
+    return None, None
+
+
+def check_sweep_dir(out: Path) -> None:
+    """A sweep may use ``out``: it holds no run (:func:`run_markers`); one study, the sweep's own
+    or one it continues, is fine.
+
+    Raises:
+        RunDirError: ``out`` holds a run (one line naming it, its newest checkpoint and, when it is
+            being written now, the process writing it).
+    """
+    markers = run_markers(out)
+    if not markers:
+        return
+    step = _newest_step(out)
+    what = f"checkpoints up to step {step}" if step is not None else ", ".join(markers)
+    writer = _writer_now(out)
+    now = f"; {writer} is writing it now" if writer is not None else ""
+    raise RunDirError(f"--out {out} holds a run ({what}){now}; a sweep needs a directory of its own: choose another --out")
+
+
+def open_sweep_dir(out: Path) -> RunDirLock:
+    """Create the sweep's ``out`` if needed and hold a shared lock on it for the sweep
+    (:meth:`RunDirLock.acquire` with ``shared``), then check under the lock that it holds no run
+    (:func:`check_sweep_dir`). Release the lock when the sweep ends (or let the process end).
+
+    Raises:
+        RunDirError: a run holds or is writing ``out`` (one line naming it or its process).
+    """
+    out = Path(out)
+    check_sweep_dir(out)  # before creating anything
+    lock = RunDirLock.acquire(out, shared=True)
+    try:
+        check_sweep_dir(out)
+    except RunDirError:
+        lock.release()
+        raise
+    return lock

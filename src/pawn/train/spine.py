@@ -281,10 +281,11 @@ def check_run(cfg: Any, out: Path, *, given_resume: Optional[str], resume_from: 
                      ignored_fields=run_identity_ignored(cfg), is_main=is_main, log=log)
 
 
-def start_hub(cfg: Any, run_dir: Path, is_main: bool, log: Callable[[str], None]) -> Optional[HubHook]:
+def start_hub(cfg: Any, run_dir: Path, is_main: bool, log: Callable[[str], None], run_id: Optional[str] = None) -> Optional[HubHook]:
     """The Hub push hook (None without ``--push-to-hub`` or ``--push-to-bucket``;
     :func:`pawn.train.pushes.with_bucket`): the repo, branch and bucket are created before the
-    run writes, so a 403 or offline mode fails here. The pushed model card's training recipe is
+    run writes, so a 403, offline mode or a bucket folder holding another run (not ``run_id``,
+    :attr:`pawn.train.run.Run.run_id`) fails here. The pushed model card's training recipe is
     ``cfg``'s fields tagged :data:`pawn.settings.RECIPE`.
 
     Raises:
@@ -295,7 +296,8 @@ def start_hub(cfg: Any, run_dir: Path, is_main: bool, log: Callable[[str], None]
 
         return with_bucket(HubHook.start(cfg.push_to_hub, run_dir, branch=cfg.hub_branch, private=cfg.hub_private,
                                          wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log, recipe_fields=fields_with(cfg, RECIPE)),
-                           cfg.push_to_bucket, run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log)
+                           cfg.push_to_bucket, run_dir, private=cfg.hub_private, wait_s=cfg.hub_exit_wait_s, is_main=is_main, log=log,
+                           run_id=run_id)
     except PawnError as e:
         raise TrainingError(str(e)) from None
 
@@ -390,24 +392,30 @@ def restore_chunk_records(run: Run, step: int, records: Optional[list]) -> int:
     """Append to ``run``'s metrics the records of the resumed checkpoint's chunk (``records``,
     :func:`chunk_records`) that ``metrics.jsonl`` lacks: a run killed after the checkpoint of
     step ``step`` completed but before that chunk's records were written. Returns how many were
-    written (a record of the same type at ``step`` already there is kept as it is)."""
+    written (a record of the same type at ``step`` already there is kept as it is). Metric keys
+    this PAWN does not register (a checkpoint of a newer PAWN, a plugin metric not loaded now) are
+    left out with one warning line (:func:`pawn.runs.writable_fields`), never refusing the resume."""
     if not records or run.logger is None:
         return 0
-    from pawn.runs import read_records  # the one reader of metrics.jsonl
+    from pawn.runs import read_records, writable_fields  # the one reader of metrics.jsonl
 
     try:
         have = {(r.type, r.step) for r in read_records(run.metrics_path)[0] if r.step is not None}
     except OSError:
         return 0
-    n = 0
+    n, unknown = 0, set()
     for rec in records:
         if not isinstance(rec, dict) or rec.get("step") != step or rec.get("type") not in ("train", "val"):
             continue
         if (rec["type"], step) in have:
             continue
-        fields = {k: v for k, v in rec.items() if k not in ("type", "step")}
+        fields, dropped = writable_fields(rec["type"], {k: v for k, v in rec.items() if k not in ("type", "step")})
+        unknown.update(dropped)
         write_record(run, rec["type"], step=step, **fields)
         n += 1
+    if unknown:
+        run.log(f"WARNING: the checkpoint's records of step {step} carry metrics this PAWN does not register "
+                f"({', '.join(sorted(unknown))}: a newer PAWN or a plugin metric not loaded now); restored without them")
     if n:
         run.log(f"restored {n} record(s) of step {step} from its checkpoint (the run stopped before writing them)")
     return n
