@@ -61,23 +61,39 @@ def accuracy_table(r: runs.ModelEval) -> TableReport:
 
 
 def legal_masked_table(r: runs.ModelEval) -> TableReport:
-    """The legal-masked figures of one model's :class:`pawn.metrics_core.AccuracyReport` (argmax
-    over the legal moves: how an adapter trained under ``pawn adapt``'s legal mask is read), each
-    beside the accuracy ceiling over the same positions: the move decisions from
-    :data:`pawn.metrics.MIN_EVAL_PLY` (spec eval §1.6) and every move decision. On uniformly random
-    games no model beats that ceiling beyond sampling error."""
+    """The legal-masked figures of one model's :class:`pawn.metrics_core.AccuracyReport` (the logits
+    restricted to the legal moves: how an adapter trained under ``pawn adapt``'s legal mask is read).
+
+    It leads with the figure that ranks models on random games: the legal-masked loss against the
+    uniform-over-legal player's E[ln N_legal] over the same positions (every move decision) and the
+    excess in nats (model − uniform; ≤ 0 is better than a player that knows only the rules) with its
+    95 % interval from a bootstrap over games. The top-1 follows, beside the accuracy ceiling over
+    the same positions, as a sanity check only: on uniformly random games every legal move is
+    equally likely, so any model's expected top-1 equals the ceiling and the ratio cannot rank models."""
     from pawn.metrics import SCOPE_ALL, SCOPE_FROM
 
     rep = r.report
-    t = TableReport(f"{r.name}: legal-masked (argmax over the legal moves; move decisions only, no end-of-game slot)",
-                    [Column("Metric", justify="left"), Column(SCOPE_FROM), Column(SCOPE_ALL)])
-    t.add("Top-1", _cell(rep.legal_masked_top1, "pct"), _cell(rep.legal_masked_top1_all_moves, "pct"))
-    t.add("Top-5", _cell(rep.legal_masked_top5, "pct"), "")
-    t.add("Loss (nats)", "", _cell(rep.legal_masked_loss_all_moves, ".4f"))
-    t.add("Ceiling E[1/N_legal], same positions", _cell(rep.ceiling_legal_masked, "pct"), _cell(rep.ceiling_moves_only, "pct"))
+    t = TableReport(f"{r.name}: legal-masked (the logits over the legal moves only; move decisions, no end-of-game slot)",
+                    [Column("Metric", justify="left"), Column(SCOPE_ALL), Column(SCOPE_FROM)])
+    t.add("Loss (nats)", _cell(rep.legal_masked_loss_all_moves, ".4f"), "")
+    t.add("Uniform over legal: E[ln N_legal] (nats), same positions", _cell(rep.uniform_loss_all_moves, ".4f"), "")
+    t.add("Excess (nats; ≤ 0 beats a rules-only player), 95% interval over games", excess_cell(rep), "")
+    t.add("Top-1 (sanity check: = ceiling in expectation on random games)", _cell(rep.legal_masked_top1_all_moves, "pct"),
+          _cell(rep.legal_masked_top1, "pct"))
+    t.add("Top-5", "", _cell(rep.legal_masked_top5, "pct"))
+    t.add("Ceiling E[1/N_legal], same positions", _cell(rep.ceiling_moves_only, "pct"), _cell(rep.ceiling_legal_masked, "pct"))
     over_all = rep.legal_masked_top1_all_moves / rep.ceiling_moves_only if rep.ceiling_moves_only > 0 else float("nan")
-    t.add("Top-1 / ceiling", _cell(rep.legal_masked_top1_over_ceiling, "pct"), _cell(over_all, "pct"))
-    return t.add(METRICS["positions"].label, f"{rep.n_legal_masked_positions}", f"{rep.n_move_positions}")
+    t.add("Top-1 / ceiling", _cell(over_all, "pct"), _cell(rep.legal_masked_top1_over_ceiling, "pct"))
+    return t.add(METRICS["positions"].label, f"{rep.n_move_positions}", f"{rep.n_legal_masked_positions}")
+
+
+def excess_cell(rep) -> str:
+    """``"+0.4395 [+0.4102, +0.4690]"``: the excess over the uniform-over-legal player with its 95 %
+    interval over games, from an :class:`pawn.metrics_core.AccuracyReport` (or ``—``)."""
+    from pawn.stats import Interval, format_interval
+
+    iv = Interval(rep.excess_nats_all_moves, rep.excess_nats_lo, rep.excess_nats_hi, float("nan"), 0.95, "", rep.n_games)
+    return format_interval(iv, "+.4f")
 
 
 def _human_columns(first: str, all_positions: bool = False) -> list[Column]:
