@@ -134,6 +134,36 @@ def held_out_table(r: runs.ModelEval) -> TableReport:
     return t
 
 
+def held_out_reference_table(r: runs.ModelEval) -> TableReport:
+    """The adapter on its held-out games beside the backbone alone and a player uniform over the legal
+    moves (same games, same positions: every move decision): legal-masked loss, the excess over the
+    uniform player in nats with its 95 % bootstrap interval over games, legal-masked top-1; then the
+    adapter − backbone differences with their paired intervals over the same games."""
+    from pawn.metrics import SCOPE_ALL
+    from pawn.stats import Interval, format_interval
+
+    h = r.held_out
+
+    def excess(f) -> str:
+        return format_interval(Interval(f["excess_nats_all_moves"], f["excess_nats_lo"], f["excess_nats_hi"], float("nan"),
+                                        0.95, "", h["n_games"]), "+.4f")
+
+    t = TableReport(f"{r.name}: the {h['split']} games, legal-masked ({SCOPE_ALL}), against the backbone alone and a player "
+                    "uniform over the legal moves", [Column("", justify="left"), Column("Loss (nats)", ".4f"),
+                                                     Column("Excess over uniform (nats), 95% over games"), Column("Top-1", "pct")])
+    t.add("adapter", h["loss_legal_masked_all_moves"], excess(h), h["top1_legal_masked_all_moves"])
+    if h.get("backbone"):
+        b = h["backbone"]
+        t.add("backbone alone", b["loss_legal_masked_all_moves"], excess(b), b["top1_legal_masked_all_moves"])
+    t.add("uniform over legal moves", h["uniform_loss_all_moves"], "+0 (the reference)", h.get("uniform_top1_all_moves"))
+    if h.get("vs_backbone"):
+        v = h["vs_backbone"]
+        lo = Interval(**v["loss_legal_masked_all_moves"])
+        hi = Interval(**v["top1_legal_masked_all_moves"])
+        t.add("adapter − backbone", format_interval(lo, "+.4f"), "", format_interval(hi, "+.2f", scale=100) + " pp")
+    return t
+
+
 def pgn_lines(r: runs.ModelEval) -> list[str]:
     """The one-line notes of ``--pgn``: repeated games dropped, and an adapter's training games among the scored ones."""
     li, out = r.lichess, []
@@ -263,6 +293,7 @@ def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
                 out.report(legal_masked_table(r))
             if r.held_out is not None:
                 out.report(held_out_table(r))
+                out.report(held_out_reference_table(r))
             if r.lichess is not None:
                 out.report(lichess_table(r, s.pgn))
                 if not done:  # the same games for every model: name the skipped ones once

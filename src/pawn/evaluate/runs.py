@@ -174,8 +174,10 @@ def _held_out(lm: LoadedModel, rec, run, s: EvalSettings, seq_len: int, layout: 
 
     cache_dir = s.cache_dir if s.cache_dir is not None else run.config.get("cache_dir")
     games = rederive(rec, s.split, cache_dir=cache_dir, warn=lambda m: log(f"warning: {m}"))
+    # the backbone alone on the same games, beside the adapter (not for specialized_clm: its "backbone" is the model)
+    bb = getattr(lm.model, "backbone", None) if getattr(lm.model, "strategy", None) != "specialized_clm" else None
     res = evaluate_held_out(lm.model, games, seq_len=seq_len, batch_size=min(s.batch_size, 64),
-                            prepend_outcome=layout.prepend_outcome, dtype=s.dtype)
+                            prepend_outcome=layout.prepend_outcome, dtype=s.dtype, backbone=bb)
     return {"split": s.split, "run": str(run.path), "source": rec.repo_or_path, "fingerprint_sha256": rec.fingerprint,
             "filters": rec.filters, "rule": rec.rule, **res}
 
