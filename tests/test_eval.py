@@ -456,3 +456,27 @@ def test_excess_of_a_model_that_overrates_the_lowest_legal_move_by_hand():
     iv = bootstrap_ratio(np.array(per_game), np.array(sizes, float))
     assert (r.excess_nats_lo, r.excess_nats_hi) == pytest.approx((iv.lo, iv.hi), rel=1e-4)
 
+
+
+def test_the_card_and_the_report_lead_with_the_excess_pawn_eval_wrote(toy_checkpoint, tmp_path):
+    """What ``pawn eval --json`` writes is what the model card's sentence and the report's Suite rows
+    show: loss, E[ln N_legal] and the excess with its interval, to the digit."""
+    from pawn.hub.card import model_card
+    from pawn.report.suite import accuracy_rows
+
+    out = tmp_path / "eval.json"
+    res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--games", "8", "--max-ply", "24", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    rg = report["models"][0]["random_games"]
+    ex, lo, hi = (rg[f"legal_masked/{k}"] for k in ("excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi"))
+    card = model_card(TOY, eval_report=report)
+    assert (f"legal-masked loss {rg['legal_masked/loss_all_moves']:.4f} nats against "
+            f"{rg['legal_masked/uniform_loss_all_moves']:.4f} for a player uniform over the legal moves") in card
+    assert f"excess {ex:+.4f} nats, 95 % interval [{lo:+.4f}, {hi:+.4f}] over games" in card
+    rows = accuracy_rows(rg)
+    assert [r["key"] for r in rows[:4]] == ["legal_masked_loss_all_moves", "uniform_legal_loss", "excess_nats", "loss"]
+    assert rows[0]["moves_only"] == rg["legal_masked/loss_all_moves"]
+    assert rows[2]["moves_only"] == f"{ex:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+    # an untrained model is far from uniform among the legal moves, and its interval says so
+    assert 0 < lo < ex < hi

@@ -122,3 +122,13 @@ def test_verdict_needs_an_interval_that_excludes_zero():
     assert stats.verdict(up, higher_is_better=False, names=("bottleneck", "lora")) == "lora better"
     assert stats.format_interval(up, "+.2f", scale=100) == "+31.00 [+13.00, +49.00]"
     assert stats.format_interval(None) == "—"
+
+
+def test_seeds_and_games_of_one_arm_is_its_seed_mean_with_both_spreads():
+    # per-seed figures 0.2, 0.3, 0.4 on games that all score alike: the t-interval 0.3 ± 4.303 · 0.1/√3
+    den = np.full((3, 40), 10.0)
+    num = np.array([0.2, 0.3, 0.4])[:, None] * den
+    iv = stats.seeds_and_games(num, den)
+    half = 0.95 / math.sqrt(2 * 0.975 * 0.025) * 0.1 / math.sqrt(3)
+    assert (iv.estimate, iv.lo, iv.hi) == pytest.approx((0.3, 0.3 - half, 0.3 + half))
+    assert iv.method == "seeds and games" and iv.n == 3

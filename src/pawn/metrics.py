@@ -162,7 +162,7 @@ _ROWS: tuple[Metric, ...] = (
        "legal_masked/uniform_loss_all_moves", ("val", "eval"), views={"pretrain_val": 13}),
     _M("excess_nats", f"Excess over uniform, nats ({SCOPE_ALL})", "excess nats", "nats", "min", (),
        "legal_masked/excess_nats_all_moves", ("val", "eval"),
-       views={"pretrain_val": 14, "validation_table": 6, "card": 7, "compare": 15}),
+       views={"pretrain_val": 14, "validation_table": 6, "compare": 15}),
     _M("excess_nats_lo", "Excess over uniform, 95% interval low (nats)", "excess lo", "nats", None, (),
        "legal_masked/excess_nats_lo", ("val", "eval"), views={"pretrain_val": 15}),
     _M("excess_nats_hi", "Excess over uniform, 95% interval high (nats)", "excess hi", "nats", None, (),

@@ -279,6 +279,24 @@ def compare(num_a, num_b, den, *, den_b=None, higher_is_better: bool, level: flo
     return Comparison(seeds, games, both, verdict(both, higher_is_better=higher_is_better, names=names))
 
 
+def seeds_and_games(num, den, *, level: float = LEVEL, n_boot: int = N_BOOT, seed: int = SEED) -> Interval:
+    """One arm's figure over seeds and games: the mean over seeds of Σ_g num[s, g] / Σ_g den[s, g],
+    with the interval of :func:`compare` (the t-interval over seeds on the observed games combined
+    with the bootstrap over games, variances added) — :func:`compare` of the arm against 0.
+
+    Args:
+        num: float [S, G] per-seed, per-game sums. den: float [S, G] or [G] positions.
+
+    Returns:
+        :class:`Interval` (method ``"seeds and games"``, ``n`` = S).
+
+    Raises:
+        ValueError: as :func:`compare`.
+    """
+    a = np.asarray(num, np.float64)
+    return compare(a, np.zeros_like(a), den, higher_is_better=True, level=level, n_boot=n_boot, seed=seed).interval
+
+
 def verdict(interval: Interval, *, higher_is_better: bool, names: tuple[str, str] = ("A", "B")) -> str:
     """The sentence an interval of A − B supports: ``"A better"`` / ``"B better"`` when it excludes
     0 (on the side ``higher_is_better`` says is better), else ``"no significant difference"``."""
