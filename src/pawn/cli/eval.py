@@ -115,10 +115,22 @@ def lichess_table(r: runs.ModelEval, pgn) -> TableReport:
     li = r.lichess
     dup = li.get("n_duplicates", 0)
     t = TableReport(f"{r.name}: Lichess {pgn.name} (parsed {li['parser'].get('kept', 0)} of {li['parser'].get('read', 0)}"
-                    f"{f', {dup} repeated' if dup else ''}, {li['n_out_of_band']} outside the bands)", _human_columns("Elo band"))
+                    f"{f', {dup} repeated' if dup else ''}, {li['n_out_of_band']} outside the bands)",
+                    _human_columns("Elo band") + [Column("Excess over uniform (nats, every move), 95% over games")])
     for key, b in li["bands"].items():
-        t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"], b["top1_legal_masked"])
+        t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"], b["top1_legal_masked"],
+              _excess_of(b))
     return t
+
+
+def _excess_of(f: dict) -> str:
+    """The excess cell of a Lichess band or held-out block (:func:`pawn.evaluate.accuracy.held_out_figures`)."""
+    from pawn.stats import Interval, format_interval
+
+    if f.get("excess_nats_all_moves") is None:
+        return "—"
+    return format_interval(Interval(f["excess_nats_all_moves"], f["excess_nats_lo"], f["excess_nats_hi"], float("nan"), 0.95, "",
+                                    int(f.get("n_games") or 0)), "+.4f")
 
 
 def held_out_table(r: runs.ModelEval) -> TableReport:
@@ -143,10 +155,7 @@ def held_out_reference_table(r: runs.ModelEval) -> TableReport:
     from pawn.stats import Interval, format_interval
 
     h = r.held_out
-
-    def excess(f) -> str:
-        return format_interval(Interval(f["excess_nats_all_moves"], f["excess_nats_lo"], f["excess_nats_hi"], float("nan"),
-                                        0.95, "", h["n_games"]), "+.4f")
+    excess = _excess_of
 
     t = TableReport(f"{r.name}: the {h['split']} games, legal-masked ({SCOPE_ALL}), against the backbone alone and a player "
                     "uniform over the legal moves", [Column("", justify="left"), Column("Loss (nats)", ".4f"),
