@@ -21,7 +21,7 @@ Three stages per strategy:
    rate is the one with the lowest mean final val loss over all seeds (``--at-default`` skips stages 1
    and 2: each strategy's own default rate with every seed);
 3. the chosen rate's runs on their held-out games: ``pawn eval RUN/best --split val|test --pgn-only
-   --json`` (written as ``RUN/eval_val.json`` and ``RUN/eval_test.json``), whose per-game sums give
+   --json`` (in this process; written as ``RUN/eval_val.json`` and ``RUN/eval_test.json``), whose per-game sums give
    each figure (legal-masked loss and top-1 over every move decision) its 95 % interval over seeds
    and games (:func:`pawn.stats.seeds_and_games`) and each ``--compare A:B`` pair its paired
    difference A − B with a verdict on each split (:func:`pawn.stats.compare`).
@@ -157,18 +157,24 @@ def train(a, strategy: str, lr: float, seed: int) -> dict:
 
 
 def held_out(run: Path, split: str) -> dict:
-    """The ``held_out`` block of ``pawn eval RUN/best --split SPLIT --pgn-only`` (run once, kept as
-    ``RUN/eval_SPLIT.json``).
+    """The ``held_out`` block of ``pawn eval RUN/best --split SPLIT --pgn-only --json RUN/eval_SPLIT.json``
+    (run once; the command runs in this process, so the evaluations of one strategy share their
+    compiled steps).
 
     Raises:
-        RuntimeError: the evaluation failed (its last line).
+        RuntimeError: the evaluation failed.
     """
+    from pawn.cli import app
+
     js = run / f"eval_{split}.json"
     if not js.exists():
-        p = subprocess.run(["pawn", "eval", str(run / "best"), "--split", split, "--pgn-only", "--json", str(js)],
-                           capture_output=True, text=True)
-        if p.returncode != 0 or not js.exists():
-            raise RuntimeError(f"pawn eval {run / 'best'} --split {split}: {(p.stderr or p.stdout).strip().splitlines()[-1:]}")
+        try:
+            app(["eval", str(run / "best"), "--split", split, "--pgn-only", "--json", str(js)], standalone_mode=False)
+        except SystemExit as e:
+            if e.code:
+                raise RuntimeError(f"pawn eval {run / 'best'} --split {split}: exit {e.code}") from None
+        if not js.exists():
+            raise RuntimeError(f"pawn eval {run / 'best'} --split {split}: wrote no {js}")
     return json.loads(js.read_text())["models"][0]["held_out"]
 
 
