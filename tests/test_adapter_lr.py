@@ -74,3 +74,25 @@ def test_rule_cap_and_usage_line_agree_with_the_documented_command():
     docs = (REPO / "docs" / "adapters.md").read_text()
     assert f"at most {adapter_lr.MAX_EXTEND} times per side" in docs
     assert "python benchmarks/adapter_lr.py ../shared/data/backbones/tiny-tpu-3k --data ../shared/data/lichess --out" in docs
+
+
+def _block(nll, hits, n):
+    return {"per_game": {"legal_nll": nll, "legal_hits": hits, "n_moves": n}}
+
+
+def test_pairs_compare_per_seed_on_the_same_games_and_refuse_other_games():
+    """Two strategies, three seeds, two games: B's loss is A's + 0.1 per position in every seed, and
+    its hits the same, so A − B is −0.1 nats exactly (interval of zero width: a verdict for A)."""
+    n = [10, 30]
+    a = [_block([20.0 + s, 60.0 + 2 * s], [2, 9], n) for s in range(3)]
+    b = [_block([21.0 + s, 63.0 + 2 * s], [2, 9], n) for s in range(3)]
+    ra = {"strategy": "bottleneck", "held_out": {"test": {"blocks": a}}}
+    rb = {"strategy": "lora", "held_out": {"test": {"blocks": b}}}
+    c = adapter_lr.compare_pair(ra, rb, "test")
+    assert c["loss"]["interval"]["estimate"] == pytest.approx(-0.1)
+    assert (c["loss"]["interval"]["lo"], c["loss"]["interval"]["hi"]) == pytest.approx((-0.1, -0.1))
+    assert c["loss"]["verdict"] == "bottleneck better" and c["top1"]["verdict"] == "no significant difference"
+    row = adapter_lr.comparison_table({"bottleneck − lora": {"val": c, "test": c}}).splitlines()[-1]
+    assert row.startswith("| bottleneck − lora | test | -0.100 [-0.100, -0.100]") and "| bottleneck better |" in row
+    with pytest.raises(ValueError, match="held-out games differ"):
+        adapter_lr.per_game([_block([1.0], [0], [5]), _block([1.0], [0], [6])])
