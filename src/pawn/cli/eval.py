@@ -19,6 +19,12 @@ if TYPE_CHECKING:  # imported where the command runs: help and argument errors m
 
 DOC = """Move accuracy, legality, game completion and the accuracy ceiling on random games.
 
+The legal-masked table leads with the figure that ranks models on random games: the legal-masked
+loss against E[ln N_legal], the loss of a player uniform over the legal moves on the same positions,
+and the excess in nats (model − uniform; ≤ 0 beats a player that knows only the rules) with a 95 %
+interval from a bootstrap over games. Top-1 / ceiling is a sanity check only: on random games any
+model's expected top-1 equals the ceiling.
+
 Reports both conventions: published (v1 val: terminal PAD slot included, argmax
 over all 1,980 tokens, mean of per-batch means) and moves-only (terminal slot excluded, argmax
 over the 1,968 actions, position-weighted). With --pgn, top-1/top-5/legal rate on human moves
