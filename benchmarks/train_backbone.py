@@ -60,11 +60,11 @@ def _write_bytes(path: Path, data: bytes) -> None:
 
 def bf16_bytes(params: dict[str, Any]) -> bytes:
     """The safetensors bytes of ``params`` ({name: float array}) cast to bfloat16 (round to nearest even)."""
-    import ml_dtypes
     import numpy as np
+    from jax.numpy import bfloat16  # the NumPy bfloat16 type (ml_dtypes'), which safetensors writes as BF16
     from safetensors.numpy import save
 
-    return save({k: np.ascontiguousarray(np.asarray(v, np.float32).astype(ml_dtypes.bfloat16)) for k, v in sorted(params.items())})
+    return save({k: np.ascontiguousarray(np.asarray(v, np.float32).astype(bfloat16)) for k, v in sorted(params.items())})
 
 
 def split_parts(data: bytes, part_bytes: int) -> list[bytes]:

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
+from jax.numpy import bfloat16
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_joined_parts_load_as_the_best_checkpoint_rounded_to_bf16(smoke, tmp_pat
     assert got.config == ref.config and got.run_config == ref.run_config
     changed = 0
     for k, v in ref.params.items():
-        want = np.asarray(v, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+        want = np.asarray(v, np.float32).astype(bfloat16).astype(np.float32)
         np.testing.assert_array_equal(got.params[k], want)
         changed += int((want != v).sum())
     assert changed > 0  # really bf16: fp32 weights do not survive unrounded
