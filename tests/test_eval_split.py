@@ -304,3 +304,26 @@ def test_eval_split_sets_the_adapter_beside_the_backbone_alone_and_the_uniform_p
     assert d["lo"] <= d["estimate"] <= d["hi"] and d["method"] == "bootstrap over games"
     for row in ("adapter ", "backbone alone", "uniform over legal moves", "adapter − backbone"):
         assert any(ln.startswith(f"│ {row}") for ln in r.output.splitlines()), row
+
+
+@pytest.mark.slow
+def test_eval_pgn_on_an_adapter_shows_its_backbone_alone_as_pawn_eval_scores_the_backbone(adapted, tiny_backbone, shared_data, tmp_path):
+    """Round trip: the backbone-alone figures beside an adapter's Elo band are what ``pawn eval`` of the
+    backbone itself writes for the same file and band (the same games, the same positions)."""
+    from pawn.cli import app
+
+    out, _, _, _ = adapted
+    pgn = shared_data / "lichess" / "lichess_db_2013-01_first32_mliebelt-pgn-parser.pgn"
+    ja, jb = tmp_path / "a.json", tmp_path / "b.json"
+    common = ["--pgn", str(pgn), "--elo-edges", "0,3000", "--pgn-only", "--max-ply", "47"]
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), *common, "--json", str(ja)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "Backbone alone: excess over uniform" in r.output
+    rb = CliRunner().invoke(app, ["eval", str(tiny_backbone), *common, "--json", str(jb)])
+    assert rb.exit_code == 0, rb.output
+    band_a = json.loads(ja.read_text())["models"][0]["lichess"]["bands"]["elo_0_3000"]
+    band_b = json.loads(jb.read_text())["models"][0]["lichess"]["bands"]["elo_0_3000"]
+    assert band_a["n_games"] == band_b["n_games"] == 32
+    for k in ("loss_legal_masked_all_moves", "excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi", "uniform_loss_all_moves"):
+        assert band_a["backbone"][k] == pytest.approx(band_b[k], rel=1e-5), k
+    assert band_a["uniform_loss_all_moves"] == band_b["uniform_loss_all_moves"]

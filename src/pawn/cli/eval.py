@@ -119,13 +119,15 @@ def _human_columns(first: str, all_positions: bool = False) -> list[Column]:
 def lichess_table(r: runs.ModelEval, pgn) -> TableReport:
     """One model's Lichess accuracy by Elo band."""
     li = r.lichess
+    adapter = any("backbone" in b for b in li["bands"].values())  # an adapter: its backbone alone beside it
     dup = li.get("n_duplicates", 0)
     t = TableReport(f"{r.name}: Lichess {pgn.name} (parsed {li['parser'].get('kept', 0)} of {li['parser'].get('read', 0)}"
                     f"{f', {dup} repeated' if dup else ''}, {li['n_out_of_band']} outside the bands)",
-                    _human_columns("Elo band") + [Column("Excess over uniform (nats, every move), 95% over games")])
+                    _human_columns("Elo band") + [Column("Excess over uniform (nats, every move), 95% over games")]
+                    + ([Column("Backbone alone: excess over uniform")] if adapter else []))
     for key, b in li["bands"].items():
         t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"], b["top1_legal_masked"],
-              _excess_of(b))
+              _excess_of(b), *([_excess_of(b["backbone"]) if "backbone" in b else "—"] if adapter else []))
     return t
 
 

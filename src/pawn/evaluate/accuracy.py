@@ -57,6 +57,7 @@ def evaluate_pgn(
     batch_size: int = 64,
     dtype: Optional[str] = None,
     known_ids: Optional[Mapping[str, np.ndarray]] = None,
+    backbone: Optional[Callable] = None,
 ) -> dict[str, Any]:
     """Accuracy on human moves, stratified by Elo (spec §4.1, v1 definitions).
 
@@ -70,7 +71,9 @@ def evaluate_pgn(
     ``legal_rate`` (argmax legal by the grid bit), ``top1_legal_masked`` (argmax over the legal
     moves, over the move decisions at sequence position ≥ 10: spec §1.6 without v1's end-of-game
     slot, a certain hit under the mask), all position-weighted, and the legal-masked figures over
-    every move decision with the uniform-over-legal reference and the excess (:func:`held_out_figures`).
+    every move decision with the uniform-over-legal reference and the excess (:func:`held_out_figures`);
+    with ``backbone`` (an adapter's backbone, called like ``model``), the same figures of the backbone
+    alone on the band's games under ``backbone``.
 
     Returns:
         dict with ``file``, ``parser`` (counts: read, kept, one per skip reason), ``skipped``
@@ -132,6 +135,10 @@ def evaluate_pgn(
                 top1=r.moves_only_top1_full_vocab, top5=r.moves_only_top5_full_vocab, legal_rate=r.moves_only_legal_rate,
                 top1_legal_masked=r.legal_masked_top1, **held_out_figures(r),
             )
+            if backbone is not None:
+                rb = evaluate_games(backbone, games.tokens[idx], games.lengths[idx], np.full(idx.size, PLY_LIMIT, np.int16),
+                                    seq_len=seq_len, batch_size=batch_size, prepend_outcome=prepend_outcome, dtype=dtype)
+                rec["backbone"] = held_out_figures(rb)
         else:
             rec.update(n_positions=0, loss=float("nan"), perplexity=float("nan"), top1=float("nan"),
                        top5=float("nan"), legal_rate=float("nan"), top1_legal_masked=float("nan"),
