@@ -9,7 +9,7 @@ data order): a comparison of two training recipes pairs the runs that share a se
 
 References:
     B. Efron and R. J. Tibshirani, *An Introduction to the Bootstrap*, Chapman & Hall, 1993:
-    ch. 6 (bootstrap standard error), ch. 13 (percentile interval), §9.2 and ch. 10 (ratio statistics).
+    ch. 6 (the bootstrap estimate of standard error), ch. 13 (intervals from bootstrap percentiles).
     W. S. Gosset ("Student"), "The probable error of a mean", *Biometrika* 6 (1908): the paired
     t-interval over seeds.
 """
@@ -27,7 +27,7 @@ LEVEL = 0.95
 """Coverage of every interval unless told otherwise."""
 
 N_BOOT = 2000
-"""Bootstrap replicates (Efron & Tibshirani 1993 §13.3 recommend ≥ 1,000 for a percentile interval)."""
+"""Bootstrap replicates (Efron & Tibshirani 1993 advise about 1,000 or more for a percentile interval)."""
 
 SEED = 0
 """Seed of the resampling, so an interval is reproducible from the same inputs."""
@@ -83,7 +83,7 @@ def bootstrap_ratio(num, den, *, level: float = LEVEL, n_boot: int = N_BOOT, see
 
     The games are resampled with replacement ``n_boot`` times; the interval is the percentile
     interval of the replicated ratios and ``se`` their standard deviation (Efron & Tibshirani
-    1993, ch. 6 and ch. 13; ratio statistics §9.2).
+    1993, ch. 6 and ch. 13; the statistic is a ratio of per-game sums, so games are resampled whole).
 
     Args:
         num: float [G] per-game numerator sums. den: float [G] per-game denominators (≥ 0, Σ > 0).
