@@ -162,6 +162,17 @@ def test_eval_on_the_shared_backbone_prints_legal_masked_top1_within_its_ceiling
     row = next(ln for ln in res.output.splitlines() if "Ceiling E[1/N_legal], same positions" in ln)
     assert f"{100 * ceiling:.2f}%" in row, row
     assert "moves at position ≥ 10" in res.output
+    # the block leads with the figure that ranks models: loss, E[ln N_legal] and the excess with its interval
+    loss, uni, ex = rg["legal_masked/loss_all_moves"], rg["legal_masked/uniform_loss_all_moves"], rg["legal_masked/excess_nats_all_moves"]
+    assert ex == pytest.approx(loss - uni, abs=1e-9)
+    # this backbone is confidently wrong among the legal moves (+0.44 nats at 256 games × 256 plies)
+    assert 0 < rg["legal_masked/excess_nats_lo"] < ex < rg["legal_masked/excess_nats_hi"]
+    block = res.output[res.output.index("legal-masked (the logits"):].splitlines()
+    rows = [ln for ln in block if ln.startswith("│")]
+    assert rows[0].startswith("│ Loss (nats)") and f"{loss:.4f}" in rows[0]
+    assert rows[1].startswith("│ Uniform over legal: E[ln N_legal]") and f"{uni:.4f}" in rows[1]
+    assert rows[2].startswith("│ Excess (nats") and f"{ex:+.4f} [{rg['legal_masked/excess_nats_lo']:+.4f}, " in rows[2]
+    assert rows[3].startswith("│ Top-1 (sanity check")
 
 
 def test_uniform_model_loss_is_log_vocab_and_illegal_mass_is_exact(games):
@@ -391,3 +402,81 @@ def test_legal_masked_top1_is_the_argmax_over_legal_moves_from_position_ten():
     assert r.legal_masked_top1 == pytest.approx(hits / n)
     assert r.legal_masked_top1 > r.moves_only_top1  # masking can only help a model that puts mass off the legal set
     assert r.to_dict()["legal_masked/top1"] == r.legal_masked_top1
+
+
+def test_uniform_player_has_zero_excess_with_a_zero_width_interval():
+    """Constant logits under the legal mask are the uniform-over-legal player: its legal-masked loss
+    is E[ln N_legal] over the move decisions, so its excess is 0 in every game and every bootstrap
+    replicate (a reference over other positions than the loss's would not give 0)."""
+    g = random_games(40, 48, seed=9)
+    r = evaluate_games(UNIFORM, g.tokens, g.lengths, g.outcome, seq_len=48, batch_size=16)
+    counts = legal_move_counts(g.tokens, g.lengths).astype(np.float64)
+    dec = np.arange(1, 48)[None, :] < np.minimum(g.lengths, 48)[:, None]
+    assert r.uniform_loss_all_moves == pytest.approx(np.log(counts[:, 1:48][dec]).mean(), rel=1e-9)
+    assert r.excess_nats_all_moves == pytest.approx(0.0, abs=1e-6)
+    assert r.excess_nats_lo == pytest.approx(0.0, abs=1e-6) and r.excess_nats_hi == pytest.approx(0.0, abs=1e-6)
+    pg = r.per_game
+    assert pg["n_moves"].tolist() == dec.sum(axis=1).tolist()
+    np.testing.assert_allclose(pg["ln_n_legal"], np.where(dec, np.log(counts[:, 1:48]), 0).sum(axis=1), rtol=1e-9)
+
+
+def test_excess_of_a_model_that_overrates_the_lowest_legal_move_by_hand():
+    """Logit +3 on the lowest legal token, 0 on the other legal ones: at a position with N legal moves
+    the target's probability is e^{3·hit} / (e³ + N − 1), so its excess over ln N is
+    ln(e³ + N − 1) − 3·hit − ln N, averaged over the move decisions (hand count with the engine's
+    game state). The interval is a bootstrap over the games, which the per-game sums reproduce."""
+    from pawn.engine import GameState
+    from pawn.stats import bootstrap_ratio
+
+    def fn(ids):
+        tok, lens = _moves_of(ids, 0)
+        legal, _ = Layout(False).legal_at_positions(tok, lens)
+        logits = np.where(legal, 0.0, -1e9)
+        first = np.argmax(legal, axis=-1)
+        np.put_along_axis(logits, first[..., None], np.where(legal.any(-1), 3.0, -1e9)[..., None], axis=-1)
+        return logits
+
+    g = random_games(12, 40, seed=13)
+    T = 30
+    r = evaluate_games(HostModel(fn), g.tokens, g.lengths, g.outcome, seq_len=T, batch_size=6)
+    per_game, sizes = [], []
+    for i in range(len(g)):
+        s, ex = GameState(32767), []
+        for ply in range(min(int(g.lengths[i]), T)):
+            t = int(g.tokens[i, ply])
+            if ply >= 1:
+                legal = sorted(int(x) for x in s.legal_move_tokens())
+                n, hit = len(legal), legal[0] == t
+                ex.append(math.log(math.exp(3) + n - 1) - 3 * hit - math.log(n))
+            s.make_move(t)
+        per_game.append(sum(ex))
+        sizes.append(len(ex))
+    assert r.excess_nats_all_moves == pytest.approx(sum(per_game) / sum(sizes), rel=1e-5)
+    assert r.excess_nats_all_moves > 0.3  # most targets are not the overrated move
+    iv = bootstrap_ratio(np.array(per_game), np.array(sizes, float))
+    assert (r.excess_nats_lo, r.excess_nats_hi) == pytest.approx((iv.lo, iv.hi), rel=1e-4)
+
+
+
+def test_the_card_and_the_report_lead_with_the_excess_pawn_eval_wrote(toy_checkpoint, tmp_path):
+    """What ``pawn eval --json`` writes is what the model card's sentence and the report's Suite rows
+    show: loss, E[ln N_legal] and the excess with its interval, to the digit."""
+    from pawn.hub.card import model_card
+    from pawn.report.suite import accuracy_rows
+
+    out = tmp_path / "eval.json"
+    res = CliRunner().invoke(app, ["eval", str(toy_checkpoint), "--games", "8", "--max-ply", "24", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    rg = report["models"][0]["random_games"]
+    ex, lo, hi = (rg[f"legal_masked/{k}"] for k in ("excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi"))
+    card = model_card(TOY, eval_report=report)
+    assert (f"legal-masked loss {rg['legal_masked/loss_all_moves']:.4f} nats against "
+            f"{rg['legal_masked/uniform_loss_all_moves']:.4f} for a player uniform over the legal moves") in card
+    assert f"excess {ex:+.4f} nats, 95 % interval [{lo:+.4f}, {hi:+.4f}] over games" in card
+    rows = accuracy_rows(rg)
+    assert [r["key"] for r in rows[:4]] == ["legal_masked_loss_all_moves", "uniform_legal_loss", "excess_nats", "loss"]
+    assert rows[0]["moves_only"] == rg["legal_masked/loss_all_moves"]
+    assert rows[2]["moves_only"] == f"{ex:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+    # an untrained model is far from uniform among the legal moves, and its interval says so
+    assert 0 < lo < ex < hi

@@ -271,3 +271,59 @@ def test_helps_say_how_to_read_a_legal_masked_adapter_and_name_the_split_flags()
     assert "--test-games" in adapt and "pawn eval OUT/best --split val|test" in adapt
     assert "An adapter trained under the legal mask (pawn adapt's default) must be read under it" in ev
     assert "--split" in ev and "--pgn-only" in ev and "average of both players' Elo" in ev
+
+
+@pytest.mark.slow
+def test_eval_split_sets_the_adapter_beside_the_backbone_alone_and_the_uniform_player(adapted, tmp_path):
+    """The held-out block's reference rows: the backbone alone on the same games is the run's step-0
+    validation (the adapter starts as the identity), the uniform-over-legal player's loss is
+    E[ln N_legal] over the same move decisions, and each excess is loss − that, inside its interval."""
+    from pawn.cli import app
+    from pawn.runs import open_run
+
+    out, _, _, _ = adapted
+    js = tmp_path / "e.json"
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "val", "--pgn-only", "--json", str(js)],
+                           env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    h = json.loads(js.read_text())["models"][0]["held_out"]
+    step0 = open_run(out).val[0]
+    assert step0.step == 0
+    b = h["backbone"]
+    assert b["loss_legal_masked_all_moves"] == pytest.approx(step0.values["loss"], rel=1e-5)
+    assert b["top1_legal_masked_all_moves"] == pytest.approx(step0.values["top1"], abs=1e-9)
+    pg = h["per_game"]
+    assert len(pg["n_moves"]) == VAL and sum(pg["n_moves"]) == h["n_positions"]
+    assert h["uniform_loss_all_moves"] == pytest.approx(sum(pg["ln_n_legal"]) / sum(pg["n_moves"]), rel=1e-12)
+    assert h["loss_legal_masked_all_moves"] == pytest.approx(sum(pg["legal_nll"]) / sum(pg["n_moves"]), rel=1e-9)
+    for f in (h, b):
+        assert f["excess_nats_all_moves"] == pytest.approx(f["loss_legal_masked_all_moves"] - h["uniform_loss_all_moves"], abs=1e-9)
+        assert f["excess_nats_lo"] <= f["excess_nats_all_moves"] <= f["excess_nats_hi"]
+    d = h["vs_backbone"]["loss_legal_masked_all_moves"]
+    assert d["estimate"] == pytest.approx(h["loss_legal_masked_all_moves"] - b["loss_legal_masked_all_moves"], abs=1e-9)
+    assert d["lo"] <= d["estimate"] <= d["hi"] and d["method"] == "bootstrap over games"
+    for row in ("adapter ", "backbone alone", "uniform over legal moves", "adapter − backbone"):
+        assert any(ln.startswith(f"│ {row}") for ln in r.output.splitlines()), row
+
+
+@pytest.mark.slow
+def test_eval_pgn_on_an_adapter_shows_its_backbone_alone_as_pawn_eval_scores_the_backbone(adapted, tiny_backbone, shared_data, tmp_path):
+    """Round trip: the backbone-alone figures beside an adapter's Elo band are what ``pawn eval`` of the
+    backbone itself writes for the same file and band (the same games, the same positions)."""
+    from pawn.cli import app
+
+    out, _, _, _ = adapted
+    pgn = shared_data / "lichess" / "lichess_db_2013-01_first32_mliebelt-pgn-parser.pgn"
+    ja, jb = tmp_path / "a.json", tmp_path / "b.json"
+    common = ["--pgn", str(pgn), "--elo-edges", "0,3000", "--pgn-only", "--max-ply", "47"]
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), *common, "--json", str(ja)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "Backbone alone: excess over uniform" in r.output
+    rb = CliRunner().invoke(app, ["eval", str(tiny_backbone), *common, "--json", str(jb)])
+    assert rb.exit_code == 0, rb.output
+    band_a = json.loads(ja.read_text())["models"][0]["lichess"]["bands"]["elo_0_3000"]
+    band_b = json.loads(jb.read_text())["models"][0]["lichess"]["bands"]["elo_0_3000"]
+    assert band_a["n_games"] == band_b["n_games"] == 32
+    for k in ("loss_legal_masked_all_moves", "excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi", "uniform_loss_all_moves"):
+        assert band_a["backbone"][k] == pytest.approx(band_b[k], rel=1e-5), k
+    assert band_a["uniform_loss_all_moves"] == band_b["uniform_loss_all_moves"]

@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "pawn"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pawn._engine", "pawn.engine", "pawn.vocab", "pawn.dtypes", "pawn.fileio", "pawn.progress", "pawn.errors", "pawn.hubref",
-     "pawn.metrics"),
+     "pawn.metrics", "pawn.stats"),
     ("pawn.data",),
     ("pawn.config", "pawn.model", "pawn.metrics_core"),
     ("pawn.checkpoint", "pawn.runs"),

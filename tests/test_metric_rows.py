@@ -45,14 +45,16 @@ def test_the_seven_key_lists_are_the_rows_views_in_their_places():
     from pawn.train.pretrain import VAL_METRICS
 
     assert tuple(VAL_METRICS) == ("loss", "perplexity", "top1", "top5", "legal_rate", "late_legal_rate", "completion_rate",
-                                  "avg_plies_completed", "avg_pct_completion", "median_forfeit_ply", "moves_only_top1")
+                                  "avg_plies_completed", "avg_pct_completion", "median_forfeit_ply", "moves_only_top1",
+                                  "legal_masked_loss_all_moves", "uniform_legal_loss", "excess_nats", "excess_nats_lo",
+                                  "excess_nats_hi")
     assert tuple(VAL_FIELDS) == ("loss", "top1", "top5", "illegal_pred_rate", "illegal_prob_mass")
     assert tuple(CARD_EVAL_METRICS) == ("top1", "top5", "legal_rate", "late_legal_rate", "loss", "moves_only_top1")
     assert tuple(COMPARE_KEYS) == ("loss", "top1", "top5", "top1_over_ceiling", "legal_rate", "late_legal_rate",
                                    "completion_rate", "avg_plies_completed", "median_forfeit_ply", "perplexity", "lr",
-                                   "grad_norm", "tokens_per_s", "data_wait_frac")
+                                   "grad_norm", "tokens_per_s", "data_wait_frac", "excess_nats")
     assert tuple(INTEGRITY_KEYS) == ("legal_rate", "late_legal_rate", "completion_rate")
-    assert tuple(VALIDATION_COLUMNS) == ("loss", "top1", "top5", "legal_rate", "completion_rate")
+    assert tuple(VALIDATION_COLUMNS) == ("loss", "top1", "top5", "legal_rate", "completion_rate", "excess_nats")
     assert tuple(EVAL_TABLE) == (
         ("loss", "published/loss", "moves_only/loss"), ("perplexity", "published/perplexity", None),
         ("top1", "published/top1", "moves_only/top1"), ("top5", "published/top5", "moves_only/top5"),

@@ -234,6 +234,10 @@ def test_report_embeds_the_suite_section_and_the_top_moves(suite_run):
     rows = {r["key"]: r for r in view["accuracy"]}
     assert rows["top1"]["published"] == rg["published/top1"] and rows["top1"]["moves_only"] == rg["moves_only/top1"]
     assert rows["ceiling"]["moves_only"] == rg["ceiling/moves_only"] and rows["loss"]["fmt"] == "loss"
+    # the block leads with the figure that ranks models on random games: loss, E[ln N_legal], the excess and its interval
+    assert [r["key"] for r in view["accuracy"][:3]] == ["legal_masked_loss_all_moves", "uniform_legal_loss", "excess_nats"]
+    ex = rows["excess_nats"]["moves_only"]
+    assert ex.startswith(f"{rg['legal_masked/excess_nats_all_moves']:+.4f} [{rg['legal_masked/excess_nats_lo']:+.4f}, "), ex
     assert [r["probe"] for r in view["probes"]["rows"]] == list(SPEC_PROBES)
     assert {r["probe"] for r in view["probes"]["rows"] if r["regression"]} == SPEC_REGRESSION
     assert [r["category"] for r in view["diagnostics"]["edge"]] == list(SPEC_EDGE)

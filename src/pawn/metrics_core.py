@@ -40,6 +40,7 @@ import numpy as np
 from pawn.data.layout import Layout
 from pawn.engine import accuracy_ceiling_of
 from pawn.metrics import MIN_EVAL_PLY  # the one home: the tables' labels name it
+from pawn.stats import bootstrap_ratio
 from pawn.vocab import NUM_ACTIONS, PAD_TOKEN, action_table
 
 PHASES: tuple[tuple[str, int, Optional[int]], ...] = (("opening", 0, 20), ("midgame", 20, 60), ("endgame", 60, None))
@@ -180,6 +181,20 @@ class AccuracyReport:
     On uniformly random games no model's top-1 over a set of positions can beat the ceiling over
     those positions (every legal move is equally likely), so ``moves_only/top1_over_ceiling`` and
     ``legal_masked/top1_over_ceiling`` are ≤ 1 up to sampling error there.
+
+    The figure that ranks models on random games — ``legal_masked/*`` over every move decision:
+    ``uniform_loss_all_moves`` E[ln N_legal], the legal-masked loss of the player that knows only the
+    rules (uniform over the legal moves; on uniformly random games it is also the best achievable
+    expected loss, since the next move *is* uniform over the legal set: Gibbs' inequality), and
+    ``excess_nats_all_moves`` = ``loss_all_moves`` − E[ln N_legal] over the same positions (≤ 0 is
+    better than that player; > 0 means confidently wrong), with ``excess_nats_lo``/``_hi`` its 95 %
+    interval from a bootstrap over games (:func:`pawn.stats.bootstrap_ratio`; games, not positions,
+    are the independent unit). The top-1 cannot rank models here: every legal move is equally likely,
+    so any model's expected legal-masked top-1 equals the ceiling E[1/N_legal].
+
+    ``per_game`` (not in :meth:`to_dict`): float64 arrays [n_games] of each game's move decisions
+    (``n_moves``), summed legal-masked loss (``legal_nll``), summed ln N_legal (``ln_n_legal``) and
+    legal-masked top-1 hits (``legal_hits``), for paired comparisons on the same games.
     """
 
     n_games: int
@@ -220,6 +235,11 @@ class AccuracyReport:
     legal_masked_top1_all_moves: float = 0.0
     legal_masked_loss_all_moves: float = 0.0
     ceiling_legal_masked: float = 0.0
+    uniform_loss_all_moves: float = float("nan")
+    excess_nats_all_moves: float = float("nan")
+    excess_nats_lo: float = float("nan")
+    excess_nats_hi: float = float("nan")
+    per_game: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def top1_over_ceiling(self) -> float:
@@ -240,7 +260,7 @@ class AccuracyReport:
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready dict with ``published/``, ``moves_only/`` and ``ceiling/`` prefixes,
         ``counts/`` for sizes and ``settings`` (the exact evaluation settings)."""
-        d = asdict(self)
+        d = {k: v for k, v in asdict(self).items() if k != "per_game"}
         pub = ("loss", "top1", "top5", "perplexity", "legal_rate", "late_legal_rate", "completion_rate",
                "avg_plies_completed", "avg_pct_completion", "n_forfeits", "min_forfeit_ply", "median_forfeit_ply",
                "max_forfeit_ply", "illegal_pred_rate", "illegal_prob_mass", "late_ply")
@@ -254,6 +274,10 @@ class AccuracyReport:
         out["legal_masked/top1_all_moves"] = self.legal_masked_top1_all_moves
         out["legal_masked/loss_all_moves"] = self.legal_masked_loss_all_moves
         out["legal_masked/top1_over_ceiling"] = self.legal_masked_top1_over_ceiling
+        out["legal_masked/uniform_loss_all_moves"] = self.uniform_loss_all_moves
+        out["legal_masked/excess_nats_all_moves"] = self.excess_nats_all_moves
+        out["legal_masked/excess_nats_lo"] = self.excess_nats_lo
+        out["legal_masked/excess_nats_hi"] = self.excess_nats_hi
         for name, ph in self.phases.items():
             for k, v in ph.items():
                 out[f"moves_only/phase/{name}/{k}"] = v
@@ -291,6 +315,7 @@ class _Totals:
         self.phase = {name: [0, 0] for name, _, _ in PHASES}
         self.first_forfeit: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
+        self.games: dict[str, list[np.ndarray]] = {k: [] for k in ("n_moves", "legal_nll", "ln_n_legal", "legal_hits")}
 
     def add(self, tok, lens, packed: dict, legal: np.ndarray, grid: np.ndarray, sc: dict) -> None:
         """Fold in one batch of :func:`_score_stream` (its ``(tok, lens, packed, legal, grid,
@@ -346,6 +371,10 @@ class _Totals:
         s["lm_n"] += int(maia.sum())
         s["lm_top1"] += int((sc["legal_hit"] & maia).sum())
         s["lm_top5"] += int((sc["legal_in_top5"] & maia).sum())
+        g = self.games
+        g["n_moves"].append(move.sum(axis=1).astype(np.float64))
+        g["legal_nll"].append(np.where(move, sc["legal_nll"], 0.0).astype(np.float64).sum(axis=1))
+        g["legal_hits"].append((sc["legal_hit"] & move).sum(axis=1).astype(np.float64))
         return act_hit
 
     def _add_ceiling(self, tok, lens, move) -> None:
@@ -359,6 +388,9 @@ class _Totals:
         s["ceil_mo_sum"] += float(inv_pos[move].sum())
         s["ceil_mo_n"] += int(move.sum())
         s["ceil_lm_sum"] += float(inv_pos[move & (self.pos >= MIN_EVAL_PLY)].sum())
+        # the uniform-over-legal player's loss at a move decision is ln N_legal = −ln(1/N_legal)
+        ln_n = np.where(move, -np.log(np.where(move, inv_pos, 1.0).astype(np.float64)), 0.0)
+        self.games["ln_n_legal"].append(ln_n.sum(axis=1))
 
     def _completion(self, n: int) -> dict[str, Any]:
         """The game-completion fields of :class:`AccuracyReport` (§1.3) from the first forfeits."""
@@ -379,11 +411,24 @@ class _Totals:
             max_forfeit_ply=int(ff.max()) if ff.size else 0,
         )
 
+    def _uniform(self) -> dict[str, Any]:
+        """The uniform-over-legal reference and the excess with its bootstrap interval over games,
+        and the per-game sums (fields of :class:`AccuracyReport`)."""
+        per_game = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in self.games.items()}
+        n_moves = per_game["n_moves"]
+        if not n_moves.sum() > 0:
+            return {"per_game": per_game}
+        uniform = float(per_game["ln_n_legal"].sum() / n_moves.sum())
+        iv = bootstrap_ratio(per_game["legal_nll"] - per_game["ln_n_legal"], n_moves)
+        return {"uniform_loss_all_moves": uniform, "excess_nats_all_moves": iv.estimate, "excess_nats_lo": iv.lo,
+                "excess_nats_hi": iv.hi, "per_game": per_game}
+
     def report(self, n: int, settings: dict[str, Any]) -> AccuracyReport:
         """The :class:`AccuracyReport` of the ``n`` games added (``settings`` recorded as given)."""
         s = self.s
         loss = _mean(self.batch_loss)
         return AccuracyReport(
+            **self._uniform(),
             n_games=int(n),
             n_positions=int(s["n_pos"]),
             n_move_positions=int(s["n_move"]),

@@ -19,6 +19,12 @@ if TYPE_CHECKING:  # imported where the command runs: help and argument errors m
 
 DOC = """Move accuracy, legality, game completion and the accuracy ceiling on random games.
 
+The legal-masked table leads with the figure that ranks models on random games: the legal-masked
+loss against E[ln N_legal], the loss of a player uniform over the legal moves on the same positions,
+and the excess in nats (model − uniform; ≤ 0 beats a player that knows only the rules) with a 95 %
+interval from a bootstrap over games. Top-1 / ceiling is a sanity check only: on random games any
+model's expected top-1 equals the ceiling.
+
 Reports both conventions: published (v1 val: terminal PAD slot included, argmax
 over all 1,980 tokens, mean of per-batch means) and moves-only (terminal slot excluded, argmax
 over the 1,968 actions, position-weighted). With --pgn, top-1/top-5/legal rate on human moves
@@ -61,23 +67,39 @@ def accuracy_table(r: runs.ModelEval) -> TableReport:
 
 
 def legal_masked_table(r: runs.ModelEval) -> TableReport:
-    """The legal-masked figures of one model's :class:`pawn.metrics_core.AccuracyReport` (argmax
-    over the legal moves: how an adapter trained under ``pawn adapt``'s legal mask is read), each
-    beside the accuracy ceiling over the same positions: the move decisions from
-    :data:`pawn.metrics.MIN_EVAL_PLY` (spec eval §1.6) and every move decision. On uniformly random
-    games no model beats that ceiling beyond sampling error."""
+    """The legal-masked figures of one model's :class:`pawn.metrics_core.AccuracyReport` (the logits
+    restricted to the legal moves: how an adapter trained under ``pawn adapt``'s legal mask is read).
+
+    It leads with the figure that ranks models on random games: the legal-masked loss against the
+    uniform-over-legal player's E[ln N_legal] over the same positions (every move decision) and the
+    excess in nats (model − uniform; ≤ 0 is better than a player that knows only the rules) with its
+    95 % interval from a bootstrap over games. The top-1 follows, beside the accuracy ceiling over
+    the same positions, as a sanity check only: on uniformly random games every legal move is
+    equally likely, so any model's expected top-1 equals the ceiling and the ratio cannot rank models."""
     from pawn.metrics import SCOPE_ALL, SCOPE_FROM
 
     rep = r.report
-    t = TableReport(f"{r.name}: legal-masked (argmax over the legal moves; move decisions only, no end-of-game slot)",
-                    [Column("Metric", justify="left"), Column(SCOPE_FROM), Column(SCOPE_ALL)])
-    t.add("Top-1", _cell(rep.legal_masked_top1, "pct"), _cell(rep.legal_masked_top1_all_moves, "pct"))
-    t.add("Top-5", _cell(rep.legal_masked_top5, "pct"), "")
-    t.add("Loss (nats)", "", _cell(rep.legal_masked_loss_all_moves, ".4f"))
-    t.add("Ceiling E[1/N_legal], same positions", _cell(rep.ceiling_legal_masked, "pct"), _cell(rep.ceiling_moves_only, "pct"))
+    t = TableReport(f"{r.name}: legal-masked (the logits over the legal moves only; move decisions, no end-of-game slot)",
+                    [Column("Metric", justify="left"), Column(SCOPE_ALL), Column(SCOPE_FROM)])
+    t.add("Loss (nats)", _cell(rep.legal_masked_loss_all_moves, ".4f"), "")
+    t.add("Uniform over legal: E[ln N_legal] (nats), same positions", _cell(rep.uniform_loss_all_moves, ".4f"), "")
+    t.add("Excess (nats; ≤ 0 beats a rules-only player), 95% interval over games", excess_cell(rep), "")
+    t.add("Top-1 (sanity check: = ceiling in expectation on random games)", _cell(rep.legal_masked_top1_all_moves, "pct"),
+          _cell(rep.legal_masked_top1, "pct"))
+    t.add("Top-5", "", _cell(rep.legal_masked_top5, "pct"))
+    t.add("Ceiling E[1/N_legal], same positions", _cell(rep.ceiling_moves_only, "pct"), _cell(rep.ceiling_legal_masked, "pct"))
     over_all = rep.legal_masked_top1_all_moves / rep.ceiling_moves_only if rep.ceiling_moves_only > 0 else float("nan")
-    t.add("Top-1 / ceiling", _cell(rep.legal_masked_top1_over_ceiling, "pct"), _cell(over_all, "pct"))
-    return t.add(METRICS["positions"].label, f"{rep.n_legal_masked_positions}", f"{rep.n_move_positions}")
+    t.add("Top-1 / ceiling", _cell(over_all, "pct"), _cell(rep.legal_masked_top1_over_ceiling, "pct"))
+    return t.add(METRICS["positions"].label, f"{rep.n_move_positions}", f"{rep.n_legal_masked_positions}")
+
+
+def excess_cell(rep) -> str:
+    """``"+0.4395 [+0.4102, +0.4690]"``: the excess over the uniform-over-legal player with its 95 %
+    interval over games, from an :class:`pawn.metrics_core.AccuracyReport` (or ``—``)."""
+    from pawn.stats import Interval, format_interval
+
+    iv = Interval(rep.excess_nats_all_moves, rep.excess_nats_lo, rep.excess_nats_hi, float("nan"), 0.95, "", rep.n_games)
+    return format_interval(iv, "+.4f")
 
 
 def _human_columns(first: str, all_positions: bool = False) -> list[Column]:
@@ -97,12 +119,26 @@ def _human_columns(first: str, all_positions: bool = False) -> list[Column]:
 def lichess_table(r: runs.ModelEval, pgn) -> TableReport:
     """One model's Lichess accuracy by Elo band."""
     li = r.lichess
+    adapter = any("backbone" in b for b in li["bands"].values())  # an adapter: its backbone alone beside it
     dup = li.get("n_duplicates", 0)
     t = TableReport(f"{r.name}: Lichess {pgn.name} (parsed {li['parser'].get('kept', 0)} of {li['parser'].get('read', 0)}"
-                    f"{f', {dup} repeated' if dup else ''}, {li['n_out_of_band']} outside the bands)", _human_columns("Elo band"))
+                    f"{f', {dup} repeated' if dup else ''}, {li['n_out_of_band']} outside the bands)",
+                    _human_columns("Elo band") + [Column("Excess over uniform (nats, every move), 95% over games")]
+                    + ([Column("Backbone alone: excess over uniform")] if adapter else []))
     for key, b in li["bands"].items():
-        t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"], b["top1_legal_masked"])
+        t.add(key, b["n_games"], b["n_positions"], b["loss"], b["top1"], b["top5"], b["legal_rate"], b["top1_legal_masked"],
+              _excess_of(b), *([_excess_of(b["backbone"]) if "backbone" in b else "—"] if adapter else []))
     return t
+
+
+def _excess_of(f: dict) -> str:
+    """The excess cell of a Lichess band or held-out block (:func:`pawn.evaluate.accuracy.held_out_figures`)."""
+    from pawn.stats import Interval, format_interval
+
+    if f.get("excess_nats_all_moves") is None:
+        return "—"
+    return format_interval(Interval(f["excess_nats_all_moves"], f["excess_nats_lo"], f["excess_nats_hi"], float("nan"), 0.95, "",
+                                    int(f.get("n_games") or 0)), "+.4f")
 
 
 def held_out_table(r: runs.ModelEval) -> TableReport:
@@ -115,6 +151,33 @@ def held_out_table(r: runs.ModelEval) -> TableReport:
                     _human_columns("split", all_positions=True))
     t.add(h["split"], h["n_games"], h["n_positions"], h["loss"], h["top1"], h["top5"], h["legal_rate"], h["top1_legal_masked"],
           h["top1_legal_masked_all_moves"], h.get("loss_legal_masked_all_moves"))
+    return t
+
+
+def held_out_reference_table(r: runs.ModelEval) -> TableReport:
+    """The adapter on its held-out games beside the backbone alone and a player uniform over the legal
+    moves (same games, same positions: every move decision): legal-masked loss, the excess over the
+    uniform player in nats with its 95 % bootstrap interval over games, legal-masked top-1; then the
+    adapter − backbone differences with their paired intervals over the same games."""
+    from pawn.metrics import SCOPE_ALL
+    from pawn.stats import Interval, format_interval
+
+    h = r.held_out
+    excess = _excess_of
+
+    t = TableReport(f"{r.name}: the {h['split']} games, legal-masked ({SCOPE_ALL}), against the backbone alone and a player "
+                    "uniform over the legal moves", [Column("", justify="left"), Column("Loss (nats)", ".4f"),
+                                                     Column("Excess over uniform (nats), 95% over games"), Column("Top-1", "pct")])
+    t.add("adapter", h["loss_legal_masked_all_moves"], excess(h), h["top1_legal_masked_all_moves"])
+    if h.get("backbone"):
+        b = h["backbone"]
+        t.add("backbone alone", b["loss_legal_masked_all_moves"], excess(b), b["top1_legal_masked_all_moves"])
+    t.add("uniform over legal moves", h["uniform_loss_all_moves"], "+0 (the reference)", h.get("uniform_top1_all_moves"))
+    if h.get("vs_backbone"):
+        v = h["vs_backbone"]
+        lo = Interval(**v["loss_legal_masked_all_moves"])
+        hi = Interval(**v["top1_legal_masked_all_moves"])
+        t.add("adapter − backbone", format_interval(lo, "+.4f"), "", format_interval(hi, "+.2f", scale=100) + " pp")
     return t
 
 
@@ -247,6 +310,7 @@ def eval_cmd(s: EvalSettings, checkpoint: str) -> None:
                 out.report(legal_masked_table(r))
             if r.held_out is not None:
                 out.report(held_out_table(r))
+                out.report(held_out_reference_table(r))
             if r.lichess is not None:
                 out.report(lichess_table(r, s.pgn))
                 if not done:  # the same games for every model: name the skipped ones once

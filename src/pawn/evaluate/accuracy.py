@@ -23,6 +23,7 @@ from pawn.vocab import PLY_LIMIT
 __all__ = [
     "PHASES", "PERPLEXITY_LOSS_CAP", "AccuracyReport", "evaluate_games", "grid_legal", "lower_median", "ply_predictions",
     "DEFAULT_ELO_EDGES", "MISSING_ELO", "LICHESS_PERPLEXITY_CAP", "elo_bands", "evaluate_pgn", "evaluate_held_out",
+    "held_out_figures",
 ]
 
 
@@ -56,6 +57,7 @@ def evaluate_pgn(
     batch_size: int = 64,
     dtype: Optional[str] = None,
     known_ids: Optional[Mapping[str, np.ndarray]] = None,
+    backbone: Optional[Callable] = None,
 ) -> dict[str, Any]:
     """Accuracy on human moves, stratified by Elo (spec §4.1, v1 definitions).
 
@@ -66,9 +68,12 @@ def evaluate_pgn(
     per band (file order) are scored. With the outcome prefix, every game gets a dummy
     PLY_LIMIT outcome (v1). Per band, over positions with a move target: ``loss`` (full-vocab
     CE), ``perplexity`` (exp, capped at 1e6), ``top1``/``top5`` (full vocabulary),
-    ``legal_rate`` (argmax legal by the grid bit), and ``top1_legal_masked`` (argmax over the legal
+    ``legal_rate`` (argmax legal by the grid bit), ``top1_legal_masked`` (argmax over the legal
     moves, over the move decisions at sequence position ≥ 10: spec §1.6 without v1's end-of-game
-    slot, a certain hit under the mask), all position-weighted.
+    slot, a certain hit under the mask), all position-weighted, and the legal-masked figures over
+    every move decision with the uniform-over-legal reference and the excess (:func:`held_out_figures`);
+    with ``backbone`` (an adapter's backbone, called like ``model``), the same figures of the backbone
+    alone on the band's games under ``backbone``.
 
     Returns:
         dict with ``file``, ``parser`` (counts: read, kept, one per skip reason), ``skipped``
@@ -128,11 +133,17 @@ def evaluate_pgn(
                 n_positions=r.n_move_positions, loss=r.moves_only_loss,
                 perplexity=min(math.exp(min(r.moves_only_loss, 700.0)), LICHESS_PERPLEXITY_CAP),
                 top1=r.moves_only_top1_full_vocab, top5=r.moves_only_top5_full_vocab, legal_rate=r.moves_only_legal_rate,
-                top1_legal_masked=r.legal_masked_top1,
+                top1_legal_masked=r.legal_masked_top1, **held_out_figures(r),
             )
+            if backbone is not None:
+                rb = evaluate_games(backbone, games.tokens[idx], games.lengths[idx], np.full(idx.size, PLY_LIMIT, np.int16),
+                                    seq_len=seq_len, batch_size=batch_size, prepend_outcome=prepend_outcome, dtype=dtype)
+                rec["backbone"] = held_out_figures(rb)
         else:
             rec.update(n_positions=0, loss=float("nan"), perplexity=float("nan"), top1=float("nan"),
-                       top5=float("nan"), legal_rate=float("nan"), top1_legal_masked=float("nan"))
+                       top5=float("nan"), legal_rate=float("nan"), top1_legal_masked=float("nan"),
+                       **dict.fromkeys(("top1_legal_masked_all_moves", "loss_legal_masked_all_moves", "uniform_loss_all_moves",
+                                        "uniform_top1_all_moves", "excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi"), float("nan")))
         out["bands"][f"elo_{lo}_{hi}"] = rec
     idx = np.concatenate(scored)
     out["n_evaluated"] = int(idx.size)
@@ -144,28 +155,60 @@ def evaluate_pgn(
     return out
 
 
+def held_out_figures(r: AccuracyReport) -> dict[str, Any]:
+    """The legal-masked figures of one :class:`AccuracyReport` on human games, over every move
+    decision: ``top1_legal_masked_all_moves``, ``loss_legal_masked_all_moves`` (nats), the
+    uniform-over-legal player's ``uniform_loss_all_moves`` E[ln N_legal] over the same positions and
+    ``excess_nats_all_moves`` (loss − uniform; ≤ 0 beats a player that knows only the rules) with its
+    95 % bootstrap interval over games ``excess_nats_lo`` / ``excess_nats_hi``, and that player's top-1
+    ``uniform_top1_all_moves`` E[1/N_legal]."""
+    return {"top1_legal_masked_all_moves": r.legal_masked_top1_all_moves, "loss_legal_masked_all_moves": r.legal_masked_loss_all_moves,
+            "uniform_loss_all_moves": r.uniform_loss_all_moves, "uniform_top1_all_moves": r.ceiling_moves_only,
+            "excess_nats_all_moves": r.excess_nats_all_moves, "excess_nats_lo": r.excess_nats_lo, "excess_nats_hi": r.excess_nats_hi}
+
+
 def evaluate_held_out(model: Callable, games, *, seq_len: int, batch_size: int = 64, prepend_outcome: bool = False,
-                      dtype: Optional[str] = None) -> dict[str, Any]:
+                      dtype: Optional[str] = None, backbone: Optional[Callable] = None) -> dict[str, Any]:
     """Accuracy on a set of corpus games (an adapter run's validation or test games,
     :func:`pawn.data.split.rederive`), with the metrics of one Elo band of :func:`evaluate_pgn`
-    plus ``top1_legal_masked_all_moves`` over every move decision (the positions of ``pawn adapt``'s
-    validation top-1 under its legal mask).
+    plus the legal-masked figures over every move decision (the positions of ``pawn adapt``'s
+    validation under its legal mask; :func:`held_out_figures`), the per-game sums behind them and,
+    with ``backbone``, the same figures of the backbone alone on the same games and the paired
+    difference adapter − backbone.
 
     Args:
         games: :class:`pawn.data.cache.CsrGames` (cut to ``seq_len − offset`` plies here).
+        backbone: the adapter's backbone (called like ``model``), or None.
 
     Returns:
         ``{n_games, n_positions, loss, perplexity, top1, top5, legal_rate, top1_legal_masked,
-        top1_legal_masked_all_moves, loss_legal_masked_all_moves}`` (position-weighted;
+        top1_legal_masked_all_moves, loss_legal_masked_all_moves, uniform_loss_all_moves,
+        excess_nats_all_moves, excess_nats_lo, excess_nats_hi, per_game}`` (position-weighted;
         losses in nats: ``loss`` the unmasked CE, the legal-masked one as ``pawn adapt`` validates;
-        every figure over the move decisions, ``top1_legal_masked`` over those at position ≥ 10).
+        every figure over the move decisions, ``top1_legal_masked`` over those at position ≥ 10;
+        ``per_game``: lists [n_games] ``n_moves``, ``legal_nll``, ``legal_hits``, ``ln_n_legal`` —
+        each game's move decisions, summed legal-masked loss, legal-masked top-1 hits and ln N_legal,
+        for paired comparisons with :mod:`pawn.stats`); with ``backbone`` also ``backbone``
+        (:func:`held_out_figures` of the backbone alone) and ``vs_backbone``: the adapter − backbone
+        differences of the legal-masked loss and top-1 with 95 % paired bootstrap intervals over games.
     """
+    from pawn.stats import paired_bootstrap_ratio
+
     width = Layout.of(prepend_outcome).max_ply(seq_len)
     tokens, lengths, _ = games.gather(np.arange(len(games)), width)
-    r = evaluate_games(model, tokens, lengths, np.full(len(games), PLY_LIMIT, np.int16), seq_len=seq_len,
+    outcome = np.full(len(games), PLY_LIMIT, np.int16)
+    r = evaluate_games(model, tokens, lengths, outcome, seq_len=seq_len,
                        batch_size=batch_size, prepend_outcome=prepend_outcome, dtype=dtype)
-    return {"n_games": len(games), "n_positions": r.n_move_positions, "loss": r.moves_only_loss,
-            "perplexity": min(math.exp(min(r.moves_only_loss, 700.0)), LICHESS_PERPLEXITY_CAP),
-            "top1": r.moves_only_top1_full_vocab, "top5": r.moves_only_top5_full_vocab, "legal_rate": r.moves_only_legal_rate,
-            "top1_legal_masked": r.legal_masked_top1, "top1_legal_masked_all_moves": r.legal_masked_top1_all_moves,
-            "loss_legal_masked_all_moves": r.legal_masked_loss_all_moves}
+    out = {"n_games": len(games), "n_positions": r.n_move_positions, "loss": r.moves_only_loss,
+           "perplexity": min(math.exp(min(r.moves_only_loss, 700.0)), LICHESS_PERPLEXITY_CAP),
+           "top1": r.moves_only_top1_full_vocab, "top5": r.moves_only_top5_full_vocab, "legal_rate": r.moves_only_legal_rate,
+           "top1_legal_masked": r.legal_masked_top1, **held_out_figures(r),
+           "per_game": {k: v.tolist() for k, v in r.per_game.items()}}
+    if backbone is not None:
+        rb = evaluate_games(backbone, tokens, lengths, outcome, seq_len=seq_len, batch_size=batch_size,
+                            prepend_outcome=prepend_outcome, dtype=dtype)
+        out["backbone"] = held_out_figures(rb)
+        a, b, n = r.per_game, rb.per_game, r.per_game["n_moves"]
+        out["vs_backbone"] = {"loss_legal_masked_all_moves": paired_bootstrap_ratio(a["legal_nll"], b["legal_nll"], n).to_dict(),
+                              "top1_legal_masked_all_moves": paired_bootstrap_ratio(a["legal_hits"], b["legal_hits"], n).to_dict()}
+    return out

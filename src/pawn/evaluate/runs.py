@@ -167,6 +167,14 @@ def adapter_split(lm: LoadedModel, *, required: bool):
     return run, rec
 
 
+def backbone_of(lm: LoadedModel):
+    """An adapter's backbone, to score alone on the same games beside it; None for a plain model and
+    for ``specialized_clm`` (its "backbone" is the model trained from scratch)."""
+    if not lm.adapter or getattr(lm.model, "strategy", None) == "specialized_clm":
+        return None
+    return getattr(lm.model, "backbone", None)
+
+
 def _held_out(lm: LoadedModel, rec, run, s: EvalSettings, seq_len: int, layout: Layout, log: Log) -> dict:
     """``--split``: the run's validation/test games re-derived and evaluated."""
     from pawn.data.split import rederive
@@ -175,7 +183,7 @@ def _held_out(lm: LoadedModel, rec, run, s: EvalSettings, seq_len: int, layout: 
     cache_dir = s.cache_dir if s.cache_dir is not None else run.config.get("cache_dir")
     games = rederive(rec, s.split, cache_dir=cache_dir, warn=lambda m: log(f"warning: {m}"))
     res = evaluate_held_out(lm.model, games, seq_len=seq_len, batch_size=min(s.batch_size, 64),
-                            prepend_outcome=layout.prepend_outcome, dtype=s.dtype)
+                            prepend_outcome=layout.prepend_outcome, dtype=s.dtype, backbone=backbone_of(lm))
     return {"split": s.split, "run": str(run.path), "source": rec.repo_or_path, "fingerprint_sha256": rec.fingerprint,
             "filters": rec.filters, "rule": rec.rule, **res}
 
@@ -217,7 +225,7 @@ def eval_models(models: Sequence[LoadedModel], s: EvalSettings, log: Log = lambd
                 known = rec.ids if rec is not None else None
                 lichess = evaluate_pgn(lm.model, str(s.pgn), seq_len=seq_len, elo_edges=edges, max_games_per_band=s.pgn_games_per_band,
                                        min_ply=s.pgn_min_ply, prepend_outcome=layout.prepend_outcome, batch_size=min(s.batch_size, 64),
-                                       dtype=s.dtype, known_ids=known)
+                                       dtype=s.dtype, known_ids=known, backbone=backbone_of(lm))
             if s.split is not None:
                 held = _held_out(lm, rec, run, s, seq_len, layout, log)
             if not s.pgn_only:

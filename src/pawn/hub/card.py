@@ -90,7 +90,27 @@ def _eval_section(report: Mapping[str, Any], source: str) -> list[str]:
         out += [f"| {name} | " + " | ".join(vals) + " |" for name, vals in rows]
     else:
         out.append("(the report holds no random-game results)")
+    for m in models:
+        rg = m.get("random_games") if isinstance(m, dict) else None
+        line = _excess_line(m.get("name", "?"), rg) if isinstance(rg, dict) else None
+        if line:
+            out += ["", line]
     return out + [""]
+
+
+def _excess_line(name: str, rg: Mapping[str, Any]) -> Optional[str]:
+    """The figure that ranks models on random games, as one sentence of the card: the legal-masked loss
+    against the uniform-over-legal player's E[ln N_legal] over the same move decisions, and the excess
+    with its 95 % interval over games (None when the report has no such figures)."""
+    vals = eval_values(rg)
+    ex, lo, hi, loss, uni = (vals.get(k) for k in ("excess_nats", "excess_nats_lo", "excess_nats_hi",
+                                                   "legal_masked_loss_all_moves", "uniform_legal_loss"))
+    if not all(isinstance(x, (int, float)) for x in (ex, lo, hi, loss, uni)):
+        return None
+    return (f"{name}: legal-masked loss {loss:.4f} nats against {uni:.4f} for a player uniform over the legal moves "
+            f"(E[ln N_legal], the same move decisions): excess {ex:+.4f} nats, 95 % interval [{lo:+.4f}, {hi:+.4f}] over games "
+            "(≤ 0 is better than a player that knows only the rules). On random games every legal move is equally likely, "
+            "so top-1 / ceiling is about 100 % for any model and cannot rank models; this excess does.")
 
 
 def _val_rows(last_val: Mapping[str, Any]) -> list[tuple[str, str]]:

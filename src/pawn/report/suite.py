@@ -34,10 +34,28 @@ def _num(v: Any) -> Optional[float]:
     return float(v) if math.isfinite(float(v)) else None
 
 
+def excess_text(random_games: dict[str, Any]) -> Optional[str]:
+    """``"+0.4392 [+0.4303, +0.4480]"``: the excess over the uniform-over-legal player (nats) with its
+    95 % interval over games from a ``random_games`` block, or None when the block has none (older files)."""
+    e, lo, hi = (_num(random_games.get(f"legal_masked/{k}")) for k in ("excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi"))
+    if e is None:
+        return None
+    return f"{e:+.4f} [{'—' if lo is None else f'{lo:+.4f}'}, {'—' if hi is None else f'{hi:+.4f}'}]"
+
+
 def accuracy_rows(random_games: dict[str, Any]) -> list[dict[str, Any]]:
-    """The published / moves-only table of one model: ``[{key, label, published, moves_only, fmt}]``
-    in :data:`pawn.metrics.EVAL_TABLE`'s order, plus the forfeit plies and the position counts."""
+    """The published / moves-only table of one model: ``[{key, label, published, moves_only, fmt}]``.
+    It leads with the figure that ranks models on random games (in the moves-only column: every move
+    decision): the legal-masked loss, the uniform-over-legal player's E[ln N_legal] over the same
+    positions and the excess (model − uniform, nats) with its 95 % interval over games; then
+    :data:`pawn.metrics.EVAL_TABLE`'s rows in order, the forfeit plies and the position counts."""
     rows = []
+    excess = excess_text(random_games)
+    if excess is not None:
+        for key, value, fmt in (("legal_masked_loss_all_moves", _num(random_games.get("legal_masked/loss_all_moves")), "loss"),
+                                ("uniform_legal_loss", _num(random_games.get("legal_masked/uniform_loss_all_moves")), "loss"),
+                                ("excess_nats", excess, "")):
+            rows.append({"key": key, "label": METRICS[key].label, "published": None, "moves_only": value, "fmt": fmt})
     late = random_games.get("published/late_ply")
     for key, pub, mo in EVAL_TABLE:
         label = METRICS[key].label + (f" (pos ≥ {late})" if key == "late_legal_rate" and late is not None else "")

@@ -23,17 +23,23 @@ def _num(v: Any) -> str:
     return "nan" if not isinstance(v, (int, float)) or v != v else f"{v:.4f}"
 
 
+def _nats(v: Any) -> str:
+    return "nan" if not isinstance(v, (int, float)) or v != v else f"{v:+.3f}"
+
+
 def pretrain_validation_line(step: int, val: Mapping[str, Any], models: Sequence[tuple[str, str]]) -> str:
-    """``validation at step N: <model> loss L, top-1 A, legal R, complete C; …[; improved]``
+    """``validation at step N: <model> loss L, top-1 A, legal R, complete C, excess E nats; …[; improved]``
     from a pretrain ``val`` record (:mod:`pawn.runs` schema: a supernet's values under
-    ``variants``); ``models`` is ``(label, variant name)`` per model, in print order. Ends with
+    ``variants``; excess: the legal-masked loss over the uniform-over-legal player's, nats);
+    ``models`` is ``(label, variant name)`` per model, in print order. Ends with
     ``improved`` when the monitored model's validation improved (``val/improved``)."""
     rec = parse_record(dict(val, type="val", schema=SCHEMA_VERSION))
     parts = []
     for label, name in models:
         v = rec.variants.get(name, {}) if rec.variants else rec.values
         parts.append(f"{label} loss {_num(v.get('loss'))}, top-1 {_pct(v.get('top1'))}, "
-                     f"legal {_pct(v.get('legal_rate'))}, complete {_pct(v.get('completion_rate'))}")
+                     f"legal {_pct(v.get('legal_rate'))}, complete {_pct(v.get('completion_rate'))}, "
+                     f"excess {_nats(v.get('excess_nats'))} nats")
     tail = "; improved" if val.get("val/improved") else ""
     return f"validation at step {step}: " + "; ".join(parts) + tail
 
