@@ -295,3 +295,47 @@ def test_one_page_per_folder_and_a_bounded_cache(tmp_path):
         before = len(lines)
         assert _request(base, "/run/adapt-lora", {"Host": base.removeprefix("http://")})[0] == 200
         assert len(lines) == before + 1  # the least recently served page was dropped: built again
+
+
+def _odd_eval_files(run: Path) -> dict[str, str]:
+    """Entries named ``eval*.json`` in ``run`` that are no report to read (a copied or downloaded
+    run): a dangling link, a link loop, a FIFO, a link to /dev/zero. Returns name → the words the
+    page's one line about it must hold."""
+    (run / "eval-dangling.json").symlink_to(run / "gone.json")
+    (run / "eval-loop.json").symlink_to(run / "eval-loop.json")
+    os.mkfifo(run / "eval-fifo.json")
+    (run / "eval-zero.json").symlink_to("/dev/zero")
+    return {"eval-dangling.json": "which does not exist; not read", "eval-loop.json": "a symbolic link loop; not read",
+            "eval-fifo.json": "a FIFO (named pipe), not a regular file; not read",
+            "eval-zero.json": "a link to /dev/zero, outside"}
+
+
+def _check_odd_evals(d: dict, run: Path, expected: dict[str, str]) -> None:
+    tiny = next(r for r in d["runs"] if r["label"] == "tiny")
+    good = [e for e in tiny["evals"] if e["kind"] != "unreadable"]
+    bad = {Path(e["path"]).name: e["report"]["cannot read"] for e in tiny["evals"] if e["kind"] == "unreadable"}
+    assert [Path(e["path"]).name for e in good] == ["eval.json"] and good[0]["report"]["models"]
+    assert sorted(bad) == sorted(expected)
+    for name, words in expected.items():
+        assert bad[name].startswith(f"{run / name}: ") and words in bad[name] and "\n" not in bad[name], (name, bad[name])
+
+
+def test_odd_eval_files_in_a_run_are_one_line_each_not_the_page(tmp_path):
+    """A dangling link, a link loop, a FIFO and a link to /dev/zero named eval*.json in a run: the
+    report (``pawn report``) and the dashboard's / and /run/<run> still come, at once, each odd
+    file one line on the run's eval cards; the run's real eval.json is shown as before."""
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    expected = _odd_eval_files(root / "tiny")
+    out = tmp_path / "report.html"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    r = subprocess.run([sys.executable, "-m", "pawn.cli", "report", str(root), "-o", str(out)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    _check_odd_evals(page_data(out.read_text()), root / "tiny", expected)
+    with _serving(root, "--port", "0") as proc:
+        base = f"http://127.0.0.1:{_port(proc)}"
+        for path in ("/", "/run/tiny"):
+            code, html = _request(base, path, {"Host": base.removeprefix("http://")})
+            assert code == 200, (path, html[-2000:])
+            _check_odd_evals(page_data(html), root / "tiny", expected)

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from pawn.errors import PawnError
 from pawn.report.suite import annotate
-from pawn.runs import Run, RunError, discover_runs, open_run
+from pawn.runs import Run, RunError, discover_runs, open_run, read_file_within
 
 REPORT_FILE = "report.html"
 MAX_JSON_BYTES = 20 * 2**20
@@ -112,7 +112,7 @@ def inside(path: Path, boundary: Optional[Path]) -> bool:
         return True
     try:
         r = Path(path).resolve()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symbolic link loop
         return False
     return r == boundary or boundary in r.parents
 
@@ -124,17 +124,15 @@ def _json_reports(paths: Iterable[Path], skip: set[Path], bounds: dict[Path, Opt
         files = [p] if p.is_file() else sorted(p.rglob("*.json")) if p.is_dir() else []
         for f in files:
             if not inside(f, bounds.get(p)):
-                continue  # a link out of the folder searched: not shown
+                continue  # a link out of the folder searched (or a dangling link, a loop): not shown
             f = f.resolve()
             if (f in seen or f.suffix != ".json" or f.name in _NOT_REPORTS or any(s in f.parents for s in skip)
                     or any(part in _SKIP_DIRS for part in f.parts)):
                 continue
             seen.add(f)
-            try:
-                if f.stat().st_size > MAX_JSON_BYTES:
-                    continue
-                d = json.loads(f.read_text("utf-8"))
-            except (OSError, ValueError):
+            try:  # a regular file only (a FIFO would be waited on for good, /dev/zero read without end)
+                d = json.loads(read_file_within(f, bounds.get(p) or f.parent, MAX_JSON_BYTES))
+            except (RunError, ValueError):
                 continue
             entry = report_entry(f, d)
             if entry is not None:

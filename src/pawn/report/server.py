@@ -180,6 +180,10 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 8050, every_ms:
                 return self._send(404, f"{e}\n".encode(), "text/plain; charset=utf-8")
             except (BrokenPipeError, ConnectionResetError):
                 return None
+            except Exception as e:  # noqa: BLE001 -- one odd file must not drop the connection: one line, 500
+                cache.log(f"pawn dashboard: {path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+                return self._send(500, f"pawn dashboard could not build {path}: {type(e).__name__}: "
+                                       f"{' '.join(str(e).split())[:300]}\n".encode(), text)
 
     try:
         server = ThreadingHTTPServer((host, port), Handler)

@@ -33,7 +33,7 @@ def find_storages(roots: Iterable[Path]) -> list[str]:
             continue
         if not root.is_dir():
             continue
-        found.update(p.resolve() for p in root.rglob("study.db"))
+        found.update(p.resolve() for p in root.rglob("study.db") if p.is_file())  # not a FIFO, a loop
         for suf in (".journal", ".log"):
             for p in root.rglob(f"*{suf}"):
                 if p.is_file() and _is_journal(p):
