@@ -589,7 +589,9 @@ def test_two_adapter_runs_compare_on_the_pareto_front(server, tmp_path, tiny_bac
     larger one only when its val loss is lower."""
     from pawn.runs import open_run
 
-    common = {"backbone": str(tiny_backbone), "data": str(lichess_pgns[0]), "epochs": 2, "steps_per_epoch": 4,
+    games = tmp_path / lichess_pgns[0].name  # the runs root holds every path a config names
+    shutil.copy2(lichess_pgns[0], games)
+    common = {"backbone": str(tiny_backbone), "data": str(games), "epochs": 2, "steps_per_epoch": 4,
               "batch_size": 8, "seq_len": 64, "val_games": 50, "max_games": 400}
     runs = {}
     for name, cfg in (("lora", {"strategy": "lora", "lora_rank": 2}), ("bottleneck", {"strategy": "bottleneck", "bottleneck_dim": 8})):
