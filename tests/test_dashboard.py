@@ -232,7 +232,10 @@ def test_links_out_of_the_root_are_not_followed(tmp_path):
         assert [g["headers"]["Event"] for g in d["games"]] == ["kept-inside"]
         assert d["evals"] == []
         tiny = next(r for r in d["runs"] if r["label"] == "tiny")
-        assert [Path(e["path"]).name for e in tiny["evals"]] == ["eval.json"]
+        assert [Path(e["path"]).name for e in tiny["evals"] if e["kind"] != "unreadable"] == ["eval.json"]
+        assert [(Path(e["path"]).name, e["report"]["cannot read"]) for e in tiny["evals"] if e["kind"] == "unreadable"] == [
+            ("eval-linked.json", f"{root / 'tiny' / 'eval-linked.json'}: a symbolic link out of {(root / 'tiny').resolve()}; not read")]
+        assert "outside" not in json.dumps(tiny["evals"])  # where the link leads is not shown
         for path in ("/run/linked.pgn", "/run/linked-eval.json", "/run/linked-folder", "/run/tiny/eval-linked.json"):
             code, body = _request(base, path, {"Host": base.removeprefix("http://")})
             assert code == 404 and "private-" not in body, path
@@ -305,9 +308,9 @@ def _odd_eval_files(run: Path) -> dict[str, str]:
     (run / "eval-loop.json").symlink_to(run / "eval-loop.json")
     os.mkfifo(run / "eval-fifo.json")
     (run / "eval-zero.json").symlink_to("/dev/zero")
-    return {"eval-dangling.json": "which does not exist; not read", "eval-loop.json": "a symbolic link loop; not read",
-            "eval-fifo.json": "a FIFO (named pipe), not a regular file; not read",
-            "eval-zero.json": "a link to /dev/zero, outside"}
+    return {"eval-dangling.json": "a symbolic link to a file that does not exist; not read",
+            "eval-loop.json": "a symbolic link loop; not read", "eval-fifo.json": "a FIFO (named pipe), not a regular file; not read",
+            "eval-zero.json": f"a symbolic link out of {run.resolve()}; not read"}
 
 
 def _check_odd_evals(d: dict, run: Path, expected: dict[str, str]) -> None:

@@ -465,11 +465,11 @@ def read_file_within(path: str | os.PathLike, within: str | os.PathLike, max_byt
         if e.errno == _errno.ELOOP:
             raise RunError(f"{p}: a symbolic link loop; not read") from None
         if e.errno == _errno.ENOENT and os.path.islink(p):
-            raise RunError(f"{p}: a symbolic link to {os.readlink(p)}, which does not exist; not read") from None
+            raise RunError(f"{p}: a symbolic link to a file that does not exist; not read") from None
         raise RunError(f"{p}: cannot be read ({e.strerror or e})") from None
     home = Path(os.path.realpath(within))
     if real != home and home not in real.parents:
-        raise RunError(f"{p}: a link to {real}, outside {home}; not read")
+        raise RunError(f"{p}: a symbolic link out of {home}; not read")  # where it leads is not shown
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError as e:

@@ -210,7 +210,8 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
             variant: Optional[str] = None, top_k: int = 5, log: Any = lambda _m: None,
             within: Optional[str | os.PathLike] = None, verify_checkpoints: bool = True) -> dict[str, Any]:
     """What the report shows of ``paths`` (run directories, folders holding runs, studies, PGN
-    files, eval/bench JSON files), as the JSON-ready dict the page embeds: ``runs`` (one
+    files, eval/bench JSON files, and database URLs (``postgresql://…``) of studies that several
+    machines' workers share), as the JSON-ready dict the page embeds: ``runs`` (one
     :func:`pawn.report.data.run_data` each), ``studies``, ``games``, ``evals`` (files outside the
     runs; only the fields their cards show, :func:`report_fields`), ``labels`` (metric key →
     label), ``compare_default`` (the runs ticked at first: all when at most 6), ``top_moves``
@@ -238,7 +239,8 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
     from pawn.report import games as rgames
     from pawn.report import sweep as rsweep
 
-    roots = [Path(p) for p in paths]
+    urls = [str(p) for p in paths if "://" in str(p)]  # a database several machines' sweep workers share
+    roots = [Path(p) for p in paths if "://" not in str(p)]
     for p in roots:
         if not p.exists():
             raise ReportError(f"{p}: no such file or directory")
@@ -272,7 +274,9 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
             out += [x for x in find([p]) if x not in out and inside(file_of(x), bounds[p])]
         return out
 
-    studies = rsweep.read_studies(found_inside(rsweep.find_storages, rsweep.storage_file), ids)
+    for url in urls:
+        rsweep.open_study_storage(url)  # one line naming it (password hidden) when it cannot be read
+    studies = rsweep.read_studies(found_inside(rsweep.find_storages, rsweep.storage_file) + urls, ids)
     for s in studies:
         s["figures"] = rsweep.figures(s) if s.get("trials") else []
     game_list = rgames.read_games(sorted(found_inside(rgames.find_pgns))) if games else []

@@ -28,7 +28,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pawn.errors import PawnError
 from pawn.report import ReportError, build_html, collect
 from pawn.report.hosts import host_allowed, host_names, origin_allowed
 from pawn.sweep.storage import shown_url
@@ -258,7 +257,7 @@ def start_optuna_dashboard(sweep: str | Path, host: str, port: int, allow_hosts:
     import wsgiref.simple_server
     from socketserver import ThreadingMixIn
 
-    from pawn.report.sweep import _storage, find_storages
+    from pawn.report.sweep import _storage, find_storages, open_study_storage
 
     if importlib.util.find_spec("optuna_dashboard") is None:
         raise ReportError("--sweep needs optuna-dashboard, which is not installed: pip install 'pawn[dashboard]' "
@@ -291,30 +290,6 @@ def start_optuna_dashboard(sweep: str | Path, host: str, port: int, allow_hosts:
     return shown_url(url), t
 
 
-def open_study_storage(url: str):
-    """The Optuna storage of a database URL (``postgresql://…``, ``mysql://…``, ``sqlite:///…``),
-    opened to read it (no heartbeat thread, no schema created: a URL naming no study yet is refused).
-
-    Raises:
-        ReportError: one line naming the URL with its password hidden (:func:`shown_url`): a
-            missing driver, a wrong password, an unreachable host, no Optuna study there.
-    """
-    import optuna
-
-    from pawn.sweep.storage import one_line, open_storage
-
-    try:
-        storage = open_storage(url, heartbeat_s=None, retry_s=0, create=False)
-        names = optuna.get_all_study_names(storage)
-    except PawnError as e:
-        raise ReportError(str(e).replace("--storage", "--sweep", 1)) from None
-    except Exception as e:  # noqa: BLE001 -- sqlalchemy's errors: one line
-        raise ReportError(f"--sweep {shown_url(url)}: cannot read it ({one_line(e, url)})") from None
-    if not names:
-        raise ReportError(f"--sweep {shown_url(url)}: no Optuna study there")
-    return storage
-
-
 def serve(server: ThreadingHTTPServer, log: Callable[[str], None] = print) -> None:
     """Serve until Ctrl-C (SIGINT) or SIGTERM, then close the socket and return."""
     import signal
@@ -333,5 +308,4 @@ def serve(server: ThreadingHTTPServer, log: Callable[[str], None] = print) -> No
             signal.signal(signal.SIGTERM, old)
 
 
-__all__ = ["stamp", "ReportCache", "make_server", "serve", "READ_METHODS", "guarded_wsgi", "start_optuna_dashboard",
-           "open_study_storage"]
+__all__ = ["stamp", "ReportCache", "make_server", "serve", "READ_METHODS", "guarded_wsgi", "start_optuna_dashboard"]
