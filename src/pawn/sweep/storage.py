@@ -128,12 +128,20 @@ def one_line(e: BaseException, url: str) -> str:
     return f"{type(db).__name__}: {' '.join(text.split())[:240]}"
 
 
+_ANSWERED: set[str] = set()
+"""The database URLs that have answered a call of this process (:class:`Patience`)."""
+
+
 class Patience:
     """Calls that wait for a server database which stopped answering: a call that fails with a
     :func:`transient` error is tried again after 0.5 s, 1 s, 2 s, … (at most 10 s apart) until it
     succeeds or ``retry_s`` seconds have passed since its first failure; then :class:`StorageError`
     names the URL (password hidden) and the last error. The first wait of a call is one ``log``
     line, and its success after waiting another. Nested calls wait once, in the outermost.
+
+    Only a database that has answered this process once is waited for: one that never did (a
+    wrong host or port, a server not started) fails the call at once, which the caller reports as
+    one line.
 
     Args:
         url: the storage URL (for messages). retry_s: the bound (s); 0 tries once.
@@ -153,11 +161,12 @@ class Patience:
             while True:
                 try:
                     out = fn(*args, **kwargs)
+                    _ANSWERED.add(self.url)
                     if said:
                         self.log(f"database {shown_url(self.url)} answers again after {time.monotonic() - t0:.0f} s")
                     return out
                 except Exception as e:  # noqa: BLE001 -- transient ones are retried, the rest re-raised
-                    if not transient(e):
+                    if not transient(e) or self.url not in _ANSWERED:
                         raise
                     now = time.monotonic()
                     t0 = now if t0 is None else t0
