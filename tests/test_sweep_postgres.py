@@ -156,6 +156,13 @@ def test_report_and_dashboard_read_a_study_on_postgres(postgres_server, request,
 
 
 # ------------------------------------------------------------------ real pawn sweep processes (slow)
+def _machine_cmd(tmp_path: Path, name: str, trials: int, *extra: str, steps: int = 8) -> list[str]:
+    """The toy pretraining sweep of ``test_sweep`` as run on machine ``name``: its own folder
+    (base config, space and ``--out``)."""
+    (tmp_path / name).mkdir(exist_ok=True)
+    return _sweep_cmd(tmp_path / name / "sw", trials, *extra, steps=steps)
+
+
 def _gate(release: Path, cmd: list[str]) -> list[str]:
     """``cmd`` (a ``python -m pawn.cli …`` line) as a process that imports PAWN's CLI, then waits
     for ``release`` to exist before it runs: processes started one after another are released at
@@ -178,7 +185,7 @@ def test_three_pawn_sweep_processes_on_one_postgres_study_finish_exactly_n(postg
     trial left RUNNING, and each worker's summary names the storage without the password."""
     url = _db(postgres_server, request)
     n, release = 4, tmp_path / "go"
-    procs = [subprocess.Popen(_gate(release, _sweep_cmd(tmp_path / f"m{i}" / "sw", n, "--storage", url, "--seed", str(i),
+    procs = [subprocess.Popen(_gate(release, _machine_cmd(tmp_path, f"m{i}", n, "--storage", url, "--seed", str(i),
                                                         "--compilation-cache", "none")),
                               env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]
     _release(procs, release)
@@ -215,7 +222,7 @@ def test_a_worker_killed_mid_trial_is_failed_by_heartbeat_and_retried_by_another
     url = _db(postgres_server, request)
     n = 3
     hb = ["--heartbeat-s", "1", "--grace-s", "4", "--storage", url, "--compilation-cache", "none"]
-    cmds = [_sweep_cmd(tmp_path / f"m{i}" / "sw", n, *hb, "--seed", str(i), steps=300) for i in range(2)]
+    cmds = [_machine_cmd(tmp_path, f"m{i}", n, *hb, "--seed", str(i), steps=300) for i in range(2)]
     victim = subprocess.Popen(cmds[0], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     trials = _wait_for(url, lambda ts: any(t.state == TrialState.RUNNING and "run_dir" in t.user_attrs
                                            and t.user_attrs.get("worker", "").endswith(f":{victim.pid}") for t in ts))
@@ -243,7 +250,7 @@ def test_a_database_restart_is_waited_out_and_a_database_that_stays_down_is_one_
     url = _db(postgres_server, request)
     n = 4
     hb = ["--heartbeat-s", "1", "--grace-s", "60", "--storage", url, "--compilation-cache", "none"]
-    procs = [subprocess.Popen(_sweep_cmd(tmp_path / f"m{i}" / "sw", n, *hb, "--seed", str(i), steps=200),
+    procs = [subprocess.Popen(_machine_cmd(tmp_path, f"m{i}", n, *hb, "--seed", str(i), steps=200),
                               env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     try:
         _wait_for(url, lambda ts: sum(t.state == TrialState.RUNNING and "run_dir" in t.user_attrs for t in ts) >= 1)
@@ -264,7 +271,7 @@ def test_a_database_restart_is_waited_out_and_a_database_that_stays_down_is_one_
     trials = _study(url).trials
     assert sum(t.state == TrialState.COMPLETE for t in trials) == n and not any(t.state == TrialState.RUNNING for t in trials)
 
-    p = subprocess.Popen(_sweep_cmd(tmp_path / "late" / "sw", n + 2, *hb, "--db-retry-s", "5", steps=200), env=_env(),
+    p = subprocess.Popen(_machine_cmd(tmp_path, "late", n + 2, *hb, "--db-retry-s", "5", steps=200), env=_env(),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(url, lambda ts: any(t.state == TrialState.RUNNING and "run_dir" in t.user_attrs for t in ts))
