@@ -15,7 +15,13 @@ trial any worker claims, and re-queued once with the same parameters
 time, during which no heartbeat is missed (it runs in a thread) but a slow machine might stall.
 A trial killed before its first heartbeat, which Optuna's check never sees, is failed and
 retried too (:meth:`SharedStudy.fail_stale`). Claims and stale checks of several workers are
-serialised by one file lock (:class:`SharedStudy`).
+serialised by one lock (:class:`SharedStudy`): a file lock for a SQLite file or journal, a lock the
+server holds for PostgreSQL and MySQL (:func:`database_lock`), so workers on several machines
+sharing one server database claim trials one at a time too.
+
+A server database that stops answering after it once answered (a restart, a failover, a network
+cut) is waited for, up to ``--db-retry-s`` (:class:`Patience`, :class:`PatientRDBStorage`), and
+every URL PAWN prints hides its password (:func:`shown_url`).
 
 An Optuna journal file (``--storage study.log`` or ``journal:PATH``) uses
 ``JournalFileBackend`` with its own file lock; it has no heartbeat in Optuna, so a killed
@@ -455,16 +461,18 @@ class SharedStudy:
     stale check (``fail_stale_trials``) and its claim of a WAITING trial both read a state and then
     write it, so two processes doing either at the same instant each saw the trial unclaimed
     (one stale trial failed by 8 workers at once was retried 7 times; two workers trained the one
-    WAITING trial). The lock is local to the machine (``flock``); a server database
-    (PostgreSQL, MySQL) also locks the rows (``SELECT … FOR UPDATE``) for workers elsewhere.
+    WAITING trial). For a file storage the lock is a ``flock``, local to the machine; for a
+    PostgreSQL or MySQL server it is held by the server (:func:`database_lock`), so it also holds
+    for workers on other machines.
 
     Only Optuna's public API is used (``BaseStorage`` methods, ``fail_stale_trials``,
     :class:`~optuna.storages.RetryHeartbeatStaleTrialCallback`), not its ORM tables.
 
     Args:
         study: the loaded study. storage: the storage it was opened on (:func:`open_storage`).
-        url: its URL (:func:`storage_url`). out: the sweep directory (where the lock of a server
-            database lives). grace_s: seconds without a heartbeat after which a trial is stale.
+        url: its URL (:func:`storage_url`). out: the sweep directory (where the file lock of a
+            server database other than PostgreSQL and MySQL lives). grace_s: seconds without a
+            heartbeat after which a trial is stale. retry_s, log: :class:`Patience`'s, for the lock.
     """
 
     def __init__(self, study: optuna.Study, storage: BaseStorage, url: str, out: Path, grace_s: float,
