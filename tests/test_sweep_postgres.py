@@ -158,9 +158,9 @@ def test_report_and_dashboard_read_a_study_on_postgres(postgres_server, request,
 # ------------------------------------------------------------------ real pawn sweep processes (slow)
 def _machine_cmd(tmp_path: Path, name: str, trials: int, *extra: str, steps: int = 8) -> list[str]:
     """The toy pretraining sweep of ``test_sweep`` as run on machine ``name``: its own folder
-    (base config, space and ``--out``)."""
+    (base config, space and ``--out``), no pruner (every trial that ends is COMPLETE)."""
     (tmp_path / name).mkdir(exist_ok=True)
-    return _sweep_cmd(tmp_path / name / "sw", trials, *extra, steps=steps)
+    return _sweep_cmd(tmp_path / name / "sw", trials, *extra, "--pruner", "none", steps=steps)
 
 
 def _gate(release: Path, cmd: list[str]) -> list[str]:

@@ -673,7 +673,7 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
         return {"out": str(out_p), "storage": shown_url(url), "study": None, "state": st["state"], "reason": st["reason"],
                 "direction": None, "counts": {}, "trials": 0, "best": None, "top": [], "process": process}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    store = open_storage(url)
+    store = open_storage(url, heartbeat_s=None, retry_s=0)  # a reader: no heartbeat thread, no waiting
     names = [s.study_name for s in optuna.study.get_all_study_summaries(store, include_best_trial=False)]
     name = study or cfg.get("study_name")
     if name is None:

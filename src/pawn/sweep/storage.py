@@ -195,9 +195,12 @@ _PATIENT_METHODS = (
     "get_trial_user_attrs", "get_trial_system_attrs", "get_all_studies", "create_new_trial", "set_trial_param",
     "get_trial_param", "set_trial_state_values", "set_trial_intermediate_value", "set_trial_user_attr",
     "set_trial_system_attr", "get_trial_id_from_study_id_trial_number", "get_trial", "get_all_trials",
-    "get_best_trial", "record_heartbeat", "_get_stale_trial_ids")
+    "get_best_trial", "record_heartbeat", "_get_stale_trial_ids", "_create_new_trial", "_get_best_trial_id",
+    "_get_trials", "_set_trial_param")
 """The :class:`~optuna.storages.RDBStorage` methods that reach the database, each of which
-:class:`PatientRDBStorage` retries (``_get_stale_trial_ids``: Optuna's stale-heartbeat check)."""
+:class:`PatientRDBStorage` retries: the public ones, and the private ones Optuna's own callers use
+(``_get_stale_trial_ids``: its stale-heartbeat check; the other four: its ``_CachedStorage``, which
+wraps an ``RDBStorage`` in every study)."""
 
 
 class PatientRDBStorage(RDBStorage):
