@@ -191,7 +191,7 @@ def test_three_pawn_sweep_processes_on_one_postgres_study_finish_exactly_n(postg
     _release(procs, release)
     results = [p.communicate(timeout=900) for p in procs]
     for p, (o, e) in zip(procs, results):
-        assert p.returncode == 0, e[-3000:]
+        assert p.returncode == 0, _why(e)
         assert PASSWORD not in o + e and f"storage: {_shown(url)} (study pretrain)" in o
     trials = _study(url).trials
     done = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -199,6 +199,13 @@ def test_three_pawn_sweep_processes_on_one_postgres_study_finish_exactly_n(postg
     dirs = [t.user_attrs["run_dir"] for t in done]
     assert len(set(dirs)) == n and len({json.dumps(t.params, sort_keys=True) for t in done}) == n
     assert len({t.user_attrs["worker"] for t in done}) >= 2  # the work was shared
+
+
+def _why(stderr: str) -> str:
+    """A failed worker's stderr, short: its lines outside a traceback box, and each frame's
+    ``file:line in function`` of a rich traceback."""
+    keep = [ln for ln in stderr.splitlines() if not ln.lstrip().startswith(("│", "╭", "╰")) or re.search(r"\.py:\d+", ln)]
+    return "\n".join(keep)[-4000:]
 
 
 def _wait_for(url: str, pred, timeout: float = 600) -> list:
@@ -232,7 +239,7 @@ def test_a_worker_killed_mid_trial_is_failed_by_heartbeat_and_retried_by_another
     victim.kill()  # SIGKILL mid-trial: nothing is recorded
     victim.wait()
     o, e = other.communicate(timeout=900)
-    assert other.returncode == 0, e[-3000:]
+    assert other.returncode == 0, _why(e)
     trials = _study(url).trials
     assert trials[killed.number].state == TrialState.FAIL
     retry = [t for t in trials if t.system_attrs.get("failed_trial") == killed.number]
@@ -264,7 +271,7 @@ def test_a_database_restart_is_waited_out_and_a_database_that_stays_down_is_one_
             if p.poll() is None:
                 p.kill()
     for p, (o, e) in zip(procs, results):
-        assert p.returncode == 0, e[-3000:]
+        assert p.returncode == 0, _why(e)
         assert PASSWORD not in o + e
     said = "".join(e for _, e in results)
     assert f"database {_shown(url)} does not answer" in said and f"database {_shown(url)} answers again after" in said, said[-3000:]
@@ -282,6 +289,6 @@ def test_a_database_restart_is_waited_out_and_a_database_that_stays_down_is_one_
             p.kill()
         postgres_server.start()
     last = e.strip().splitlines()[-1]
-    assert p.returncode == 2 and "Traceback" not in e, e[-3000:]
+    assert p.returncode == 2 and "Traceback" not in e, _why(e)
     assert last.startswith(f"error: database {_shown(url)} did not answer for ") and "(--db-retry-s 5)" in last, last
     assert PASSWORD not in o + e
