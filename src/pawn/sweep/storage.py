@@ -112,7 +112,11 @@ def transient(e: BaseException) -> bool:
         return False
     if isinstance(db, sqlalchemy.exc.DBAPIError) and db.connection_invalidated:
         return True
-    if not isinstance(db, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+    # a dropped connection surfaces as the driver's OperationalError / InterfaceError, or, for a
+    # session that was in a transaction on it, as SQLAlchemy's own "roll back first" and
+    # disconnection errors; a pool with no connection to give waits, then times out
+    if not isinstance(db, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, sqlalchemy.exc.DisconnectionError,
+                           sqlalchemy.exc.PendingRollbackError, sqlalchemy.exc.TimeoutError)):
         return False
     msg = str(getattr(db, "orig", None) or db).lower()
     return not any(w in msg for w in _PERMANENT)
