@@ -292,3 +292,32 @@ def test_a_database_restart_is_waited_out_and_a_database_that_stays_down_is_one_
     assert p.returncode == 2 and "Traceback" not in e, _why(e)
     assert last.startswith(f"error: database {_shown(url)} did not answer for ") and "(--db-retry-s 5)" in last, last
     assert PASSWORD not in o + e
+
+
+def test_what_a_worker_waits_for_and_what_it_reports_at_once():
+    """The errors of a server that is down for a while (a dropped or refused connection, the
+    "roll back first" of a session whose connection dropped, as Optuna re-raises it) are waited
+    for; a refused login, a missing database, a constraint or a plain bug are not."""
+    import sqlalchemy.exc as sa
+
+    from pawn.sweep.storage import transient
+
+    def wrapped(e: BaseException) -> BaseException:
+        try:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+        except optuna.exceptions.StorageInternalError as outer:
+            return outer
+
+    def op(msg: str) -> sa.OperationalError:
+        return sa.OperationalError("SELECT 1", {}, Exception(msg))
+
+    waited = [op("server closed the connection unexpectedly"), op('connection to server at "10.0.0.5", port 5432 failed: '
+              "Connection refused"), op("terminating connection due to administrator command"),
+              op("FATAL: the database system is starting up"),
+              wrapped(sa.PendingRollbackError("Can't reconnect until invalid transaction is rolled back."))]
+    at_once = [op('FATAL: password authentication failed for user "pawn"'), op('FATAL: database "x" does not exist'),
+               op('could not translate host name "db.nowhere" to address: Name or service not known'),
+               wrapped(sa.IntegrityError("INSERT", {}, Exception("duplicate key"))), ValueError("a bug"),
+               wrapped(sa.ProgrammingError("SELECT", {}, Exception('relation "studies" does not exist')))]
+    assert [transient(e) for e in waited] == [True] * len(waited)
+    assert [transient(e) for e in at_once] == [False] * len(at_once)
