@@ -150,3 +150,39 @@ def tiny_backbone(tmp_path_factory) -> Path:
     save_checkpoint(d, {k: np.asarray(v) for k, v in m.params().items()}, cfg,
                     run_config={"prepend_outcome": False, "seq_len": 128})
     return d
+
+
+ALLOW_MISSING_POSTGRES_ENV = "PAWN_ALLOW_MISSING_POSTGRES"
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server for this test session (:mod:`tests._postgres`: a cluster in a
+    temporary folder from the machine's own ``postgresql`` package, on a free loopback port),
+    stopped and removed at the end, and the ``psycopg2`` driver (the test extra). Fails when the
+    server binaries or the driver are missing, unless ``PAWN_ALLOW_MISSING_POSTGRES=1`` asks for a
+    skip (a machine without the package)."""
+    import importlib.util
+    import shutil
+
+    from _postgres import start_server
+
+    def missing(msg: str):
+        if os.environ.get(ALLOW_MISSING_POSTGRES_ENV) == "1":
+            pytest.skip(msg)
+        pytest.fail(f"{msg} ({ALLOW_MISSING_POSTGRES_ENV}=1 skips these tests instead)", pytrace=False)
+
+    if importlib.util.find_spec("psycopg2") is None:
+        missing("the PostgreSQL driver psycopg2 is not installed: pip install 'pawn[test]' (psycopg2-binary)")
+    try:
+        server = start_server()
+    except FileNotFoundError as e:
+        missing(str(e))
+    try:
+        yield server
+    finally:
+        try:
+            server.stop("immediate")
+        except Exception:  # already stopped by a test that failed half way
+            pass
+        shutil.rmtree(server.home, ignore_errors=True)

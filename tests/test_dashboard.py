@@ -232,7 +232,10 @@ def test_links_out_of_the_root_are_not_followed(tmp_path):
         assert [g["headers"]["Event"] for g in d["games"]] == ["kept-inside"]
         assert d["evals"] == []
         tiny = next(r for r in d["runs"] if r["label"] == "tiny")
-        assert [Path(e["path"]).name for e in tiny["evals"]] == ["eval.json"]
+        assert [Path(e["path"]).name for e in tiny["evals"] if e["kind"] != "unreadable"] == ["eval.json"]
+        assert [(Path(e["path"]).name, e["report"]["cannot read"]) for e in tiny["evals"] if e["kind"] == "unreadable"] == [
+            ("eval-linked.json", f"{root / 'tiny' / 'eval-linked.json'}: a symbolic link out of {(root / 'tiny').resolve()}; not read")]
+        assert "outside" not in json.dumps(tiny["evals"])  # where the link leads is not shown
         for path in ("/run/linked.pgn", "/run/linked-eval.json", "/run/linked-folder", "/run/tiny/eval-linked.json"):
             code, body = _request(base, path, {"Host": base.removeprefix("http://")})
             assert code == 404 and "private-" not in body, path
@@ -300,3 +303,128 @@ def test_one_page_per_folder_and_a_bounded_cache(tmp_path):
         assert _request(base, "/run/adapt-lora", {"Host": base.removeprefix("http://")})[0] == 200
         built_again = [x for x in lines[before:] if "built" in x]
         assert len(built_again) == 1  # the least recently served page was dropped: built again
+
+
+def _odd_eval_files(run: Path) -> dict[str, str]:
+    """Entries named ``eval*.json`` in ``run`` that are no report to read (a copied or downloaded
+    run): a dangling link, a link loop, a FIFO, a link to /dev/zero. Returns name → the words the
+    page's one line about it must hold."""
+    (run / "eval-dangling.json").symlink_to(run / "gone.json")
+    (run / "eval-loop.json").symlink_to(run / "eval-loop.json")
+    os.mkfifo(run / "eval-fifo.json")
+    (run / "eval-zero.json").symlink_to("/dev/zero")
+    return {"eval-dangling.json": "a symbolic link to a file that does not exist; not read",
+            "eval-loop.json": "a symbolic link loop; not read", "eval-fifo.json": "a FIFO (named pipe), not a regular file; not read",
+            "eval-zero.json": f"a symbolic link out of {run.resolve()}; not read"}
+
+
+def _check_odd_evals(d: dict, run: Path, expected: dict[str, str]) -> None:
+    tiny = next(r for r in d["runs"] if r["label"] == "tiny")
+    good = [e for e in tiny["evals"] if e["kind"] != "unreadable"]
+    bad = {Path(e["path"]).name: e["report"]["cannot read"] for e in tiny["evals"] if e["kind"] == "unreadable"}
+    assert [Path(e["path"]).name for e in good] == ["eval.json"] and good[0]["report"]["models"]
+    assert sorted(bad) == sorted(expected)
+    for name, words in expected.items():
+        assert bad[name].startswith(f"{run / name}: ") and words in bad[name] and "\n" not in bad[name], (name, bad[name])
+
+
+def test_odd_eval_files_in_a_run_are_one_line_each_not_the_page(tmp_path):
+    """A dangling link, a link loop, a FIFO and a link to /dev/zero named eval*.json in a run: the
+    report (``pawn report``) and the dashboard's / and /run/<run> still come, at once, each odd
+    file one line on the run's eval cards; the run's real eval.json is shown as before."""
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    expected = _odd_eval_files(root / "tiny")
+    out = tmp_path / "report.html"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    r = subprocess.run([sys.executable, "-m", "pawn.cli", "report", str(root), "-o", str(out)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    _check_odd_evals(page_data(out.read_text()), root / "tiny", expected)
+    with _serving(root, "--port", "0") as proc:
+        base = f"http://127.0.0.1:{_port(proc)}"
+        for path in ("/", "/run/tiny"):
+            code, html = _request(base, path, {"Host": base.removeprefix("http://")})
+            assert code == 200, (path, html[-2000:])
+            _check_odd_evals(page_data(html), root / "tiny", expected)
+
+
+def _http(port: int, method: str, path: str, headers: dict) -> tuple[int, str]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request(method, path, headers=headers)
+        r = conn.getresponse()
+        return r.status, r.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+def _wait_http(port: int) -> None:
+    deadline = time.time() + 60
+    while True:
+        try:
+            _http(port, "GET", "/api/meta", {"Host": f"127.0.0.1:{port}"})
+            return
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _one_trial_study(sweep: Path) -> None:
+    import optuna
+
+    sweep.mkdir()
+    study = optuna.create_study(study_name="lora", storage=f"sqlite:///{sweep / 'study.db'}", direction="minimize")
+    study.add_trial(optuna.trial.create_trial(params={"lr": 1e-3}, distributions={
+        "lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)}, value=3.25))
+
+
+def test_the_served_study_obeys_the_host_rule_and_is_read_only(tmp_path):
+    """optuna-dashboard beside the page (``--sweep``): what a DNS-rebinding page sends — its own
+    name as Host, its own Origin — gets 421 / 403, not the study; and from this machine's own
+    names the study is read (200) but not deleted, renamed or noted (405): ``study.db`` keeps the
+    study and its trial. ``--sweep-writable`` lets the same DELETE through."""
+    pytest.importorskip("optuna_dashboard", reason="the dashboard extra: pip install 'pawn[dashboard]'")
+    import optuna
+
+    sweep = tmp_path / "sweep"
+    _one_trial_study(sweep)
+    root = tmp_path / "runs"
+    shutil.copytree(V1_RUNS, root)
+    free = _free_port()
+    with _serving(root, "--port", "0", "--sweep", str(sweep), "--sweep-port", str(free)) as proc:
+        line = proc.stdout.readline()
+        assert line.rstrip().endswith(f"on http://localhost:{free}/ (read-only)"), line
+        _wait_http(free)
+        own = {"Host": f"127.0.0.1:{free}"}
+        for method in ("GET", "DELETE"):
+            code, body = _http(free, method, "/api/studies", {"Host": f"attacker.example:{free}"})
+            assert code == 421 and "lora" not in body and "attacker.example" in body, (method, code, body)
+            code, body = _http(free, method, "/api/studies/1", {**own, "Origin": "http://attacker.example"})
+            assert code == 403 and "lora" not in body, (method, code, body)
+        code, body = _http(free, "GET", "/api/studies", {**own, "Origin": f"http://localhost:{free}"})
+        assert code == 200 and [s["study_name"] for s in json.loads(body)["study_summaries"]] == ["lora"]
+        for method, path in (("DELETE", "/api/studies/1"), ("POST", "/api/studies/1/rename"),
+                             ("PUT", "/api/studies/1/note"), ("POST", "/api/studies")):
+            code, body = _http(free, method, path, {**own, "Content-Type": "application/json"})
+            assert code == 405 and "read-only" in body and "--sweep-writable" in body, (method, path, code, body)
+    study = optuna.load_study(study_name="lora", storage=f"sqlite:///{sweep / 'study.db'}")
+    assert [t.value for t in study.trials] == [3.25]
+    free = _free_port()
+    with _serving(root, "--port", "0", "--sweep", str(sweep), "--sweep-port", str(free), "--sweep-writable") as proc:
+        assert "(read-only)" not in proc.stdout.readline()
+        _wait_http(free)
+        assert _http(free, "DELETE", "/api/studies/1", {"Host": f"attacker.example:{free}"})[0] == 421
+        assert _http(free, "DELETE", "/api/studies/1", {"Host": f"localhost:{free}"})[0] == 204
+    assert optuna.get_all_study_names(f"sqlite:///{sweep / 'study.db'}") == []

@@ -331,3 +331,26 @@ def _with_enospc(env: dict | None) -> dict | None:
     if env is None:
         return None
     return {**env, "PYTHONPATH": os.pathsep.join([str(ENOSPC_DIR), *sys.path])}
+
+
+# ------------------------------------------------------------------------------------ 0-byte archive
+@pytest.mark.parametrize("suffix", [".zst", ".gz", ".bz2"])
+def test_a_zero_byte_archive_in_a_folder_of_months_is_refused_by_name(shared_data: Path, tmp_path: Path, suffix: str):
+    """A month that failed to download at byte 0 is no archive (``zstd -t``/``gzip -t``/``bzip2 -t``
+    refuse it): ``pawn data info`` on the folder names it and caches nothing, instead of reading it
+    as a month without games."""
+    d = tmp_path / "months"
+    d.mkdir()
+    (d / "lichess_db_standard_rated_2021-09.pgn.zst").write_bytes(_zst((shared_data / "lichess" / DUMP).read_bytes()))
+    empty = d / f"lichess_db_standard_rated_2021-10.pgn{suffix}"
+    empty.write_bytes(b"")
+    cache = tmp_path / "cache"
+    r = _pawn("data", "info", str(d), "--cache-dir", str(cache), "--min-ply", "1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    codec = {".zst": "zstd", ".gz": "gzip", ".bz2": "bzip2"}[suffix]
+    assert r.stderr.strip() == (f"error: {empty}: empty (0 bytes): not a {codec} file, whatever its name (a download "
+                                f"that failed at its start? `{codec} -t` tests a file)"), r.stderr
+    assert _cache_entries(cache) == []
+    # the same file read alone (pawn eval --pgn, read_pgn_bytes) is refused the same way
+    with pytest.raises(DataError, match=r"empty \(0 bytes\)"):
+        read_pgn_bytes(empty)

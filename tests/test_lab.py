@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -588,7 +589,9 @@ def test_two_adapter_runs_compare_on_the_pareto_front(server, tmp_path, tiny_bac
     larger one only when its val loss is lower."""
     from pawn.runs import open_run
 
-    common = {"backbone": str(tiny_backbone), "data": str(lichess_pgns[0]), "epochs": 2, "steps_per_epoch": 4,
+    games = tmp_path / lichess_pgns[0].name  # the runs root holds every path a config names
+    shutil.copy2(lichess_pgns[0], games)
+    common = {"backbone": str(tiny_backbone), "data": str(games), "epochs": 2, "steps_per_epoch": 4,
               "batch_size": 8, "seq_len": 64, "val_games": 50, "max_games": 400}
     runs = {}
     for name, cfg in (("lora", {"strategy": "lora", "lora_rank": 2}), ("bottleneck", {"strategy": "bottleneck", "bottleneck_dim": 8})):
@@ -608,3 +611,78 @@ def test_two_adapter_runs_compare_on_the_pareto_front(server, tmp_path, tiny_bac
     assert cmp["pareto"] == [small["run"]] + ([large["run"]] if large["value"] < small["value"] else [])
     assert {r["run"] for r in call(server, "lab_runs", root=str(tmp_path), kind="adapt", tag="adapters")["runs"]} == {
         str(p) for p in runs.values()}
+
+
+def test_stop_names_the_run_folder_its_process_was_started_for(tmp_path):
+    """A verbatim copy of a live run's ``lab.json`` (token, start tick and all) in another folder:
+    ``lab_stop`` on the copy, through a real ``pawn lab`` process, refuses in one line and the run
+    lives on; ``lab_stop`` on the run's own folder stops it."""
+    import signal
+
+    from pawn.lab import procs
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    genuine = procs.spawn(root / "genuine", "pretrain", sleeper)
+    try:
+        (root / "copy").mkdir()
+        shutil.copy2(root / "genuine" / "lab.json", root / "copy" / "lab.json")
+        listed = _lab_over_stdio(root, [("lab_stop", {"run": "copy"}), ("lab_runs", {"root": "."}),
+                                        ("lab_stop", {"run": "genuine"})])
+        msg = _error_text(listed[0])
+        assert "is not one pawn lab started here" in msg and f"is for the run folder {(root / 'genuine').resolve()}" in msg \
+            and "nothing was signalled" in msg, msg
+        assert genuine["run_dir"] == str((root / "genuine").resolve())
+        rows = {Path(r["run"]).name: r["state"] for r in listed[1].structured_content["runs"]}
+        # no records yet: alive is "starting", gone is "failed" — the copy's record names no live process of its own
+        assert rows == {"genuine": "starting", "copy": "failed"}, rows
+        stopped = listed[2]
+        assert not stopped.is_error and stopped.structured_content["pid"] == genuine["pid"], stopped
+        status = _reap(genuine["pid"])
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+        genuine = None
+    finally:
+        if genuine is not None:
+            os.kill(genuine["pid"], signal.SIGKILL)
+            _reap(genuine["pid"])
+
+
+def test_path_settings_in_a_config_are_held_to_the_runs_root(tmp_path):
+    """Every path-valued setting of a ``lab_start`` / ``lab_sweep`` config (a pretraining corpus
+    folder, an adapter's cache, a sweep's compilation cache, storage and JSON output) that
+    resolves outside ``pawn lab --dir`` — absolute, through ``..``, or through a link — is refused
+    in one line through a real ``pawn lab`` process, and nothing is started or written inside or
+    outside; a database URL as storage is no path and passes this check."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    toy = {**TOY, "total_steps": 20}
+    adapt = {"strategy": "lora", "backbone": "bb", "data": "games.pgn"}
+    sweep = {"run_type": "pretrain", "trials": 1}
+    cases = [
+        ("lab_start", {"command": "pretrain", "out": "p1", "config": {**toy, "corpus_dir": str(outside / "corpus")}}, "corpus_dir"),
+        ("lab_start", {"command": "pretrain", "out": "p2", "config": {**toy, "corpus_dir": "../outside/corpus"}}, "corpus_dir"),
+        ("lab_start", {"command": "pretrain", "out": "p3", "config": {**toy, "corpus_dir": "link/corpus"}}, "corpus_dir"),
+        ("lab_start", {"command": "pretrain", "out": "p4", "config": {**toy, "init_from": str(outside)}}, "init_from"),
+        ("lab_start", {"command": "adapt", "out": "a1", "config": {**adapt, "cache_dir": str(outside / "cache")}}, "cache_dir"),
+        ("lab_start", {"command": "adapt", "out": "a2", "config": {**adapt, "data": str(outside / "games.pgn")}}, "data"),
+        ("lab_sweep", {"out": "s1", "config": {**sweep, "compilation_cache": str(outside / "jax")}}, "compilation_cache"),
+        ("lab_sweep", {"out": "s2", "config": {**sweep, "storage": f"sqlite:///{outside / 'study.db'}"}}, "storage"),
+        ("lab_sweep", {"out": "s3", "config": {**sweep, "json_out": "link/trials.json"}}, "json_out"),
+        ("lab_sweep", {"out": "s4", "config": {**sweep, "base_config": str(outside / "base.toml")}}, "base_config"),
+    ]
+    results = _lab_over_stdio(root, [(tool, args) for tool, args, _ in cases])
+    where = f"outside the lab's runs root {root}"
+    for (tool, args, key), res in zip(cases, results):
+        msg = _error_text(res)
+        assert f"config: {key} " in msg and where in msg and "nothing was done" in msg, (key, msg)
+    assert sorted(p.name for p in root.iterdir()) == ["link"] and list(outside.iterdir()) == []
+    from pawn.lab import tools
+
+    assert tools._config_path("storage", "postgresql://u:pw@db.example/pawn") is None
+    assert tools._config_path("compilation_cache", "none") is None
+    assert set(tools.path_fields("sweep")) >= {"data", "storage", "compilation_cache", "json_out", "space", "base_config"}
+    assert set(tools.path_fields("pretrain")) >= {"corpus_dir", "init_from"}
+    assert set(tools.path_fields("adapt")) >= {"backbone", "data", "cache_dir", "init_from"}

@@ -517,6 +517,61 @@ def _read_json(path: Path) -> Optional[Any]:
         return None
 
 
+MAX_REPORT_BYTES = 20 * 2**20
+"""The largest file a run's report reader reads (:func:`read_file_within`); an eval report is a few KiB."""
+
+
+def read_file_within(path: str | os.PathLike, within: str | os.PathLike, max_bytes: int = MAX_REPORT_BYTES) -> bytes:
+    """The bytes of ``path`` when it is a regular file (a symbolic link to one is followed) that
+    resolves inside the folder ``within`` and holds at most ``max_bytes`` bytes.
+
+    The file is opened without blocking (``O_NONBLOCK``) and checked with ``fstat`` on the open
+    descriptor, so a FIFO or device met here (one swapped in after a check too) is refused instead
+    of being waited on or read without end; at most ``max_bytes + 1`` bytes are ever read.
+
+    Raises:
+        RunError: one line naming ``path`` and why: a link that leads nowhere, a link loop, a link
+            out of ``within``, not a regular file (FIFO, device, socket, folder), larger than
+            ``max_bytes``, or unreadable.
+    """
+    import stat as _stat
+
+    p = Path(path)
+    try:
+        real = Path(os.path.realpath(p, strict=True))
+    except OSError as e:
+        import errno as _errno
+
+        if e.errno == _errno.ELOOP:
+            raise RunError(f"{p}: a symbolic link loop; not read") from None
+        if e.errno == _errno.ENOENT and os.path.islink(p):
+            raise RunError(f"{p}: a symbolic link to a file that does not exist; not read") from None
+        raise RunError(f"{p}: cannot be read ({e.strerror or e})") from None
+    home = Path(os.path.realpath(within))
+    if real != home and home not in real.parents:
+        raise RunError(f"{p}: a symbolic link out of {home}; not read")  # where it leads is not shown
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        raise RunError(f"{p}: cannot be read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode):
+            what = ("a FIFO (named pipe)" if _stat.S_ISFIFO(st.st_mode) else "a device" if _stat.S_ISCHR(st.st_mode)
+                    or _stat.S_ISBLK(st.st_mode) else "a socket" if _stat.S_ISSOCK(st.st_mode) else
+                    "a folder" if _stat.S_ISDIR(st.st_mode) else "not a regular file")
+            raise RunError(f"{p}: {what}, not a regular file; not read")
+        if st.st_size > max_bytes:
+            raise RunError(f"{p}: {st.st_size:,} bytes, more than the {max_bytes:,} read; not read")
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as e:
+            raise RunError(f"{p}: cannot be read ({e.strerror or e})") from None
+    if len(data) > max_bytes:  # grew since fstat
+        raise RunError(f"{p}: more than the {max_bytes:,} bytes read; not read")
+    return data
+
+
 def _is_run_dir(path: Path) -> bool:
     return (path / METRICS_FILE).is_file() and (path / CONFIG_FILE).is_file()
 
@@ -816,13 +871,40 @@ class Run:
 
     def eval_reports(self) -> list[tuple[Path, dict]]:
         """The ``eval*.json`` reports kept in the run directory (``pawn eval --json``), oldest
-        first; unreadable files are left out."""
-        out = []
-        for p in sorted(self.path.glob("eval*.json"), key=lambda q: q.stat().st_mtime):
-            d = _read_json(p)
+        first; files that cannot be read are left out (:meth:`unreadable_reports` names them)."""
+        return self._scan_reports()[0]
+
+    def unreadable_reports(self) -> list[tuple[Path, str]]:
+        """The ``eval*.json`` entries of the run directory that :meth:`eval_reports` leaves out, each
+        with one line saying why (:func:`read_file_within`: a dangling link, a link loop, a link out
+        of the run, a FIFO or device, over :data:`MAX_REPORT_BYTES`; or not JSON), by name."""
+        return self._scan_reports()[1]
+
+    def _scan_reports(self) -> tuple[list[tuple[Path, dict]], list[tuple[Path, str]]]:
+        def mtime(q: Path) -> float:
+            try:
+                return q.lstat().st_mtime
+            except OSError:
+                return 0.0
+
+        good: list[tuple[Path, dict]] = []
+        bad: list[tuple[Path, str]] = []
+        try:
+            found = sorted(self.path.glob("eval*.json"), key=lambda q: (mtime(q), q.name))
+        except OSError as e:
+            return [], [(self.path, f"{self.path}: cannot be listed ({e.strerror or e})")]
+        for p in found:
+            try:
+                d = json.loads(read_file_within(p, self.path))
+            except RunError as e:
+                bad.append((p, str(e)))
+                continue
+            except (ValueError, UnicodeDecodeError) as e:
+                bad.append((p, f"{p}: not JSON ({' '.join(str(e).split())[:120]})"))
+                continue
             if isinstance(d, dict):
-                out.append((p, d))
-        return out
+                good.append((p, d))
+        return good, sorted(bad, key=lambda x: x[0].name)
 
 
 def open_run(path: str | os.PathLike) -> Run:
@@ -911,5 +993,7 @@ def discover_runs(root: str | os.PathLike) -> list[Run]:
     return found
 
 
-__all__ = ["RUN_ID_FIELD", "RunIdentity", "new_run_id", "run_identity", "SCHEMA_VERSION", "MOVE_DECISIONS_SCHEMA", "POSITIONS", "positions_of", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo", "open_run", "discover_runs", "run_of_checkpoint",
-           "read_records", "parse_bytes", "parse_record", "parse_records", "record_line", "writable_fields", "last_per_step"]
+__all__ = ["MAX_REPORT_BYTES", "read_file_within", "RUN_ID_FIELD", "RunIdentity", "new_run_id", "run_identity", "SCHEMA_VERSION",
+           "MOVE_DECISIONS_SCHEMA", "POSITIONS", "positions_of", "Record", "Run", "RunError", "RunStatus", "CheckpointInfo",
+           "open_run", "discover_runs", "run_of_checkpoint", "read_records", "parse_bytes", "parse_record", "parse_records",
+           "record_line", "writable_fields", "last_per_step"]

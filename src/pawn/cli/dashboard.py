@@ -16,9 +16,16 @@ def command(
                                       show_envvar=True)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535, envvar="PAWN_DASHBOARD_PORT",
                                       show_envvar=True)] = 8050,
-    sweep: Annotated[Optional[Path], typer.Option(help="A pawn sweep --out: also serve its study with optuna-dashboard "
-                                                       "(history, parallel coordinates, importance; the dashboard extra).",
-                                                  envvar="PAWN_DASHBOARD_SWEEP", show_envvar=True)] = None,
+    sweep: Annotated[Optional[str], typer.Option(help="A pawn sweep --out, or the --storage URL its workers share "
+                                                      "(postgresql://USER@HOST/DB; the password from PGPASSWORD or "
+                                                      "~/.pgpass): also serve its study with optuna-dashboard (history, "
+                                                      "parallel coordinates, importance; the dashboard extra), read-only, "
+                                                      "under the same Host/Origin rule as this page.",
+                                                 envvar="PAWN_DASHBOARD_SWEEP", show_envvar=True)] = None,
+    sweep_writable: Annotated[bool, typer.Option("--sweep-writable", envvar="PAWN_DASHBOARD_SWEEP_WRITABLE",
+                                                 show_envvar=True,
+                                                 help="Let optuna-dashboard's page change the study (notes, renames, "
+                                                      "deleting it); by default it only reads.")] = False,
     sweep_port: Annotated[Optional[int], typer.Option(help="optuna-dashboard's port (default: --port + 1).",
                                                       envvar="PAWN_DASHBOARD_SWEEP_PORT", show_envvar=True)] = None,
     refresh_s: Annotated[float, typer.Option(help="How often an open page checks for new records (s).", min=1.0,
@@ -34,8 +41,8 @@ def command(
     shows every run, /run/PATH the runs under ROOT/PATH. A page is rebuilt when a metrics.jsonl
     (or study, PGN, eval report) is newer, and an open page reloads itself then. Only requests
     naming this server's own host names (and --allow-host names) are answered, so another web site
-    cannot read the report through DNS rebinding. --sweep OUT hands that sweep's study to
-    optuna-dashboard. Ctrl-C stops it (exit 0). Needs plotly (extras pawn\\[report];
+    cannot read the report through DNS rebinding. --sweep OUT (or a database URL) hands that
+    sweep's study to optuna-dashboard, read-only unless --sweep-writable, under the same rule. Ctrl-C stops it (exit 0). Needs plotly (extras pawn\\[report];
     pawn\\[dashboard] adds optuna-dashboard)."""
     from pawn.report import require_plotly
     from pawn.report.server import make_server, serve, start_optuna_dashboard
@@ -47,10 +54,12 @@ def command(
     shown = "localhost" if host in ("127.0.0.1", "::1", "localhost") else host
     if sweep is not None:
         try:
-            url, _ = start_optuna_dashboard(sweep, host, sweep_port if sweep_port is not None else bound + 1)
+            url, _ = start_optuna_dashboard(sweep, host, sweep_port if sweep_port is not None else bound + 1,
+                                            allow_hosts=allow_host or (), writable=sweep_writable)
         except BaseException:
             server.server_close()
             raise
-        typer.echo(f"optuna-dashboard: {url} on http://{shown}:{sweep_port if sweep_port is not None else bound + 1}/")
+        typer.echo(f"optuna-dashboard: {url} on http://{shown}:{sweep_port if sweep_port is not None else bound + 1}/"
+                   + ("" if sweep_writable else " (read-only)"))
     typer.echo(f"pawn dashboard: http://{shown}:{bound}/ (runs under {root}; Ctrl-C stops)", err=False)
     serve(server, log=lambda m: typer.echo(m, err=True))

@@ -9,9 +9,10 @@ import typer
 
 
 def command(
-    paths: Annotated[List[Path], typer.Argument(help="Run directories, folders of runs (searched recursively), a sweep's "
-                                                     "--out (study.db), PGN files, pawn eval/bench --json files.",
-                                                metavar="PATH...")],
+    paths: Annotated[List[str], typer.Argument(help="Run directories, folders of runs (searched recursively), a sweep's "
+                                                    "--out (study.db), PGN files, pawn eval/bench --json files, or the "
+                                                    "database URL a sweep's workers share (postgresql://USER@HOST/DB).",
+                                               metavar="PATH...")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write.")] = Path("report.html"),
     title: Annotated[Optional[str], typer.Option(help="Page title (default: the run's name or the number of runs).")] = None,
     checkpoint: Annotated[Optional[str], typer.Option(

@@ -64,8 +64,12 @@ def sweep(s: SweepSettings) -> None:
         typer.echo(f"best: trial {res.best['number']} val loss {res.best['value']:.4f} ({_fmt_params(res.best['params'])})")
     if res.best_config is not None:
         typer.echo(f"best config: {res.best_config} (pawn {res.command} --config {res.best_config} --out DIR)")
-    typer.echo(f"storage: {res.storage} (study {res.study.study_name})")
-    write_json(s.json_out, {"study": res.study.study_name, "storage": res.storage, "settings": json.loads(s.model_dump_json()),
+    from pawn.sweep.storage import shown_url
+
+    shown = shown_url(res.storage)  # a database password is neither printed nor written
+    settings = {**json.loads(s.model_dump_json()), **({"storage": shown_url(s.storage)} if s.storage else {})}
+    typer.echo(f"storage: {shown} (study {res.study.study_name})")
+    write_json(s.json_out, {"study": res.study.study_name, "storage": shown, "settings": settings,
                             "best": res.best, "best_config": str(res.best_config) if res.best_config else None,
                             "trials": res.trials})
     if counts["COMPLETE"] == 0:

@@ -150,6 +150,12 @@ class _Opened:
         self.path = path
         self.raw: BinaryIO = open(path, "rb") if raw is None else raw
         codec = codec_of(path)
+        if codec is not None and os.fstat(self.raw.fileno()).st_size == 0:
+            # a 0-byte file holds no frame, member or stream header: `zstd -t`, `gzip -t` and
+            # `bzip2 -t` refuse it, while the decoders here would read it as no games
+            self.raw.close()
+            raise DataError(f"{path}: empty (0 bytes): not a {codec} file, whatever its name (a download that failed "
+                            f"at its start? `{codec} -t` tests a file)")
         if codec is None:
             self.stream: BinaryIO = self.raw
         elif codec == "zstd":

@@ -4,7 +4,8 @@ State lives in the run directories only: ``lab.json`` (written atomically before
 starts and rewritten when it is resumed or seen to exit) holds the process id, the process's
 start time in clock ticks since boot (``/proc/PID/stat`` field 22) and the boot's id
 (``/proc/sys/kernel/random/boot_id``), a random token the process was started with in its
-environment (:data:`TOKEN_ENV`), the command and argv, the start time (ISO 8601, UTC), the tags
+environment (:data:`TOKEN_ENV`), the run folder it was started for (``run_dir``, also in its
+environment, :data:`RUN_DIR_ENV`), the command and argv, the start time (ISO 8601, UTC), the tags
 and the visible devices. A lab server that restarts reads them again; there is no lab-wide state
 and no recovery step. The process's stdout and stderr go to ``lab.log`` beside it.
 
@@ -15,8 +16,10 @@ it, spec ``training-and-adapters.md`` §1.10).
 A ``lab.json`` is only a claim: a run folder may be copied, downloaded or written by someone
 else. A process counts as the run's (:func:`alive`, :func:`stop`) only when it is this server's
 own child, or — read from ``/proc`` — it started in this boot at the recorded clock tick, leads
-its own process group, and carries the recorded token in its environment. Anything else is never
-signalled.
+its own process group, and carries the recorded token in its environment; and only for the folder
+it was started for: the ``lab.json`` must sit in its recorded ``run_dir`` (a verbatim copy of a
+live run's record in another folder names that run's process, which is not this folder's).
+Anything else is never signalled.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ LOG_FILE = "lab.log"
 """The started process's stdout and stderr (appended to on resume)."""
 CONFIG_FILE = "lab-config.json"
 """The validated settings a run was started with, passed to the command as ``--config``."""
+RUN_DIR_ENV = "PAWN_LAB_RUN_DIR"
+"""The environment variable holding the run folder (absolute, links resolved) a started process
+was started for, as ``lab.json`` ``run_dir`` records it."""
 TOKEN_ENV = "PAWN_LAB_RUN"
 """The environment variable holding the random token (``lab.json`` ``token``) a started process
 carries, by which a restarted lab recognises it in ``/proc/PID/environ``."""
@@ -109,10 +115,13 @@ def _is_ours(info: dict) -> Optional[bool]:
     pid = info["pid"]
     if info.get("pgid") not in (None, pid):
         return False  # the lab starts every run as the leader of its own group
+    folder = info.get(FOLDER_KEY)
+    if folder is not None and info.get("run_dir") != folder:
+        return False  # a lab.json copied (or moved) from the folder its process was started for
     with _lock:
         child = _children.get(pid)
     if child is not None:
-        return child.poll() is None
+        return child.poll() is None and (folder is None or _resolved(getattr(child, "lab_run_dir")) == folder)
     st = _stat(pid)
     if st is None:
         return False if Path("/proc/self/stat").exists() else None
@@ -129,21 +138,36 @@ def _is_ours(info: dict) -> Optional[bool]:
             return False
     except OSError:
         return False
-    return _environ_has(pid, TOKEN_ENV, token)
+    return _environ_has(pid, TOKEN_ENV, token) and (folder is None or _environ_has(pid, RUN_DIR_ENV, folder))
+
+
+FOLDER_KEY = "_folder"
+"""The key :func:`read_lab` adds to what it returns: the folder (absolute, links resolved) the
+``lab.json`` was read from, which must equal its ``run_dir`` for its process to count as the
+run's (never written back)."""
+
+
+def _resolved(path: Any) -> str:
+    return str(Path(path).resolve())
 
 
 def read_lab(run_dir: Path) -> Optional[dict]:
-    """``run_dir/lab.json``, or None when absent or unreadable."""
+    """``run_dir/lab.json`` with :data:`FOLDER_KEY` set to ``run_dir`` (resolved), or None when
+    absent or unreadable."""
     try:
         data = json.loads((Path(run_dir) / LAB_FILE).read_text("utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    data[FOLDER_KEY] = _resolved(run_dir)
+    return data
 
 
 def write_lab(run_dir: Path, info: dict) -> None:
-    """Write ``run_dir/lab.json`` whole or not at all (:func:`pawn.fileio.write_json`)."""
-    write_json(Path(run_dir) / LAB_FILE, info, what="lab record")
+    """Write ``run_dir/lab.json`` whole or not at all (:func:`pawn.fileio.write_json`), without
+    :data:`FOLDER_KEY`."""
+    write_json(Path(run_dir) / LAB_FILE, {k: v for k, v in info.items() if k != FOLDER_KEY}, what="lab record")
 
 
 def _reap() -> None:
@@ -239,18 +263,20 @@ def spawn(run_dir: Path, command: str, argv: Sequence[str], *, tags: Sequence[st
         LabError: the directory or log cannot be written, or the process cannot start.
     """
     token = secrets.token_hex(16)
-    env = {**os.environ, **device_env(devices), TOKEN_ENV: token}
     run_dir = Path(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         log = open(run_dir / LOG_FILE, "ab")
     except OSError as e:
         raise LabError(f"{run_dir}: cannot write the run directory ({e.strerror or e})") from None
+    folder = _resolved(run_dir)
+    env = {**os.environ, **device_env(devices), TOKEN_ENV: token, RUN_DIR_ENV: folder}
     history = list((previous or {}).get("history") or [])
     if previous and previous.get("pid") is not None:
         history.append({k: previous.get(k) for k in ("pid", "argv", "start", "ended", "exit_code", "devices")})
     info: dict[str, Any] = {
-        "pid": None, "pgid": None, "proc_start": None, "boot_id": boot_id(), "token": token, "command": command, "argv": list(argv), "start": now_iso(),
+        "pid": None, "pgid": None, "proc_start": None, "boot_id": boot_id(), "token": token, "run_dir": folder,
+        "command": command, "argv": list(argv), "start": now_iso(),
         "tags": list(tags), "devices": devices, "log": LOG_FILE, "cwd": os.getcwd(), "host": os.uname().nodename,
         "exit_code": None, "ended": None, "history": history,
     }
@@ -289,6 +315,10 @@ def stop(run_dir: Path, info: Optional[dict], sig: int = signal.SIGTERM) -> int:
     ended = LabError(f"{run_dir}: its process {pid} has already ended")
     if info.get("exit_code") is not None:
         raise ended
+    here = _resolved(run_dir)
+    if isinstance(info.get("run_dir"), str) and info["run_dir"] != here:
+        raise LabError(f"{run_dir}: process {pid} is not one pawn lab started here: its {LAB_FILE} is for the run folder "
+                       f"{info['run_dir']}, not {here} (a copy?); nothing was signalled")
     ours = _is_ours(info)
     if not ours:
         st = _stat(pid)

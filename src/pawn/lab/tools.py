@@ -6,7 +6,9 @@ Runs are read only through :mod:`pawn.runs` (the one run reader); the lab's own 
 ``lab.json`` of each run it started (:mod:`pawn.lab.procs`). Paths given as arguments are taken
 relative to the lab server's working directory, and each must resolve (symbolic links followed)
 inside the lab's runs root (:func:`runs_root`: ``pawn lab --dir``, else the working directory);
-one that does not is refused before anything is read, written or started.
+one that does not is refused before anything is read, written or started. So must every
+path-valued setting in a ``lab_start`` config (:func:`path_fields`: a corpus folder, a cache, a
+study storage file, a JSON output, a compilation cache).
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ RUNS_ROOT: contextvars.ContextVar[Optional[Path]] = contextvars.ContextVar("pawn
 """The runs root of the lab serving the current tool call (set by :mod:`pawn.lab.server` around
 each call); None: the working directory."""
 
-WRITTEN_PATHS = {"sweep": ("storage", "json_out")}
-"""Config keys, per command, naming a file the started command writes: held to the runs root like
-``out`` (a storage URL with a scheme other than a file, e.g. ``postgresql://``, is not a path)."""
+STRING_PATHS = {"sweep": ("storage", "compilation_cache")}
+"""Config keys, per command, of string type that name a path (besides the fields
+:func:`path_fields` finds): a sweep's study storage (a database URL such as ``postgresql://`` is
+no path) and its JAX compilation cache (``none``: no cache)."""
 
 
 def runs_root() -> Path:
@@ -77,20 +80,57 @@ def within_root(value: Any, what: str) -> Path:
     return p
 
 
-def _check_written_paths(command: str, config: dict[str, Any]) -> None:
-    """Hold the config keys of :data:`WRITTEN_PATHS` to the runs root."""
-    for key in WRITTEN_PATHS.get(command, ()):
+def path_fields(command: str) -> tuple[str, ...]:
+    """The settings of ``command`` whose value is a path, each held to the runs root by
+    :func:`lab_start`: the fields tagged :data:`pawn.settings.PATH` (:func:`pawn.settings.fields_with`),
+    the fields typed ``Path``, and :data:`STRING_PATHS` (``out`` and ``resume`` are arguments of
+    their own)."""
+    import typing
+
+    from pawn.settings import PATH, fields_with
+
+    model = settings_model(command)
+    typed = [n for n, f in model.model_fields.items()
+             if f.annotation is Path or Path in typing.get_args(f.annotation)]
+    return tuple(k for k in dict.fromkeys([*fields_with(model, PATH), *typed, *STRING_PATHS.get(command, ())])
+                 if k not in ("out", "resume"))
+
+
+def _config_path(key: str, value: str) -> Optional[str]:
+    """The local path a config value names, or None when it names none (a database or web URL, a
+    compilation cache of ``none``)."""
+    if key == "compilation_cache" and value.strip().lower() == "none":
+        return None
+    for prefix in ("sqlite:///", "journal:"):
+        if value.startswith(prefix):
+            return value[len(prefix):]
+    return None if "://" in value else value
+
+
+def _check_config_paths(command: str, config: dict[str, Any], out: Path) -> None:
+    """Hold every path-valued key of ``config`` (:func:`path_fields`) to the runs root, as the
+    started command will read it: from the working directory, and — a relative value — also from
+    ``out``, where its config file lies (:func:`pawn.settings.resolve_config_paths` reads a
+    relative path that exists beside the file from there).
+
+    Raises:
+        LabError: ``config: KEY 'VALUE': resolves to …, outside the lab's runs root …``.
+    """
+    for key in path_fields(command):
         v = config.get(key)
-        if not isinstance(v, str) or not v:
+        if not isinstance(v, (str, os.PathLike)) or not str(v):
             continue
-        if key == "storage":
-            if v.startswith("sqlite:///"):
-                v = v[len("sqlite:///"):]
-            elif v.startswith("journal:"):
-                v = v[len("journal:"):]
-            elif "://" in v:
-                continue
-        within_root(v, f"config: {key}")
+        p = _config_path(key, str(v))
+        if p is None:
+            continue
+        within_root(p, f"config: {key}")
+        if not os.path.isabs(p):
+            beside = Path(os.path.abspath(out)) / p
+            root = runs_root()
+            where = beside.resolve()
+            if where != root and root not in where.parents:
+                raise LabError(f"config: {key} {str(v)!r}: resolves to {where} from the run folder {out}, outside the "
+                               f"lab's runs root {root} (pawn lab --dir sets it); nothing was done")
 
 
 def settings_model(command: str) -> type:
@@ -321,11 +361,12 @@ def lab_start(command: str, config: dict[str, Any], out: str, tags: Sequence[str
         ``{"run", "command", "pid", "argv", "log", "lab"}``.
 
     Raises:
-        pawn.settings.SettingsError, LabError, pawn.train.rundir.RunDirError: nothing is started.
+        pawn.settings.SettingsError, LabError, pawn.train.rundir.RunDirError: nothing is started
+            (LabError also for a path-valued setting outside the runs root, :func:`_check_config_paths`).
     """
     out_p = within_root(out, "out")
     settings = validate_config(command, config, str(out_p))
-    _check_written_paths(command, config)
+    _check_config_paths(command, config, out_p)
     procs.device_env(devices)  # a bad devices value fails before anything is written
     _check_out(command, out_p, settings)
     from pawn.fileio import write_json
@@ -614,7 +655,7 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
     import optuna
     from optuna.trial import TrialState
 
-    from pawn.sweep.storage import open_storage, storage_url
+    from pawn.sweep.storage import open_storage, shown_url, storage_url
 
     out_p = within_root(out, "out")
     lab = procs.read_lab(out_p) or {}
@@ -629,18 +670,18 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
         if not lab:
             raise LabError(f"{out_p}: no study yet ({url[len('sqlite:///'):]} does not exist)")
         st = _no_run_yet(out_p, lab)  # started by the lab: starting, or failed before its first trial
-        return {"out": str(out_p), "storage": url, "study": None, "state": st["state"], "reason": st["reason"],
+        return {"out": str(out_p), "storage": shown_url(url), "study": None, "state": st["state"], "reason": st["reason"],
                 "direction": None, "counts": {}, "trials": 0, "best": None, "top": [], "process": process}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    store = open_storage(url)
+    store = open_storage(url, heartbeat_s=None, retry_s=0)  # a reader: no heartbeat thread, no waiting
     names = [s.study_name for s in optuna.study.get_all_study_summaries(store, include_best_trial=False)]
     name = study or cfg.get("study_name")
     if name is None:
         if len(names) != 1:
-            raise LabError(f"{out_p}: {len(names)} studies in {url} ({', '.join(names) or 'none'}); give study")
+            raise LabError(f"{out_p}: {len(names)} studies in {shown_url(url)} ({', '.join(names) or 'none'}); give study")
         name = names[0]
     if name not in names:
-        raise LabError(f"{out_p}: no study {name!r} in {url} (has {', '.join(names) or 'none'})")
+        raise LabError(f"{out_p}: no study {name!r} in {shown_url(url)} (has {', '.join(names) or 'none'})")
     s = optuna.load_study(study_name=name, storage=store)
     trials = s.get_trials(deepcopy=False)
     counts = {state.name: 0 for state in TrialState}
@@ -655,7 +696,7 @@ def lab_sweep_status(out: str, storage: Optional[str] = None, study: Optional[st
                 "steps": t.user_attrs.get("steps")}
 
     state = {"alive": "running", "gone": "ended"}.get(process, "unknown")
-    return {"out": str(out_p), "storage": url, "study": name, "state": state, "reason": None,
+    return {"out": str(out_p), "storage": shown_url(url), "study": name, "state": state, "reason": None,
             "direction": s.direction.name.lower(), "counts": counts, "trials": len(trials),
             "best": row(done[0]) if done else None, "top": [row(t) for t in done[:5]], "process": process}
 

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from pawn.errors import PawnError
 from pawn.report.suite import annotate
-from pawn.runs import Run, RunError, discover_runs, open_run
+from pawn.runs import Run, RunError, discover_runs, open_run, read_file_within
 
 REPORT_FILE = "report.html"
 MAX_JSON_BYTES = 20 * 2**20
@@ -113,7 +113,7 @@ def inside(path: Path, boundary: Optional[Path]) -> bool:
         return True
     try:
         r = Path(path).resolve()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symbolic link loop
         return False
     return r == boundary or boundary in r.parents
 
@@ -125,17 +125,15 @@ def _json_reports(paths: Iterable[Path], skip: set[Path], bounds: dict[Path, Opt
         files = [p] if p.is_file() else sorted(p.rglob("*.json")) if p.is_dir() else []
         for f in files:
             if not inside(f, bounds.get(p)):
-                continue  # a link out of the folder searched: not shown
+                continue  # a link out of the folder searched (or a dangling link, a loop): not shown
             f = f.resolve()
             if (f in seen or f.suffix != ".json" or f.name in _NOT_REPORTS or any(s in f.parents for s in skip)
                     or any(part in _SKIP_DIRS for part in f.parts)):
                 continue
             seen.add(f)
-            try:
-                if f.stat().st_size > MAX_JSON_BYTES:
-                    continue
-                d = json.loads(f.read_text("utf-8"))
-            except (OSError, ValueError):
+            try:  # a regular file only (a FIFO would be waited on for good, /dev/zero read without end)
+                d = json.loads(read_file_within(f, bounds.get(p) or f.parent, MAX_JSON_BYTES))
+            except (RunError, ValueError):
                 continue
             entry = report_entry(f, d)
             if entry is not None:
@@ -213,7 +211,8 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
             variant: Optional[str] = None, top_k: int = 5, log: Any = lambda _m: None,
             within: Optional[str | os.PathLike] = None, verify_checkpoints: bool = True) -> dict[str, Any]:
     """What the report shows of ``paths`` (run directories, folders holding runs, studies, PGN
-    files, eval/bench JSON files), as the JSON-ready dict the page embeds: ``runs`` (one
+    files, eval/bench JSON files, and database URLs (``postgresql://…``) of studies that several
+    machines' workers share), as the JSON-ready dict the page embeds: ``runs`` (one
     :func:`pawn.report.data.run_data` each), ``studies``, ``games``, ``evals`` (files outside the
     runs; only the fields their cards show, :func:`report_fields`), ``labels`` (metric key →
     label), ``compare_default`` (the runs ticked at first: all when at most 6), ``top_moves``
@@ -242,7 +241,8 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
     from pawn.report import games as rgames
     from pawn.report import sweep as rsweep
 
-    roots = [Path(p) for p in paths]
+    urls = [str(p) for p in paths if "://" in str(p)]  # a database several machines' sweep workers share
+    roots = [Path(p) for p in paths if "://" not in str(p)]
     for p in roots:
         if not p.exists():
             raise ReportError(f"{p}: no such file or directory")
@@ -279,9 +279,11 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
         return out
 
     storages = found_inside(rsweep.find_storages, rsweep.storage_file)
-    if storages:
-        log(f"reading {len(storages)} sweep stud{'y' if len(storages) == 1 else 'ies'}")
-    studies = rsweep.read_studies(storages, ids)
+    if storages or urls:
+        log(f"reading {len(storages) + len(urls)} sweep stud{'y' if len(storages) + len(urls) == 1 else 'ies'}")
+    for url in urls:
+        rsweep.open_study_storage(url)  # one line naming it (password hidden) when it cannot be read
+    studies = rsweep.read_studies(storages + urls, ids)
     for s in studies:
         s["figures"] = rsweep.figures(s) if s.get("trials") else []
     pgns = sorted(found_inside(rgames.find_pgns)) if games else []

@@ -424,8 +424,10 @@ def checkpoints(run: Run, verify: bool = True) -> list[dict[str, Any]]:
 def run_evals(run: Run) -> list[dict[str, Any]]:
     """The run's own eval, suite and bench reports (its ``eval*.json`` files,
     :meth:`pawn.runs.Run.eval_reports`) as page entries (:func:`pawn.report.report_entry`: only
-    the fields their cards show); a file that is no such report, or a link to a file outside the
-    run directory, is left out."""
+    the fields their cards show); a file that is no such report is left out, and one that cannot be
+    read (:meth:`pawn.runs.Run.unreadable_reports`: a dangling link, a link loop or a link out of
+    the run, a FIFO or device, an oversized file, not JSON) is an entry of kind ``unreadable`` whose
+    report is the one line saying why, so the card shows it and the rest of the page stands."""
     from pawn.report import inside, report_entry
 
     home = run.path.resolve()
@@ -434,7 +436,14 @@ def run_evals(run: Run) -> list[dict[str, Any]]:
         entry = report_entry(p, d) if inside(p, home) else None
         if entry is not None:
             out.append(entry)
+    out += [unreadable_entry(p, why) for p, why in run.unreadable_reports()]
     return out
+
+
+def unreadable_entry(path: Path, why: str) -> dict[str, Any]:
+    """The page's entry for a report file that cannot be read: ``{"path", "kind": "unreadable",
+    "report": {"cannot read": why}}`` (``why``: one line)."""
+    return {"path": str(path), "kind": "unreadable", "report": {"cannot read": why}}
 
 
 def run_data(run: Run, rid: str, verify_checkpoints: bool = True) -> dict[str, Any]:

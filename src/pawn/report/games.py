@@ -29,15 +29,17 @@ class GamesError(PawnError):
 
 
 def find_pgns(paths: Iterable[Path]) -> list[Path]:
-    """PGN files among ``paths`` (files ending in ``.pgn``) and under the directories among them
-    (recursive), sorted, without duplicates."""
+    """PGN files among ``paths`` (files ending in ``.pgn``) and the regular ``.pgn`` files under the
+    directories among them (recursive; a dangling link, a link loop, a FIFO or device is not one),
+    sorted, without duplicates."""
     out: set[Path] = set()
     for p in paths:
         p = Path(p)
         if p.is_file() and p.suffix.lower() == ".pgn":
             out.add(p.resolve())
         elif p.is_dir():
-            out.update(q.resolve() for q in p.rglob("*.pgn") if "checkpoints" not in q.parts)
+            # regular files only (links followed): a FIFO named *.pgn would be waited on for good
+            out.update(q.resolve() for q in p.rglob("*.pgn") if "checkpoints" not in q.parts and q.is_file())
     return sorted(out)
 
 

@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 
 from pawn.report import ReportError, build_html, collect
 from pawn.report.hosts import host_allowed, host_names, origin_allowed
+from pawn.sweep.storage import shown_url
 
 _WATCHED = ("metrics.jsonl", "study.db")
 _WATCHED_SUFFIXES = (".pgn", ".journal")
@@ -181,6 +182,10 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 8050, every_ms:
                 return self._send(404, f"{e}\n".encode(), "text/plain; charset=utf-8")
             except (BrokenPipeError, ConnectionResetError):
                 return None
+            except Exception as e:  # noqa: BLE001 -- one odd file must not drop the connection: one line, 500
+                cache.log(f"pawn dashboard: {path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+                return self._send(500, f"pawn dashboard could not build {path}: {type(e).__name__}: "
+                                       f"{' '.join(str(e).split())[:300]}\n".encode(), text)
 
     try:
         server = ThreadingHTTPServer((host, port), Handler)
@@ -195,38 +200,95 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 8050, every_ms:
     return server
 
 
-def start_optuna_dashboard(sweep_out: Path, host: str, port: int) -> tuple[str, threading.Thread]:
-    """Serve the study of ``sweep_out`` (its ``study.db`` or journal) with optuna-dashboard
-    (``optuna_dashboard.run_server``) on ``host:port`` in a daemon thread.
+READ_METHODS = ("GET", "HEAD")
+"""The HTTP methods a read-only optuna-dashboard (the default of ``pawn dashboard --sweep``) answers;
+optuna-dashboard changes a study (renames, deletes, notes, tells a trial) only through others."""
+
+
+def guarded_wsgi(app: Callable, names: Sequence[str], writable: bool = False, label: str = "optuna-dashboard") -> Callable:
+    """A WSGI application that passes to ``app`` only what PAWN's own page answers: a ``Host``
+    among ``names`` (else 421) and no foreign ``Origin`` (else 403) (:mod:`pawn.report.hosts`),
+    and, unless ``writable``, only :data:`READ_METHODS` (else 405), so a page on another site can
+    neither read nor change the study, and a served study is read-only unless the user asks."""
+
+    def refuse(start_response, status: str, text: str, extra=()):
+        body = (text + "\n").encode()
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
+                                ("Cache-Control", "no-store"), *extra])
+        return [body]
+
+    def guarded(environ, start_response):
+        host = environ.get("HTTP_HOST")
+        if not host_allowed(host, names):
+            return refuse(start_response, "421 Misdirected Request", f"{label} (pawn dashboard --sweep) answers the host "
+                          f"names {', '.join(names)}, not {host!r} (pawn dashboard --allow-host NAME adds one)")
+        origin = environ.get("HTTP_ORIGIN")
+        if not origin_allowed(origin, names):
+            return refuse(start_response, "403 Forbidden", f"{label}: requests from the page origin {origin!r} are refused")
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        if not writable and method not in READ_METHODS:
+            return refuse(start_response, "405 Method Not Allowed", f"{label}: the study is served read-only ({method} "
+                          "refused); pawn dashboard --sweep-writable lets this page change it", [("Allow", ", ".join(READ_METHODS))])
+        return app(environ, start_response)
+
+    return guarded
+
+
+def start_optuna_dashboard(sweep: str | Path, host: str, port: int, allow_hosts: Sequence[str] = (),
+                           writable: bool = False) -> tuple[str, threading.Thread]:
+    """Serve a study with optuna-dashboard (its WSGI application, ``optuna_dashboard.wsgi``) on
+    ``host:port`` in a daemon thread (the standard library's ``wsgiref`` server, one thread per
+    request), behind :func:`guarded_wsgi`: the Host/Origin rule of PAWN's page
+    (:func:`pawn.report.hosts.host_names` of ``host`` and ``allow_hosts``) and, unless
+    ``writable``, read-only.
+
+    Args:
+        sweep: a ``pawn sweep --out`` folder (its ``study.db`` or journal), or a storage URL
+            (``postgresql://…``, ``mysql://…``, ``sqlite:///…``) several workers share.
 
     Returns:
-        (the storage URL, the thread).
+        (the storage URL, password hidden (:func:`shown_url`); the thread).
 
     Raises:
         ReportError: optuna-dashboard is not installed (names the extra), no study under
-            ``sweep_out``, or the port is taken.
+            ``sweep``, a storage URL that cannot be opened (one line naming it, password hidden),
+            or the port is taken.
+        UsageError: a bad ``allow_hosts`` name.
     """
+    import wsgiref.simple_server
+    from socketserver import ThreadingMixIn
 
-    from pawn.report.sweep import _storage, find_storages
+    from pawn.report.sweep import _storage, find_storages, open_study_storage
 
     if importlib.util.find_spec("optuna_dashboard") is None:
         raise ReportError("--sweep needs optuna-dashboard, which is not installed: pip install 'pawn[dashboard]' "
                           "(or pip install optuna-dashboard)")
-    urls = find_storages([Path(sweep_out)])
-    if not urls:
-        raise ReportError(f"--sweep {sweep_out}: no study.db or journal file there")
-    with socket.socket() as s:  # fail now, in one line, rather than in the thread
-        try:
-            s.bind((host, port))
-        except OSError:
-            raise ReportError(f"--sweep: port {port} on {host} is taken; choose another with --sweep-port") from None
+    names = host_names(host, allow_hosts)
+    if "://" in str(sweep):
+        url = str(sweep)
+        storage = open_study_storage(url)
+    else:
+        urls = find_storages([Path(sweep)])
+        if not urls:
+            raise ReportError(f"--sweep {sweep}: no study.db or journal file there")
+        url, storage = urls[0], _storage(urls[0])
     import optuna_dashboard
 
-    storage = _storage(urls[0])
-    t = threading.Thread(target=optuna_dashboard.run_server, args=(storage,), kwargs={"host": host, "port": port},
-                         daemon=True, name="optuna-dashboard")
+    class Server(ThreadingMixIn, wsgiref.simple_server.WSGIServer):
+        daemon_threads = True
+
+    class Quiet(wsgiref.simple_server.WSGIRequestHandler):
+        def log_message(self, fmt: str, *args) -> None:  # no line per request
+            pass
+
+    try:
+        server = wsgiref.simple_server.make_server(host, port, guarded_wsgi(optuna_dashboard.wsgi(storage), names, writable),
+                                                   server_class=Server, handler_class=Quiet)
+    except OSError:
+        raise ReportError(f"--sweep: port {port} on {host} is taken; choose another with --sweep-port") from None
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True, name="optuna-dashboard")
     t.start()
-    return urls[0], t
+    return shown_url(url), t
 
 
 def serve(server: ThreadingHTTPServer, log: Callable[[str], None] = print) -> None:
@@ -247,4 +309,4 @@ def serve(server: ThreadingHTTPServer, log: Callable[[str], None] = print) -> No
             signal.signal(signal.SIGTERM, old)
 
 
-__all__ = ["stamp", "ReportCache", "make_server", "serve", "start_optuna_dashboard"]
+__all__ = ["stamp", "ReportCache", "make_server", "serve", "READ_METHODS", "guarded_wsgi", "start_optuna_dashboard"]

@@ -13,7 +13,10 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from pawn.errors import PawnError
+from pawn.report import ReportError
 from pawn.runs import RunError, open_run
+from pawn.sweep.storage import one_line, shown_url
 
 JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
 """Journal-storage file endings (as ``pawn sweep --storage`` reads them; ``metrics.jsonl`` is not
@@ -33,7 +36,7 @@ def find_storages(roots: Iterable[Path]) -> list[str]:
             continue
         if not root.is_dir():
             continue
-        found.update(p.resolve() for p in root.rglob("study.db"))
+        found.update(p.resolve() for p in root.rglob("study.db") if p.is_file())  # not a FIFO, a loop
         for suf in (".journal", ".log"):
             for p in root.rglob(f"*{suf}"):
                 if p.is_file() and _is_journal(p):
@@ -57,14 +60,43 @@ def storage_file(url: str) -> Path:
 
 
 def _storage(url: str):
-    import optuna
+    """The storage to read ``url`` through: a journal file's ``JournalStorage``, a database
+    server's storage opened without creating anything (:func:`open_study_storage`), or the URL of
+    a SQLite file as it is."""
+    from pawn.sweep.storage import is_server_url
 
     if url.startswith("journal:"):
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
         return JournalStorage(JournalFileBackend(url[len("journal:"):]))
+    if is_server_url(url):
+        return open_study_storage(url)
     return url
+
+
+def open_study_storage(url: str):
+    """The Optuna storage of a database URL (``postgresql://…``, ``mysql://…``, ``sqlite:///…``),
+    opened to read it (no heartbeat thread, no schema created: a URL naming no study yet is refused).
+
+    Raises:
+        ReportError: one line naming the URL with its password hidden (:func:`shown_url`): a
+            missing driver, a wrong password, an unreachable host, no Optuna study there.
+    """
+    import optuna
+
+    from pawn.sweep.storage import one_line, open_storage
+
+    try:
+        storage = open_storage(url, heartbeat_s=None, retry_s=0, create=False)
+        names = optuna.get_all_study_names(storage)
+    except PawnError as e:
+        raise ReportError(str(e).replace("--storage ", "", 1)) from None
+    except Exception as e:  # noqa: BLE001 -- sqlalchemy's errors: one line
+        raise ReportError(f"{shown_url(url)}: cannot read it ({one_line(e, url)})") from None
+    if not names:
+        raise ReportError(f"{shown_url(url)}: no Optuna study there")
+    return storage
 
 
 def pareto(points: list[tuple[int, float, float]]) -> list[int]:
@@ -102,8 +134,8 @@ def read_studies(urls: Iterable[str], run_ids: Optional[dict[str, str]] = None) 
             storage = _storage(url)
             names = optuna.get_all_study_names(storage)
         except Exception as e:  # a locked or damaged file: the page says so, the report goes on
-            out.append({"name": None, "storage": url, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:200]}",
-                        "trials": []})
+            out.append({"name": None, "storage": shown_url(url), "trials": [],
+                        "error": str(e) if isinstance(e, PawnError) else one_line(e, url)})
             continue
         for name in names:
             study = optuna.load_study(study_name=name, storage=storage)
@@ -131,7 +163,7 @@ def read_studies(urls: Iterable[str], run_ids: Optional[dict[str, str]] = None) 
             best = min(done, key=lambda t: t["value"])["number"] if done else None
             front = pareto([(t["number"], t["trainable_params"], t["value"]) for t in done
                             if isinstance(t["trainable_params"], int)])
-            out.append({"name": name, "storage": url, "direction": study.direction.name,
+            out.append({"name": name, "storage": shown_url(url), "direction": study.direction.name,
                         "user_attrs": dict(study.user_attrs), "trials": trials, "best": best, "pareto": front,
                         "objective_note": _objective_note(study.user_attrs, done)})
     return out

@@ -42,6 +42,7 @@ class SweepSettings(CommandSettings):
     population: int = Field(1, ge=1, description="Train P trials that differ only in lr, weight decay, warm-up and (adapters) init_scale as one vmapped program sharing the batches (pretraining and adapter sweeps; adapters also share the frozen backbone).")
     heartbeat_s: int = Field(60, ge=1, description="Seconds between a running trial's heartbeats (RDB storages).")
     grace_s: int = Field(900, ge=1, description="A trial with no heartbeat for this long (a killed worker) is marked failed and retried once; keep above the first compile time.")
+    db_retry_s: float = Field(300.0, ge=0, description="A server database (PostgreSQL, MySQL) that stops answering (a restart, a network cut) is waited for and retried this many seconds, then the worker stops with one line; 0 stops at once.")
     fail_running: bool = Field(False, description="At start, mark every RUNNING trial FAILED (journal storages have no heartbeat; use only when no other worker runs).")
     compilation_cache: Optional[str] = Field(None, description="JAX persistent compilation cache directory shared by the workers and re-runs of this sweep (trials that differ only in lr, weight decay or warm-up reuse one compiled program); default OUT/jax-cache; 'none' disables it.")
     out: Path = Field(..., description="Sweep directory: the default SQLite storage, one run directory per trial, best_config.json.")

@@ -39,7 +39,7 @@ from pawn.sweep.objective import ask_quietly, failed_elsewhere, log_stale, make_
 from pawn.sweep.settings import SweepSettings
 from pawn.sweep.space import Space, derive, load_space, suggest
 from pawn.sweep.storage import (SharedStudy, creation_lock, fail_running_trials, open_storage, retry_parent,
-                                storage_url)
+                                shown_url, storage_url)
 from pawn.sweep.trials import PretrainTrialRunner, SweepError, TrialRunner, raise_if_interrupted
 
 BEST_CONFIG = "best_config.json"
@@ -103,10 +103,11 @@ def open_study(s: SweepSettings) -> tuple[optuna.Study, str]:
     return shared.study, shared.url
 
 
-def open_shared(s: SweepSettings) -> SharedStudy:
+def open_shared(s: SweepSettings, log: Callable[[str], None] = print) -> SharedStudy:
     """Create the study, or load it when it exists (``load_if_exists``), under the storage's
     creation lock (:func:`pawn.sweep.storage.creation_lock`), with a sampler seeded for this
-    start (:func:`make_sampler` with the study's trial count).
+    start (:func:`make_sampler` with the study's trial count). ``log``: the notes of a server
+    database that does not answer for a while (:class:`pawn.sweep.storage.Patience`).
 
     Raises:
         SweepError: the study exists with another run type or strategy (one line).
@@ -114,8 +115,8 @@ def open_shared(s: SweepSettings) -> SharedStudy:
     """
     url = storage_url(s.storage, s.out)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    with creation_lock(url, s.out):
-        storage = open_storage(url, heartbeat_s=s.heartbeat_s, grace_s=s.grace_s)
+    with creation_lock(url, s.out, s.db_retry_s, log):
+        storage = open_storage(url, heartbeat_s=s.heartbeat_s, grace_s=s.grace_s, retry_s=s.db_retry_s, log=log)
         study = optuna.create_study(study_name=s.resolved_study_name, storage=storage, direction="minimize",
                                     sampler=optuna.samplers.RandomSampler(), pruner=make_pruner(s), load_if_exists=True)
         study = optuna.load_study(study_name=study.study_name, storage=storage, pruner=make_pruner(s),
@@ -125,9 +126,9 @@ def open_shared(s: SweepSettings) -> SharedStudy:
             study.set_user_attr("run_type", s.run_type)
             study.set_user_attr("space", s.space_name)
         elif (attrs.get("run_type"), attrs.get("space")) != (s.run_type, s.space_name):
-            raise SweepError(f"study {s.resolved_study_name!r} in {url} is a {attrs.get('run_type')} sweep over "
+            raise SweepError(f"study {s.resolved_study_name!r} in {shown_url(url)} is a {attrs.get('run_type')} sweep over "
                              f"{attrs.get('space')!r}, not {s.run_type} over {s.space_name!r}; choose another --study-name")
-    return SharedStudy(study, storage, url, s.out, s.grace_s)
+    return SharedStudy(study, storage, url, s.out, s.grace_s, s.db_retry_s, log)
 
 
 _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
@@ -360,7 +361,7 @@ def _run_worker(s: SweepSettings, *, log: Callable[[str], None], runner: TrialRu
     """:func:`run_worker` inside its compilation cache."""
     if "PAWN_SWEEP_WORKER" in os.environ:
         log(f"worker {os.environ['PAWN_SWEEP_WORKER']} (pid {os.getpid()}): {_show_env(dict(os.environ))}")
-    shared = open_shared(s)
+    shared = open_shared(s, log)
     study = shared.study
     with shared.lock():
         if s.fail_running:
