@@ -279,10 +279,10 @@ def collect(paths: Sequence[str | os.PathLike], *, games: bool = True, checkpoin
         return out
 
     storages = found_inside(rsweep.find_storages, rsweep.storage_file)
-    if storages or urls:
-        log(f"reading {len(storages) + len(urls)} sweep stud{'y' if len(storages) + len(urls) == 1 else 'ies'}")
     for url in urls:
         rsweep.open_study_storage(url)  # one line naming it (password hidden) when it cannot be read
+    if storages or urls:
+        log(f"reading {len(storages) + len(urls)} sweep stud{'y' if len(storages) + len(urls) == 1 else 'ies'}")
     studies = rsweep.read_studies(storages + urls, ids)
     for s in studies:
         s["figures"] = rsweep.figures(s) if s.get("trials") else []
