@@ -263,6 +263,15 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
                      hooks=hooks, sinks=sinks)
 
 
+def adapter_val_due(cfg: AdaptSettings, step: int, *, steps_per_epoch: int, total: int) -> bool:
+    """Whether an adapter run of ``cfg`` validates after ``step`` (spec §5): every
+    ``eval_interval`` steps, else every ``val_every``-th epoch of ``steps_per_epoch`` steps; and
+    at the last step (``total``)."""
+    if cfg.eval_interval is not None:
+        return step % cfg.eval_interval == 0 or step == total
+    return step % steps_per_epoch == 0 and ((step // steps_per_epoch) % cfg.val_every == 0 or step == total)
+
+
 def step0_label(strategy: str, init_from: bool) -> str:
     """What the step-0 validation of a fresh adapter run measures: ``the --init-from adapter``,
     ``untrained model`` (a strategy that trains a model from scratch) or ``backbone + identity
@@ -716,10 +725,7 @@ class AdaptTask(Task):
     def val_due(self, s: int) -> bool:
         """Validation after step ``s``: every ``eval_interval`` steps, else every ``val_every``-th
         epoch; and at the last step."""
-        cfg, total, spe = self.cfg, self.data.total, self.data.spe
-        if cfg.eval_interval is not None:
-            return s % cfg.eval_interval == 0 or s == total
-        return s % spe == 0 and ((s // spe) % cfg.val_every == 0 or s == total)
+        return adapter_val_due(self.cfg, s, steps_per_epoch=self.data.spe, total=self.data.total)
 
     def checkpoint_due(self, s: int) -> bool:
         """A step checkpoint after step ``s``: after each validation and every ``checkpoint_interval`` steps."""
@@ -798,4 +804,4 @@ def _rosa_warmup(t: AdaptTask, stop: StopFlag, hooks: Sequence[Hook]) -> Optiona
                      training_state={**t.training_state(0), "rosa": {"phase": rosa.PHASE_TRAIN}})
     return None
 
-__all__ = ["AdaptReuse", "AdaptResult", "AdaptSettings", "AdaptTask", "load_backbone_for", "link_best", "run_adapt", "step0_label"]
+__all__ = ["AdaptReuse", "AdaptResult", "AdaptSettings", "AdaptTask", "adapter_val_due", "load_backbone_for", "link_best", "run_adapt", "step0_label"]

@@ -342,7 +342,15 @@ class PretrainTask(Task):
     def __init__(self, cfg: PretrainConfig, *, reuse: Optional[PretrainReuse] = None, log: Callable[[str], None] = print):
         super().__init__(cfg, log=log)
         self.reuse = reuse
-        self.loss_name = "joint loss" if len(_variant_list(cfg)[1]) > 1 else "loss"
+        self._shape(cfg)
+
+    def _shape(self, cfg: PretrainConfig) -> None:
+        """What the settings alone decide: the variants, the monitored one, the dtype, K."""
+        self.stored_cfg, self.variants = _variant_list(cfg)
+        self.monitored = _monitored(self.stored_cfg, self.variants)
+        self.loss_name = "joint loss" if len(self.variants) > 1 else "loss"
+        self.dtype = None if cfg.dtype == "auto" else cfg.dtype
+        self.k, self.n_proc = cfg.chunk_steps, jax.process_count()
 
     # ---- the resume rule
     def load_candidate(self, d: Path) -> Checkpoint:
@@ -383,15 +391,13 @@ class PretrainTask(Task):
                 a step that does not fit the device's memory.
         """
         cfg, log = self.cfg, self.log
-        self.n_dev, self.n_proc = jax.device_count(), jax.process_count()
+        self.n_dev = jax.device_count()
         if cfg.batch_size % self.n_dev:
             raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {self.n_dev} devices it is sharded over")
+        self._shape(cfg)  # the settings after the resume rule
         self.schedule = cfg.schedule()
-        self.stored_cfg, self.variants = _variant_list(cfg)
         self.init_ck = _load_init_from(cfg, self.stored_cfg)  # before the compile: a wrong checkpoint fails at once
-        self.monitored = _monitored(self.stored_cfg, self.variants)
         self.optimizer = make_optimizer(self.schedule, **cfg.optimizer_kwargs())
-        self.dtype = None if cfg.dtype == "auto" else cfg.dtype
         self.start = int(ck.training_state["step"]) if ck is not None else 0
         self.resume_dir = ck.path if ck is not None else None
         wall_lines: list[str] = []  # printed under the plan line (or here, for a reused program)
@@ -434,6 +440,12 @@ class PretrainTask(Task):
         return init
 
     def open_data(self) -> None:
+        """The training games (:func:`_data_source`: the corpus, built first when missing, or the
+        engine stream) and the validation games (None without ``val_games``).
+
+        Raises:
+            TrainingError: a corpus that does not match the run.
+        """
         cfg = self.cfg
         self.source = _data_source(cfg, self.log)
         self.val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed) if cfg.val_games > 0 else None
