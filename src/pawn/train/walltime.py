@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -140,11 +141,34 @@ def adapter_flops_per_token(cfg, seq_len: int, *, trains_backbone: bool) -> int:
     return full if trains_backbone else full - 2 * param_count(cfg)
 
 
-def measure_matmul_rate(dtype: str = "float32", n: Optional[int] = None, repeats: int = 9) -> float:
+class MatmulRate(float):
+    """A measured FLOP/s (the float itself: the median of the rounds' medians) with its spread:
+    ``low`` and ``high``, the slowest and fastest round's FLOP/s, and ``rounds``."""
+
+    low: float
+    high: float
+    rounds: int
+
+    def __new__(cls, rates: Sequence[float]) -> "MatmulRate":
+        ordered = sorted(rates)
+        self = super().__new__(cls, statistics.median(ordered))
+        self.low, self.high, self.rounds = ordered[0], ordered[-1], len(ordered)
+        return self
+
+    def spread_text(self) -> str:
+        """``"median of 5 rounds, 0.037–0.154 TFLOP/s"``: the figure's spread, for the plan line."""
+        return f"median of {self.rounds} rounds, {self.low / 1e12:.3g}–{self.high / 1e12:.3g} TFLOP/s"
+
+
+def measure_matmul_rate(dtype: str = "float32", n: Optional[int] = None, repeats: int = 5, rounds: int = 5,
+                        gap_s: float = 0.05) -> MatmulRate:
     """FLOP/s of one device of the default backend on a jitted ``[n, n] @ [n, n]`` matmul in
-    ``dtype`` (2·n³ FLOPs a call), the median of ``repeats`` timed calls after two warm-ups. ``n``
-    defaults to 1024 on CPU (≈ 20 ms a call on two cores) and 4096 elsewhere; the whole measurement
-    takes well under a second on a CPU, a few seconds at most with the compile."""
+    ``dtype`` (2·n³ FLOPs a call): ``rounds`` rounds of ``repeats`` timed calls after two
+    warm-ups, ``gap_s`` seconds apart, each round's median call; the result is the median of the
+    rounds (a :class:`MatmulRate`, which also carries the slowest and fastest round), so one round
+    that met a busy moment of a shared machine does not decide the plan. ``n`` defaults to 1024
+    on CPU (≈ 20 ms a call on two cores) and 4096 elsewhere; the whole measurement takes about a
+    second on a CPU, a few seconds at most with the compile."""
     import jax
     import jax.numpy as jnp
 
@@ -153,12 +177,17 @@ def measure_matmul_rate(dtype: str = "float32", n: Optional[int] = None, repeats
     f = jax.jit(lambda x, y: x @ y)
     for _ in range(2):
         f(a, a).block_until_ready()
-    times = []
-    for _ in range(max(1, repeats)):
-        t = time.perf_counter()
-        f(a, a).block_until_ready()
-        times.append(time.perf_counter() - t)
-    return 2.0 * n ** 3 / sorted(times)[len(times) // 2]
+    rates = []
+    for r in range(max(1, rounds)):
+        if r:
+            time.sleep(gap_s)
+        times = []
+        for _ in range(max(1, repeats)):
+            t = time.perf_counter()
+            f(a, a).block_until_ready()
+            times.append(time.perf_counter() - t)
+        rates.append(2.0 * n ** 3 / statistics.median(times))
+    return MatmulRate(rates)
 
 
 @dataclass(frozen=True)
@@ -210,7 +239,8 @@ def device_rate(model: str, flops_per_token: float, dtype: str, *, measure: Call
     device_class = "cpu" if backend == "cpu" else kind
     if one is None:
         one = measure(dtype)
-        where = f"a {dtype} matmul timed now on this {'CPU' if backend == 'cpu' else kind}"
+        spread = f": {one.spread_text()}" if isinstance(one, MatmulRate) else ""
+        where = f"a {dtype} matmul timed now on this {'CPU' if backend == 'cpu' else kind}{spread}"
     mfu, why = _recorded_mfu(device_class, model, flops_per_token)
     peak = one * n_dev
     return DeviceRate(peak * mfu, peak, mfu, f"{peak / 1e12:.3g} TFLOP/s ({where}{f' × {n_dev} devices' if n_dev > 1 else ''}) × {why}")
