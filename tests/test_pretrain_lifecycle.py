@@ -256,14 +256,14 @@ def test_resume_auto_falls_back_past_a_damaged_checkpoint_and_deletes_nothing(tm
     DAMAGE[kind](bad)
     before = _snapshot(bad)
     msgs: list[str] = []
-    c, ck = resolve_resume(PretrainConfig.load(resume="auto", out=run), PretrainTask(PretrainConfig.load()), log=msgs.append)
+    c, ck = resolve_resume(PretrainConfig.load(resume="auto", out=run), PretrainTask(PretrainConfig.load(total_steps=1)), log=msgs.append)
     assert ck.path.name == "step_00000002" and ck.training_state["step"] == 2
     warn = [m for m in msgs if m.startswith("WARNING: skipping damaged checkpoint")]
     assert len(warn) == 1 and "step_00000004" in warn[0] and "\n" not in warn[0], msgs
     assert _snapshot(bad) == before  # nothing deleted or rewritten
     # named directly, the damaged checkpoint is refused in one line, never substituted
     with pytest.raises(TrainingError) as e:
-        resolve_resume(PretrainConfig.load(resume=str(bad)), PretrainTask(PretrainConfig.load()), log=msgs.append)
+        resolve_resume(PretrainConfig.load(resume=str(bad)), PretrainTask(PretrainConfig.load(total_steps=1)), log=msgs.append)
     assert "step_00000004" in str(e.value) and "\n" not in str(e.value)
 
 

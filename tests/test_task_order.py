@@ -302,3 +302,59 @@ def test_every_refusal_of_out_comes_before_any_build(case, task_kind, tmp_path, 
         if holder is not None:
             holder.kill()
             holder.wait()
+
+
+# ----------------------------------------------------------------------------- no copy of the spine in a task
+
+TRAIN_DIR = Path(__file__).resolve().parents[1] / "src" / "pawn"
+TASK_FILES = ("train/pretrain.py", "train/adapt.py", "sweep/population.py")
+SPINE_FILES = ("train/spine.py", "train/task.py")
+
+
+def _shapes(path: Path, min_statements: int = 4) -> dict[str, str]:
+    """``{shape: function name}`` of every function of ``path`` with at least ``min_statements``
+    statements (nested ones included): its body's AST with every name, argument and attribute
+    replaced by a placeholder in order of first use, so a renamed copy has the same shape."""
+    import ast
+
+    out: dict[str, str] = {}
+    for fn in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(getattr(s, "value", None), ast.Constant))]
+        if sum(1 for s in body for _ in ast.walk(s) if isinstance(_, ast.stmt)) < min_statements:
+            continue
+        names: dict[str, str] = {}
+
+        def norm(node):
+            for n in ast.walk(node):
+                for field in ("id", "arg", "attr"):
+                    v = getattr(n, field, None)
+                    if isinstance(v, str):
+                        setattr(n, field, names.setdefault(v, f"n{len(names)}"))
+            return node
+
+        shape = ast.dump(ast.Module(body=[norm(s) for s in body], type_ignores=[]), annotate_fields=False)
+        out.setdefault(shape, fn.name)
+    return out
+
+
+def test_no_task_module_holds_a_renamed_copy_of_a_spine_function():
+    spine_shapes: dict[str, str] = {}
+    for f in SPINE_FILES:
+        spine_shapes.update({k: f"{f}:{v}" for k, v in _shapes(TRAIN_DIR / f).items()})
+    for f in TASK_FILES:
+        copies = sorted(f"{name} (= {spine_shapes[s]})" for s, name in _shapes(TRAIN_DIR / f).items() if s in spine_shapes)
+        assert copies == [], f"{f} holds a copy of the spine: {copies}"
+
+
+def test_the_copy_check_finds_a_renamed_copy(tmp_path):
+    # the check itself: the resume rule pasted under another name, its variables renamed, is found
+    import ast
+
+    src = (TRAIN_DIR / "train/spine.py").read_text("utf-8")
+    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "resolve_resume")
+    copy = ast.get_source_segment(src, fn).replace("def resolve_resume(", "def _reconcile(").replace("mutable", "may_change")
+    (tmp_path / "task.py").write_text("from typing import Any, Callable, Optional\n\n\n" + copy + "\n")
+    assert "_reconcile" in _shapes(tmp_path / "task.py").values()
+    assert set(_shapes(tmp_path / "task.py")) & set(_shapes(TRAIN_DIR / "train/spine.py"))
