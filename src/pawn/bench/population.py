@@ -267,7 +267,7 @@ def bench_pretrain_population(s: BenchSettings, out: PopulationResult, tmp: Path
     def prog_of(c):
         sched = c.schedule()
         opt = make_optimizer(sched, b1=c.beta1, b2=c.beta2, weight_decay=c.weight_decay, max_grad_norm=c.max_grad_norm)
-        return TrainProgram(opt, sched, [(v, 1.0) for v in variants.values()], s.compute_dtype(), "none", make_mesh()), opt, sched
+        return TrainProgram.of(opt, sched, list(variants.values()), dtype=s.compute_dtype()), opt, sched
 
     src = EngineSource(s.seed, s.seq_len)
     batches = [make_batch(src, i, s.batch_size, s.seq_len, False) for i in range(s.steps_per_chunk)]
@@ -350,7 +350,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path, d
     def prog_of(c):
         sched = c.schedule(steps)
         opt = make_optimizer(sched, b1=c.beta1, b2=c.beta2, weight_decay=c.weight_decay, max_grad_norm=c.max_grad_norm)
-        return TrainProgram(opt, sched, [(model.config, 1.0)], s.compute_dtype(), "none", make_mesh(), 1, loss_fn=loss), opt, sched
+        return TrainProgram.of(opt, sched, model.config, dtype=s.compute_dtype(), loss_fn=loss), opt, sched
 
     out.rows.append(_step_row("adapt", prog_of, cfgs, model, model.trainable_filter(), chunk, True, s, steps, detail))
     if s.population_end_to_end:

@@ -46,7 +46,7 @@ from pawn.train.adapt import adapter_val_due, load_backbone_for
 from pawn.train.adapter_step import BATCH_KEYS, BatchChunks, make_adapter_count, make_adapter_loss, make_validator
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
-from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, partition_model
+from pawn.train.loop import TrainProgram, TrainState, make_optimizer, partition_model
 from pawn.train.memory import release_free_heap
 from pawn.train.pretrain import PretrainTask
 from pawn.train.run import TrainingError, ValidationEvent, to_host
@@ -211,9 +211,8 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     task = PretrainTask(base, log=log)  # the data, validation rule and validation of pawn pretrain
     dtype = task.dtype
     sched = base.schedule()
-    program = TrainProgram(make_optimizer(sched, **base.optimizer_kwargs()), sched,
-                           [(c, 1.0) for _, c in task.variants], dtype, "none" if base.remat == "auto" else base.remat,
-                           make_mesh(), base.accumulation_steps)
+    program = TrainProgram.of(make_optimizer(sched, **base.optimizer_kwargs()), sched, [c for _, c in task.variants], dtype=dtype,
+                              remat="none" if base.remat == "auto" else base.remat, accumulation_steps=base.accumulation_steps)
     pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
     seed = base.model_seed if base.model_seed is not None else base.seed
     state = eqx.filter_shard(pop.init(PAWNModel(task.stored_cfg, jax.random.key(seed)), [c.weight_decay for c in cfgs]),
@@ -361,9 +360,8 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     val_batches = ValidationBatches(corpus.val, base.layout, base.seq_len, base.batch_size, BATCH_KEYS)
     dtype = None if base.dtype == "auto" else base.dtype
     loss_kw = dict(legal_mask=not base.disable_legal_mask, illegal_penalty=base.illegal_penalty, dtype=dtype)
-    program = TrainProgram(make_optimizer(schedules[0], **base.optimizer_kwargs()), schedules[0], [(model.config, 1.0)], dtype,
-                           "none", make_mesh(), 1, loss_fn=make_adapter_loss(**loss_kw),
-                           count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]))
+    program = TrainProgram.of(make_optimizer(schedules[0], **base.optimizer_kwargs()), schedules[0], model.config, dtype=dtype,
+                              loss_fn=make_adapter_loss(**loss_kw), count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]))
     validator = make_validator(**loss_kw)
     pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
     halves = [partition_model(m, m.trainable_filter()) for m in models]

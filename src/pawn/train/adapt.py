@@ -37,7 +37,7 @@ from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
 from pawn.train.adapter_step import (BATCH_KEYS, VAL_FIELDS, BatchChunks, batch_dict, make_adapter_count, make_adapter_loss,
                                      make_validator)
 from pawn.train.lifecycle import BEST_DIR, StopFlag, step_dir_name
-from pawn.train.loop import TrainProgram, init_partitioned_state, make_mesh, make_optimizer, optimizer_to_arrays
+from pawn.train.loop import TrainProgram, init_partitioned_state, make_optimizer, optimizer_to_arrays
 from pawn.train.rosa_phases import FlagStopHook, run_warmup_and_masks, warmup_data_seed
 from pawn.train.validation_lines import adapt_validation_line
 from pawn.errors import PawnError
@@ -512,9 +512,9 @@ def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReu
     else:
         # hyperparameters as data only for shared runs: XLA rounds the compiled-in constants'
         # arithmetic differently in places, and a plain run must stay bit-identical to before
-        program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], dtype, "none", make_mesh(), 1, loss_fn=loss_fn,
-                               count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]),
-                               weight_decay=cfg.weight_decay if reuse is not None else None)
+        program = TrainProgram.of(optimizer, schedule, model.config, dtype=dtype, loss_fn=loss_fn,
+                                  count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]),
+                                  weight_decay=cfg.weight_decay if reuse is not None else None)
         if reuse is not None:
             reuse.programs[graph_key] = program
     validator = None if reuse is None else reuse.validators.get(graph_key[0])

@@ -30,7 +30,7 @@ from pawn.settings import PretrainConfig
 from pawn.train.lifecycle import BEST_DIR, EarlyStopping
 from pawn.train import distributed
 from pawn.train.memory import InsufficientMemoryError, check_step_memory
-from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, optimizer_to_arrays
+from pawn.train.loop import TrainProgram, TrainState, make_optimizer, optimizer_to_arrays
 from pawn.train.run import Hook, Run, TrainingError, to_host
 from pawn.train import spine
 from pawn.train.summary import run_summary, summary_lines
@@ -523,8 +523,8 @@ def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, op
     shared = None if reuse is None else reuse.programs.get(graph_key)
     if shared is not None:
         return shared[0].with_hyperparams(schedule, cfg.weight_decay), dict(shared[1])
-    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", make_mesh(),
-                           cfg.accumulation_steps, weight_decay=cfg.weight_decay if reuse is not None else None)
+    program = TrainProgram.of(optimizer, schedule, [c for _, c in variants], dtype=dtype, accumulation_steps=cfg.accumulation_steps,
+                              weight_decay=cfg.weight_decay if reuse is not None else None)
     compiled_memory = _check_memory(program, stored_cfg, cfg, k, n_dev, log, after_plan)
     if reuse is not None:
         reuse.programs[graph_key] = (program, dict(compiled_memory))

@@ -571,7 +571,7 @@ def _task_hooks(task: "Task", stop: StopFlag, progress: bool, start: int, end: i
                 log: Callable[[str], None]) -> list[Hook]:
     """:func:`default_hooks` of ``task``: its progress bar, validation, validation line,
     checkpoint rule, ``train`` fields and after-validation hooks, and the wall clock."""
-    from pawn.train.walltime import WallClockHook, checkpoint_seconds_guess
+    from pawn.train.clock import WallClockHook, checkpoint_seconds_guess
 
     r, cfg = task.run, task.cfg
     is_main = r.logger is not None

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from pawn.train.walltime import WallClockHook, checkpoint_seconds_guess
+from pawn.train.clock import WallClockHook, checkpoint_seconds_guess
 
 
 class Task:
@@ -108,8 +108,8 @@ class Task:
     def setup_messages(self, stop: Any, start: int, end: int, n_params: int) -> None:
         """Rewrite ``stop``'s Ctrl-C messages for the setup (what a stop now would keep and lose),
         with the plan's wall time (:attr:`wall`) and a checkpoint of ``n_params`` parameters."""
-        WallClockHook(None, stop, start_step=start, end_step=end, estimate=self.wall, every_s=0, setup=True,
-                      checkpoint_s_guess=checkpoint_seconds_guess(n_params), resumed_step=start or None)
+        WallClockHook.setup_messages(stop, start_step=start, end_step=end, estimate=self.wall,
+                                     checkpoint_s_guess=checkpoint_seconds_guess(n_params))
 
     def dry_run_result(self) -> Any:
         """The result of ``--dry-run`` after :meth:`build` (nothing trained or written)."""
