@@ -137,6 +137,27 @@ class AdaptTrialRunner:
             cfg = cfg.model_copy(update={"seq_len": self._trained_seq_len(cfg)})
         return cfg.model_dump(mode="json")
 
+    def plan_cost(self):
+        """One trial's cost from the fixed settings (:meth:`pawn.train.adapt.AdaptTask.cost`), the
+        backbone loaded when it is a local checkpoint; None when the data decides the steps.
+
+        Raises:
+            pydantic.ValidationError / PawnError: the fixed settings do not validate, or the backbone fails.
+        """
+        from pawn.train.adapt import AdaptTask
+
+        settings = AdaptSettings.load(**{**self.base, **self.fixed, "out": None, "resume": None})
+        if "seq_len" not in settings.user_set_fields:  # as each trial: the backbone's trained context
+            settings = settings.model_copy(update={"seq_len": self._trained_seq_len(settings)})
+        bb = self.reuse.backbone(settings)[0] if Path(str(settings.backbone)).exists() else None
+        return AdaptTask(settings).cost(backbone_config=None if bb is None else bb.config)
+
+    def population_trainer(self) -> Callable:
+        """The trainer of a ``--population`` of these trials (:func:`pawn.sweep.population.run_adapt_population`)."""
+        from pawn.sweep.population import run_adapt_population
+
+        return run_adapt_population
+
     def _trained_seq_len(self, cfg) -> int:
         """The sequence length the backbone was trained at (its run config's ``seq_len``), or
         ``cfg.seq_len`` when it records none, the strategy has no backbone, or the backbone cannot

@@ -431,11 +431,10 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
     Raises:
         pawn.sweep.trials.SweepError: the run type has no population trainer.
     """
-    trainers = {"pretrain": run_pretrain_population, "adapt": run_adapt_population}
-    if getattr(runner, "command", None) not in trainers:
-        raise SweepError(f"--population is implemented for pretraining and adapter sweeps; {runner.command} trials "
-                         "run one at a time")
-    train_population = trainers[runner.command]
+    if not hasattr(runner, "population_trainer"):
+        raise SweepError(f"--population is implemented for pretraining and adapter sweeps; {getattr(runner, 'command', '')} "
+                         "trials run one at a time")
+    train_population = runner.population_trainer()
     study = shared.study
     t0, attempts = time.monotonic(), 0
     objective = make_objective(s, runner, space, log)

@@ -229,6 +229,22 @@ class PretrainTrialRunner:
         :class:`~pawn.settings.PretrainConfig`'s names)."""
         return (name,)
 
+    def plan_cost(self):
+        """One trial's cost from the fixed settings (:meth:`pawn.train.pretrain.PretrainTask.cost`).
+
+        Raises:
+            pydantic.ValidationError: the fixed settings do not validate without the searched ones.
+        """
+        from pawn.train.pretrain import PretrainTask
+
+        return PretrainTask(PretrainConfig.load(**{**self.base, "out": None, "resume": None})).cost()
+
+    def population_trainer(self) -> Callable:
+        """The trainer of a ``--population`` of these trials (:func:`pawn.sweep.population.run_pretrain_population`)."""
+        from pawn.sweep.population import run_pretrain_population
+
+        return run_pretrain_population
+
     def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
         cfg = PretrainConfig.load(**{**self.base, **params, "out": str(trial_dir), "resume": None})
         if cfg.val_games <= 0:

@@ -43,8 +43,9 @@ from pawn.train.validation_lines import adapt_validation_line
 from pawn.errors import PawnError
 from pawn.train import spine
 from pawn.train.run import CheckpointEvent, Hook, HubHook, TrainingError, to_host
+from pawn.model import resolve_dtype
 from pawn.vocab import MAX_SEQ_LEN
-from pawn.train.task import Task
+from pawn.train.task import Task, TaskCost
 from pawn.train.walltime import plan_adapt
 
 # ============================================================================ reuse across runs
@@ -579,6 +580,29 @@ class AdaptTask(Task):
         self.last_val: dict = {}
         self.baseline: Optional[dict] = None
         self.data_seed: Optional[int] = None
+
+    def cost(self, *, backbone_config: Any = None, **context: Any) -> Optional[TaskCost]:
+        """One run's cost on the backbone of ``backbone_config`` (its
+        :class:`~pawn.config.ModelConfig`): ``epochs × steps_per_epoch`` steps, the RoSA family's
+        warm-up steps and mask-scoring batches included; None without ``steps_per_epoch`` (the
+        data decides it) or a backbone config."""
+        from pawn.train.walltime import adapter_flops_per_token
+
+        cfg = self.cfg
+        if backbone_config is None or cfg.steps_per_epoch is None:
+            return None
+        row = get_strategy(cfg.strategy)
+        fpt = adapter_flops_per_token(backbone_config, cfg.seq_len, trains_backbone=not row.uses_backbone)
+        steps, note, shorter = cfg.epochs * cfg.steps_per_epoch, "", "fewer epochs or steps_per_epoch"
+        if issubclass(row.module, rosa.RoSAAdapter):  # the warm-up and mask scoring run before the main steps
+            rs = row.parse(cfg.adapter_settings())
+            phased = int(rs.rosa_warmup_steps) + int(rs.mask_samples)
+            steps += phased
+            note = f"{rs.rosa_warmup_steps:,} RoSA warm-up steps and {rs.mask_samples:,} mask-scoring batches, then the main steps"
+            shorter += (f", or fewer rosa_warmup_steps / mask_samples ({phased:,} of each run's steps are RoSA warm-up and "
+                        "mask scoring)")
+        dtype = jax.numpy.dtype(resolve_dtype(None if cfg.dtype == "auto" else cfg.dtype)).name
+        return TaskCost("adapter", fpt, cfg.batch_size * cfg.seq_len, steps, dtype, note=note, shorter=shorter)
 
     # ---- the resume rule
     def load_candidate(self, d: Path):

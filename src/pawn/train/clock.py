@@ -7,6 +7,7 @@ under way should end, how long its checkpoint takes, what a second Ctrl-C loses)
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 

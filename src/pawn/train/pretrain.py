@@ -35,7 +35,7 @@ from pawn.train.run import Hook, Run, TrainingError, to_host
 from pawn.train import spine
 from pawn.train.summary import run_summary, summary_lines
 from pawn.train.validation_lines import pretrain_validation_line
-from pawn.train.task import Task
+from pawn.train.task import Task, TaskCost
 from pawn.train.walltime import plan_pretrain
 from pawn.metrics import ViewKeys, eval_values
 
@@ -179,6 +179,11 @@ def _extension(stored: dict, given: dict, ck: Checkpoint) -> Optional[dict]:
     return {"total_steps": int(new_total), "warmup_steps": old.resolved_warmup_steps, "steps_per_chunk": old.chunk_steps}
 
 
+def _model_label(cfg: PretrainConfig) -> str:
+    """``variant <name>`` or ``supernet <name>``: what a pretraining run trains, as the plan names it."""
+    return f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
+
+
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
     stored, variants = cfg.model_configs()
     return stored, list(variants.items())
@@ -216,7 +221,7 @@ def _check_memory(program: TrainProgram, stored_cfg: ModelConfig, cfg: PretrainC
         raise TrainingError(f"batch_size {cfg.batch_size} does not split into {cfg.accumulation_steps} micro-batches "
                             f"on each of the {n_dev} devices (needs a multiple of {n_dev * cfg.accumulation_steps})")
     candidates = list(REMAT_MODES) if cfg.remat == "auto" else [cfg.remat]
-    label = f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
+    label = _model_label(cfg)
     log(f"plan: {label} ({param_count(stored_cfg):,} parameters), {cfg.total_steps:,} steps of {cfg.batch_size} games × "
         f"{cfg.seq_len} tokens ({counted(k, 'step')} per compiled chunk), {n_dev} {jax.default_backend()} device(s), remat {cfg.remat}, "
         f"accumulation {cfg.accumulation_steps}")
@@ -351,6 +356,15 @@ class PretrainTask(Task):
         self.loss_name = "joint loss" if len(self.variants) > 1 else "loss"
         self.dtype = None if cfg.dtype == "auto" else cfg.dtype
         self.k, self.n_proc = cfg.chunk_steps, jax.process_count()
+
+    def cost(self, **context: Any) -> TaskCost:
+        """One run's cost: the supernet's variants trained jointly, ``total_steps`` steps."""
+        from pawn.config import flops_per_token
+
+        cfg = self.cfg
+        return TaskCost(_model_label(cfg), sum(flops_per_token(c, cfg.seq_len) for _, c in self.variants),
+                        cfg.batch_size * cfg.seq_len, cfg.total_steps, jnp.dtype(resolve_dtype(self.dtype)).name,
+                        shorter="a smaller --total-steps")
 
     # ---- the resume rule
     def load_candidate(self, d: Path) -> Checkpoint:
@@ -535,7 +549,7 @@ def _summary(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, start: int,
              dtype, compiled_memory: dict) -> dict:
     """The run summary (:func:`pawn.train.summary.run_summary`) of steps ``[start, end)``."""
     return run_summary(
-        stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
+        stored_cfg, variants, label=_model_label(cfg),
         batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start, end_step=end, total_steps=cfg.total_steps,
         steps_per_chunk=k, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
         dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory,

@@ -39,7 +39,7 @@ from pawn.errors import PawnError
 from pawn.progress import ProgressReporter
 from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, RECIPE, fields_with, format_validation_error
 from pawn.train.hooks import HookError, RunHook, check_extras, open_run_hooks
-from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
+from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, complete_checkpoints
 from pawn.train.loop import TrainState, init_partitioned_state, optimizer_from_arrays, partition_model, step_counter, with_count
 from pawn.fileio import json_safe
 from pawn.train.run import (
@@ -476,7 +476,8 @@ def refuse_live_writer(cfg: Any) -> None:
     for flag, d in dirs:
         who = writer_now(d)
         if who is not None:
-            raise TrainingError(f"{flag} {d}: {who} is writing this run directory now; wait for it to end, "
+            yet = "" if complete_checkpoints(d / "checkpoints") else " (no checkpoint yet)"
+            raise TrainingError(f"{flag} {d}: {who} is writing this run directory now{yet}; wait for it to end, "
                                 "or choose another --out")
 
 

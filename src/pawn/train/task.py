@@ -15,10 +15,38 @@ read them there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from pawn.train.clock import WallClockHook, checkpoint_seconds_guess
+
+
+@dataclass(frozen=True)
+class TaskCost:
+    """What one run of a task costs, for a wall-time plan (:func:`pawn.train.walltime.plan_sweep`).
+
+    Attributes:
+        model: the label the recorded MFU is looked up by (``supernet tiny``, ``variant toy``, ``adapter``).
+        flops_per_token: model FLOPs of one token of a train step (:func:`pawn.config.flops_per_token`).
+        tokens_per_step: batch size × sequence length.
+        steps: the run's steps (for the RoSA family: warm-up steps and mask-scoring batches included).
+        dtype: the compute dtype's name. note: what the steps are made of (empty: plain steps).
+        shorter: how to make a run shorter, as the plan's advice names it.
+    """
+
+    model: str
+    flops_per_token: float
+    tokens_per_step: int
+    steps: int
+    dtype: str
+    note: str = ""
+    shorter: str = ""
+
+    @property
+    def flops_per_step(self) -> float:
+        """Model FLOPs of one step."""
+        return float(self.flops_per_token) * self.tokens_per_step
 
 
 class Task:
@@ -92,6 +120,11 @@ class Task:
     def no_op_result(self, ck: Any, step: int) -> Any:
         """The result of a resume with no step left (``reason = "resume_no_op"``)."""
         raise NotImplementedError
+
+    def cost(self, **context: Any) -> Optional[TaskCost]:
+        """What one run of these settings costs (None when it is not known before the data is
+        loaded); ``context``: what a task needs besides its settings (an adapter's backbone config)."""
+        return None
 
     def snapshot(self) -> dict:
         """``config.json``: the settings, re-feedable with ``--config`` (without the checkpoint
@@ -204,4 +237,4 @@ class Task:
         raise NotImplementedError
 
 
-__all__ = ["Task"]
+__all__ = ["Task", "TaskCost"]

@@ -23,12 +23,15 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from pawn.train.clock import WallClockHook, checkpoint_seconds_guess, format_span  # noqa: F401  (the plan's spans; re-exported)
 from pawn.train.peaks import (  # noqa: F401  (re-exported: the rate's tables)
     DEFAULT_MFU, GPU_PEAKS, PEAK_SOURCE, RECORDED_MFU, TPU_PEAK_SOURCE, TPU_PEAKS, lookup_gpu_peak, lookup_tpu_peak,
     published_peak)
+
+if TYPE_CHECKING:
+    from pawn.train.task import TaskCost
 
 DAY_S = 86400.0
 """A run estimated longer than this is warned about before it starts."""
@@ -362,61 +365,35 @@ def _dtype_name(dtype: str) -> str:
     return jnp.dtype(resolve_dtype(None if dtype == "auto" else dtype)).name
 
 
-def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None, log: Callable[[str], None],
+def plan_sweep(trials: int, cost: "Optional[TaskCost]", *, log: Callable[[str], None],
                measure: Callable[[str], float] = measure_matmul_rate) -> Optional[WallTimeEstimate]:
-    """The expected wall time of a sweep before its first trial: ``trials`` × each trial's steps ×
-    the step time (:func:`device_rate`), the RoSA family's warm-up steps and mask-scoring batches
-    counted as steps: training steps only (each trial's compile, data loading and validations come
-    on top; pruned trials end sooner; one worker: ``--workers`` share the device). Logged as the plan's lines, with a WARNING past
-    a day naming fewer ``--trials``, fewer steps per trial and an accelerator.
-
-    Args:
-        command: ``"pretrain"`` or ``"adapt"``. settings: the trial command's settings without the
-            searched parameters (a :class:`~pawn.settings.PretrainConfig` or
-            :class:`~pawn.train.adapt_config.AdaptSettings`). backbone_config: an adapter sweep's
-            backbone :class:`~pawn.config.ModelConfig`.
+    """The expected wall time of a sweep before its first trial: ``trials`` × one trial's steps ×
+    the step time (:func:`device_rate`), from the trial task's ``cost``
+    (:meth:`pawn.train.task.Task.cost`: its FLOPs a step, steps, model label and advice; the RoSA
+    family's warm-up steps and mask-scoring batches counted as steps): training steps only (each
+    trial's compile, data loading and validations come on top; pruned trials end sooner; one
+    worker: ``--workers`` share the device). Logged as the plan's lines, with a WARNING past a day
+    naming fewer ``--trials``, a shorter trial (in ``--base-config``) and an accelerator.
 
     Returns:
-        The estimate, or None when a trial's steps are not known before its data is loaded (an
+        The estimate, or None when ``cost`` is None (a trial's steps come from its data, e.g. an
         adapter sweep without ``steps_per_epoch``): then one line says each trial's plan gives it.
     """
-    from pawn.config import flops_per_token
     from pawn.progress import counted
 
-    note = ""
-    if command == "pretrain":
-        _, variants = settings.model_configs()
-        model = f"variant {settings.variant}" if settings.variant else f"supernet {settings.supernet or 'large'}"
-        fpt = sum(flops_per_token(c, settings.seq_len) for c in variants.values())
-        steps = settings.total_steps
-        less = "a smaller --total-steps in --base-config"
-    else:
-        if backbone_config is None or settings.steps_per_epoch is None:
-            log(f"expected wall time: {trials} trials × each trial's steps, which come from the data (steps per epoch); "
-                f"each trial's plan names its own (set steps_per_epoch in --base-config to have it here)")
-            return None
-        from pawn.adapters import get_strategy
-
-        from pawn.adapters.strategies.rosa import RoSAAdapter
-
-        model = "adapter"
-        row = get_strategy(settings.strategy)
-        fpt = adapter_flops_per_token(backbone_config, settings.seq_len, trains_backbone=not row.uses_backbone)
-        steps = settings.epochs * settings.steps_per_epoch
-        less = "fewer epochs or steps_per_epoch in --base-config"
-        if issubclass(row.module, RoSAAdapter):  # the warm-up and mask scoring run before each trial's steps
-            rs = row.parse(settings.adapter_settings())
-            phased = int(rs.rosa_warmup_steps) + int(rs.mask_samples)
-            steps += phased
-            note = f" (each: {rs.rosa_warmup_steps:,} RoSA warm-up steps and {rs.mask_samples:,} mask-scoring batches, then the main steps)"
-            less += f", or fewer rosa_warmup_steps / mask_samples ({phased:,} of each trial's steps are RoSA warm-up and mask scoring)"
-    rate = device_rate(model, fpt, _dtype_name(settings.dtype), measure=measure)
-    flops_per_step = float(fpt) * settings.batch_size * settings.seq_len
-    est = WallTimeEstimate(trials * steps, flops_per_step, 0, None, rate)
-    advice = [f"fewer --trials ({max(1, int(DAY_S // max(steps * est.step_s, 1e-9))):,} trials fit a day here)", less]
-    hint = accelerator_hint(model, fpt, flops_per_step * trials * steps)
+    if cost is None:
+        log(f"expected wall time: {trials} trials × each trial's steps, which come from the data (steps per epoch); "
+            f"each trial's plan names its own (set steps_per_epoch in --base-config to have it here)")
+        return None
+    steps, fpt = cost.steps, cost.flops_per_token
+    rate = device_rate(cost.model, fpt, cost.dtype, measure=measure)
+    est = WallTimeEstimate(trials * steps, cost.flops_per_step, 0, None, rate)
+    advice = [f"fewer --trials ({max(1, int(DAY_S // max(steps * est.step_s, 1e-9))):,} trials fit a day here)",
+              f"{cost.shorter} in --base-config"]
+    hint = accelerator_hint(cost.model, fpt, cost.flops_per_step * trials * steps)
     if hint:
         advice.append(hint)
+    note = f" (each: {cost.note})" if cost.note else ""
     for line in est.lines(f"this sweep ({counted(trials, 'trial')} × {counted(steps, 'step')}{note}; each trial's compile, data loading and validations come on top, "
                           f"pruned trials end sooner)", advice,
                           tail="each trial's own plan follows at its start"):
