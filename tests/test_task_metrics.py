@@ -22,6 +22,7 @@ EXTRA = Metric("toy_illegal_rate", "Toy illegal rate", "toy illegal", "fraction"
 
 def _validate(variant_or_supernet: dict) -> dict:
     task = PretrainTask(PretrainConfig.load(**variant_or_supernet, batch_size=4, seq_len=32, val_games=4, total_steps=2))
+    task.shape()
     task.open_data()
     model = PAWNModel(task.stored_cfg, jax.random.key(0))
     return task.validate(TrainState(model, None, None), 2)

@@ -209,6 +209,7 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     cfgs = [PretrainConfig.load(**c) for c in configs]
     base = cfgs[0]
     task = PretrainTask(base, log=log)  # the data, validation rule and validation of pawn pretrain
+    task.shape()
     dtype = task.dtype
     sched = base.schedule()
     program = TrainProgram.of(make_optimizer(sched, **base.optimizer_kwargs()), sched, [c for _, c in task.variants], dtype=dtype,

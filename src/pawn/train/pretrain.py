@@ -347,10 +347,11 @@ class PretrainTask(Task):
     def __init__(self, cfg: PretrainConfig, *, reuse: Optional[PretrainReuse] = None, log: Callable[[str], None] = print):
         super().__init__(cfg, log=log)
         self.reuse = reuse
-        self._shape(cfg)
 
-    def _shape(self, cfg: PretrainConfig) -> None:
-        """What the settings alone decide: the variants, the monitored one, the dtype, K."""
+    def shape(self) -> None:
+        """What the settings alone decide (after the resume rule; JAX's backend is touched, so
+        never before :meth:`prepare`): the variants, the monitored one, the dtype, K."""
+        cfg = self.cfg
         self.stored_cfg, self.variants = _variant_list(cfg)
         self.monitored = _monitored(self.stored_cfg, self.variants)
         self.loss_name = "joint loss" if len(self.variants) > 1 else "loss"
@@ -361,6 +362,7 @@ class PretrainTask(Task):
         """One run's cost: the supernet's variants trained jointly, ``total_steps`` steps."""
         from pawn.config import flops_per_token
 
+        self.shape()
         cfg = self.cfg
         return TaskCost(_model_label(cfg), sum(flops_per_token(c, cfg.seq_len) for _, c in self.variants),
                         cfg.batch_size * cfg.seq_len, cfg.total_steps, jnp.dtype(resolve_dtype(self.dtype)).name,
@@ -408,7 +410,7 @@ class PretrainTask(Task):
         self.n_dev = jax.device_count()
         if cfg.batch_size % self.n_dev:
             raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {self.n_dev} devices it is sharded over")
-        self._shape(cfg)  # the settings after the resume rule
+        self.shape()  # the settings after the resume rule
         self.schedule = cfg.schedule()
         self.init_ck = _load_init_from(cfg, self.stored_cfg)  # before the compile: a wrong checkpoint fails at once
         self.optimizer = make_optimizer(self.schedule, **cfg.optimizer_kwargs())
