@@ -29,12 +29,10 @@ def _validate(variant_or_supernet: dict) -> dict:
 
 
 @pytest.fixture
-def extra_row():
+def extra_row(request):
     PM.register(EXTRA)
-    try:
-        yield EXTRA
-    finally:
-        PM.unregister(EXTRA.key)
+    request.addfinalizer(lambda: PM.unregister(EXTRA.key))
+    return EXTRA
 
 
 def test_pretrain_validation_carries_exactly_its_views_rows(extra_row):

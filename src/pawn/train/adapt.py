@@ -45,7 +45,7 @@ from pawn.train import spine
 from pawn.train.run import CheckpointEvent, Hook, HubHook, TrainingError, to_host
 from pawn.model import resolve_dtype
 from pawn.vocab import MAX_SEQ_LEN
-from pawn.train.task import Task, TaskCost
+from pawn.train.task import Task, TaskCost, TaskResult
 from pawn.train.walltime import plan_adapt
 
 # ============================================================================ reuse across runs
@@ -91,34 +91,25 @@ class AdaptReuse:
 
 # ============================================================================ results
 @dataclass
-class AdaptResult:
-    """What :func:`run_adapt` produced.
+class AdaptResult(TaskResult):
+    """What :func:`run_adapt` produced: :class:`~pawn.train.task.TaskResult` (``best_checkpoint``
+    also linked as ``<run>/best``) and the adapter's own fields.
 
     Attributes:
-        run_dir: the run directory. checkpoint: the last step checkpoint (None if none).
-        best_checkpoint: ``checkpoints/best`` (lowest val loss; also linked as ``<run>/best``).
-        best_step: its step. step: steps done. reason: ``reason_for_stop`` (spec §1.10).
         strategy, trainable_params: the adapter. steps_per_epoch, total_steps: the sizing.
-        baseline_val: the step-0 validation (fresh runs). last_val, last_train: last records.
+        baseline_val: the step-0 validation (fresh runs).
         legal_mask: the loss (and the validation top-1) was under the hard legal mask.
         split: the run's :class:`pawn.data.split.SplitRecord` (which games were train/val/test).
         compute: what the run spent over all its segments, as its ``end`` record's ``compute``
             (:func:`_spent`): optimizer steps, gradient batches, trainable and movable parameters.
+        extra: phase details (``rosa_warmup_step`` of a run stopped in the RoSA warm-up).
     """
 
-    run_dir: Path
-    checkpoint: Optional[Path]
-    best_checkpoint: Optional[Path]
-    best_step: Optional[int]
-    step: int
-    reason: str
-    strategy: str
-    trainable_params: int
-    steps_per_epoch: int
-    total_steps: int
+    strategy: str = ""
+    trainable_params: int = 0
+    steps_per_epoch: int = 0
+    total_steps: int = 0
     baseline_val: Optional[dict] = None
-    last_val: Optional[dict] = None
-    last_train: Optional[dict] = None
     extra: dict = field(default_factory=dict)
     legal_mask: Optional[bool] = None
     split: Any = None
@@ -779,10 +770,15 @@ class AdaptTask(Task):
         best, run_dir, es, data = self.checkpointer.best, self.run.run_dir, self.es, self.data
         if best is not None and self.run.is_main and (run_dir / "best").exists() is False:
             link_best(run_dir)
-        return AdaptResult(run_dir, outcome.checkpoint, best, es.best_loss_step if best is not None else None, outcome.step,
-                           outcome.reason, self.mb.st.name, self.mb.n_trainable, data.spe, data.total, self.baseline,
-                           metrics_hook.last_val if metrics_hook else None, metrics_hook.last_train if metrics_hook else None,
+        return AdaptResult(run_dir, outcome.checkpoint, outcome.step, outcome.reason, best,
+                           es.best_loss_step if best is not None else None, metrics_hook.last_train if metrics_hook else None,
+                           metrics_hook.last_val if metrics_hook else None, **self._sizing(), baseline_val=self.baseline,
                            legal_mask=not self.cfg.disable_legal_mask, split=self.split_rec, compute=_spent(self.mb, outcome.step))
+
+    def _sizing(self) -> dict:
+        """The adapter and sizing fields of an :class:`AdaptResult`."""
+        return dict(strategy=self.mb.st.name, trainable_params=self.mb.n_trainable, steps_per_epoch=self.data.spe,
+                    total_steps=self.data.total)
 
 
 def _rosa_warmup(t: AdaptTask, stop: StopFlag, hooks: Sequence[Hook]) -> Optional[AdaptResult]:
@@ -817,8 +813,8 @@ def _rosa_warmup(t: AdaptTask, stop: StopFlag, hooks: Sequence[Hook]) -> Optiona
         spent = _spent(mb, 0, wo.warmup_step)
         run.finish(data.schedule, 0, wo.reason, signal=stop.requested, compute=spent, pushes=next(
             (h for h in hooks if isinstance(h, HubHook)), None))
-        return AdaptResult(run.run_dir, None, None, None, 0, wo.reason, mb.st.name, mb.n_trainable, data.spe, data.total,
-                           t.baseline, extra={"rosa_warmup_step": wo.warmup_step}, compute=spent)
+        return AdaptResult(run.run_dir, None, 0, wo.reason, **t._sizing(), baseline_val=t.baseline,
+                           extra={"rosa_warmup_step": wo.warmup_step}, compute=spent)
     mb.model = wo.model
     state, frozen = init_partitioned_state(mb.model, prog.optimizer, trainable=mb.model.trainable_filter(), step=0)
     t.frozen, t.state = prog.program.place_frozen(frozen), prog.program.place_state(state)

@@ -35,7 +35,7 @@ from pawn.train.run import Hook, Run, TrainingError, to_host
 from pawn.train import spine
 from pawn.train.summary import run_summary, summary_lines
 from pawn.train.validation_lines import pretrain_validation_line
-from pawn.train.task import Task, TaskCost
+from pawn.train.task import Task, TaskCost, TaskResult
 from pawn.train.walltime import plan_pretrain
 from pawn.metrics import ViewKeys, eval_values
 
@@ -45,27 +45,12 @@ VAL_METRICS = ViewKeys("pretrain_val")
 rows of the ``pretrain_val`` view."""
 
 @dataclass
-class PretrainResult:
-    """What a finished (or stopped) run produced.
+class PretrainResult(TaskResult):
+    """What a finished (or stopped) pretraining run produced: :class:`~pawn.train.task.TaskResult`
+    (``best_checkpoint`` is None without validation) and ``variant_checkpoints``, the standalone
+    checkpoints of each nested variant (supernet runs that completed)."""
 
-    Attributes:
-        run_dir: the run directory. checkpoint: the last checkpoint written (None if none).
-        step: optimizer steps done. reason: ``reason_for_stop`` (spec §1.10).
-        best_checkpoint: ``checkpoints/best``, the lowest-val-loss checkpoint (None without
-            validation). best_step: its step.
-        variant_checkpoints: standalone checkpoints of each nested variant (supernet runs that
-            completed). last_train / last_val: the last metrics records written.
-    """
-
-    run_dir: Path
-    checkpoint: Optional[Path]
-    step: int
-    reason: str
     variant_checkpoints: dict[str, Path] = field(default_factory=dict)
-    last_train: Optional[dict] = None
-    last_val: Optional[dict] = None
-    best_checkpoint: Optional[Path] = None
-    best_step: Optional[int] = None
 
 
 def maybe_initialize_distributed(timeout_s: int = 300) -> None:
@@ -523,8 +508,9 @@ class PretrainTask(Task):
         variant_ckpts = _export_variants(self.cfg, self.run.run_dir, outcome.state, self.variants, last_ckpt) if (
             reason in ("completed", "patience") and len(self.variants) > 1 and self.run.is_main) else {}
         best_ckpt = self.checkpointer.best
-        return PretrainResult(self.run.run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val,
-                              best_ckpt, self.es.best_loss_step if best_ckpt is not None else None)
+        return PretrainResult(self.run.run_dir, last_ckpt, step, reason, best_ckpt,
+                              self.es.best_loss_step if best_ckpt is not None else None, last_train, last_val,
+                              variant_checkpoints=variant_ckpts)
 
 
 def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, optimizer, schedule, dtype, k: int, n_dev: int,

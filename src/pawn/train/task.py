@@ -15,11 +15,32 @@ read them there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from pawn.train.clock import WallClockHook, checkpoint_seconds_guess
+
+
+@dataclass
+class TaskResult:
+    """What every finished (or stopped) run produced; a task's result adds its own fields.
+
+    Attributes:
+        run_dir: the run directory. checkpoint: the last step checkpoint written (None if none).
+        step: optimizer steps done. reason: ``reason_for_stop`` (spec §1.10).
+        best_checkpoint: ``checkpoints/best``, the lowest-val-loss checkpoint (None without one).
+        best_step: its step. last_train / last_val: the last metrics records written.
+    """
+
+    run_dir: Path
+    checkpoint: Optional[Path]
+    step: int
+    reason: str
+    best_checkpoint: Optional[Path] = None
+    best_step: Optional[int] = None
+    last_train: Optional[dict] = None
+    last_val: Optional[dict] = None
 
 
 @dataclass(frozen=True)
@@ -172,20 +193,12 @@ class Task:
         """The step this invocation stops at (the total, or ``pause_after_steps`` when sooner)."""
         raise NotImplementedError
 
-    @property
-    def total_steps(self) -> int:
-        """The run's planned length in steps."""
-        raise NotImplementedError
-
-    @property
-    def program(self) -> Any:
-        """The :class:`~pawn.train.loop.TrainProgram` that runs a chunk."""
-        raise NotImplementedError
-
-    @property
-    def checkpoint_params(self) -> int:
-        """Parameters a checkpoint writes (for the first checkpoint-time guess)."""
-        raise NotImplementedError
+    total_steps: int
+    """The run's planned length in steps (a property of the task, known after :meth:`build`)."""
+    program: Any
+    """The :class:`~pawn.train.loop.TrainProgram` that runs a chunk (after :meth:`build`)."""
+    checkpoint_params: int
+    """Parameters a checkpoint writes, for the first checkpoint-time guess (after :meth:`build`)."""
 
     def val_due(self, step: int) -> bool:
         """Validation after ``step``."""
@@ -237,4 +250,4 @@ class Task:
         raise NotImplementedError
 
 
-__all__ = ["Task", "TaskCost"]
+__all__ = ["Task", "TaskCost", "TaskResult"]
