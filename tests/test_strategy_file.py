@@ -40,7 +40,6 @@ class LogitBias(Adapter):
 
     beta: Array
     scale: float = eqx.field(static=True)
-    uses_layer_hooks = False
 
     def __init__(self, vocab_size: int, scale: float):
         self.beta, self.scale = jnp.zeros((vocab_size,), jnp.float32), float(scale)
