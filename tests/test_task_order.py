@@ -199,7 +199,7 @@ class LeastSquaresTask(Task):
 
 def _cfg(out: Path, **kw) -> PretrainConfig:
     base = dict(variant="toy", total_steps=12, steps_per_chunk=2, val_every=4, checkpoint_every=4, lr=0.05, lr_schedule="constant", out=str(out),
-                val_games=0)
+                val_games=4)
     return PretrainConfig.load(**{**base, **kw})
 
 
@@ -358,3 +358,50 @@ def test_the_copy_check_finds_a_renamed_copy(tmp_path):
     (tmp_path / "task.py").write_text("from typing import Any, Callable, Optional\n\n\n" + copy + "\n")
     assert "_reconcile" in _shapes(tmp_path / "task.py").values()
     assert set(_shapes(tmp_path / "task.py")) & set(_shapes(TRAIN_DIR / "train/spine.py"))
+
+
+# ----------------------------------------------------------------------------- the resume rule reads the tags
+
+def _another_value(field: str, current):
+    """Candidate values of a PretrainConfig field other than ``current`` (the first that validates is used)."""
+    import typing
+
+    ann = PretrainConfig.model_fields[field].annotation
+    parts = (ann,) if typing.get_origin(ann) is typing.Literal else (typing.get_args(ann) or (ann,))
+    lits = [a for t in parts for a in (typing.get_args(t) if typing.get_origin(t) is typing.Literal else ())]
+    cands = [v for v in lits if v != current]
+    if isinstance(current, bool):
+        cands.append(not current)
+    elif isinstance(current, int):
+        cands += [current + 1, 1]
+    elif isinstance(current, float):
+        cands += [current * 2 if current else 1.0, 0.5]
+    cands += [True, 8, 3, 2.5, "me/some-repo", "elsewhere", str(Path("/tmp") / "pawn-elsewhere")]
+    return [v for v in cands if v != current]
+
+
+def test_every_field_tagged_mutable_on_resume_is_accepted_on_resume(tmp_path):
+    out = tmp_path / "toy"
+    spine.run(LeastSquaresTask(_cfg(out, pause_after_steps=4)), **QUIET)
+    stored = PretrainConfig.load(**{k: v for k, v in json.loads((out / "config.json").read_text()).items()
+                                    if k not in ("resume", "pause_after_steps")})
+    tried = []
+    for field in sorted(spine.resume_mutable(PretrainConfig) - {"resume", "out"}):
+        for v in _another_value(field, getattr(stored, field)):
+            try:
+                cfg = PretrainConfig.load(resume=str(out), out=str(out), **{field: v})
+            except Exception:  # noqa: BLE001 - not a valid value of this field: the next candidate
+                continue
+            try:
+                got, ck = spine.resolve_resume(cfg, LeastSquaresTask(cfg), log=lambda m: None)
+            except TrainingError as e:
+                assert "settings differ" not in str(e), (field, v, str(e))  # the property: never a conflict
+                continue  # a value this run cannot take (e.g. a pause that is no multiple of its chunk)
+            assert ck is not None and getattr(got, field) == getattr(cfg, field), field
+            tried.append(field)
+            break
+    assert sorted(tried) == sorted(spine.resume_mutable(PretrainConfig) - {"resume", "out"})
+    # and a field without the tag is refused, naming it
+    with pytest.raises(TrainingError, match=r"settings differ from the checkpoint's run \(lr\)"):
+        cfg = PretrainConfig.load(resume=str(out), out=str(out), lr=0.01)
+        spine.resolve_resume(cfg, LeastSquaresTask(cfg), log=lambda m: None)
