@@ -107,6 +107,12 @@ class _FakeRunner:
     command = "pretrain"
     objective_key = "val/loss"
 
+    def population_trainer(self):
+        """As the pretraining runner: the population trainer (looked up now, so a test may replace it)."""
+        from pawn.sweep import population
+
+        return population.run_pretrain_population
+
     def __init__(self, interrupt: bool = False):
         self.interrupt = interrupt
 

@@ -28,6 +28,12 @@ class _Runner:
 
     command, objective_key = "pretrain", "val_loss"
 
+    def population_trainer(self):
+        """As the pretraining runner: the population trainer (looked up now, so a test may replace it)."""
+        from pawn.sweep import population
+
+        return population.run_pretrain_population
+
     def __init__(self, log_file: Path | None = None, seconds: float = 0.0):
         self.log_file, self.seconds, self.calls = log_file, seconds, 0
 
