@@ -746,9 +746,6 @@ class AdaptTask(Task):
         """A step checkpoint after step ``s``: after each validation and every ``checkpoint_interval`` steps."""
         return self.val_due(s) or (self.cfg.checkpoint_interval is not None and s % self.cfg.checkpoint_interval == 0)
 
-    def keeps_best(self, best: Path) -> bool:
-        return best.is_dir()
-
     def validation_line(self, step: int, val: dict) -> str:
         return adapt_validation_line(step, val, self.data.spe)
 
