@@ -409,9 +409,11 @@ def test_other_workers_running_trials_count_toward_trials(tmp_path):
     assert runner.calls == 3 and "RUNNING trials [1], 4 in all: nothing left" in logs[-1]
 
 
-def test_a_population_is_cut_to_what_other_workers_leave(tmp_path):
+def test_a_population_is_cut_to_what_other_workers_leave(tmp_path, monkeypatch):
+    import pawn.sweep.population as pop
     from pawn.sweep.study import open_study, run_worker
     from pawn.sweep.trials import TrialOutcome
+    from pawn.train.pretrain import PretrainTask
 
     sizes = []
 
@@ -421,9 +423,9 @@ def test_a_population_is_cut_to_what_other_workers_leave(tmp_path):
                 for c in configs]
 
     class _PopulationRunner(_FakeRunner):
-        def population_trainer(self):  # the runner names its population trainer
-            return fake_population
+        task = PretrainTask  # its trials are pretraining runs: their population trainer is pawn's
 
+    monkeypatch.setattr(pop, "run_pretrain_population", fake_population)
     s = _worker_settings(tmp_path, 4, population=2)
     other, _ = open_study(s)
     other.ask()  # another worker's running trial

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import optuna
 import pytest
+
+from pawn.train.pretrain import PretrainTask
 from typer.testing import CliRunner
 
 from pawn.cli import app
@@ -106,12 +108,7 @@ class _FakeRunner:
 
     command = "pretrain"
     objective_key = "val/loss"
-
-    def population_trainer(self):
-        """As the pretraining runner: the population trainer (looked up now, so a test may replace it)."""
-        from pawn.sweep import population
-
-        return population.run_pretrain_population
+    task = PretrainTask  # as the pretraining runner (its population trainer)
 
     def __init__(self, interrupt: bool = False):
         self.interrupt = interrupt

@@ -42,7 +42,7 @@ from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, fi
                                   n_counted, trial_data_seed)
 from pawn.sweep.space import derive, suggest
 from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, raise_if_interrupted
-from pawn.train.adapt import adapter_val_due, load_backbone_for
+from pawn.train.adapt import AdaptTask, adapter_val_due, load_backbone_for
 from pawn.train.adapter_step import BATCH_KEYS, BatchChunks, make_adapter_count, make_adapter_loss, make_validator
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
@@ -432,10 +432,11 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
     Raises:
         pawn.sweep.trials.SweepError: the run type has no population trainer.
     """
-    if not hasattr(runner, "population_trainer"):
+    trainers = {PretrainTask: run_pretrain_population, AdaptTask: run_adapt_population}  # by the task the trials run
+    train_population = trainers.get(getattr(runner, "task", None))
+    if train_population is None:
         raise SweepError(f"--population is implemented for pretraining and adapter sweeps; {getattr(runner, 'command', '')} "
                          "trials run one at a time")
-    train_population = runner.population_trainer()
     study = shared.study
     t0, attempts = time.monotonic(), 0
     objective = make_objective(s, runner, space, log)
