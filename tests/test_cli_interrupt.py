@@ -4,7 +4,6 @@ handlers, e.g. during the final validation) names the checkpoint on disk (issue 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
