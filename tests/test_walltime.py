@@ -190,7 +190,8 @@ def test_clock_checkpoints_are_at_most_the_interval_apart():
     from types import SimpleNamespace
 
     from pawn.train.lifecycle import StopFlag
-    from pawn.train.walltime import WallClockHook, first_checkpoint_steps
+    from pawn.train.clock import WallClockHook
+    from pawn.train.walltime import first_checkpoint_steps
 
     assert first_checkpoint_steps(0, 1000, every_steps=None, every_s=1800, step_s=27 * 60 / 5, chunk_steps=5) == 5
     assert first_checkpoint_steps(0, 1000, every_steps=None, every_s=1800, step_s=60, chunk_steps=10) == 30

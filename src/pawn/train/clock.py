@@ -7,35 +7,14 @@ under way should end, how long its checkpoint takes, what a second Ctrl-C loses)
 
 from __future__ import annotations
 
-import math
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pawn.train.run import Hook
+from pawn.train.walltime import format_span
 
 if TYPE_CHECKING:
     from pawn.train.walltime import WallTimeEstimate
-
-
-def format_span(seconds: Optional[float]) -> str:
-    """A duration a person reads at a glance: ``310 ms``, ``4.2 s``, ``45 s``, ``12 min``, ``3.4 h``, ``5.2 days``,
-    ``14 years`` (``?`` for None or a non-finite value)."""
-    if seconds is None or not math.isfinite(seconds):
-        return "?"
-    s = max(0.0, float(seconds))
-    if s < 1:
-        return f"{s * 1e3:.0f} ms"
-    if s < 10:
-        return f"{s:.1f} s"
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 90 * 60:
-        return f"{s / 60:.0f} min"
-    if s < 48 * 3600:
-        return f"{s / 3600:.1f} h"
-    if s < 730 * 86400:
-        return f"{s / 86400:.1f} days"
-    return f"{s / (365.25 * 86400):.1f} years"
 
 
 def _clock(t: float) -> str:
@@ -189,4 +168,4 @@ def checkpoint_seconds_guess(n_params: int, *, with_optimizer: bool = True, byte
     return max(1.0, 4.0 * n_params * (3 if with_optimizer else 1) / bytes_per_s)
 
 
-__all__ = ["WallClockHook", "checkpoint_seconds_guess", "format_span"]
+__all__ = ["WallClockHook", "checkpoint_seconds_guess"]

@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from pawn.train.clock import WallClockHook, checkpoint_seconds_guess, format_span  # noqa: F401  (the plan's spans; re-exported)
 from pawn.train.peaks import (  # noqa: F401  (re-exported: the rate's tables)
     DEFAULT_MFU, GPU_PEAKS, PEAK_SOURCE, RECORDED_MFU, TPU_PEAK_SOURCE, TPU_PEAKS, lookup_gpu_peak, lookup_tpu_peak,
     published_peak)
@@ -153,6 +152,27 @@ def device_rate(model: str, flops_per_token: float, dtype: str, *, measure: Call
     mfu, why = _recorded_mfu(device_class, model, flops_per_token)
     peak = one * n_dev
     return DeviceRate(peak * mfu, peak, mfu, f"{peak / 1e12:.3g} TFLOP/s ({where}{f' × {n_dev} devices' if n_dev > 1 else ''}) × {why}")
+
+
+def format_span(seconds: Optional[float]) -> str:
+    """A duration a person reads at a glance: ``310 ms``, ``4.2 s``, ``45 s``, ``12 min``, ``3.4 h``, ``5.2 days``,
+    ``14 years`` (``?`` for None or a non-finite value)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    s = max(0.0, float(seconds))
+    if s < 1:
+        return f"{s * 1e3:.0f} ms"
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 90 * 60:
+        return f"{s / 60:.0f} min"
+    if s < 48 * 3600:
+        return f"{s / 3600:.1f} h"
+    if s < 730 * 86400:
+        return f"{s / 86400:.1f} days"
+    return f"{s / (365.25 * 86400):.1f} years"
 
 
 @dataclass(frozen=True)
