@@ -19,6 +19,7 @@ import numpy as np
 import optax
 import pytest
 
+import pawn
 from pawn.settings import PretrainConfig
 from pawn.train import spine
 from pawn.train.loop import TrainState
@@ -306,7 +307,7 @@ def test_every_refusal_of_out_comes_before_any_build(case, task_kind, tmp_path, 
 
 # ----------------------------------------------------------------------------- no copy of the spine in a task
 
-TRAIN_DIR = Path(__file__).resolve().parents[1] / "src" / "pawn"
+TRAIN_DIR = Path(pawn.__file__).resolve().parent  # the package under test (a mutant's copy included)
 TASK_FILES = ("train/pretrain.py", "train/adapt.py", "sweep/population.py")
 SPINE_FILES = ("train/spine.py", "train/task.py")
 
