@@ -93,7 +93,7 @@ def build(strategy: str, B: int, T: int, K: int, loss_kind: str, config: str, fl
     sched = build_schedule("constant", 1e-3, 10**6, 0)
     opt = make_optimizer(sched, b1=0.9, b2=0.999, weight_decay=0.0, max_grad_norm=1.0)
     loss = make_adapter_loss(legal_mask=loss_kind == "legal", illegal_penalty=0.0, dtype="float32")
-    prog = TrainProgram(opt, sched, [(cfg, 1.0)], "float32", "none", make_mesh(), 1, loss_fn=loss)
+    prog = TrainProgram.of(opt, sched, cfg, dtype="float32", loss_fn=loss)
     st, frozen = init_partitioned_state(model, opt, model.trainable_filter())
     holder = {"state": prog.place_state(st)}
     frozen = prog.place_frozen(frozen)

@@ -4,7 +4,6 @@ handlers, e.g. during the final validation) names the checkpoint on disk (issue 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -35,31 +34,34 @@ def test_ctrl_c_after_a_checkpoint_names_it(tmp_path, capsys):
         raise KeyboardInterrupt
 
     with pytest.raises(typer.Exit) as e:
-        run_training(training, run, "pretrain-*")
+        run_training(training, lambda: run)
     assert e.value.exit_code == 130
     err = capsys.readouterr().err.strip()
     assert err == (f"error: interrupted (Ctrl-C); the last complete checkpoint is {run / 'checkpoints' / 'step_00000002'} "
                    f"(step 2), on disk and loadable; resume with --resume {run}")
 
 
-def test_ctrl_c_into_the_default_run_directory_and_before_any_checkpoint(tmp_path, capsys, monkeypatch):
+def test_ctrl_c_names_the_run_directory_the_run_decided_and_no_other(tmp_path, capsys, monkeypatch):
+    # The command is handed the directory the run decided (the task's run_dir), never a guess:
+    # a newer run of another command under runs/ is not named.
     monkeypatch.chdir(tmp_path)
-    old = tmp_path / "runs" / "pretrain-20000101-000000"
-    _save(old / "checkpoints" / "step_00000008", 8)
-    os.utime(old, (0, 0))  # an earlier run: not this command's
+    mine = tmp_path / "runs" / "pretrain-20000101-000000"
+    other = tmp_path / "runs" / "pretrain-20991231-000000"
 
     def training():
-        _save(tmp_path / "runs" / "pretrain-20991231-000000" / "checkpoints" / "step_00000006", 6)
+        _save(mine / "checkpoints" / "step_00000006", 6)
+        _save(other / "checkpoints" / "step_00000008", 8)  # written later (newer): another command's run
         raise KeyboardInterrupt
 
     with pytest.raises(typer.Exit):
-        run_training(training, None, "pretrain-*")
-    assert "checkpoint is runs/pretrain-20991231-000000/checkpoints/step_00000006 (step 6)" in capsys.readouterr().err
+        run_training(training, lambda: Path("runs") / mine.name)
+    assert "checkpoint is runs/pretrain-20000101-000000/checkpoints/step_00000006 (step 6)" in capsys.readouterr().err
 
     def nothing():
         (tmp_path / "fresh").mkdir()
         raise KeyboardInterrupt
 
-    with pytest.raises(typer.Exit):
-        run_training(nothing, tmp_path / "fresh", "pretrain-*")
-    assert capsys.readouterr().err.strip() == "error: interrupted (Ctrl-C); stopped before any checkpoint of this run was written"
+    for decided in (tmp_path / "fresh", None):  # a run directory with no checkpoint; none decided yet
+        with pytest.raises(typer.Exit):
+            run_training(nothing if decided is not None else (lambda: (_ for _ in ()).throw(KeyboardInterrupt)), lambda: decided)
+        assert capsys.readouterr().err.strip() == "error: interrupted (Ctrl-C); stopped before any checkpoint of this run was written"

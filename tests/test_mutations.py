@@ -18,6 +18,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+def _resume_rule_copy() -> str:
+    """The spine's resume rule pasted into a task module under another name, its variables renamed."""
+    import ast
+
+    src = (ROOT / "src" / "pawn" / "train" / "spine.py").read_text("utf-8")
+    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "resolve_resume")
+    return ast.get_source_segment(src, fn).replace("def resolve_resume(", "def _reconcile_resume(").replace("mutable", "may_change")
+
+
 MUTATIONS = {
     "adapter training loss ignores the legal mask and the penalty": (
         "pawn/train/adapt.py",
@@ -49,6 +58,22 @@ MUTATIONS = {
         "jax.tree_util.tree_leaves(a))\n",
         "[y if i == 2 else x for i, (x, y) in enumerate(zip(jax.tree_util.tree_leaves(arrays[0]), jax.tree_util.tree_leaves(a)))])\n",
         ["tests/test_sweep_adapt_population.py::test_population_members_start_from_their_own_init_scale"]),
+    "pretraining validation keeps a hand-written key list": (
+        "pawn/train/pretrain.py",
+        "        per_variant[name] = {k: vals[k] for k in VAL_METRICS if k in vals}\n",
+        '        per_variant[name] = {k: vals[k] for k in ("loss", "perplexity", "top1", "top5", "legal_rate", "late_legal_rate", '
+        '"completion_rate", "avg_plies_completed", "avg_pct_completion", "median_forfeit_ply", "moves_only_top1") if k in vals}\n',
+        ["tests/test_task_metrics.py::test_pretrain_validation_carries_exactly_its_views_rows"]),
+    "the task builds before --out is checked": (
+        "pawn/train/spine.py",
+        "        check_outputs(cfg, out)\n",
+        "        task.build(ck, stop)\n        check_outputs(cfg, out)\n",
+        ["tests/test_task_order.py::test_every_refusal_of_out_comes_before_any_build"]),
+    "a renamed copy of the resume rule in train/pretrain.py": (
+        "pawn/train/pretrain.py",
+        "def _check_fresh(cfg: PretrainConfig) -> None:\n",
+        _resume_rule_copy() + "\n\n\ndef _check_fresh(cfg: PretrainConfig) -> None:\n",
+        ["tests/test_task_order.py::test_no_task_module_holds_a_renamed_copy_of_a_spine_function"]),
     "retro-sparse reports the norms of the LoRA it discarded": (
         "pawn/adapters/strategies/rosa.py",
         '        if self.lora is not None and self.mode == "rosa":',

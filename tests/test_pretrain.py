@@ -218,9 +218,9 @@ def test_signal_during_the_last_chunk_still_completes_the_run(tmp_path, monkeypa
     stopped (a supernet run would then skip exporting its variants, and resume is a no-op)."""
     import types
 
-    import pawn.train.pretrain as pretrain_mod
+    import pawn.train.spine as spine_mod  # the spine installs every run's stop flag
 
-    monkeypatch.setattr(pretrain_mod, "StopFlag", lambda install: types.SimpleNamespace(requested="SIGTERM", restore=lambda: None))
+    monkeypatch.setattr(spine_mod, "StopFlag", lambda install: types.SimpleNamespace(requested="SIGTERM", restore=lambda: None))
     res = run_pretrain(cfg(tmp_path, total_steps=2, val_every=2, checkpoint_every=2), progress=False, install_signal_handlers=False)
     assert res.reason == "completed" and res.step == 2
     assert json.loads((res.run_dir / "schedule_health.json").read_text())["reason_for_stop"] == "completed"

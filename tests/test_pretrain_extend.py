@@ -98,10 +98,10 @@ def test_a_finished_constant_run_extends_to_exactly_the_longer_run(tmp_path):
 
 @pytest.mark.slow  # a toy run (~1 min on a shared CPU)
 def test_extending_a_decaying_schedule_is_refused_with_the_way_out(tmp_path):
-    from pawn.train.pretrain import PRETRAIN
+    from pawn.train.pretrain import PretrainTask
     from pawn.train.spine import resolve_resume
 
     run = run_pretrain(PretrainConfig.load(**SMALL, total_steps=2, checkpoint_every=2, val_every=2, out=tmp_path / "c"), **RUN)
     with pytest.raises(TrainingError, match=r"--total-steps 6 differs from the run's 2; only a constant-schedule run .* "
                                             r"--init-from .*step_00000002"):
-        resolve_resume(PretrainConfig.load(resume="auto", out=run.run_dir, total_steps=6), PRETRAIN, print)
+        resolve_resume(PretrainConfig.load(resume="auto", out=run.run_dir, total_steps=6), PretrainTask(PretrainConfig.load(total_steps=1)), print)

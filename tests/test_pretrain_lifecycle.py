@@ -31,7 +31,7 @@ from pawn.train.lifecycle import (
 )
 from pawn.train.metrics import read_metrics
 from pawn.metrics import METRICS
-from pawn.train.pretrain import PRETRAIN, VAL_METRICS, TrainingError, run_pretrain
+from pawn.train.pretrain import VAL_METRICS, PretrainTask, TrainingError, run_pretrain
 from pawn.train.spine import resolve_resume
 
 SMALL = dict(variant="toy", batch_size=4, seq_len=32, val_games=0, steps_per_chunk=2, lr=1e-3, warmup_steps=1)
@@ -256,14 +256,14 @@ def test_resume_auto_falls_back_past_a_damaged_checkpoint_and_deletes_nothing(tm
     DAMAGE[kind](bad)
     before = _snapshot(bad)
     msgs: list[str] = []
-    c, ck = resolve_resume(PretrainConfig.load(resume="auto", out=run), PRETRAIN, log=msgs.append)
+    c, ck = resolve_resume(PretrainConfig.load(resume="auto", out=run), PretrainTask(PretrainConfig.load(total_steps=1)), log=msgs.append)
     assert ck.path.name == "step_00000002" and ck.training_state["step"] == 2
     warn = [m for m in msgs if m.startswith("WARNING: skipping damaged checkpoint")]
     assert len(warn) == 1 and "step_00000004" in warn[0] and "\n" not in warn[0], msgs
     assert _snapshot(bad) == before  # nothing deleted or rewritten
     # named directly, the damaged checkpoint is refused in one line, never substituted
     with pytest.raises(TrainingError) as e:
-        resolve_resume(PretrainConfig.load(resume=str(bad)), PRETRAIN, log=msgs.append)
+        resolve_resume(PretrainConfig.load(resume=str(bad)), PretrainTask(PretrainConfig.load(total_steps=1)), log=msgs.append)
     assert "step_00000004" in str(e.value) and "\n" not in str(e.value)
 
 

@@ -40,7 +40,6 @@ class LogitBias(Adapter):
 
     beta: Array
     scale: float = eqx.field(static=True)
-    uses_layer_hooks = False
 
     def __init__(self, vocab_size: int, scale: float):
         self.beta, self.scale = jnp.zeros((vocab_size,), jnp.float32), float(scale)
@@ -98,3 +97,24 @@ def test_the_strategy_help_names_every_strategy_of_the_table():
 
     help_text = AdaptSettings.model_fields["strategy"].description
     assert help_text.endswith(", ".join(STRATEGIES) + ".") and "ia3" in help_text
+
+
+def test_a_strategy_file_trains_for_one_chunk_through_pawn_adapt(tmp_path, shared_data):
+    # The drop-in row builds a model the run spine trains: pawn adapt with --strategy logit_bias
+    # writes its records and a checkpoint, and its validation moves off the bare backbone's.
+    import json
+
+    root = _package_with(tmp_path, "logit_bias", LOGIT_BIAS)
+    out = tmp_path / "run"
+    pgn = shared_data / "lichess" / "lichess_db_2013-01_first100_reexported_chess.js-benchmark.pgn"
+    r = _pawn(root, "adapt", str(shared_data / "backbones" / "tiny-tpu-3k"), "--data", str(pgn), "--strategy", "logit_bias",
+              "--epochs", "1", "--steps-per-epoch", "2", "--steps-per-chunk", "2", "--batch-size", "4", "--seq-len", "32",
+              "--val-games", "8", "--lr", "0.05", "--cache-dir", str(tmp_path / "cache"), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    config = next(x for x in recs if x["type"] == "config")
+    assert config["strategy"] == "logit_bias" and config["trainable_params"] == config["model_config"]["vocab_size"]
+    assert [x["step"] for x in recs if x["type"] == "train"] == [2]
+    vals = {x["step"]: x for x in recs if x["type"] == "val"}
+    assert set(vals) == {0, 2} and vals[2]["loss"] != vals[0]["loss"]  # the bias trained
+    assert (out / "checkpoints" / "step_00000002" / ".complete").is_file()

@@ -413,6 +413,7 @@ def test_a_population_is_cut_to_what_other_workers_leave(tmp_path, monkeypatch):
     import pawn.sweep.population as pop
     from pawn.sweep.study import open_study, run_worker
     from pawn.sweep.trials import TrialOutcome
+    from pawn.train.pretrain import PretrainTask
 
     sizes = []
 
@@ -421,11 +422,14 @@ def test_a_population_is_cut_to_what_other_workers_leave(tmp_path, monkeypatch):
         return [TrialOutcome(best_val_loss=1.0, reason="completed", step=1, run_dir=None, config=c, val_losses={1: 1.0})
                 for c in configs]
 
+    class _PopulationRunner(_FakeRunner):
+        task = PretrainTask  # its trials are pretraining runs: their population trainer is pawn's
+
     monkeypatch.setattr(pop, "run_pretrain_population", fake_population)
     s = _worker_settings(tmp_path, 4, population=2)
     other, _ = open_study(s)
     other.ask()  # another worker's running trial
-    study = run_worker(s, log=lambda m: None, runner=_FakeRunner(), space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
+    study = run_worker(s, log=lambda m: None, runner=_PopulationRunner(), space={"lr": FloatDistribution(1e-4, 1e-2, log=True)})
     assert sizes == [2, 1]  # 1 running elsewhere + 2 + 1 = 4 (was [2, 2]: 5 trials)
     assert sum(t.state == TrialState.COMPLETE for t in study.trials) == 3
 

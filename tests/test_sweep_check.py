@@ -11,6 +11,8 @@ from pathlib import Path
 
 import optuna
 import pytest
+
+from pawn.train.pretrain import PretrainTask
 from typer.testing import CliRunner
 
 from pawn.cli import app
@@ -106,6 +108,7 @@ class _FakeRunner:
 
     command = "pretrain"
     objective_key = "val/loss"
+    task = PretrainTask  # as the pretraining runner (its population trainer)
 
     def __init__(self, interrupt: bool = False):
         self.interrupt = interrupt

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import optuna
 import pytest
+
+from pawn.train.pretrain import PretrainTask
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
@@ -27,6 +29,7 @@ class _Runner:
     """Trials that take ``seconds``, score by their lr, and append ``pid trial_dir`` to ``log_file``."""
 
     command, objective_key = "pretrain", "val_loss"
+    task = PretrainTask  # as the pretraining runner (its population trainer)
 
     def __init__(self, log_file: Path | None = None, seconds: float = 0.0):
         self.log_file, self.seconds, self.calls = log_file, seconds, 0

@@ -151,10 +151,11 @@ def test_a_sweep_names_trials_times_steps_before_its_first_trial(tmp_path):
 
 
 def test_a_sweep_of_large_supernet_trials_on_this_cpu_is_warned_about():
+    from pawn.train.pretrain import PretrainTask
     from pawn.train.walltime import plan_sweep
 
     lines: list[str] = []
-    est = plan_sweep(20, "pretrain", PretrainConfig.load(supernet="large", total_steps=10_000), log=lines.append)
+    est = plan_sweep(20, PretrainTask(PretrainConfig.load(supernet="large", total_steps=10_000)).cost(), log=lines.append)
     assert est is not None and est.steps == 200_000 and est.too_long
     warn = next(ln for ln in lines if ln.startswith("WARNING: this sweep (20 trials × 10,000 steps"))
     assert "fewer --trials" in warn and "a smaller --total-steps in --base-config" in warn, warn
@@ -189,7 +190,8 @@ def test_clock_checkpoints_are_at_most_the_interval_apart():
     from types import SimpleNamespace
 
     from pawn.train.lifecycle import StopFlag
-    from pawn.train.walltime import WallClockHook, first_checkpoint_steps
+    from pawn.train.clock import WallClockHook
+    from pawn.train.walltime import first_checkpoint_steps
 
     assert first_checkpoint_steps(0, 1000, every_steps=None, every_s=1800, step_s=27 * 60 / 5, chunk_steps=5) == 5
     assert first_checkpoint_steps(0, 1000, every_steps=None, every_s=1800, step_s=60, chunk_steps=10) == 30
@@ -232,12 +234,14 @@ def test_a_rosa_plan_counts_its_warm_up_and_mask_batches(tmp_path, tiny_backbone
 def test_a_rosa_sweep_plan_counts_each_trials_warm_up_and_mask_batches(tiny_backbone):
     from pawn.config import ModelConfig
     from pawn.train.adapt_config import AdaptSettings
+    from pawn.train.adapt import AdaptTask
     from pawn.train.walltime import plan_sweep
 
     lines: list[str] = []
     cfg = AdaptSettings.load(strategy="retro-sparse", epochs=1, steps_per_epoch=2, rosa_warmup_steps=3, mask_samples=2,
                              batch_size=4, seq_len=32)
-    est = plan_sweep(2, "adapt", cfg, backbone_config=ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64), log=lines.append)
+    cost = AdaptTask(cfg).cost(backbone_config=ModelConfig(d_model=32, n_layers=2, n_heads=1, d_ff=64))
+    est = plan_sweep(2, cost, log=lines.append)
     assert est is not None and est.steps == 2 * 7
     assert lines[0].startswith("expected wall time on this device: this sweep (2 trials × 7 steps (each: 3 RoSA warm-up "
                                "steps and 2 mask-scoring batches, then the main steps); "), lines[0]

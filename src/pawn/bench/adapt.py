@@ -192,7 +192,7 @@ def bench_adapt(s: BenchSettings, mfu_result: Any = None, detail: Any = lambda m
                 get_strategy(name)
                 model = build_adapted(name, None, backbone, jax.random.key(1))
                 trainable, n = model.trainable_filter(), model.num_trainable_params()
-            prog = TrainProgram(opt, sched, [(cfg, 1.0)], s.compute_dtype(), "none", make_mesh(), 1, loss_fn=loss)
+            prog = TrainProgram.of(opt, sched, cfg, dtype=s.compute_dtype(), loss_fn=loss)
             st, frozen = init_partitioned_state(model, opt, trainable)
             holder = {"state": prog.place_state(st)}
             frozen = prog.place_frozen(frozen)

@@ -191,7 +191,7 @@ def _step_row(run_type: str, prog_of: Callable, member_cfgs: list, model, traina
             holder["seq"][i], m = prog.run_chunk(holder["seq"][i], prog.place_chunk(chunk_host), *args)
             jax.block_until_ready(m["loss"])
 
-    label = "pretraining" if run_type == "pretrain" else "adapter"
+    label = workload(run_type)
     sp, ss = _interleaved(run_pop, run_seq, s.repeats, lambda m: detail(f"{label} steady-state chunk: {m}"))
     mp = Measurement.of(sp).per(K * P * B * T, "tokens_per_s")
     ms = Measurement.of(ss).per(K * P * B * T, "tokens_per_s")
@@ -200,12 +200,19 @@ def _step_row(run_type: str, prog_of: Callable, member_cfgs: list, model, traina
                             population=mp, sequential=ms)
 
 
+def workload(run_type: str, strategy: Optional[str] = None) -> str:
+    """The workload a population row measures: ``pretraining``, ``adapter`` or ``adapter (<strategy>)``."""
+    if run_type == "pretrain":
+        return "pretraining"
+    return f"adapter ({strategy})" if strategy else "adapter"
+
+
 def _e2e_row(run_type: str, run_pop: Callable[[], Any], run_seq: Callable[[], Any], P: int, steps: int,
              detail: Callable[[str], None] = lambda m: None) -> PopulationRow:
     """The ``end_to_end`` row: wall seconds of ``run_pop()`` (P whole trials as one population)
     and of ``run_seq()`` (the same P trials one after another; it reports each trial through
     ``detail`` itself). Raises UsageError when a population member did not complete."""
-    detail(f"{'pretraining' if run_type == 'pretrain' else 'adapter'} end to end: a population of {P} trials of {steps} steps")
+    detail(f"{workload(run_type)} end to end: a population of {P} trials of {steps} steps")
     t0 = time.perf_counter()
     outs = run_pop()
     pop_s = time.perf_counter() - t0
@@ -267,7 +274,7 @@ def bench_pretrain_population(s: BenchSettings, out: PopulationResult, tmp: Path
     def prog_of(c):
         sched = c.schedule()
         opt = make_optimizer(sched, b1=c.beta1, b2=c.beta2, weight_decay=c.weight_decay, max_grad_norm=c.max_grad_norm)
-        return TrainProgram(opt, sched, [(v, 1.0) for v in variants.values()], s.compute_dtype(), "none", make_mesh()), opt, sched
+        return TrainProgram.of(opt, sched, list(variants.values()), dtype=s.compute_dtype()), opt, sched
 
     src = EngineSource(s.seed, s.seq_len)
     batches = [make_batch(src, i, s.batch_size, s.seq_len, False) for i in range(s.steps_per_chunk)]
@@ -350,7 +357,7 @@ def bench_adapt_population(s: BenchSettings, out: PopulationResult, tmp: Path, d
     def prog_of(c):
         sched = c.schedule(steps)
         opt = make_optimizer(sched, b1=c.beta1, b2=c.beta2, weight_decay=c.weight_decay, max_grad_norm=c.max_grad_norm)
-        return TrainProgram(opt, sched, [(model.config, 1.0)], s.compute_dtype(), "none", make_mesh(), 1, loss_fn=loss), opt, sched
+        return TrainProgram.of(opt, sched, model.config, dtype=s.compute_dtype(), loss_fn=loss), opt, sched
 
     out.rows.append(_step_row("adapt", prog_of, cfgs, model, model.trainable_filter(), chunk, True, s, steps, detail))
     if s.population_end_to_end:
@@ -399,7 +406,7 @@ def population_view(r: PopulationResult):
                    BenchColumn("ratio"), BenchColumn("first chunk s pop / seq")])
     names = {"step": "steady-state chunk", "end_to_end": "end to end"}
     for row in r.rows:
-        v.rows.append({"workload": "pretraining" if row.run_type == "pretrain" else f"adapter ({r.strategy})",
+        v.rows.append({"workload": workload(row.run_type, r.strategy),
                        "measure": names[row.row], "population s": f"{row.population_s:.3f}", "sequential s": f"{row.sequential_s:.3f}",
                        "s/trial-step pop": f"{row.s_per_trial_step['population']:.4f}",
                        "s/trial-step seq": f"{row.s_per_trial_step['sequential']:.4f}",

@@ -218,7 +218,8 @@ def interrupted(done: list[str], names: list[str], json_out: Optional[Path], rec
     return fail(f"interrupted; {kept}; nothing written", 130)
 
 
-__all__ = ["Column", "TableReport", "Output", "write_json", "check_outputs", "heartbeat", "Progress", "interrupted", "pct", "num"]
+__all__ = ["Column", "TableReport", "Output", "write_json", "check_outputs", "heartbeat", "Progress", "interrupted", "pct", "num",
+           "print_config", "run_training"]
 
 
 STOPPED_MESSAGES = {"sigterm": "stopped by signal at step {step}; checkpoint {ck} (resume with --resume {run})",
@@ -227,17 +228,6 @@ STOPPED_MESSAGES = {"sigterm": "stopped by signal at step {step}; checkpoint {ck
                     "dry_run": "dry run: the plan and memory check above passed; nothing was trained or written ({run} not created)"}
 """The line a training command (pretrain, adapt) prints for a run that stopped before its end,
 by stop reason (spec §1.10); format fields ``step``, ``ck`` (checkpoint) and ``run`` (run dir)."""
-
-
-def _run_dir_of(out: Optional[Path], default_glob: Optional[str], since: float) -> Optional[Path]:
-    """The run directory a training call writes: ``out``, else the newest ``runs/<default_glob>``
-    directory created since ``since`` (epoch seconds; the default name has a timestamp)."""
-    if out is not None:
-        return Path(out)
-    if default_glob is None or not Path("runs").is_dir():
-        return None
-    made = [p for p in Path("runs").glob(default_glob) if p.is_dir() and p.stat().st_mtime >= since - 1]
-    return max(made, key=lambda p: p.stat().st_mtime) if made else None
 
 
 def interrupted_message(run_dir: Optional[Path]) -> str:
@@ -255,17 +245,25 @@ def interrupted_message(run_dir: Optional[Path]) -> str:
     return "interrupted (Ctrl-C); stopped before any checkpoint of this run was written"
 
 
-def run_training(call: Callable[[], Any], out: Optional[Path] = None, default_glob: Optional[str] = None) -> Any:
-    """Run a training call (``run_pretrain``/``run_adapt``); Ctrl-C that it did not handle itself is
-    one line and exit 130 naming the last complete checkpoint on disk (:func:`interrupted_message`)
-    of the run in ``out`` (or the default run directory ``runs/<default_glob>`` it created)."""
+def run_training(call: Callable[[], Any], run_dir: Callable[[], Optional[Path]] = lambda: None) -> Any:
+    """Run a training call (:func:`pawn.train.spine.run` of a task); Ctrl-C that it did not handle
+    itself is one line and exit 130 naming the last complete checkpoint on disk
+    (:func:`interrupted_message`) of the run directory the run decided (``run_dir()``: the task's
+    :attr:`~pawn.train.task.Task.run_dir`, None before it was decided)."""
     from pawn.cli._errors import fail
 
-    t0 = time.time()
     try:
         return call()
     except KeyboardInterrupt:
-        raise fail(interrupted_message(_run_dir_of(out, default_glob, t0)), 130)
+        raise fail(interrupted_message(run_dir()), 130)
+
+
+def print_config(cfg: Any) -> None:
+    """``--print-config``: the full resolved settings of ``cfg`` (a settings model) as JSON on
+    stdout, a file ``--config`` takes back (the command-only flags and ``resume`` left out)."""
+    data = cfg.model_dump(mode="json")
+    data.pop("resume", None)
+    typer.echo(json.dumps(data, indent=2))
 
 
 def report_end(res: Any, stalled: str, length: str = "") -> bool:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from pawn.cli._options import flag, settings_command
-from pawn.cli._output import Column, Output, TableReport, report_end, run_training
+from pawn.cli._output import Column, Output, TableReport, print_config, report_end, run_training
 from pawn.train.adapt_config import AdaptSettings
 from pawn.progress import counted
 
@@ -58,8 +58,6 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
         fields = cfg.model_dump(include=cfg.user_set_fields)
         cfg = AdaptSettings.load(**{**fields, "backbone": backbone_arg})
     if show_config:
-        from pawn.cli.pretrain import print_config
-
         print_config(cfg)
         return
     from pawn.cli._paths import check_input, check_output_dir, init_from_checkpoint
@@ -72,11 +70,13 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
     check_output_dir(cfg.out)
     cfg = init_from_checkpoint(cfg, lambda line: typer.echo(line, err=True))
     from pawn.evaluate.loading import resolve_backbone
-    from pawn.train.adapt import run_adapt
+    from pawn.train.adapt import AdaptTask, step0_label
+    from pawn.train import spine
     from pawn.report.hook import report_sinks  # the run's live report.html, with the report extra
 
-    res = run_training(lambda: run_adapt(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
-                        resolve_backbone=resolve_backbone, sinks=report_sinks()), cfg.out, f"adapt-{cfg.strategy}-*")
+    log = lambda msg: typer.echo(msg, err=True)  # noqa: E731
+    task = AdaptTask(cfg, resolve_backbone=resolve_backbone, log=log)
+    res = run_training(lambda: spine.run(task, log=log, overwrite=bool(overwrite), sinks=report_sinks()), lambda: task.run_dir)
     if report_end(res, "val loss", f" ({counted(res.total_steps // res.steps_per_epoch, 'epoch')})"):
         return
     from pawn.metrics import SCOPE_ALL
@@ -88,9 +88,8 @@ def adapt(cfg: AdaptSettings, backbone_arg: Optional[str] = None, overwrite: boo
                        Column("val top-5", "pct")])
     if res.baseline_val:
         b = res.baseline_val
-        when = ("step 0 (the --init-from adapter)" if cfg.init_from is not None and cfg.resume is None else
-                "step 0 (untrained model)" if res.strategy == "specialized_clm" else "step 0 (backbone)")
-        rep.add(when, b["loss"], b["top1"], b["top5"])
+        rep.add(f"step 0 ({step0_label(res.strategy, cfg.init_from is not None and cfg.resume is None)})",
+                b["loss"], b["top1"], b["top5"])
     if res.last_val:
         v = res.last_val
         rep.add(f"step {v['step']}", v["loss"], v["top1"], v["top5"])

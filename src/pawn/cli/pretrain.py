@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
 
 from pawn.cli._options import flag, settings_command
-from pawn.cli._output import Column, Output, TableReport, report_end, run_training
+from pawn.cli._output import Column, Output, TableReport, print_config, report_end, run_training
 from pawn.metrics import METRICS, VALIDATION_COLUMNS
 from pawn.settings import PretrainConfig
 
@@ -45,15 +44,6 @@ def validation_table(cfg: PretrainConfig, last_val: dict[str, Any]) -> TableRepo
     return rep
 
 
-def print_config(cfg) -> None:
-    """The full resolved settings as JSON on stdout, a file ``--config`` takes back (the
-    command-only flags and ``resume`` left out)."""
-
-    data = cfg.model_dump(mode="json")
-    data.pop("resume", None)
-    typer.echo(json.dumps(data, indent=2))
-
-
 def pretrain(cfg: PretrainConfig, overwrite: bool = False, dry_run: bool = False, show_config: bool = False) -> None:
     if show_config:
         print_config(cfg)
@@ -62,12 +52,14 @@ def pretrain(cfg: PretrainConfig, overwrite: bool = False, dry_run: bool = False
 
     check_output_dir(cfg.out)  # before JAX is imported and the step compiled
     cfg = init_from_checkpoint(cfg, lambda line: typer.echo(line, err=True))
-    from pawn.train.pretrain import run_pretrain
+    from pawn.train.pretrain import PretrainTask
+    from pawn.train import spine
     from pawn.report.hook import report_sinks  # the run's live report.html, with the report extra
 
-    res = run_training(lambda: run_pretrain(cfg, log=lambda msg: typer.echo(msg, err=True), overwrite=bool(overwrite),
-                                            dry_run=bool(dry_run), sinks=report_sinks()),
-                       cfg.out, "pretrain-*")
+    log = lambda msg: typer.echo(msg, err=True)  # noqa: E731
+    task = PretrainTask(cfg, log=log)
+    res = run_training(lambda: spine.run(task, log=log, overwrite=bool(overwrite), dry_run=bool(dry_run), sinks=report_sinks()),
+                       lambda: task.run_dir)
     if report_end(res, "validation"):
         return
     if res.last_val:

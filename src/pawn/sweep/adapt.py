@@ -20,7 +20,7 @@ from pawn.adapters.registry import STRATEGIES
 from pawn.checkpoint import is_hub_id
 from pawn.errors import PawnError
 from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, _one_line
-from pawn.train.adapt import AdaptReuse, run_adapt
+from pawn.train.adapt import AdaptReuse, AdaptTask, run_adapt
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.run import Hook, TrainingError
 from pawn.vocab import MAX_SEQ_LEN
@@ -96,6 +96,7 @@ class AdaptTrialRunner:
     """
 
     command = "adapt"
+    task = AdaptTask  # the task its trials run (its cost, its population trainer)
     objective_key = "loss"  # pawn.metrics key of the val record
 
     def __init__(self, base: dict[str, Any], *, strategy: str, checkpoint: str, data: str,
@@ -136,6 +137,19 @@ class AdaptTrialRunner:
             # default (the stored config names it, so run_adapt sees it as set)
             cfg = cfg.model_copy(update={"seq_len": self._trained_seq_len(cfg)})
         return cfg.model_dump(mode="json")
+
+    def plan_cost(self):
+        """One trial's cost from the fixed settings (:meth:`pawn.train.adapt.AdaptTask.cost`), the
+        backbone loaded when it is a local checkpoint; None when the data decides the steps.
+
+        Raises:
+            pydantic.ValidationError / PawnError: the fixed settings do not validate, or the backbone fails.
+        """
+        settings = AdaptSettings.load(**{**self.base, **self.fixed, "out": None, "resume": None})
+        if "seq_len" not in settings.user_set_fields:  # as each trial: the backbone's trained context
+            settings = settings.model_copy(update={"seq_len": self._trained_seq_len(settings)})
+        bb = self.reuse.backbone(settings)[0] if Path(str(settings.backbone)).exists() else None
+        return self.task(settings).cost(backbone_config=None if bb is None else bb.config)
 
     def _trained_seq_len(self, cfg) -> int:
         """The sequence length the backbone was trained at (its run config's ``seq_len``), or

@@ -35,8 +35,6 @@ from pawn.adapters.io import save_adapter
 from pawn.data import split as split_record
 from pawn.data.lichess import LichessFilters, load_corpus
 from pawn.data.lichess_batches import GameBatches, ValidationBatches
-from pawn.data.stream import ChunkStream
-from pawn.engine import random_games
 from pawn.errors import PawnError
 from pawn.model import PAWNModel
 from pawn.settings import PretrainConfig
@@ -44,13 +42,13 @@ from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, fi
                                   n_counted, trial_data_seed)
 from pawn.sweep.space import derive, suggest
 from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, raise_if_interrupted
-from pawn.train.adapt import load_backbone_for
+from pawn.train.adapt import AdaptTask, adapter_val_due, load_backbone_for
 from pawn.train.adapter_step import BATCH_KEYS, BatchChunks, make_adapter_count, make_adapter_loss, make_validator
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
-from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, partition_model
+from pawn.train.loop import TrainProgram, TrainState, make_optimizer, partition_model
 from pawn.train.memory import release_free_heap
-from pawn.train.pretrain import _data_source, _monitored, _validate
+from pawn.train.pretrain import PretrainTask
 from pawn.train.run import TrainingError, ValidationEvent, to_host
 from pawn.progress import counted
 
@@ -210,30 +208,25 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     check_population(configs)
     cfgs = [PretrainConfig.load(**c) for c in configs]
     base = cfgs[0]
-    stored_cfg, variants = base.model_configs()
-    variants = list(variants.items())
-    monitored = _monitored(stored_cfg, variants)  # as pawn pretrain
-    dtype = None if base.dtype == "auto" else base.dtype
+    task = PretrainTask(base, log=log)  # the data, validation rule and validation of pawn pretrain
+    task.shape()
+    dtype = task.dtype
     sched = base.schedule()
-    program = TrainProgram(make_optimizer(sched, b1=base.beta1, b2=base.beta2, weight_decay=base.weight_decay,
-                                          max_grad_norm=base.max_grad_norm), sched,
-                           [(c, 1.0) for _, c in variants], dtype, "none" if base.remat == "auto" else base.remat,
-                           make_mesh(), base.accumulation_steps)
+    program = TrainProgram.of(make_optimizer(sched, **base.optimizer_kwargs()), sched, [c for _, c in task.variants], dtype=dtype,
+                              remat="none" if base.remat == "auto" else base.remat, accumulation_steps=base.accumulation_steps)
     pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
     seed = base.model_seed if base.model_seed is not None else base.seed
-    state = eqx.filter_shard(pop.init(PAWNModel(stored_cfg, jax.random.key(seed)), [c.weight_decay for c in cfgs]),
+    state = eqx.filter_shard(pop.init(PAWNModel(task.stored_cfg, jax.random.key(seed)), [c.weight_decay for c in cfgs]),
                              program.replicated)
-    T, K = base.total_steps, base.chunk_steps
+    T = base.total_steps
     table = lr_table([c.schedule() for c in cfgs], T)
-    val_set = random_games(base.val_games, base.max_ply, base.val_seed) if base.val_games > 0 else None
-    stream = ChunkStream(_data_source(base, log), start_step=0, end_step=T, k=K, batch_size=base.batch_size,
-                         seq_len=base.seq_len, prepend_outcome=base.prepend_outcome, prefetch=base.prefetch_chunks,
-                         process_index=0, process_count=1)
+    task.open_data()
+    stream = task.chunks(0, T)
     try:
         return _train_population(
             pop, state, stream, program.place_chunk, table, None, T, configs, reporters,
-            val_due=(lambda s: s % base.val_every == 0 or s == T) if val_set is not None else (lambda s: False),
-            validate=lambda m: _validate(TrainState(jax.device_put(m), None, None), val_set, variants, base, dtype, monitored))
+            val_due=task.val_due if task.validates else (lambda s: False),
+            validate=lambda m: task.validate(TrainState(jax.device_put(m), None, None), T))
     finally:
         stream.close()
 
@@ -368,20 +361,15 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     val_batches = ValidationBatches(corpus.val, base.layout, base.seq_len, base.batch_size, BATCH_KEYS)
     dtype = None if base.dtype == "auto" else base.dtype
     loss_kw = dict(legal_mask=not base.disable_legal_mask, illegal_penalty=base.illegal_penalty, dtype=dtype)
-    program = TrainProgram(make_optimizer(schedules[0], b1=base.beta1, b2=base.beta2, weight_decay=base.weight_decay,
-                                          max_grad_norm=base.max_grad_norm), schedules[0], [(model.config, 1.0)], dtype,
-                           "none", make_mesh(), 1, loss_fn=make_adapter_loss(**loss_kw),
-                           count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]))
+    program = TrainProgram.of(make_optimizer(schedules[0], **base.optimizer_kwargs()), schedules[0], model.config, dtype=dtype,
+                              loss_fn=make_adapter_loss(**loss_kw), count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]))
     validator = make_validator(**loss_kw)
     pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
     halves = [partition_model(m, m.trainable_filter()) for m in models]
     frozen = halves[0][1]
     state = eqx.filter_shard(pop.init([h for h, _ in halves], [c.weight_decay for c in cfgs]), program.replicated)
     frozen = program.place_frozen(frozen)
-    if base.eval_interval is not None:
-        val_due = lambda s: s % base.eval_interval == 0 or s == total  # noqa: E731
-    else:
-        val_due = lambda s: s % spe == 0 and ((s // spe) % base.val_every == 0 or s == total)  # noqa: E731
+    val_due = lambda s: adapter_val_due(base, s, steps_per_epoch=spe, total=total)  # noqa: E731  (as pawn adapt)
     log(f"adapter population of {P} ({st.name}): {counted(spe, 'step')} per epoch x {counted(base.epochs, 'epoch')} = {counted(total, 'step')}; "
         f"data seed {data_seed}")
     _record_member_splits(corpus, base, configs)
@@ -444,11 +432,11 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
     Raises:
         pawn.sweep.trials.SweepError: the run type has no population trainer.
     """
-    trainers = {"pretrain": run_pretrain_population, "adapt": run_adapt_population}
-    if getattr(runner, "command", None) not in trainers:
-        raise SweepError(f"--population is implemented for pretraining and adapter sweeps; {runner.command} trials "
-                         "run one at a time")
-    train_population = trainers[runner.command]
+    trainers = {PretrainTask: run_pretrain_population, AdaptTask: run_adapt_population}  # by the task the trials run
+    train_population = trainers.get(getattr(runner, "task", None))
+    if train_population is None:
+        raise SweepError(f"--population is implemented for pretraining and adapter sweeps; {getattr(runner, 'command', '')} "
+                         "trials run one at a time")
     study = shared.study
     t0, attempts = time.monotonic(), 0
     objective = make_objective(s, runner, space, log)

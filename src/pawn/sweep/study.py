@@ -621,21 +621,11 @@ def _plan(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None]) -> 
     then reports its own)."""
     from pawn.train.walltime import plan_sweep
 
-    command = getattr(runner, "command", None)
-    if getattr(runner, "base", None) is None:  # a runner without fixed settings (a spawned worker's): each trial reports its own
+    plan_cost = getattr(runner, "plan_cost", None)
+    if plan_cost is None or getattr(runner, "base", None) is None:  # a spawned worker's runner: each trial reports its own
         return
     try:
-        if command == "pretrain":
-            settings = PretrainConfig.load(**{**runner.base, "out": None, "resume": None})
-            plan_sweep(s.trials, "pretrain", settings, log=log)
-        elif command == "adapt":
-            from pawn.train.adapt_config import AdaptSettings
-
-            settings = AdaptSettings.load(**{**runner.base, **runner.fixed, "out": None, "resume": None})
-            if "seq_len" not in settings.user_set_fields:  # as each trial: the backbone's trained context
-                settings = settings.model_copy(update={"seq_len": runner._trained_seq_len(settings)})
-            bb = runner.reuse.backbone(settings)[0] if Path(str(settings.backbone)).exists() else None
-            plan_sweep(s.trials, "adapt", settings, backbone_config=None if bb is None else bb.config, log=log)
+        plan_sweep(s.trials, plan_cost(), log=log)
     except (ValidationError, PawnError):
         return
 

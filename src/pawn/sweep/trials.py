@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from pawn.errors import PawnError
 from pawn.settings import PretrainConfig
-from pawn.train.pretrain import PretrainReuse, run_pretrain
+from pawn.train.pretrain import PretrainReuse, PretrainTask, run_pretrain
 from pawn.train.run import ChunkContext, Hook, ValidationEvent
 
 
@@ -216,6 +216,7 @@ class PretrainTrialRunner:
     """
 
     command = "pretrain"
+    task = PretrainTask  # the task its trials run (its cost, its population trainer)
 
     def __init__(self, base: dict[str, Any], log: Callable[[str], None] = print, sinks: Sequence[Callable[[Path], Any]] = ()):
         self.base, self.log, self.sinks = dict(base), log, tuple(sinks)
@@ -228,6 +229,14 @@ class PretrainTrialRunner:
         """The settings fields a space parameter sets: itself (the pretraining space uses
         :class:`~pawn.settings.PretrainConfig`'s names)."""
         return (name,)
+
+    def plan_cost(self):
+        """One trial's cost from the fixed settings (:meth:`pawn.train.pretrain.PretrainTask.cost`).
+
+        Raises:
+            pydantic.ValidationError: the fixed settings do not validate without the searched ones.
+        """
+        return self.task(PretrainConfig.load(**{**self.base, "out": None, "resume": None})).cost()
 
     def config(self, params: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
         cfg = PretrainConfig.load(**{**self.base, **params, "out": str(trial_dir), "resume": None})

@@ -32,19 +32,21 @@ from pawn.checkpoint import MODEL_FILE, CheckpointError, is_hub_id
 from pawn.data import split as split_record
 from pawn.data.lichess import LichessFilters, load_corpus
 from pawn.data.lichess_batches import GameBatches, ValidationBatches
-from pawn.progress import ProgressReporter, counted
+from pawn.progress import counted
 from pawn.train.adapt_config import STRATEGY_FLAGS, AdaptSettings
 from pawn.train.adapter_step import (BATCH_KEYS, VAL_FIELDS, BatchChunks, batch_dict, make_adapter_count, make_adapter_loss,
                                      make_validator)
-from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, step_dir_name
-from pawn.train.loop import TrainProgram, TrainState, init_partitioned_state, make_mesh, make_optimizer, optimizer_to_arrays
+from pawn.train.lifecycle import BEST_DIR, StopFlag, step_dir_name
+from pawn.train.loop import TrainProgram, init_partitioned_state, make_optimizer, optimizer_to_arrays
 from pawn.train.rosa_phases import FlagStopHook, run_warmup_and_masks, warmup_data_seed
 from pawn.train.validation_lines import adapt_validation_line
 from pawn.errors import PawnError
 from pawn.train import spine
-from pawn.train.run import CheckpointEvent, Checkpointer, Hook, HubHook, ProgressHook, Run, Trainer, TrainingError, ValidationHook, to_host
+from pawn.train.run import CheckpointEvent, Hook, HubHook, TrainingError, to_host
+from pawn.model import resolve_dtype
 from pawn.vocab import MAX_SEQ_LEN
-from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seconds_guess, plan_adapt
+from pawn.train.task import Task, TaskCost, TaskResult
+from pawn.train.walltime import plan_adapt
 
 # ============================================================================ reuse across runs
 @dataclass
@@ -89,34 +91,25 @@ class AdaptReuse:
 
 # ============================================================================ results
 @dataclass
-class AdaptResult:
-    """What :func:`run_adapt` produced.
+class AdaptResult(TaskResult):
+    """What :func:`run_adapt` produced: :class:`~pawn.train.task.TaskResult` (``best_checkpoint``
+    also linked as ``<run>/best``) and the adapter's own fields.
 
     Attributes:
-        run_dir: the run directory. checkpoint: the last step checkpoint (None if none).
-        best_checkpoint: ``checkpoints/best`` (lowest val loss; also linked as ``<run>/best``).
-        best_step: its step. step: steps done. reason: ``reason_for_stop`` (spec §1.10).
         strategy, trainable_params: the adapter. steps_per_epoch, total_steps: the sizing.
-        baseline_val: the step-0 validation (fresh runs). last_val, last_train: last records.
+        baseline_val: the step-0 validation (fresh runs).
         legal_mask: the loss (and the validation top-1) was under the hard legal mask.
         split: the run's :class:`pawn.data.split.SplitRecord` (which games were train/val/test).
         compute: what the run spent over all its segments, as its ``end`` record's ``compute``
             (:func:`_spent`): optimizer steps, gradient batches, trainable and movable parameters.
+        extra: phase details (``rosa_warmup_step`` of a run stopped in the RoSA warm-up).
     """
 
-    run_dir: Path
-    checkpoint: Optional[Path]
-    best_checkpoint: Optional[Path]
-    best_step: Optional[int]
-    step: int
-    reason: str
-    strategy: str
-    trainable_params: int
-    steps_per_epoch: int
-    total_steps: int
+    strategy: str = ""
+    trainable_params: int = 0
+    steps_per_epoch: int = 0
+    total_steps: int = 0
     baseline_val: Optional[dict] = None
-    last_val: Optional[dict] = None
-    last_train: Optional[dict] = None
     extra: dict = field(default_factory=dict)
     legal_mask: Optional[bool] = None
     split: Any = None
@@ -158,18 +151,6 @@ def _adapter_checkpoint(d: Path, backbone_dir: Optional[str], resolve: Optional[
         raise CheckpointError(f"{d}: not an adapter training checkpoint (config.json has no run_config)")
     spine.checked_step(d, la.training_state)
     return la
-
-
-def adapt_task(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]] = None) -> spine.Task:
-    """Adapter training's part of the run spine (:class:`pawn.train.spine.Task`): its
-    checkpoints (loaded against the backbone the command names, else the recorded one), the
-    backbone and strategy a new run needs, and the strategy flags that a resume does not
-    re-apply (the adapter is rebuilt from the checkpoint's own settings, config.json
-    ``adapter``: a run written before the flags defaulted to None stores every one, and
-    re-setting them made each resume warn about flags nobody gave)."""
-    bdir = cfg.backbone if "backbone" in cfg.user_set_fields else None
-    return spine.Task("adapt", lambda d: _adapter_checkpoint(d, bdir, resolve), lambda c: c.check_startable(),
-                      not_reapplied=tuple(STRATEGY_FLAGS))
 
 
 # ============================================================================ hooks
@@ -269,69 +250,31 @@ def run_adapt(cfg: AdaptSettings, *, log: Callable[[str], None] = print, progres
         pawn.errors.DataError / UsageError: the data (no games left, bad steps_per_epoch).
         AdapterConfigError: strategy settings that do not fit the backbone.
     """
-    # The handlers go in before the slow setup (backbone load, data cache build, step-0
-    # validation, compile): a signal there stops after the first chunk with a checkpoint, as a
-    # later one does, instead of killing the process (exit 143).
-    stop = StopFlag(install_signal_handlers)
-    try:
-        return _run_adapt(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks,
-                          build_model=build_model, resolve_backbone=resolve_backbone, reuse=reuse, sinks=sinks)
-    finally:
-        stop.restore()
+    return spine.run(AdaptTask(cfg, build_model=build_model, resolve_backbone=resolve_backbone, reuse=reuse, log=log),
+                     log=log, progress=progress, install_signal_handlers=install_signal_handlers, overwrite=overwrite,
+                     hooks=hooks, sinks=sinks)
 
 
-def _run_adapt(cfg: AdaptSettings, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
-               hooks: Sequence[Hook], build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]],
-               resolve_backbone: Optional[Callable[[str], str]], reuse: Optional[AdaptReuse] = None,
-               sinks: Sequence[Callable[[Path], Any]] = ()) -> AdaptResult:
-    """:func:`run_adapt` with its :class:`~pawn.train.lifecycle.StopFlag` already installed: the
-    checks (:func:`_preflight`), the adapter (:func:`_build_model`), the data (:func:`_build_data`),
-    the program (:func:`_build_program`), the state (:func:`_adapter_state`), the run directory
-    (:func:`_start_run`), the RoSA warm-up when due (:func:`_rosa_warmup`), the hooks
-    (:func:`_adapt_hooks`) and the loop (:func:`_train`), in that order."""
-    cfg, resume_la, out = _preflight(cfg, log, resolve_backbone)
-    given_resume = cfg.resume
-    is_main = jax.process_index() == 0
-    mb = _build_model(cfg, resume_la, build_model, resolve_backbone, reuse, log)
-    cfg = _fit_seq_len(cfg, mb, resume_la, log)
-    data = _build_data(cfg, resume_la, log)
-    start = int((resume_la.training_state or {}).get("step", 0)) if resume_la is not None else 0
-    phase = (0, 0)
-    if rosa.is_phased(mb.model) and mb.model.adapter.phase == rosa.PHASE_WARMUP:  # warm-up and masks still to run
-        s = mb.model.settings
-        done = mb.rosa_resume[0] if mb.rosa_resume is not None else 0
-        phase = (max(0, int(s.rosa_warmup_steps) - done), int(s.mask_samples))
-    data.k, wall = plan_adapt(cfg, mb.model, trains_backbone=not mb.st.uses_backbone,
-                              steps_per_epoch=data.spe,
-                              start_step=start, end_step=data.total if cfg.pause_after_steps is None else min(data.total, cfg.pause_after_steps),
-                              k=data.k, cut="steps_per_chunk" not in cfg.user_set_fields, log=log, phase_batches=phase)
-    WallClockHook(None, stop, start_step=start, end_step=data.total, estimate=wall, every_s=0, setup=True,
-                  checkpoint_s_guess=checkpoint_seconds_guess(mb.n_trainable), resumed_step=start or None)
-    prog = _build_program(cfg, mb.model, data.schedule, reuse)
-    init = _adapter_state(cfg, mb.model, prog.optimizer, resume_la, mb.rosa_resume, data, log, mb.init)
-    r = _start_run(cfg, out, given_resume, overwrite, is_main, mb, data, prog, init, resume_la, hooks, log, sinks)
-    del resume_la
-    r.wall = wall
-    if rosa.is_phased(mb.model) and mb.model.adapter.phase == rosa.PHASE_WARMUP:
-        early = _rosa_warmup(r, mb, stop, reuse, log)
-        if early is not None:
-            return early
-    return _train(r, stop, progress, given_resume, log)
+def adapter_val_due(cfg: AdaptSettings, step: int, *, steps_per_epoch: int, total: int) -> bool:
+    """Whether an adapter run of ``cfg`` validates after ``step`` (spec §5): every
+    ``eval_interval`` steps, else every ``val_every``-th epoch of ``steps_per_epoch`` steps; and
+    at the last step (``total``)."""
+    if cfg.eval_interval is not None:
+        return step % cfg.eval_interval == 0 or step == total
+    return step % steps_per_epoch == 0 and ((step // steps_per_epoch) % cfg.val_every == 0 or step == total)
 
 
-def _preflight(cfg: AdaptSettings, log: Callable[[str], None], resolve: Optional[Callable[[str], str]]):
-    """``(config, resumed adapter or None, run directory)``: the resume target resolved and every
-    check that needs no backbone or data (startable, logging extras, Hub push, ``--out``).
+def step0_label(strategy: str, init_from: bool) -> str:
+    """What the step-0 validation of a fresh adapter run measures: ``the --init-from adapter``,
+    ``untrained model`` (a strategy that trains a model from scratch) or ``backbone + identity
+    adapter``.
 
     Raises:
-        TrainingError / UsageError: one line naming the problem.
+        AdapterError: an unknown strategy.
     """
-    if cfg.resume is None:
-        cfg.check_startable()
-    cfg, resume_la = spine.resolve_resume(cfg, adapt_task(cfg, resolve), log)
-    out = Path(cfg.out) if cfg.out is not None else spine.default_run_dir(f"adapt-{cfg.strategy}")
-    spine.check_outputs(cfg, out)
-    return cfg, resume_la, out
+    if init_from:
+        return "the --init-from adapter"
+    return "backbone + identity adapter" if get_strategy(strategy).uses_backbone else "untrained model"
 
 
 @dataclass
@@ -489,7 +432,7 @@ class _DataSetup:
         return (*BATCH_KEYS, "legal") if self.need_legal else BATCH_KEYS
 
 
-def _build_data(cfg: AdaptSettings, resume_la, log: Callable[[str], None]) -> _DataSetup:
+def _build_data(cfg: AdaptSettings, resume_la, data_seed: int, log: Callable[[str], None]) -> _DataSetup:
     """Load the corpus (filtered, cached, split), size the run and build the LR schedule (spec §5–§6).
 
     Raises:
@@ -497,11 +440,6 @@ def _build_data(cfg: AdaptSettings, resume_la, log: Callable[[str], None]) -> _D
             multiples of K, a schedule that does not fit the total.
         pawn.errors.DataError: no games left.
     """
-    data_seed = cfg.data_seed
-    if resume_la is not None:
-        data_seed = int((resume_la.training_state or {}).get("data_seed", data_seed if data_seed is not None else 0))
-    elif data_seed is None:
-        data_seed = secrets.randbelow(2**31)
     filters = LichessFilters(cfg.elo_min, cfg.elo_max, cfg.min_ply, cfg.max_games)
     corpus = load_corpus(cfg.data, filters, split=cfg.split, val_games=cfg.val_games, cache_dir=cfg.cache_dir,
                          warn=lambda m: log(f"WARNING: {m}"), test_games=cfg.test_games)
@@ -566,9 +504,9 @@ def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReu
     else:
         # hyperparameters as data only for shared runs: XLA rounds the compiled-in constants'
         # arithmetic differently in places, and a plain run must stay bit-identical to before
-        program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], dtype, "none", make_mesh(), 1, loss_fn=loss_fn,
-                               count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]),
-                               weight_decay=cfg.weight_decay if reuse is not None else None)
+        program = TrainProgram.of(optimizer, schedule, model.config, dtype=dtype, loss_fn=loss_fn,
+                                  count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]),
+                                  weight_decay=cfg.weight_decay if reuse is not None else None)
         if reuse is not None:
             reuse.programs[graph_key] = program
     validator = None if reuse is None else reuse.validators.get(graph_key[0])
@@ -604,33 +542,171 @@ def _adapter_state(cfg: AdaptSettings, model, optimizer, resume_la, rosa_resume,
     return init
 
 
-@dataclass
-class _AdaptRun:
-    """An opened adapter run (:func:`_start_run`): what the checkpoint writer, the validation,
-    the RoSA warm-up, the hooks and the loop share. ``frozen`` and ``state`` are replaced when
-    the RoSA warm-up hands over to the main phase; ``trainer`` is set by :func:`_train`."""
+class AdaptTask(Task):
+    """Adapter training as a :class:`pawn.train.task.Task`: its checkpoints (loaded against the
+    backbone the command names, else the recorded one; the strategy flags are not re-applied on
+    resume: the adapter is rebuilt from the checkpoint's own settings), the backbone and
+    strategy, the Lichess data and its split record, validation per epoch or ``eval_interval``
+    (spec §5) with a step-0 baseline, a step checkpoint after each validation and every
+    ``checkpoint_interval`` steps, the ``best`` link, and the RoSA family's warm-up and masks
+    before the main phase (spec §4.6).
 
-    cfg: AdaptSettings
-    mb: _ModelSetup
-    data: _DataSetup
-    prog: _ProgramSetup
-    run: Run
-    hub: Optional[HubHook]
-    snapshot: dict
-    split_rec: Any
-    hooks: list
-    is_main: bool
-    state: TrainState
-    frozen: Any
-    start: int
-    end: int
-    es: EarlyStopping
-    baseline: Optional[dict]
-    checkpointer: Optional[Checkpointer] = None
-    trainer: Optional[Trainer] = None
-    last_val: dict = field(default_factory=dict)
-    wall: Optional[WallTimeEstimate] = None
+    Args:
+        cfg: the run's settings. build_model: ``(cfg, backbone, key) -> model`` in place of the
+            strategy's builder. resolve_backbone: turns a Hub id into a local checkpoint
+            directory. reuse: an :class:`AdaptReuse` shared with other runs of this process.
+        log: one-line status messages.
+    """
 
+    name = "adapt"
+    completed_reason = "step_limit"
+    not_reapplied = tuple(STRATEGY_FLAGS)
+
+    def __init__(self, cfg: AdaptSettings, *, build_model: Optional[Callable[[AdaptSettings, Any, jax.Array], Any]] = None,
+                 resolve_backbone: Optional[Callable[[str], str]] = None, reuse: Optional[AdaptReuse] = None,
+                 log: Callable[[str], None] = print):
+        super().__init__(cfg, log=log)
+        self.build_model, self.resolve, self.reuse = build_model, resolve_backbone, reuse
+        self._backbone_dir = cfg.backbone if "backbone" in cfg.user_set_fields else None
+        self.last_val: dict = {}
+        self.baseline: Optional[dict] = None
+        self.data_seed: Optional[int] = None
+
+    def cost(self, *, backbone_config: Any = None, **context: Any) -> Optional[TaskCost]:
+        """One run's cost on the backbone of ``backbone_config`` (its
+        :class:`~pawn.config.ModelConfig`): ``epochs × steps_per_epoch`` steps, the RoSA family's
+        warm-up steps and mask-scoring batches included; None without ``steps_per_epoch`` (the
+        data decides it) or a backbone config."""
+        from pawn.train.walltime import adapter_flops_per_token
+
+        cfg = self.cfg
+        if backbone_config is None or cfg.steps_per_epoch is None:
+            return None
+        row = get_strategy(cfg.strategy)
+        fpt = adapter_flops_per_token(backbone_config, cfg.seq_len, trains_backbone=not row.uses_backbone)
+        steps, note, shorter = cfg.epochs * cfg.steps_per_epoch, "", "fewer epochs or steps_per_epoch"
+        if issubclass(row.module, rosa.RoSAAdapter):  # the warm-up and mask scoring run before the main steps
+            rs = row.parse(cfg.adapter_settings())
+            phased = int(rs.rosa_warmup_steps) + int(rs.mask_samples)
+            steps += phased
+            note = f"{rs.rosa_warmup_steps:,} RoSA warm-up steps and {rs.mask_samples:,} mask-scoring batches, then the main steps"
+            shorter += (f", or fewer rosa_warmup_steps / mask_samples ({phased:,} of each run's steps are RoSA warm-up and "
+                        "mask scoring)")
+        dtype = jax.numpy.dtype(resolve_dtype(None if cfg.dtype == "auto" else cfg.dtype)).name
+        return TaskCost("adapter", fpt, cfg.batch_size * cfg.seq_len, steps, dtype, note=note, shorter=shorter)
+
+    # ---- the resume rule
+    def load_candidate(self, d: Path):
+        return _adapter_checkpoint(d, self._backbone_dir, self.resolve)
+
+    def check_fresh(self, cfg: AdaptSettings) -> None:
+        cfg.check_startable()
+
+    # ---- before the build
+    def prepare(self) -> None:
+        if self.cfg.resume is None:
+            self.cfg.check_startable()
+
+    def run_name(self) -> str:
+        return f"adapt-{self.cfg.strategy}"
+
+    def settle(self, ck) -> None:
+        """The data seed: the resumed run's, the one given, else a random one (recorded in config.json)."""
+        seed = self.cfg.data_seed
+        if ck is not None:
+            seed = int((ck.training_state or {}).get("data_seed", seed if seed is not None else 0))
+        elif seed is None:
+            seed = secrets.randbelow(2**31)
+        self.data_seed = seed
+
+    def snapshot(self) -> dict:
+        return {**super().snapshot(), "data_seed": self.data_seed}
+
+    # ---- the build
+    def build(self, ck, stop: Any) -> None:
+        """The backbone and adapter (:func:`_build_model`), ``seq_len`` (:func:`_fit_seq_len`),
+        the data (:func:`_build_data`), the wall-time plan and the program (:func:`_build_program`).
+
+        Raises:
+            TrainingError / AdapterConfigError / pawn.errors.DataError: as those functions.
+        """
+        cfg, log = self.cfg, self.log
+        self.mb = mb = _build_model(cfg, ck, self.build_model, self.resolve, self.reuse, log)
+        self.cfg = cfg = _fit_seq_len(cfg, mb, ck, log)
+        self.data = data = _build_data(cfg, ck, self.data_seed, log)
+        start = int((ck.training_state or {}).get("step", 0)) if ck is not None else 0
+        phase = (0, 0)
+        if self.in_warmup:  # warm-up and masks still to run
+            s = mb.model.settings
+            done = mb.rosa_resume[0] if mb.rosa_resume is not None else 0
+            phase = (max(0, int(s.rosa_warmup_steps) - done), int(s.mask_samples))
+        data.k, self.wall = plan_adapt(cfg, mb.model, trains_backbone=not mb.st.uses_backbone, steps_per_epoch=data.spe,
+                                       start_step=start, end_step=self.end_step(), k=data.k,
+                                       cut="steps_per_chunk" not in cfg.user_set_fields, log=log, phase_batches=phase)
+        self.setup_messages(stop, start, self.end_step(), mb.n_trainable)
+        self.schedule = data.schedule
+        self.prog = _build_program(cfg, mb.model, data.schedule, self.reuse)
+
+    @property
+    def in_warmup(self) -> bool:
+        """The RoSA family's LoRA warm-up and masks are still to run (spec §4.6)."""
+        return rosa.is_phased(self.mb.model) and self.mb.model.adapter.phase == rosa.PHASE_WARMUP
+
+    def end_step(self) -> int:
+        total = self.data.total
+        return total if self.cfg.pause_after_steps is None else min(total, self.cfg.pause_after_steps)
+
+    @property
+    def total_steps(self) -> int:
+        return self.data.total
+
+    @property
+    def program(self) -> TrainProgram:
+        return self.prog.program
+
+    @property
+    def checkpoint_params(self) -> int:
+        return self.mb.n_trainable
+
+    def initial_state(self, ck) -> spine.InitialState:
+        return _adapter_state(self.cfg, self.mb.model, self.prog.optimizer, ck, self.mb.rosa_resume, self.data, self.log,
+                              self.mb.init)
+
+    def place(self, init: spine.InitialState) -> None:
+        self.frozen = self.prog.program.place_frozen(init.frozen)
+        self.state = self.prog.program.place_state(init.state)
+
+    def start_records(self, init: spine.InitialState) -> None:
+        """``split.json``, the ``config`` record and, for a fresh run, the baseline ``val`` record
+        at step 0 (the backbone with the identity adapter, spec §5).
+
+        Raises:
+            TrainingError: the split record differs or cannot be written; the metrics log cannot be written.
+        """
+        run, mb, data, corpus, log = self.run, self.mb, self.data, self.data.corpus, self.log
+        self.split_rec = _record_split(corpus, self.cfg, run.run_dir, is_main=run.is_main)
+        spine.write_record(run, "config", run_config=self.snapshot(), strategy=mb.st.name,
+                           adapter_settings=mb.model.settings.model_dump(mode="json"),
+                           trainable_params=mb.n_trainable, movable_params=mb.n_movable, backbone_params=mb.n_backbone,
+                           model_config=mb.model.config.to_json_dict(),
+                           backbone=None if mb.ref is None else mb.ref.to_json(), steps_per_epoch=data.spe,
+                           total_steps=data.total, steps_per_chunk=data.k, n_train_games=len(corpus.train),
+                           n_val_games=len(corpus.val), val_from=corpus.val_from, n_test_games=data.n_test,
+                           test_from=corpus.test_from, split=self.split_rec.summary(), data_seed=data.data_seed,
+                           backend=jax.default_backend(), jax_version=jax.__version__)
+        if init.fresh and run.logger:  # baseline validation before the first step (spec §5)
+            t = time.perf_counter()
+            self.baseline = {**self.prog.validator(eqx.combine(self.state.model, self.frozen), data.val_batches), "epoch": -1,
+                             "weights": dict(mb.model.weight_report())}
+            spine.write_record(run, "val", step=0, **self.baseline, val_wall_s=time.perf_counter() - t)
+            who = step0_label(mb.st.name, mb.init is not None)
+            log(f"step 0 ({who}): val loss {self.baseline['loss']:.4f}, val top-1 {100 * self.baseline['top1']:.1f}%")
+
+    def before_loop(self, stop: Any, hooks: list) -> Optional[AdaptResult]:
+        """The RoSA warm-up and masks when due (:func:`_rosa_warmup`)."""
+        return _rosa_warmup(self, stop, hooks) if self.in_warmup else None
+
+    # ---- the loop
     def training_state(self, at_step: int) -> dict:
         """``training_state.json`` of a checkpoint at ``at_step`` (spec §5)."""
         spe, es, last_val = self.data.spe, self.es, self.last_val
@@ -644,11 +720,14 @@ class _AdaptRun:
         return ts
 
     def write_checkpoint(self, path: Path, at_step: int) -> None:
-        """Save the trainer's current adapter, optimizer state and training state to ``path``."""
         st = self.trainer.state
         m = eqx.combine(to_host(st.model), self.frozen)
-        save_adapter(path, m, self.mb.ref, run_config=self.snapshot, optimizer_state=optimizer_to_arrays(to_host(st.opt_state)),
+        save_adapter(path, m, self.mb.ref, run_config=self.snapshot(), optimizer_state=optimizer_to_arrays(to_host(st.opt_state)),
                      training_state=self.training_state(at_step))
+
+    @property
+    def validates(self) -> bool:
+        return True
 
     def validate(self, st_, at_step: int) -> dict:
         """The ``val`` fields at ``at_step`` (:data:`VAL_FIELDS`, ``epoch``, the weight report)."""
@@ -656,186 +735,90 @@ class _AdaptRun:
         fields = self.prog.validator(m, self.data.val_batches)
         self.last_val.clear()
         self.last_val.update(fields)
-        report = m.weight_report()
-        return {**fields, "epoch": (at_step - 1) // self.data.spe, "weights": dict(report)}
+        return {**fields, "epoch": (at_step - 1) // self.data.spe, "weights": dict(m.weight_report())}
 
     def val_due(self, s: int) -> bool:
         """Validation after step ``s``: every ``eval_interval`` steps, else every ``val_every``-th
         epoch; and at the last step."""
-        cfg, total, spe = self.cfg, self.data.total, self.data.spe
-        if cfg.eval_interval is not None:
-            return s % cfg.eval_interval == 0 or s == total
-        return s % spe == 0 and ((s // spe) % cfg.val_every == 0 or s == total)
+        return adapter_val_due(self.cfg, s, steps_per_epoch=self.data.spe, total=self.data.total)
 
-    def ckpt_due(self, s: int) -> bool:
+    def checkpoint_due(self, s: int) -> bool:
         """A step checkpoint after step ``s``: after each validation and every ``checkpoint_interval`` steps."""
         return self.val_due(s) or (self.cfg.checkpoint_interval is not None and s % self.cfg.checkpoint_interval == 0)
 
+    def validation_line(self, step: int, val: dict) -> str:
+        return adapt_validation_line(step, val, self.data.spe)
 
-def _start_run(cfg: AdaptSettings, out: Path, given_resume: Optional[str], overwrite: bool, is_main: bool, mb: _ModelSetup,
-               data: _DataSetup, prog: _ProgramSetup, init: spine.InitialState, resume_la, hooks: Sequence[Hook],
-               log: Callable[[str], None], sinks: Sequence[Callable[[Path], Any]] = ()) -> _AdaptRun:
-    """Check and open the run directory (:mod:`pawn.train.spine`: config.json, metrics sinks,
-    the Hub push) and ``split.json``, write the ``config`` record and, for a fresh run, the
-    step-0 validation; place the state on the devices and make the checkpointer.
+    def after_validation(self) -> list:
+        return [BestLinkHook(self.run.run_dir)]
 
-    Raises:
-        TrainingError: ``--out`` holding another run, a Hub push refused, a metrics write that fails.
-    """
-    snapshot = {**cfg.model_dump(mode="json"), "data_seed": data.data_seed, "resume": None, "pause_after_steps": None}
-    run = spine.check_run(cfg, out, given_resume=given_resume, resume_from=Path(cfg.resume) if cfg.resume else None,
-                          overwrite=overwrite, snapshot=snapshot, is_main=is_main, log=log)
-    hub = spine.start_hub(cfg, run.run_dir, is_main, log, run_id=run.run_id)  # the Hub repo and branch are created before the run writes
-    start = init.start
-    spine.open_run(run, cfg, "adapt", snapshot=snapshot, hub=hub, start_step=start, resume=resume_la, elapsed0=init.elapsed0,
-                   sinks=sinks, log=log)
-    split_rec = _record_split(data.corpus, cfg, run.run_dir, is_main=is_main)
-    hooks = list(hooks)
-    if hub is not None:
-        hooks.append(hub)
-    end = data.total if cfg.pause_after_steps is None else min(data.total, cfg.pause_after_steps)
-    r = _AdaptRun(cfg, mb, data, prog, run, hub, snapshot, split_rec, hooks, is_main, init.state,
-                  prog.program.place_frozen(init.frozen), start, max(end, start), init.es, None)
-    r.baseline = _write_start_records(r, init.fresh, log)
-    r.state = prog.program.place_state(r.state)
-    best_path = run.checkpoints / BEST_DIR
-    r.checkpointer = Checkpointer(run.checkpoints, r.write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
-                                  best=best_path if best_path.is_dir() else None)
-    return r
+    def train_fields(self, rec) -> dict:
+        return spine.train_record(rec, top1=float(np.mean(rec.metrics["top1"])), epoch=(rec.step - 1) // self.data.spe)
 
+    def chunks(self, start: int, end: int) -> BatchChunks:
+        return BatchChunks(self.data.train, start=start, end=end, k=self.data.k, keys=self.data.train_keys)
 
-def _write_start_records(r: _AdaptRun, fresh: bool, log: Callable[[str], None]) -> Optional[dict]:
-    """The ``config`` record and, for a fresh run, the baseline ``val`` record at step 0 (the
-    backbone with the identity adapter, spec §5); returns the baseline (None otherwise).
+    def compute(self, step: int) -> dict:
+        return _spent(self.mb, step)
 
-    Raises:
-        TrainingError: the metrics log cannot be written.
-    """
-    run, mb, data, corpus = r.run, r.mb, r.data, r.data.corpus
-    baseline = None
-    try:
-        if run.logger:
-            run.logger.write("config", run_config=r.snapshot, strategy=mb.st.name,
-                             adapter_settings=mb.model.settings.model_dump(mode="json"),
-                             trainable_params=mb.n_trainable, movable_params=mb.n_movable, backbone_params=mb.n_backbone,
-                             model_config=mb.model.config.to_json_dict(),
-                             backbone=None if mb.ref is None else mb.ref.to_json(), steps_per_epoch=data.spe,
-                             total_steps=data.total, steps_per_chunk=data.k, n_train_games=len(corpus.train),
-                             n_val_games=len(corpus.val), val_from=corpus.val_from, n_test_games=data.n_test,
-                             test_from=corpus.test_from, split=r.split_rec.summary(), data_seed=data.data_seed,
-                             backend=jax.default_backend(), jax_version=jax.__version__)
-        if fresh and run.logger:  # baseline validation before the first step (spec §5)
-            t = time.perf_counter()
-            baseline = {**r.prog.validator(eqx.combine(r.state.model, r.frozen), data.val_batches), "epoch": -1,
-                        "weights": dict(mb.model.weight_report())}
-            run.logger.write("val", step=0, **baseline, val_wall_s=time.perf_counter() - t)
-            who = ("the --init-from adapter" if mb.init is not None else
-                   "untrained model" if not mb.st.uses_backbone else "backbone + identity adapter")
-            log(f"step 0 ({who}): val loss {baseline['loss']:.4f}, val top-1 {100 * baseline['top1']:.1f}%")
-    except OSError as e:
-        raise TrainingError(f"{run.metrics_path}: cannot write metrics ({e.strerror or e})") from None
-    return baseline
+    def result(self, outcome) -> AdaptResult:
+        """The :class:`AdaptResult` of a finished loop; links ``best``."""
+        metrics_hook = spine.metrics_hook(self.trainer)
+        best, run_dir, es, data = self.checkpointer.best, self.run.run_dir, self.es, self.data
+        if best is not None and self.run.is_main and (run_dir / "best").exists() is False:
+            link_best(run_dir)
+        return AdaptResult(run_dir, outcome.checkpoint, outcome.step, outcome.reason, best,
+                           es.best_loss_step if best is not None else None, metrics_hook.last_train if metrics_hook else None,
+                           metrics_hook.last_val if metrics_hook else None, **self._sizing(), baseline_val=self.baseline,
+                           legal_mask=not self.cfg.disable_legal_mask, split=self.split_rec, compute=_spent(self.mb, outcome.step))
+
+    def _sizing(self) -> dict:
+        """The adapter and sizing fields of an :class:`AdaptResult`."""
+        return dict(strategy=self.mb.st.name, trainable_params=self.mb.n_trainable, steps_per_epoch=self.data.spe,
+                    total_steps=self.data.total)
 
 
-def _rosa_warmup(r: _AdaptRun, mb: _ModelSetup, stop: StopFlag, reuse: Optional[AdaptReuse],
-                 log: Callable[[str], None]) -> Optional[AdaptResult]:
+def _rosa_warmup(t: AdaptTask, stop: StopFlag, hooks: Sequence[Hook]) -> Optional[AdaptResult]:
     """RoSA phases 1–2 (spec §4.6) on the same :class:`Trainer` machinery, with their own step
     counter: the LoRA warm-up and the mask. Returns the result when the warm-up stopped early
-    (signal, pause, pruner); else switches ``r`` (model, state, frozen half) to the main phase
+    (signal, pause, pruner); else switches ``t`` (model, state, frozen half) to the main phase
     at step 0, checkpointed so a resume never regenerates the masks, and returns None."""
-    cfg, data, prog, run = r.cfg, r.data, r.prog, r.run
+    cfg, data, prog, run, mb = t.cfg, t.data, t.prog, t.run, t.mb
     warm_src = GameBatches(data.corpus.train, cfg.layout, cfg.seq_len, cfg.batch_size, warmup_data_seed(data.data_seed),
                            legal_mask=data.need_legal)
     train_keys_w = data.train_keys
+    snapshot = t.snapshot()
 
     def save_warm(path: Path, m, opt_arrays: dict, rosa_state: dict) -> None:
-        save_adapter(path, m, mb.ref, run_config=r.snapshot, optimizer_state=opt_arrays,
-                     training_state={**r.training_state(0), "rosa": rosa_state})
+        save_adapter(path, m, mb.ref, run_config=snapshot, optimizer_state=opt_arrays,
+                     training_state={**t.training_state(0), "rosa": rosa_state})
 
     def log_warm(rec: dict) -> None:
         if run.logger:
             run.logger.write("train", step=0, **rec)
 
+    reuse = t.reuse
     wo = run_warmup_and_masks(
-        eqx.combine(to_host(r.state.model), r.frozen), loss_fn=prog.loss_fn, count_fn=prog.program.count_fn,
+        eqx.combine(to_host(t.state.model), t.frozen), loss_fn=prog.loss_fn, count_fn=prog.program.count_fn,
         batch_at=lambda w: batch_dict(warm_src.batch_at(w), train_keys_w), lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2,
         weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, steps_per_chunk=data.k, save=save_warm,
         checkpoint_root=run.checkpoints, key=jax.random.fold_in(jax.random.key(cfg.seed), 3), resume=mb.rosa_resume,
-        hooks=[FlagStopHook(stop), *r.hooks], log_metrics=log_warm, log=log, checkpoint_every=cfg.checkpoint_interval,
-        is_main=r.is_main, programs=None if reuse is None else reuse.programs, program_key=("rosa-warmup", *prog.graph_key))
+        hooks=[FlagStopHook(stop), *hooks], log_metrics=log_warm, log=t.log, checkpoint_every=cfg.checkpoint_interval,
+        is_main=run.is_main, programs=None if reuse is None else reuse.programs, program_key=("rosa-warmup", *prog.graph_key))
     if wo.reason != "completed":
         stop.restore()
         spent = _spent(mb, 0, wo.warmup_step)
-        run.finish(data.schedule, 0, wo.reason, signal=stop.requested, compute=spent, pushes=r.hub)
-        return AdaptResult(run.run_dir, None, None, None, 0, wo.reason, mb.st.name, mb.n_trainable, data.spe, data.total,
-                           r.baseline, extra={"rosa_warmup_step": wo.warmup_step}, compute=spent)
+        run.finish(data.schedule, 0, wo.reason, signal=stop.requested, compute=spent, pushes=next(
+            (h for h in hooks if isinstance(h, HubHook)), None))
+        return AdaptResult(run.run_dir, None, 0, wo.reason, **t._sizing(), baseline_val=t.baseline,
+                           extra={"rosa_warmup_step": wo.warmup_step}, compute=spent)
     mb.model = wo.model
     state, frozen = init_partitioned_state(mb.model, prog.optimizer, trainable=mb.model.trainable_filter(), step=0)
-    r.frozen, r.state = prog.program.place_frozen(frozen), prog.program.place_state(state)
-    if r.is_main:  # step 0 in phase 3: a resume from here never regenerates the masks
-        save_adapter(run.checkpoints / step_dir_name(0), eqx.combine(to_host(r.state.model), r.frozen), mb.ref,
-                     run_config=r.snapshot, optimizer_state=optimizer_to_arrays(to_host(r.state.opt_state)),
-                     training_state={**r.training_state(0), "rosa": {"phase": rosa.PHASE_TRAIN}})
+    t.frozen, t.state = prog.program.place_frozen(frozen), prog.program.place_state(state)
+    if run.is_main:  # step 0 in phase 3: a resume from here never regenerates the masks
+        save_adapter(run.checkpoints / step_dir_name(0), eqx.combine(to_host(t.state.model), t.frozen), mb.ref,
+                     run_config=snapshot, optimizer_state=optimizer_to_arrays(to_host(t.state.opt_state)),
+                     training_state={**t.training_state(0), "rosa": {"phase": rosa.PHASE_TRAIN}})
     return None
 
-
-def _adapt_hooks(r: _AdaptRun, stop: StopFlag, progress: bool, log: Callable[[str], None]) -> list[Hook]:
-    """Adapter training's parts of the spine's hooks (:func:`pawn.train.spine.default_hooks`):
-    the progress bar, validation per epoch or ``eval_interval`` (spec §5), the validation line,
-    the ``best`` link after each new best, a step checkpoint after each validation and every
-    ``checkpoint_interval`` steps, the wall clock (checkpoints every
-    ``checkpoint_every_minutes``), and the ``train`` record's ``top1`` and ``epoch``."""
-    cfg, spe, total, is_main = r.cfg, r.data.spe, r.data.total, r.is_main
-    bar = progress_hook = None
-    if progress and is_main:
-        bar = ProgressReporter("adapt", total, stop_at=r.end, start=r.start, fields={"loss": "-", "tok/s": "-"}, every_s=cfg.log_every_s,
-                               expected_unit_s=r.wall.step_s if r.wall else None).start()
-        progress_hook = ProgressHook(bar)
-    vh = ValidationHook(r.validate, every=1, final_step=total)
-    vh.due = r.val_due  # type: ignore[method-assign]
-    return spine.default_hooks(
-        run=r.run, checkpointer=r.checkpointer, es=r.es, stop=stop, bar=bar, progress_hook=progress_hook, validation=vh,
-        validation_due=r.val_due, validation_line=lambda step, val: adapt_validation_line(step, val, spe),
-        checkpoint_due=r.ckpt_due, end_step=r.end, total_steps=total,
-        train_fields=lambda rec: spine.train_record(rec, top1=float(np.mean(rec.metrics["top1"])), epoch=(rec.step - 1) // spe),
-        after_validation=[BestLinkHook(r.run.run_dir)], extra=r.hooks, log=log,
-        wall_clock=WallClockHook(r.checkpointer, stop, start_step=r.start, end_step=r.end, estimate=r.wall,
-                                 every_s=60.0 * cfg.checkpoint_every_minutes,
-                                 checkpoint_s_guess=checkpoint_seconds_guess(r.mb.n_trainable), resumed_step=r.start or None,
-                                 log=log if is_main else None))
-
-
-def _train(r: _AdaptRun, stop: StopFlag, progress: bool, given_resume: Optional[str],
-           log: Callable[[str], None]) -> AdaptResult:
-    """Run the main phase from ``r.start`` to ``r.end`` on the :class:`Trainer`
-    (:func:`pawn.train.spine.run_loop`: then the Hub push drains and the run finishes), and
-    link ``best``.
-
-    Raises:
-        TrainingError: an I/O error (one line naming the last complete checkpoint), a non-finite loss.
-    """
-    hk = _adapt_hooks(r, stop, progress, log)
-    data, es, start, run = r.data, r.es, r.start, r.run
-    trainer = r.trainer = Trainer(r.prog.program, r.checkpointer, hk, total_steps=data.total, end_step=r.end,
-                                  completed_reason="step_limit")
-    end = r.end
-    if es.exhausted:
-        log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience})")
-        end = trainer.end_step = start
-    chunks = BatchChunks(data.train, start=start, end=end, k=data.k, keys=data.train_keys)
-    outcome = spine.run_loop(trainer, run, r.state, chunks, hub=r.hub, schedule=data.schedule, start_step=start,
-                             resumed=start > 0 or given_resume is not None, frozen=r.frozen, stop=stop,
-                             compute=lambda step: _spent(r.mb, step), log=log)
-    spent = _spent(r.mb, outcome.step)
-    metrics_hook = spine.metrics_hook(trainer)
-    best = r.checkpointer.best
-    run_dir = run.run_dir
-    if best is not None and r.is_main and (run_dir / "best").exists() is False:
-        link_best(run_dir)
-    return AdaptResult(run_dir, outcome.checkpoint, best, es.best_loss_step if best is not None else None, outcome.step,
-                       outcome.reason, r.mb.st.name, r.mb.n_trainable, data.spe, data.total, r.baseline,
-                       metrics_hook.last_val if metrics_hook else None, metrics_hook.last_train if metrics_hook else None,
-                       legal_mask=not r.cfg.disable_legal_mask, split=r.split_rec, compute=spent)
-
-
-__all__ = ["AdaptReuse", "AdaptResult", "AdaptSettings", "load_backbone_for", "link_best", "run_adapt"]
+__all__ = ["AdaptReuse", "AdaptResult", "AdaptSettings", "AdaptTask", "adapter_val_due", "load_backbone_for", "link_best", "run_adapt", "step0_label"]

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from pawn.checkpoint import MANIFEST, write_json
 from pawn.schedules import SHOULD_REACH_ZERO, Schedule
@@ -241,13 +241,26 @@ class StopFlag:
                     self._say(self.BURST.format(name=signal.Signals(signum).name, dt=now - self.signal_t))
                 elif kind == "second":
                     self._say(self.SECOND_SIGINT)
-                    timer = threading.Timer(self._hard_stop_after_s, lambda: os._exit(130))
+                    timer = threading.Timer(self._hard_stop_after_s, self._hard_exit)
                     timer.daemon = True
                     timer.start()
                     self._timer = timer
                     _thread.interrupt_main(signal.SIGINT)  # the handler raises KeyboardInterrupt now
 
     _timer = None
+    before_hard_exit: Optional[Callable[[], None]] = None
+    """Called (from the watcher's timer) just before the hard exit of a second Ctrl-C that found
+    the main thread inside a compiled chunk: the run spine sets it to write the ``end`` record
+    (:func:`pawn.train.spine.run_loop`), so the run reads as stopped by the user."""
+
+    def _hard_exit(self) -> None:
+        """End the process with exit code 130 after :attr:`before_hard_exit` (its failure is ignored)."""
+        try:
+            if self.before_hard_exit is not None:
+                self.before_hard_exit()
+        except BaseException:  # noqa: BLE001 - exiting regardless
+            pass
+        os._exit(130)
 
     def _handle(self, signum, frame):
         if self._wakeup is None:  # no watcher (it times and counts the signals): do it here

@@ -262,6 +262,23 @@ class TrainProgram:
     count_fn: Optional[Callable[[dict[str, jax.Array]], jax.Array]] = None
     weight_decay: Optional[float] = None
 
+    @classmethod
+    def of(cls, optimizer: optax.GradientTransformation, schedule: Schedule, models: "ModelConfig | Sequence[ModelConfig]", *,
+           dtype: Optional[str] = None, remat: bool | str = "none", mesh: Optional[Mesh] = None, accumulation_steps: int = 1,
+           loss_fn: Optional[Callable] = None, count_fn: Optional[Callable] = None,
+           weight_decay: Optional[float] = None) -> "TrainProgram":
+        """The program of one model (``models``: a :class:`~pawn.config.ModelConfig`) or of the
+        variants of a supernet trained jointly with equal weights (a sequence of configs), every
+        other setting by name with its default: compute ``dtype`` auto, no remat, all devices
+        (:func:`make_mesh`), no accumulation, PAWN's loss.
+
+        Raises:
+            ValueError: as the class (``accumulation_steps < 1``, an unknown remat mode).
+        """
+        configs = [models] if isinstance(models, ModelConfig) else list(models)
+        return cls(optimizer, schedule, [(c, 1.0) for c in configs], dtype, remat, mesh if mesh is not None else make_mesh(),
+                   accumulation_steps, loss_fn=loss_fn, count_fn=count_fn, weight_decay=weight_decay)
+
     def __post_init__(self):
         self.variants = tuple(self.variants)
         self.remat = remat_mode(self.remat)

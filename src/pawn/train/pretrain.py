@@ -25,18 +25,19 @@ from pawn import metrics_core
 from pawn.data.stream import ChunkStream, CorpusSource, EngineSource, build_corpus
 from pawn.engine import random_games
 from pawn.model import REMAT_MODES, PAWNModel, resolve_dtype, sliced
-from pawn.progress import ProgressReporter, counted
+from pawn.progress import counted
 from pawn.settings import PretrainConfig
-from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag
+from pawn.train.lifecycle import BEST_DIR, EarlyStopping
 from pawn.train import distributed
 from pawn.train.memory import InsufficientMemoryError
 from pawn.train import step_plan
-from pawn.train.loop import TrainProgram, TrainState, make_mesh, make_optimizer, optimizer_to_arrays
-from pawn.train.run import Checkpointer, Hook, ProgressHook, Run, Trainer, TrainingError, ValidationHook, to_host
+from pawn.train.loop import TrainProgram, TrainState, make_optimizer, optimizer_to_arrays
+from pawn.train.run import Hook, Run, TrainingError, to_host
 from pawn.train import spine
 from pawn.train.summary import run_summary, summary_lines
 from pawn.train.validation_lines import pretrain_validation_line
-from pawn.train.walltime import WallClockHook, WallTimeEstimate, checkpoint_seconds_guess, plan_pretrain
+from pawn.train.task import Task, TaskCost, TaskResult
+from pawn.train.walltime import plan_pretrain
 from pawn.metrics import ViewKeys, eval_values
 
 
@@ -45,27 +46,12 @@ VAL_METRICS = ViewKeys("pretrain_val")
 rows of the ``pretrain_val`` view."""
 
 @dataclass
-class PretrainResult:
-    """What a finished (or stopped) run produced.
+class PretrainResult(TaskResult):
+    """What a finished (or stopped) pretraining run produced: :class:`~pawn.train.task.TaskResult`
+    (``best_checkpoint`` is None without validation) and ``variant_checkpoints``, the standalone
+    checkpoints of each nested variant (supernet runs that completed)."""
 
-    Attributes:
-        run_dir: the run directory. checkpoint: the last checkpoint written (None if none).
-        step: optimizer steps done. reason: ``reason_for_stop`` (spec §1.10).
-        best_checkpoint: ``checkpoints/best``, the lowest-val-loss checkpoint (None without
-            validation). best_step: its step.
-        variant_checkpoints: standalone checkpoints of each nested variant (supernet runs that
-            completed). last_train / last_val: the last metrics records written.
-    """
-
-    run_dir: Path
-    checkpoint: Optional[Path]
-    step: int
-    reason: str
     variant_checkpoints: dict[str, Path] = field(default_factory=dict)
-    last_train: Optional[dict] = None
-    last_val: Optional[dict] = None
-    best_checkpoint: Optional[Path] = None
-    best_step: Optional[int] = None
 
 
 def maybe_initialize_distributed(timeout_s: int = 300) -> None:
@@ -182,9 +168,9 @@ def _extension(stored: dict, given: dict, ck: Checkpoint) -> Optional[dict]:
     return {"total_steps": int(new_total), "warmup_steps": old.resolved_warmup_steps, "steps_per_chunk": old.chunk_steps}
 
 
-PRETRAIN = spine.Task("pretrain", _pretraining_checkpoint, _check_fresh, extension=_extension)
-"""Pretraining's part of the run spine (:class:`pawn.train.spine.Task`): its checkpoints, the
-``--total-steps`` a new run needs, and the extension of a constant-schedule run."""
+def _model_label(cfg: PretrainConfig) -> str:
+    """``variant <name>`` or ``supernet <name>``: what a pretraining run trains, as the plan names it."""
+    return f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
 
 
 def _variant_list(cfg: PretrainConfig) -> tuple[ModelConfig, list[tuple[str, ModelConfig]]]:
@@ -338,125 +324,208 @@ def run_pretrain(
             or a NaN/Inf loss (no checkpoint is written from non-finite weights). Every message
             is one line.
     """
-    # The handlers go in before the slow setup (memory check compile, corpus build, validation
-    # games): a signal there stops after the first chunk with a checkpoint, as a later one does,
-    # instead of killing the process (exit 143).
-    stop = StopFlag(install_signal_handlers)
-    try:
-        return _run_pretrain(cfg, stop, log=log, progress=progress, overwrite=overwrite, hooks=hooks, reuse=reuse,
-                             dry_run=dry_run, sinks=sinks)
-    finally:
-        stop.restore()
+    return spine.run(PretrainTask(cfg, reuse=reuse, log=log), log=log, progress=progress,
+                     install_signal_handlers=install_signal_handlers, overwrite=overwrite, hooks=hooks, sinks=sinks,
+                     dry_run=dry_run)
 
 
-def _run_pretrain(cfg: PretrainConfig, stop: StopFlag, *, log: Callable[[str], None], progress: bool, overwrite: bool,
-                  hooks: Sequence[Hook], reuse: Optional[PretrainReuse] = None, dry_run: bool = False,
-                  sinks: Sequence[Callable[[Path], Any]] = ()) -> PretrainResult:
-    """:func:`run_pretrain`'s body, with ``stop`` (the signal flag) already installed."""
-    given_resume = cfg.resume
-    maybe_initialize_distributed(cfg.distributed_timeout_s)
-    cfg, resume_ck = spine.resolve_resume(cfg, PRETRAIN, log)
-    resume_dir = resume_ck.path if resume_ck is not None else None
-    done = _finished_resume(cfg, resume_ck)
-    if done is not None:  # before the memory check compiles anything: there is no step to run
-        log(done[1])
-        return _no_op_result(resume_dir, done[0])
-    n_dev, n_proc, proc = jax.device_count(), jax.process_count(), jax.process_index()
-    is_main = proc == 0
-    out = Path(cfg.out) if cfg.out is not None else spine.default_run_dir("pretrain")
-    spine.check_outputs(cfg, out)
-    # config.json: re-feedable with --config, without the checkpoint resumed (that would rewind the run)
-    snapshot = {**cfg.model_dump(mode="json"), "resume": None, "pause_after_steps": None}
-    run = spine.check_run(cfg, out, given_resume=given_resume, resume_from=resume_dir, overwrite=overwrite,
-                          snapshot=snapshot, is_main=is_main, log=log)
-    run_dir = run.run_dir
-    if cfg.batch_size % n_dev:
-        raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {n_dev} devices it is sharded over")
-    K = cfg.chunk_steps
-    schedule = cfg.schedule()
-    stored_cfg, variants = _variant_list(cfg)
-    init_ck = _load_init_from(cfg, stored_cfg)  # before the compile: a wrong checkpoint fails at once
-    monitored = _monitored(stored_cfg, variants)
-    optimizer = make_optimizer(schedule, **cfg.optimizer_kwargs())
-    dtype = None if cfg.dtype == "auto" else cfg.dtype
-    start = int(resume_ck.training_state["step"]) if resume_ck is not None else 0
-    wall_lines: list[str] = []  # printed under the plan line (or here, for a reused program)
-    K, wall = plan_pretrain(cfg, variants, dtype=jnp.dtype(resolve_dtype(dtype)).name, start_step=start,
-                            end_step=_end_step(cfg), k=K, cut="steps_per_chunk" not in cfg.user_set_fields,
-                            log=wall_lines.append)
+class PretrainTask(Task):
+    """Pretraining as a :class:`pawn.train.task.Task`: its checkpoints (a ``--total-steps`` for a
+    new run, the extension of a constant-schedule run), the variants of a supernet and their
+    slicing, the memory-checked program, the engine or corpus games, the validation of every
+    variant (§1.7) every ``val_every`` steps, interval checkpoints every ``checkpoint_every``
+    steps, and the export of the variants of a finished supernet.
 
-    def say_wall_time() -> None:
-        for line in wall_lines:
-            log(line)
-        wall_lines.clear()
+    Args:
+        cfg: the run's settings. reuse: a :class:`PretrainReuse` shared with other runs of this
+            process. log: one-line status messages.
+    """
 
-    WallClockHook(None, stop, start_step=start, end_step=_end_step(cfg), estimate=wall, every_s=0, setup=True,
-                  checkpoint_s_guess=checkpoint_seconds_guess(param_count(stored_cfg)), resumed_step=start or None)
-    program, compiled_memory = _pretrain_program(cfg, stored_cfg, variants, optimizer, schedule, dtype, K, n_dev, reuse, log,
-                                                 say_wall_time, run_s=wall.total_s)
-    say_wall_time()
-    plan = lambda start, end: {**_summary(cfg, stored_cfg, variants, start, end, K, n_dev, n_proc, dtype, compiled_memory),  # noqa: E731
-                               "wall_time": wall.to_dict()}
-    if dry_run:  # the plan and the memory check only: nothing trained, nothing written
-        for line in summary_lines(plan(start, _end_step(cfg))):
-            log(line)
-        return PretrainResult(run_dir, None, start, "dry_run")
-    init = _initial_state(cfg, stored_cfg, optimizer, resume_ck, log, init_ck)
-    state, start_step, es = init.state, init.start, init.es
-    source = _data_source(cfg, log)
-    val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed) if cfg.val_games > 0 else None
-    hub = spine.start_hub(cfg, run_dir, is_main, log, run_id=run.run_id)
-    # ---- run directory (only now: every check above has passed)
-    end_step = _end_step(cfg)
-    spine.open_run(run, cfg, "pretrain", snapshot=snapshot, hub=hub, start_step=start_step, resume=resume_ck,
-                   elapsed0=init.elapsed0, sinks=sinks, log=log)
-    del resume_ck, init_ck, init  # the host copy of the weights is no longer needed
-    _write_config_record(run, cfg, plan(start_step, end_step), stored_cfg, variants, int(state.model.num_params()),
-                         K, n_dev, n_proc, resume_dir, log)
-    state = program.place_state(state)
-    if es.exhausted:  # resuming a run that early stopping already ended
-        log(f"early stopping already ended this run ({es.counter} validations without improvement, patience {es.patience}); "
-            "raise --patience to continue it")
-        end_step = start_step
-    stream = ChunkStream(
-        source, start_step=start_step, end_step=end_step, k=K, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
-        prepend_outcome=cfg.prepend_outcome, prefetch=cfg.prefetch_chunks, process_index=proc, process_count=n_proc,
-    )
-    best_path = run.checkpoints / BEST_DIR
+    name = "pretrain"
+    precompiled = True  # the memory check compiled the chunk
 
-    def write_checkpoint(path: Path, at_step: int) -> None:
-        params, opt, ts = _checkpoint_payload(trainer.state, cfg, at_step, run.elapsed, K, es, spine.chunk_records(checkpointer))
-        save_checkpoint(path, params, stored_cfg, run_config=cfg.model_dump(mode="json"), optimizer_state=opt, training_state=ts)
+    def __init__(self, cfg: PretrainConfig, *, reuse: Optional[PretrainReuse] = None, log: Callable[[str], None] = print):
+        super().__init__(cfg, log=log)
+        self.reuse = reuse
 
-    checkpointer = Checkpointer(run.checkpoints, write_checkpoint, keep=cfg.keep_checkpoints, is_main=is_main,
-                                best=best_path if (es.best_loss_step is not None and best_path.is_dir()) else None)
-    trainer = Trainer(program, checkpointer, _pretrain_hooks(
-        cfg, run, checkpointer, es, variants, monitored, val_set, dtype, stop, progress, start_step, end_step, n_proc, log,
-        extra=[*hooks, *([hub] if hub is not None else [])], wall=wall), total_steps=cfg.total_steps, end_step=end_step)
-    outcome = spine.run_loop(trainer, run, state, stream, hub=hub, schedule=schedule, start_step=start_step,
-                             resumed=resume_dir is not None, stop=stop, log=log)
-    return _result(cfg, run_dir, outcome, trainer, checkpointer, es, variants, is_main)
+    def shape(self) -> None:
+        """What the settings alone decide (after the resume rule; JAX's backend is touched, so
+        never before :meth:`prepare`): the variants, the monitored one, the dtype, K."""
+        cfg = self.cfg
+        self.stored_cfg, self.variants = _variant_list(cfg)
+        self.monitored = _monitored(self.stored_cfg, self.variants)
+        self.loss_name = "joint loss" if len(self.variants) > 1 else "loss"
+        self.dtype = None if cfg.dtype == "auto" else cfg.dtype
+        self.k, self.n_proc = cfg.chunk_steps, jax.process_count()
 
+    def cost(self, **context: Any) -> TaskCost:
+        """One run's cost: the supernet's variants trained jointly, ``total_steps`` steps."""
+        from pawn.config import flops_per_token
 
-def _no_op_result(resume_dir: Path, step: int) -> PretrainResult:
-    """The result of a resume with no step left to run (``reason = "resume_no_op"``)."""
-    run_dir = resume_dir.parent.parent
-    best = run_dir / "checkpoints" / BEST_DIR
-    return PretrainResult(run_dir, resume_dir, step, "resume_no_op", best_checkpoint=best if (best / MANIFEST).is_file() else None)
+        self.shape()
+        cfg = self.cfg
+        return TaskCost(_model_label(cfg), sum(flops_per_token(c, cfg.seq_len) for _, c in self.variants),
+                        cfg.batch_size * cfg.seq_len, cfg.total_steps, jnp.dtype(resolve_dtype(self.dtype)).name,
+                        shorter="a smaller --total-steps")
 
+    # ---- the resume rule
+    def load_candidate(self, d: Path) -> Checkpoint:
+        return _pretraining_checkpoint(d)
 
-def _result(cfg: PretrainConfig, run_dir: Path, outcome, trainer: Trainer, checkpointer: Checkpointer, es: EarlyStopping,
-            variants, is_main: bool) -> PretrainResult:
-    """The :class:`PretrainResult` of a finished loop: the last records, the best checkpoint and,
-    for a supernet run that completed, its exported variants."""
-    step, reason, last_ckpt = outcome.step, outcome.reason, outcome.checkpoint
-    metrics_hook = spine.metrics_hook(trainer)
-    last_train, last_val = (metrics_hook.last_train, metrics_hook.last_val) if metrics_hook else (None, None)
-    variant_ckpts = _export_variants(cfg, run_dir, outcome.state, variants, last_ckpt) if (
-        reason in ("completed", "patience") and len(variants) > 1 and is_main) else {}
-    best_ckpt = checkpointer.best
-    return PretrainResult(run_dir, last_ckpt, step, reason, variant_ckpts, last_train, last_val,
-                          best_ckpt, es.best_loss_step if best_ckpt is not None else None)
+    def check_fresh(self, cfg: PretrainConfig) -> None:
+        _check_fresh(cfg)
+
+    def extension(self, stored: dict, given: dict, ck: Checkpoint) -> Optional[dict]:
+        return _extension(stored, given, ck)
+
+    # ---- before the build
+    def prepare(self) -> None:
+        maybe_initialize_distributed(self.cfg.distributed_timeout_s)
+
+    def finished(self, ck: Optional[Checkpoint]) -> Optional[tuple[int, str]]:
+        return _finished_resume(self.cfg, ck)
+
+    def no_op_result(self, ck: Checkpoint, step: int) -> PretrainResult:
+        run_dir = ck.path.parent.parent
+        best = run_dir / "checkpoints" / BEST_DIR
+        return PretrainResult(run_dir, ck.path, step, "resume_no_op", best_checkpoint=best if (best / MANIFEST).is_file() else None)
+
+    def end_step(self) -> int:
+        return _end_step(self.cfg)
+
+    @property
+    def total_steps(self) -> int:
+        return self.cfg.total_steps
+
+    # ---- the build
+    def build(self, ck: Optional[Checkpoint], stop: Any) -> None:
+        """The variants, the ``--init-from`` checkpoint, the optimizer, the wall-time plan and the
+        memory-checked program (:func:`_pretrain_program`).
+
+        Raises:
+            TrainingError: a batch that does not split over the devices, a wrong ``--init-from``,
+                a step that does not fit the device's memory.
+        """
+        cfg, log = self.cfg, self.log
+        self.n_dev = jax.device_count()
+        if cfg.batch_size % self.n_dev:
+            raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {self.n_dev} devices it is sharded over")
+        self.shape()  # the settings after the resume rule
+        self.schedule = cfg.schedule()
+        self.init_ck = _load_init_from(cfg, self.stored_cfg)  # before the compile: a wrong checkpoint fails at once
+        self.optimizer = make_optimizer(self.schedule, **cfg.optimizer_kwargs())
+        self.start = int(ck.training_state["step"]) if ck is not None else 0
+        self.resume_dir = ck.path if ck is not None else None
+        wall_lines: list[str] = []  # printed under the plan line (or here, for a reused program)
+        self.k, self.wall = plan_pretrain(cfg, self.variants, dtype=jnp.dtype(resolve_dtype(self.dtype)).name,
+                                          start_step=self.start, end_step=self.end_step(), k=cfg.chunk_steps,
+                                          cut="steps_per_chunk" not in cfg.user_set_fields, log=wall_lines.append)
+
+        def say_wall_time() -> None:
+            for line in wall_lines:
+                log(line)
+            wall_lines.clear()
+
+        self.setup_messages(stop, self.start, self.end_step(), self.checkpoint_params)
+        self._program, self.compiled_memory = _pretrain_program(
+            cfg, self.stored_cfg, self.variants, self.optimizer, self.schedule, self.dtype, self.k, self.n_dev, self.reuse,
+            log, say_wall_time, run_s=self.wall.total_s)
+        say_wall_time()
+
+    def plan(self, start: int, end: int) -> dict:
+        """The run summary of steps ``[start, end)`` with the wall-time plan."""
+        return {**_summary(self.cfg, self.stored_cfg, self.variants, start, end, self.k, self.n_dev, self.n_proc, self.dtype,
+                           self.compiled_memory), "wall_time": self.wall.to_dict()}
+
+    @property
+    def program(self) -> TrainProgram:
+        return self._program
+
+    @property
+    def checkpoint_params(self) -> int:
+        return param_count(_variant_list(self.cfg)[0])
+
+    def dry_run_result(self) -> PretrainResult:
+        for line in summary_lines(self.plan(self.start, self.end_step())):
+            self.log(line)
+        return PretrainResult(self.run_dir, None, self.start, "dry_run")
+
+    def initial_state(self, ck: Optional[Checkpoint]) -> spine.InitialState:
+        init = _initial_state(self.cfg, self.stored_cfg, self.optimizer, ck, self.log, self.init_ck)
+        self.init_ck = None  # the host copy of the weights is no longer needed
+        return init
+
+    def open_data(self) -> None:
+        """The training games (:func:`_data_source`: the corpus, built first when missing, or the
+        engine stream) and the validation games (None without ``val_games``).
+
+        Raises:
+            TrainingError: a corpus that does not match the run.
+        """
+        cfg = self.cfg
+        self.source = _data_source(cfg, self.log)
+        self.val_set = random_games(cfg.val_games, cfg.max_ply, cfg.val_seed) if cfg.val_games > 0 else None
+
+    def place(self, init: spine.InitialState) -> None:
+        self.n_params = int(init.state.model.num_params())
+        self.state, self.frozen = self.program.place_state(init.state), None
+
+    def start_records(self, init: spine.InitialState) -> None:
+        _write_config_record(self.run, self.cfg, self.plan(init.start, self.end_step()), self.stored_cfg, self.variants,
+                             self.n_params, self.k, self.n_dev, self.n_proc, self.resume_dir, self.log)
+
+    # ---- the loop
+    @property
+    def validates(self) -> bool:
+        return self.val_set is not None
+
+    def val_due(self, step: int) -> bool:
+        return step % self.cfg.val_every == 0 or step == self.cfg.total_steps
+
+    def validate(self, state: TrainState, step: int) -> dict:
+        return _validate(state, self.val_set, self.variants, self.cfg, self.dtype, self.monitored)
+
+    def validation_line(self, step: int, val: dict) -> str:
+        shown = [(n, n) for n, c in sorted(self.variants, key=lambda nc: nc[1].d_model)]
+        return pretrain_validation_line(step, val, shown)
+
+    def checkpoint_due(self, step: int) -> bool:
+        return step % self.cfg.checkpoint_every == 0
+
+    def train_fields(self, r) -> dict:
+        m, variants = r.metrics, self.variants
+        acc_key = f"accuracy_{self.monitored.name}"
+        names = {vcfg.name: name for name, vcfg in variants}
+        per_variant = {names[c]: {"loss": float(m[f"loss_{c}"][-1]), "top1": float(m[f"accuracy_{c}"][-1])}
+                       for c in names if f"loss_{c}" in m and f"accuracy_{c}" in m} if len(variants) > 1 else None
+        return spine.train_record(r, top1=float(m[acc_key][-1]), top1_mean=float(np.mean(m[acc_key])),
+                                  n_supervised_mean=float(np.mean(m["n_supervised"])),
+                                  **({"variants": per_variant} if per_variant else {}))
+
+    def write_checkpoint(self, path: Path, at_step: int) -> None:
+        params, opt, ts = _checkpoint_payload(self.trainer.state, self.cfg, at_step, self.run.elapsed, self.k, self.es,
+                                              spine.chunk_records(self.checkpointer))
+        save_checkpoint(path, params, self.stored_cfg, run_config=self.cfg.model_dump(mode="json"), optimizer_state=opt,
+                        training_state=ts)
+
+    def chunks(self, start: int, end: int) -> ChunkStream:
+        cfg = self.cfg
+        return ChunkStream(self.source, start_step=start, end_step=end, k=self.k, batch_size=cfg.batch_size,
+                           seq_len=cfg.seq_len, prepend_outcome=cfg.prepend_outcome, prefetch=cfg.prefetch_chunks,
+                           process_index=jax.process_index(), process_count=self.n_proc)
+
+    def result(self, outcome) -> PretrainResult:
+        """The :class:`PretrainResult` of a finished loop: the last records, the best checkpoint
+        and, for a supernet run that completed, its exported variants."""
+        step, reason, last_ckpt = outcome.step, outcome.reason, outcome.checkpoint
+        metrics_hook = spine.metrics_hook(self.trainer)
+        last_train, last_val = (metrics_hook.last_train, metrics_hook.last_val) if metrics_hook else (None, None)
+        variant_ckpts = _export_variants(self.cfg, self.run.run_dir, outcome.state, self.variants, last_ckpt) if (
+            reason in ("completed", "patience") and len(self.variants) > 1 and self.run.is_main) else {}
+        best_ckpt = self.checkpointer.best
+        return PretrainResult(self.run.run_dir, last_ckpt, step, reason, best_ckpt,
+                              self.es.best_loss_step if best_ckpt is not None else None, last_train, last_val,
+                              variant_checkpoints=variant_ckpts)
 
 
 def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, optimizer, schedule, dtype, k: int, n_dev: int,
@@ -471,8 +540,8 @@ def _pretrain_program(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, op
     shared = None if reuse is None else reuse.programs.get(graph_key)
     if shared is not None:
         return shared[0].with_hyperparams(schedule, cfg.weight_decay), dict(shared[1])
-    program = TrainProgram(optimizer, schedule, [(c, 1.0) for _, c in variants], dtype, "none", make_mesh(),
-                           cfg.accumulation_steps, weight_decay=cfg.weight_decay if reuse is not None else None)
+    program = TrainProgram.of(optimizer, schedule, [c for _, c in variants], dtype=dtype, accumulation_steps=cfg.accumulation_steps,
+                              weight_decay=cfg.weight_decay if reuse is not None else None)
     compiled_memory = _check_memory(program, stored_cfg, cfg, k, n_dev, log, after_plan, run_s=run_s)
     if reuse is not None:
         reuse.programs[graph_key] = (program, dict(compiled_memory))
@@ -483,7 +552,7 @@ def _summary(cfg: PretrainConfig, stored_cfg: ModelConfig, variants, start: int,
              dtype, compiled_memory: dict) -> dict:
     """The run summary (:func:`pawn.train.summary.run_summary`) of steps ``[start, end)``."""
     return run_summary(
-        stored_cfg, variants, label=f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}",
+        stored_cfg, variants, label=_model_label(cfg),
         batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=start, end_step=end, total_steps=cfg.total_steps,
         steps_per_chunk=k, devices=n_dev, processes=n_proc, backend=jax.default_backend(),
         dtype=jnp.dtype(resolve_dtype(dtype)).name, compiled_memory=compiled_memory,
@@ -570,50 +639,6 @@ def _data_source(cfg: PretrainConfig, log: Callable[[str], None]):
         return CorpusSource(Path(cfg.corpus_dir), seed=cfg.seed, max_ply=cfg.max_ply, mate_boost=cfg.mate_boost, n_games=n_needed)
     except ValueError as e:
         raise TrainingError(str(e)) from None
-
-
-def _pretrain_hooks(cfg: PretrainConfig, run: Run, checkpointer: Checkpointer, es: EarlyStopping, variants, monitored: ModelConfig,
-                    val_set, dtype, stop: StopFlag, progress: bool, start_step: int, end_step: int, n_proc: int,
-                    log: Callable[[str], None], extra: Sequence[Hook] = (), wall: Optional[WallTimeEstimate] = None) -> list[Hook]:
-    """Pretraining's parts of the spine's hooks (:func:`pawn.train.spine.default_hooks`): the
-    progress bar, the validation of every variant (§1.7) every ``val_every`` steps, the
-    validation line, interval checkpoints every ``checkpoint_every`` steps, the wall clock
-    (checkpoints every ``checkpoint_every_minutes``; the memory check compiled the chunk) and
-    the ``train`` record's per-variant fields (§1.6)."""
-    is_main = run.logger is not None
-    bar = progress_hook = None
-    if progress and is_main:
-        loss_name = "joint loss" if len(variants) > 1 else "loss"
-        bar = ProgressReporter("pretrain", cfg.total_steps, stop_at=end_step if cfg.pause_after_steps is not None else None, start=start_step, fields={loss_name: "-", "tok/s": "-"},
-                               every_s=cfg.log_every_s, expected_unit_s=wall.step_s if wall else None).start()
-        progress_hook = ProgressHook(bar, loss_name, precompiled=True)  # the memory check compiled the chunk
-    validation = None
-    if val_set is not None and is_main:
-        validation = ValidationHook(lambda state, step: _validate(state, val_set, variants, cfg, dtype, monitored),
-                                    every=cfg.val_every, final_step=cfg.total_steps)
-    due = validation.due if validation is not None else (lambda step: val_set is not None and (
-        step % cfg.val_every == 0 or step == cfg.total_steps))
-    shown = [(n, n) for n, c in sorted(variants, key=lambda nc: nc[1].d_model)]
-    acc_key = f"accuracy_{monitored.name}"
-    names = {vcfg.name: name for name, vcfg in variants}
-
-    def train_fields(r) -> dict:
-        m = r.metrics
-        per_variant = {names[c]: {"loss": float(m[f"loss_{c}"][-1]), "top1": float(m[f"accuracy_{c}"][-1])}
-                       for c in names if f"loss_{c}" in m and f"accuracy_{c}" in m} if len(variants) > 1 else None
-        return spine.train_record(r, top1=float(m[acc_key][-1]), top1_mean=float(np.mean(m[acc_key])),
-                                  n_supervised_mean=float(np.mean(m["n_supervised"])),
-                                  **({"variants": per_variant} if per_variant else {}))
-
-    return spine.default_hooks(
-        run=run, checkpointer=checkpointer, es=es, stop=stop, bar=bar, progress_hook=progress_hook, validation=validation,
-        validation_due=due, validation_line=lambda step, val: pretrain_validation_line(step, val, shown),
-        checkpoint_due=lambda step: step % cfg.checkpoint_every == 0, end_step=end_step, total_steps=cfg.total_steps,
-        train_fields=train_fields, extra=extra, processes=n_proc, log=log,
-        wall_clock=WallClockHook(checkpointer, stop, start_step=start_step, end_step=end_step, estimate=wall,
-                                 every_s=60.0 * cfg.checkpoint_every_minutes, precompiled=True,
-                                 checkpoint_s_guess=checkpoint_seconds_guess(param_count(_variant_list(cfg)[0])),
-                                 resumed_step=start_step or None, log=log if is_main else None))
 
 
 def _monitored(stored_cfg: ModelConfig, variants: list[tuple[str, ModelConfig]]) -> ModelConfig:

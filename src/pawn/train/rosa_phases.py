@@ -37,7 +37,6 @@ from pawn.train.loop import (
     TrainState,
     counter_value,
     init_partitioned_state,
-    make_mesh,
     make_optimizer,
     optimizer_from_arrays,
     optimizer_to_arrays,
@@ -173,8 +172,8 @@ def run_warmup_and_masks(
         if shared is not None:
             program = shared.with_hyperparams(schedule, weight_decay)
         else:
-            program = TrainProgram(optimizer, schedule, [(model.config, 1.0)], None, "none", make_mesh(), 1, loss_fn=loss_fn,
-                                   count_fn=count_fn, weight_decay=weight_decay if programs is not None else None)
+            program = TrainProgram.of(optimizer, schedule, model.config, loss_fn=loss_fn, count_fn=count_fn,
+                                      weight_decay=weight_decay if programs is not None else None)
             if programs is not None:
                 programs[program_key] = program
         if resume is None or start == 0:

@@ -391,10 +391,14 @@ class ValidationHook(Hook):
     into ``ctx.val_wall_s``, stored as ``ctx.val`` and emitted as a :class:`ValidationEvent`
     with the global step."""
 
-    def __init__(self, validate: Callable[[Any, int], dict], *, every: int, final_step: int):
-        self.validate, self.every, self.final_step = validate, every, final_step
+    def __init__(self, validate: Callable[[Any, int], dict], *, every: int, final_step: int,
+                 due: Optional[Callable[[int], bool]] = None):
+        self.validate, self.every, self.final_step, self._due = validate, every, final_step, due
 
     def due(self, step: int) -> bool:
+        """``due(step)`` when given, else every ``every`` steps and at ``final_step``."""
+        if self._due is not None:
+            return self._due(step)
         return step % self.every == 0 or step == self.final_step
 
     def on_chunk(self, ctx: ChunkContext) -> None:

@@ -317,6 +317,13 @@ def _writer_now(run_dir: Path) -> Optional[str]:
         os.close(fd)
 
 
+def writer_now(run_dir: Path) -> Optional[str]:
+    """``"another pawn process (pid N)"`` when another process is writing the run directory
+    ``run_dir`` now (holds its :class:`RunDirLock`), else None (also when there is no such
+    directory): the check every refusal of a live ``--out`` makes before any work."""
+    return _writer_now(Path(run_dir)) if Path(run_dir).is_dir() else None
+
+
 def _holder_phrase(fd: int) -> str:
     """``"another pawn process (pid N)"`` for the holder of the lock on ``fd``'s directory (the pid
     when ``/proc/locks`` tells it), ``"a pawn sweep (pid N)"`` when it holds a shared lock

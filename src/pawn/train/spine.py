@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import equinox as eqx
 from pydantic import ValidationError
@@ -39,7 +39,7 @@ from pawn.errors import PawnError
 from pawn.progress import ProgressReporter
 from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, RECIPE, fields_with, format_validation_error
 from pawn.train.hooks import HookError, RunHook, check_extras, open_run_hooks
-from pawn.train.lifecycle import EarlyStopping, StopFlag
+from pawn.train.lifecycle import BEST_DIR, EarlyStopping, StopFlag, complete_checkpoints
 from pawn.train.loop import TrainState, init_partitioned_state, optimizer_from_arrays, partition_model, step_counter, with_count
 from pawn.fileio import json_safe
 from pawn.train.run import (
@@ -61,6 +61,9 @@ from pawn.train.run import (
     pick_resume_checkpoint,
 )
 from pawn.train.validation_lines import ValidationLineHook
+
+if TYPE_CHECKING:
+    from pawn.train.task import Task
 
 CHUNK_RECORDS = "chunk_records"
 """``training_state.json`` key: the ``train``/``val`` records of the chunk a step checkpoint
@@ -87,31 +90,6 @@ def default_run_dir(name: str) -> Path:
 
 
 # ============================================================================ resume
-@dataclass
-class Task:
-    """What a trainer tells the spine about its checkpoints and its settings.
-
-    Attributes:
-        name: ``pretrain`` or ``adapt`` (the W&B job type).
-        load_candidate: ``d -> checkpoint`` (an object with ``path``, ``run_config``,
-            ``training_state``, ``optimizer_state``) for one resume candidate; raises
-            :class:`~pawn.checkpoint.CheckpointError` when ``d`` is damaged (it is skipped under
-            ``--resume auto``) or :class:`TrainingError` when it is intact but unusable.
-        check_fresh: ``cfg -> None``: raises when a ``--resume auto`` that found nothing cannot
-            start a new run from ``cfg``.
-        extension: ``(stored, given, checkpoint) -> settings or None``: the settings that let a
-            resumed run go past its stored plan (pretraining: a longer constant schedule).
-        not_reapplied: stored fields that are not re-applied on resume (rebuilt from the
-            checkpoint itself).
-    """
-
-    name: str
-    load_candidate: Callable[[Path], Any]
-    check_fresh: Callable[[Any], None]
-    extension: Optional[Callable[[dict, dict, Any], Optional[dict]]] = None
-    not_reapplied: Iterable[str] = ()
-
-
 def checked_step(d: Path, training_state: Optional[dict]) -> int:
     """The step of the checkpoint ``d`` (``training_state.json``'s ``step``).
 
@@ -124,7 +102,7 @@ def checked_step(d: Path, training_state: Optional[dict]) -> int:
     return step
 
 
-def resolve_resume(cfg: Any, task: Task, log: Callable[[str], None] = print) -> tuple[Any, Optional[Any]]:
+def resolve_resume(cfg: Any, task: "Task", log: Callable[[str], None] = print) -> tuple[Any, Optional[Any]]:
     """``(config, checkpoint or None)``: the checkpoint ``cfg.resume`` names and the run config it
     continues: the stored fields, plus the :func:`resume_mutable` fields this command gives.
 
@@ -341,26 +319,44 @@ def write_record(run: Run, kind: str, **fields: Any) -> Optional[dict]:
 
 def run_loop(trainer: Trainer, run: Run, state: Any, chunks: Any, *, hub: Optional[HubHook], schedule: Any, start_step: int,
              resumed: bool, frozen: Any = None, stop: Optional[StopFlag] = None,
-             compute: Optional[Callable[[int], dict]] = None, log: Callable[[str], None] = print) -> TrainOutcome:
+             compute: Optional[Callable[[int], Optional[dict]]] = None, log: Callable[[str], None] = print) -> TrainOutcome:
     """Run ``trainer`` over ``chunks``, then (always) close the data source, drain the Hub push
     (bounded wait) and finish the run (``schedule_health.json``, the ``end`` record; ``stop``:
-    the signal flag, whether a signal ended it; ``compute``: ``end step -> what the run spent``,
-    the ``end`` record's ``compute``).
+    the signal flag, whether a signal ended it; ``compute``: ``end step -> what the run spent``
+    or None, the ``end`` record's ``compute``). A second Ctrl-C (KeyboardInterrupt) still writes
+    the ``end`` record, as a stop by the user (``reason = "sigterm"``, ``signal = "SIGINT"``);
+    so does the stop flag's hard exit when the process is inside a compiled chunk
+    (:attr:`pawn.train.lifecycle.StopFlag.before_hard_exit`).
 
     Raises:
         TrainingError: an I/O error (one line naming the last complete checkpoint), a non-finite loss.
     """
+    def end_fields(reason: str) -> dict:
+        end_step = trainer.step if trainer.step is not None else start_step
+        spent = compute(end_step) if compute is not None else None
+        return dict(step=end_step, reason=reason, signal=stop.requested if stop is not None else None,
+                    **({"compute": spent} if spent is not None else {}))
+
+    if stop is not None:
+        stop.before_hard_exit = lambda: run.finish(schedule, **end_fields("sigterm"))
+    by_user = False
     try:
         return trainer.run(state, chunks, frozen=frozen, start_step=start_step, resumed=resumed)
+    except KeyboardInterrupt:
+        by_user = True  # the second Ctrl-C: stopped by the user, without a checkpoint
+        raise
     except OSError as e:  # e.g. a metrics write on a full disk: one line, not a traceback
         raise TrainingError(f"I/O error on {e.filename or run.metrics_path} ({e.strerror or e}); "
                             f"last complete checkpoint: {trainer.checkpointer.last}") from None
     finally:
+        if stop is not None:
+            stop.before_hard_exit = None
         chunks.close()
-        end_step = trainer.step if trainer.step is not None else start_step
         # the pushes drain (bounded wait) after the end record and before the metrics log closes
-        run.finish(schedule, end_step, trainer.reason or "exception", signal=stop.requested if stop is not None else None,
-                   pushes=hub, **({"compute": compute(end_step)} if compute is not None else {}))
+        fields = end_fields("sigterm" if by_user else (trainer.reason or "exception"))
+        if by_user:
+            fields["signal"] = "SIGINT"
+        run.finish(schedule, pushes=hub, **fields)
 
 
 # ============================================================================ records
@@ -468,7 +464,149 @@ def metrics_hook(trainer: Trainer) -> Optional[MetricsHook]:
     return next((h for h in trainer.hooks if isinstance(h, MetricsHook)), None)
 
 
-__all__ = ["CHUNK_RECORDS", "InitialState", "Task", "check_outputs", "check_run", "checked_step", "chunk_records",
-           "default_hooks", "default_run_dir", "initial_state", "metrics_hook", "open_run", "resolve_resume",
+# ============================================================================ the one order of a run
+def refuse_live_writer(cfg: Any) -> None:
+    """Refuse, before anything is read or built, a run whose ``--out`` (or the run directory
+    ``--resume DIR`` names) another process is writing now: one line naming that process
+    (:func:`pawn.train.rundir.writer_now`), whatever ``--overwrite`` or ``--resume`` says.
+
+    Raises:
+        TrainingError: a live writer holds the directory.
+    """
+    from pawn.train.rundir import writer_now
+
+    dirs: list[tuple[str, Path]] = []
+    if cfg.out is not None:
+        dirs.append(("--out", Path(cfg.out)))
+    if cfg.resume is not None and cfg.resume != "auto":
+        r = Path(cfg.resume)
+        dirs.append(("--resume", r.parent.parent if r.parent.name == "checkpoints" else r))
+    for flag, d in dirs:
+        who = writer_now(d)
+        if who is not None:
+            yet = "" if complete_checkpoints(d / "checkpoints") else " (no checkpoint yet)"
+            raise TrainingError(f"{flag} {d}: {who} is writing this run directory now{yet}; wait for it to end, "
+                                "or choose another --out")
+
+
+def run(task: "Task", *, log: Callable[[str], None] = print, progress: bool = True, install_signal_handlers: bool = True,
+        overwrite: bool = False, hooks: Sequence[Hook] = (), sinks: Sequence[Callable[[Path], Any]] = (),
+        dry_run: bool = False) -> Any:
+    """Run (or resume) ``task`` (a :class:`pawn.train.task.Task` holding its settings): the one
+    order of every training run.
+
+    1. the stop flag (SIGTERM/SIGINT) goes in first, so a signal during the setup stops after
+       the first chunk with a checkpoint;
+    2. the task's own checks of its settings (:meth:`Task.prepare`), then every refusal of
+       ``--out`` that needs nothing built: a live writer (:func:`refuse_live_writer`), the resume
+       rule (:func:`resolve_resume`), a resume with no step left (:meth:`Task.finished`), a file
+       or missing extra (:func:`check_outputs`) and a folder holding another run
+       (:func:`check_run`) — before any load, cache write or compile;
+    3. :meth:`Task.build` (model, data, program, memory check); ``dry_run`` returns here;
+    4. :meth:`Task.initial_state`, :meth:`Task.open_data`, the Hub push (:func:`start_hub`), the
+       run directory (:func:`open_run`), :meth:`Task.place` and :meth:`Task.start_records`;
+    5. the checkpointer, :meth:`Task.before_loop`, the default hooks (:func:`default_hooks`) and
+       the loop (:func:`run_loop`); :meth:`Task.result` of its outcome.
+
+    Args:
+        task: the task (its ``cfg`` is replaced by the resolved settings).
+        log: one-line status messages. progress: a progress bar / plain progress lines.
+        install_signal_handlers: install the :class:`~pawn.train.lifecycle.StopFlag`.
+        overwrite: ``--out`` may hold another run, which is moved aside (never deleted).
+        hooks: extra hooks, after the built-in ones and before the metrics records.
+        sinks: further record sinks of ``metrics.jsonl`` (``factory(run_dir)``).
+        dry_run: stop after the build (the plan and the memory check); nothing is written.
+
+    Raises:
+        TrainingError: one line naming the problem (see the task's own errors too).
+    """
+    import jax
+
+    stop = StopFlag(install_signal_handlers)
+    try:
+        task.prepare()
+        cfg = task.cfg
+        given_resume = cfg.resume
+        refuse_live_writer(cfg)
+        cfg, ck = resolve_resume(cfg, task, log)
+        task.cfg = cfg
+        done = task.finished(ck)
+        if done is not None:  # before anything is built: there is no step to run
+            log(done[1])
+            return task.no_op_result(ck, done[0])
+        task.settle(ck)
+        is_main = jax.process_index() == 0
+        out = Path(cfg.out) if cfg.out is not None else default_run_dir(task.run_name())
+        task.run_dir = out
+        check_outputs(cfg, out)
+        r = check_run(cfg, out, given_resume=given_resume, resume_from=ck.path if ck is not None else None,
+                      overwrite=overwrite, snapshot=task.snapshot(), is_main=is_main, log=log)
+        task.run = r
+        task.build(ck, stop)
+        if dry_run:
+            return task.dry_run_result()
+        init = task.initial_state(ck)
+        task.es = es = init.es
+        task.open_data()
+        hub = start_hub(task.cfg, r.run_dir, is_main, log, run_id=r.run_id)
+        open_run(r, task.cfg, task.name, snapshot=task.snapshot(), hub=hub, start_step=init.start, resume=ck,
+                 elapsed0=init.elapsed0, sinks=sinks, log=log)
+        resumed = ck is not None
+        del ck  # the host copy of the checkpoint's weights is no longer needed
+        task.place(init)
+        task.start_records(init)
+        best = r.checkpoints / BEST_DIR
+        task.checkpointer = checkpointer = Checkpointer(r.checkpoints, task.write_checkpoint, keep=task.cfg.keep_checkpoints,
+                                                        is_main=is_main, best=best if task.keeps_best(best) else None)
+        extra = [*hooks, *([hub] if hub is not None else [])]
+        early = task.before_loop(stop, extra)
+        if early is not None:
+            return early
+        start, end = init.start, max(task.end_step(), init.start)
+        if es.exhausted:  # resuming a run that early stopping already ended
+            log(f"early stopping already ended this run ({es.counter} validations without improvement, "
+                f"patience {es.patience}); raise --patience to continue it")
+            end = start
+        task.trainer = trainer = Trainer(task.program, checkpointer, _task_hooks(task, stop, progress, start, end, extra, log),
+                                         total_steps=task.total_steps, end_step=end, completed_reason=task.completed_reason)
+        outcome = run_loop(trainer, r, task.state, task.chunks(start, end), hub=hub, schedule=task.schedule,
+                           start_step=start, resumed=resumed, frozen=task.frozen, stop=stop, compute=task.compute, log=log)
+        return task.result(outcome)
+    finally:
+        stop.restore()
+
+
+def _task_hooks(task: "Task", stop: StopFlag, progress: bool, start: int, end: int, extra: Sequence[Hook],
+                log: Callable[[str], None]) -> list[Hook]:
+    """:func:`default_hooks` of ``task``: its progress bar, validation, validation line,
+    checkpoint rule, ``train`` fields and after-validation hooks, and the wall clock."""
+    from pawn.train.clock import WallClockHook, checkpoint_seconds_guess
+
+    r, cfg = task.run, task.cfg
+    is_main = r.logger is not None
+    bar = progress_hook = None
+    wall = task.wall
+    if progress and is_main:
+        bar = ProgressReporter(task.name, task.total_steps, stop_at=end, start=start, fields={task.loss_name: "-", "tok/s": "-"},
+                               every_s=cfg.log_every_s, expected_unit_s=wall.step_s if wall else None).start()
+        progress_hook = ProgressHook(bar, task.loss_name, precompiled=task.precompiled)
+    validation = (ValidationHook(task.validate, every=1, final_step=task.total_steps, due=task.val_due)
+                  if task.validates and is_main else None)
+    import jax
+
+    return default_hooks(
+        run=r, checkpointer=task.checkpointer, es=task.es, stop=stop, bar=bar, progress_hook=progress_hook,
+        validation=validation, validation_due=lambda s: task.validates and task.val_due(s),
+        validation_line=task.validation_line, checkpoint_due=task.checkpoint_due, end_step=end,
+        total_steps=task.total_steps, train_fields=task.train_fields, after_validation=task.after_validation(),
+        extra=extra, processes=jax.process_count(), log=log,
+        wall_clock=WallClockHook(task.checkpointer, stop, start_step=start, end_step=end, estimate=wall,
+                                 every_s=60.0 * cfg.checkpoint_every_minutes, precompiled=task.precompiled,
+                                 checkpoint_s_guess=checkpoint_seconds_guess(task.checkpoint_params),
+                                 resumed_step=start or None, log=log if is_main else None))
+
+
+__all__ = ["CHUNK_RECORDS", "InitialState", "check_outputs", "check_run", "checked_step", "chunk_records",
+           "default_hooks", "default_run_dir", "initial_state", "metrics_hook", "open_run", "refuse_live_writer", "resolve_resume", "run",
            "restore_chunk_records", "resume_mutable", "run_identity_ignored", "run_loop", "start_hub", "train_record",
            "write_record"]

@@ -20,115 +20,23 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+from pawn.train.peaks import (  # noqa: F401  (re-exported: the rate's tables)
+    DEFAULT_MFU, GPU_PEAKS, PEAK_SOURCE, RECORDED_MFU, TPU_PEAK_SOURCE, TPU_PEAKS, lookup_gpu_peak, lookup_tpu_peak,
+    published_peak)
+
+if TYPE_CHECKING:
+    from pawn.train.task import TaskCost
 
 DAY_S = 86400.0
 """A run estimated longer than this is warned about before it starts."""
 
 DEFAULT_CHECKPOINT_EVERY_MINUTES = 30.0
 """``--checkpoint-every-minutes`` default: a stopped or killed run loses at most about this much work."""
-
-PEAK_SOURCE = "vendor datasheet dense (no sparsity) figures, TFLOP/s; fp32 = non-tensor-core FP32"
-"""Where :data:`GPU_PEAKS` comes from."""
-
-# (substring of jax's device_kind, bf16 dense TFLOP/s, fp32 TFLOP/s). More specific names first.
-GPU_PEAKS: tuple[tuple[str, float, float], ...] = (
-    ("GB200", 2500.0, 80.0),
-    ("B200", 2250.0, 75.0),
-    ("GH200", 989.4, 66.9),
-    ("H200 NVL", 835.0, 60.0),
-    ("H200", 989.4, 66.9),
-    ("H100 PCIe", 756.0, 51.2),
-    ("H100 NVL", 835.0, 60.0),
-    ("H100", 989.4, 66.9),
-    ("A100", 312.0, 19.5),
-    ("L40S", 362.05, 91.6),
-    ("L40", 181.0, 90.5),
-    ("L4", 121.0, 30.3),
-    ("A10G", 70.0, 31.2),
-    ("A10", 125.0, 31.2),
-    ("RTX 6000 Ada", 364.2, 91.1),
-    ("RTX A6000", 154.8, 38.7),
-    ("RTX 4090", 165.2, 82.6),
-    ("RTX 3090", 71.0, 35.6),
-)
-"""Published dense peaks per GPU (:data:`PEAK_SOURCE`). Consumer cards list bf16 with fp32
-accumulation. Note that JAX may run fp32 matmuls on TF32 tensor cores on Ampere and newer, so fp32
-MFU against the non-tensor figure can exceed what the name suggests."""
-
-TPU_PEAK_SOURCE = ("Google Cloud TPU pages (cloud.google.com/tpu/docs/v4, /v5e, /v5p, /v6e): peak bf16 TFLOP/s per "
-                   "chip; no fp32 figure is published (fp32 matmuls run as several bf16 passes)")
-"""Where :data:`TPU_PEAKS` comes from."""
-
-TPU_PEAKS: tuple[tuple[str, float], ...] = (
-    ("TPU v6 lite", 918.0),
-    ("TPU v6e", 918.0),
-    ("TPU v5 lite", 197.0),
-    ("TPU v5e", 197.0),
-    ("TPU v5p", 459.0),
-    ("TPU v5", 459.0),
-    ("TPU v4", 275.0),
-)
-"""Google Cloud's published bf16 peak per TPU chip, TFLOP/s (v6e, v5e, v5p, v4), by the exact
-``device_kind`` JAX reports (``"TPU v5 lite"`` is a v5e chip, ``"TPU v5"`` a v5p, ``"TPU v6 lite"``
-a v6e; a ``"TPU v4 lite"`` inference chip is not a v4). No fp32 figure: fp32 there is timed."""
-
-RECORDED_MFU: tuple[tuple[str, str, float, str], ...] = (
-    ("cpu", "supernet tiny", 0.60, "2-core AMD EPYC, batch 16 × 128, fp32: 0.36–0.57 measured under a load average of 3–20, "
-                                   "≈ 0.8 alone"),
-    ("cpu", "supernet large", 0.24, "2-core AMD EPYC, batch 256 × 512, fp32, remat full, accumulation 2"),
-    ("TPU v5 lite", "supernet large", 0.408, "one TPU v5e chip, batch 256 × 512, bf16, remat none, accumulation 8 "
-                                            "(the --remat auto search's plan; 0.256 with remat full)"),
-    ("TPU v5 lite", "supernet tiny", 0.145, "one TPU v5e chip, batch 256 × 256, bf16"),
-    ("H200", "supernet large", 0.328, "one H200, batch 256 × 512, bf16, remat attention"),
-)
-"""Model FLOP utilisation PAWN measured per (device class: ``"cpu"`` or a substring of
-``device_kind``, model) and how: on CPU relative to :func:`measure_matmul_rate`'s matmul, elsewhere to
-the datasheet peak. A model not listed takes the row of its device class whose model has the nearest
-FLOPs per token; a device class not listed, :data:`DEFAULT_MFU`."""
-
-DEFAULT_MFU = 0.3
-"""MFU assumed on a device class with no :data:`RECORDED_MFU` row (said as such in the plan)."""
-
-
-def lookup_gpu_peak(device_kind: str) -> Optional[tuple[str, float, float]]:
-    """The :data:`GPU_PEAKS` row whose name occurs in ``device_kind`` (first match), or None."""
-    kind = device_kind.upper()
-    for row in GPU_PEAKS:
-        if row[0].upper() in kind:
-            return row
-    return None
-
-
-def lookup_tpu_peak(device_kind: str) -> Optional[tuple[str, float]]:
-    """The :data:`TPU_PEAKS` row ``(device_kind, bf16 TFLOP/s)`` for exactly this ``device_kind``
-    (case and surrounding blanks aside), or None."""
-    kind = device_kind.strip().lower()
-    return next((row for row in TPU_PEAKS if row[0].lower() == kind), None)
-
-
-def published_peak(backend: str, device_kind: str, dtype: str) -> Optional[tuple[float, str]]:
-    """``(FLOP/s per device, where the figure comes from)`` published for this device and compute
-    dtype, or None where there is none (a CPU, a device in neither table, fp32 on a TPU).
-
-    Args:
-        backend: ``jax.default_backend()`` (``"gpu"``, ``"tpu"``, ``"cpu"``).
-        device_kind: ``jax.devices()[0].device_kind``.
-        dtype: the compute dtype's name, ``"bfloat16"`` or ``"float32"``.
-    """
-    bf16 = dtype == "bfloat16"
-    if backend == "gpu":
-        row = lookup_gpu_peak(device_kind)
-        if row is not None:
-            return (row[1] if bf16 else row[2]) * 1e12, f"{PEAK_SOURCE} ({row[0]}, {'bf16' if bf16 else 'fp32'})"
-    elif backend == "tpu" and bf16:
-        row_t = lookup_tpu_peak(device_kind)
-        if row_t is not None:
-            return row_t[1] * 1e12, f"{TPU_PEAK_SOURCE} ({row_t[0]}, bf16)"
-    return None
-
 
 def adapter_flops_per_token(cfg, seq_len: int, *, trains_backbone: bool) -> int:
     """Model FLOPs per token of one adapter train step: ``6·N + 12·L·T·d`` when the backbone is
@@ -141,11 +49,34 @@ def adapter_flops_per_token(cfg, seq_len: int, *, trains_backbone: bool) -> int:
     return full if trains_backbone else full - 2 * param_count(cfg)
 
 
-def measure_matmul_rate(dtype: str = "float32", n: Optional[int] = None, repeats: int = 9) -> float:
+class MatmulRate(float):
+    """A measured FLOP/s (the float itself: the median of the rounds' medians) with its spread:
+    ``low`` and ``high``, the slowest and fastest round's FLOP/s, and ``rounds``."""
+
+    low: float
+    high: float
+    rounds: int
+
+    def __new__(cls, rates: Sequence[float]) -> "MatmulRate":
+        ordered = sorted(rates)
+        self = super().__new__(cls, statistics.median(ordered))
+        self.low, self.high, self.rounds = ordered[0], ordered[-1], len(ordered)
+        return self
+
+    def spread_text(self) -> str:
+        """``"median of 5 rounds, 0.037–0.154 TFLOP/s"``: the figure's spread, for the plan line."""
+        return f"median of {self.rounds} rounds, {self.low / 1e12:.3g}–{self.high / 1e12:.3g} TFLOP/s"
+
+
+def measure_matmul_rate(dtype: str = "float32", n: Optional[int] = None, repeats: int = 5, rounds: int = 5,
+                        gap_s: float = 0.05) -> MatmulRate:
     """FLOP/s of one device of the default backend on a jitted ``[n, n] @ [n, n]`` matmul in
-    ``dtype`` (2·n³ FLOPs a call), the median of ``repeats`` timed calls after two warm-ups. ``n``
-    defaults to 1024 on CPU (≈ 20 ms a call on two cores) and 4096 elsewhere; the whole measurement
-    takes well under a second on a CPU, a few seconds at most with the compile."""
+    ``dtype`` (2·n³ FLOPs a call): ``rounds`` rounds of ``repeats`` timed calls after two
+    warm-ups, ``gap_s`` seconds apart, each round's median call; the result is the median of the
+    rounds (a :class:`MatmulRate`, which also carries the slowest and fastest round), so one round
+    that met a busy moment of a shared machine does not decide the plan. ``n`` defaults to 1024
+    on CPU (≈ 20 ms a call on two cores) and 4096 elsewhere; the whole measurement takes about a
+    second on a CPU, a few seconds at most with the compile."""
     import jax
     import jax.numpy as jnp
 
@@ -154,12 +85,17 @@ def measure_matmul_rate(dtype: str = "float32", n: Optional[int] = None, repeats
     f = jax.jit(lambda x, y: x @ y)
     for _ in range(2):
         f(a, a).block_until_ready()
-    times = []
-    for _ in range(max(1, repeats)):
-        t = time.perf_counter()
-        f(a, a).block_until_ready()
-        times.append(time.perf_counter() - t)
-    return 2.0 * n ** 3 / sorted(times)[len(times) // 2]
+    rates = []
+    for r in range(max(1, rounds)):
+        if r:
+            time.sleep(gap_s)
+        times = []
+        for _ in range(max(1, repeats)):
+            t = time.perf_counter()
+            f(a, a).block_until_ready()
+            times.append(time.perf_counter() - t)
+        rates.append(2.0 * n ** 3 / statistics.median(times))
+    return MatmulRate(rates)
 
 
 @dataclass(frozen=True)
@@ -211,7 +147,8 @@ def device_rate(model: str, flops_per_token: float, dtype: str, *, measure: Call
     device_class = "cpu" if backend == "cpu" else kind
     if one is None:
         one = measure(dtype)
-        where = f"a {dtype} matmul timed now on this {'CPU' if backend == 'cpu' else kind}"
+        spread = f": {one.spread_text()}" if isinstance(one, MatmulRate) else ""
+        where = f"a {dtype} matmul timed now on this {'CPU' if backend == 'cpu' else kind}{spread}"
     mfu, why = _recorded_mfu(device_class, model, flops_per_token)
     peak = one * n_dev
     return DeviceRate(peak * mfu, peak, mfu, f"{peak / 1e12:.3g} TFLOP/s ({where}{f' × {n_dev} devices' if n_dev > 1 else ''}) × {why}")
@@ -317,149 +254,6 @@ def cut_chunk_steps(k: int, step_s: float, bound_s: float, start_step: int = 0) 
     ok = [d for d in range(1, k + 1) if k % d == 0 and start_step % d == 0]
     fits = [d for d in ok if step_s <= 0 or d * step_s <= bound_s]
     return max(fits) if fits else 1
-
-
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M", time.localtime(t))
-
-
-class WallClockHook:
-    """A :class:`~pawn.train.run.Hook` (duck-typed: ``due``, ``on_chunk``, ``on_chunk_end``,
-    ``on_event``, ``on_end``) for the run's wall clock:
-
-    - once timed chunks add up to 5 s (or three are done), one line with their measured time and
-      the run's remaining time at that pace, against the plan's ``estimate``;
-    - a checkpoint at the end of a chunk when the next chunk's end (at the latest measured chunk
-      time) would be more than ``every_s`` seconds after the last checkpoint (or the start), so
-      checkpoints are at most about ``every_s`` apart, unless the run is at ``end_step``
-      (``--checkpoint-every-minutes``; 0 = off);
-    - before each chunk, the :class:`~pawn.train.lifecycle.StopFlag`'s messages (instance
-      attributes ``FIRST_SIGINT``, ``FIRST_SIGTERM``, ``SECOND_SIGINT``) rewritten with when the
-      chunk under way should end, how long the checkpoint after it takes (the last one's time, else
-      ``checkpoint_s_guess``) and what a second Ctrl-C loses (the steps and minutes since the last
-      complete checkpoint, or everything when there is none).
-
-    Args:
-        checkpointer: the run's :class:`~pawn.train.run.Checkpointer`.
-        stop: the run's StopFlag (None: no messages to keep).
-        start_step, end_step: this invocation's steps. estimate: the plan's
-            :class:`WallTimeEstimate` (None: no comparison line). every_s: the clock interval.
-        checkpoint_s_guess: seconds a checkpoint is expected to take before one is timed.
-        log: where the lines go (None: no lines). precompiled: the chunk was compiled before the
-            loop (pretraining's memory check), so the first chunk's time is compute, else the first
-            timed chunk is the second. clock: ``time.time``-like seconds.
-    """
-
-    every = 1
-
-    def __init__(self, checkpointer, stop, *, start_step: int, end_step: int, estimate: Optional[WallTimeEstimate],
-                 every_s: float, checkpoint_s_guess: float, log: Optional[Callable[[str], None]] = None,
-                 precompiled: bool = False, resumed_step: Optional[int] = None, setup: bool = False,
-                 clock: Callable[[], float] = time.time):
-        self.precompiled, self.setup = precompiled, setup
-        self.checkpointer, self.stop, self.estimate, self.every_s = checkpointer, stop, estimate, float(every_s)
-        self.start_step, self.end_step, self.log, self.clock = start_step, end_step, log, clock
-        self.checkpoint_s = float(checkpoint_s_guess)
-        self.checkpoint_timed = False
-        self.t_start = self.last_ck_t = clock()
-        self.last_ck_step: Optional[int] = resumed_step
-        self.last_ck_path = None
-        self.step = start_step
-        self.step_s: Optional[float] = estimate.step_s if estimate is not None else None
-        self.measured = self._reported = False
-        self._timed: list[tuple[int, float]] = []
-        self.chunk_steps = estimate.chunk_steps if estimate is not None else None
-        self.update_messages(first_chunk=True)
-
-    def due(self, step: int) -> bool:
-        return True
-
-    # ------------------------------------------------------------------ messages
-    def _chunk_end_text(self) -> str:
-        if self.step_s is None or self.chunk_steps is None:
-            return "this chunk"
-        n = min(self.chunk_steps, max(0, self.end_step - self.step))
-        end = self.clock() + n * self.step_s
-        return (f"this chunk (steps {self.step:,} → {self.step + n:,}; it should end at ≈ {_clock(end)}, "
-                f"in ≈ {format_span(n * self.step_s)}{'' if self.measured else ', estimated'})")
-
-    def _loss_text(self) -> str:
-        now = self.clock()
-        if self.last_ck_step is None:
-            done = max(0, self.step - self.start_step)
-            return (f"no checkpoint of this run exists yet, so there is nothing to resume: "
-                    + (f"the {done:,} steps done so far ({format_span(now - self.t_start)} of training up to {_clock(now)}) and "
-                       "the chunk under way are lost" if done else "the chunk under way is lost"))
-        n = max(0, self.step - self.last_ck_step)
-        when = f"written {_clock(self.last_ck_t)}" if self.last_ck_path is not None else "the one this run resumed"
-        return (f"the last complete checkpoint, step {self.last_ck_step:,} ({when}), is kept; "
-                + (f"the {n:,} steps after it (≈ {format_span(now - self.last_ck_t)} of work up to {_clock(now)}) and "
-                   "the chunk under way are lost" if n else "the chunk under way is lost"))
-
-    def update_messages(self, first_chunk: bool = False) -> None:
-        """Rewrite the stop flag's messages for the chunk starting now."""
-        if self.stop is None:
-            return
-        ck = f"then a checkpoint (≈ {format_span(self.checkpoint_s)}{'' if self.checkpoint_timed else ', estimated'})"
-        chunk = self._chunk_end_text()
-        if self.setup:
-            chunk = ("the first chunk, once the train step has compiled (seconds for small models, minutes for the large "
-                     "supernet on a CPU) and " + chunk.replace("this chunk (", "(", 1) + " has run")
-        elif first_chunk and not self.precompiled:
-            chunk += " once it has compiled"
-        self.stop.FIRST_SIGINT = (f"stopping after {chunk}, {ck}; Ctrl-C again to stop now without a checkpoint: "
-                                  + self._loss_text())
-        self.stop.FIRST_SIGTERM = f"SIGTERM: stopping after {chunk}, {ck}"
-        self.stop.SECOND_SIGINT = "second Ctrl-C: stopping now without a checkpoint; " + self._loss_text()
-
-    # ------------------------------------------------------------------ hook
-    def on_chunk(self, ctx) -> None:
-        r = ctx.result
-        self.step = ctx.step
-        steps = r.step - r.step_start
-        timed = steps > 0 and (self.precompiled or not r.includes_compile)
-        if timed:
-            # the messages use the latest chunk; the one "measured" line waits for 5 s of chunks (or
-            # three), leaving out the first when there are more (its first executions are slower)
-            self.measured, self.step_s, self.chunk_steps = True, r.chunk_wall_s / steps, steps
-            self._timed.append((steps, r.chunk_wall_s))
-        if timed and not self._reported and (sum(t for _, t in self._timed) >= 5.0 or len(self._timed) >= 3):
-            self._reported = True
-            sample = self._timed[1:] if len(self._timed) > 1 else self._timed
-            steps, wall = sum(n for n, _ in sample), sum(t for _, t in sample)
-            left = max(0, self.end_step - ctx.step) * wall / steps
-            if self.log is not None and ctx.step < self.end_step:
-                was = (f"; the plan said ≈ {format_span(self.estimate.chunk_steps * self.estimate.step_s)} a chunk, "
-                       f"{format_span(self.estimate.total_s)} in all" if self.estimate is not None else "")
-                self.log(f"measured: {steps} steps in {format_span(wall)} ({r.tokens * steps / (r.step - r.step_start) / wall:,.0f} "
-                         f"tokens/s); the {max(0, self.end_step - ctx.step):,} steps left take "
-                         f"≈ {format_span(left)} (ending ≈ {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.clock() + left))}){was}")
-        # checkpoint now when waiting for the next chunk's end would pass the interval, so no two
-        # checkpoints are further apart than the interval (when chunks take about the same time)
-        next_chunk_s = self.step_s * self.chunk_steps if self.measured and self.step_s and self.chunk_steps else 0.0
-        if self.every_s > 0 and ctx.step < self.end_step and self.clock() - self.last_ck_t + next_chunk_s > self.every_s:
-            if self.last_ck_step != ctx.step:
-                self.checkpointer.save(ctx.step, ctx=ctx)
-
-    def on_chunk_end(self, ctx) -> None:
-        if ctx.checkpoint_wall_s > 0:
-            self.checkpoint_s, self.checkpoint_timed = ctx.checkpoint_wall_s, True
-        self.step = ctx.step
-        self.update_messages()
-
-    def on_event(self, event: Any) -> None:
-        kind = getattr(event, "kind", None)
-        if kind in ("interval", "final"):
-            self.last_ck_step, self.last_ck_t, self.last_ck_path = int(event.step), self.clock(), event.path
-
-    def on_end(self, reason: str) -> None:
-        pass
-
-
-def checkpoint_seconds_guess(n_params: int, *, with_optimizer: bool = True, bytes_per_s: float = 200e6) -> float:
-    """Seconds to write a checkpoint of ``n_params`` fp32 parameters (with the two AdamW moments
-    when ``with_optimizer``) at ``bytes_per_s`` (200 MB/s: a local disk with hashing), at least 1 s."""
-    return max(1.0, 4.0 * n_params * (3 if with_optimizer else 1) / bytes_per_s)
 
 
 def first_checkpoint_steps(start_step: int, end_step: int, *, every_steps: Optional[int], every_s: float, step_s: float,
@@ -594,61 +388,35 @@ def _dtype_name(dtype: str) -> str:
     return jnp.dtype(resolve_dtype(None if dtype == "auto" else dtype)).name
 
 
-def plan_sweep(trials: int, command: str, settings: Any, *, backbone_config=None, log: Callable[[str], None],
+def plan_sweep(trials: int, cost: "Optional[TaskCost]", *, log: Callable[[str], None],
                measure: Callable[[str], float] = measure_matmul_rate) -> Optional[WallTimeEstimate]:
-    """The expected wall time of a sweep before its first trial: ``trials`` × each trial's steps ×
-    the step time (:func:`device_rate`), the RoSA family's warm-up steps and mask-scoring batches
-    counted as steps: training steps only (each trial's compile, data loading and validations come
-    on top; pruned trials end sooner; one worker: ``--workers`` share the device). Logged as the plan's lines, with a WARNING past
-    a day naming fewer ``--trials``, fewer steps per trial and an accelerator.
-
-    Args:
-        command: ``"pretrain"`` or ``"adapt"``. settings: the trial command's settings without the
-            searched parameters (a :class:`~pawn.settings.PretrainConfig` or
-            :class:`~pawn.train.adapt_config.AdaptSettings`). backbone_config: an adapter sweep's
-            backbone :class:`~pawn.config.ModelConfig`.
+    """The expected wall time of a sweep before its first trial: ``trials`` × one trial's steps ×
+    the step time (:func:`device_rate`), from the trial task's ``cost``
+    (:meth:`pawn.train.task.Task.cost`: its FLOPs a step, steps, model label and advice; the RoSA
+    family's warm-up steps and mask-scoring batches counted as steps): training steps only (each
+    trial's compile, data loading and validations come on top; pruned trials end sooner; one
+    worker: ``--workers`` share the device). Logged as the plan's lines, with a WARNING past a day
+    naming fewer ``--trials``, a shorter trial (in ``--base-config``) and an accelerator.
 
     Returns:
-        The estimate, or None when a trial's steps are not known before its data is loaded (an
+        The estimate, or None when ``cost`` is None (a trial's steps come from its data, e.g. an
         adapter sweep without ``steps_per_epoch``): then one line says each trial's plan gives it.
     """
-    from pawn.config import flops_per_token
     from pawn.progress import counted
 
-    note = ""
-    if command == "pretrain":
-        _, variants = settings.model_configs()
-        model = f"variant {settings.variant}" if settings.variant else f"supernet {settings.supernet or 'large'}"
-        fpt = sum(flops_per_token(c, settings.seq_len) for c in variants.values())
-        steps = settings.total_steps
-        less = "a smaller --total-steps in --base-config"
-    else:
-        if backbone_config is None or settings.steps_per_epoch is None:
-            log(f"expected wall time: {trials} trials × each trial's steps, which come from the data (steps per epoch); "
-                f"each trial's plan names its own (set steps_per_epoch in --base-config to have it here)")
-            return None
-        from pawn.adapters import get_strategy
-
-        from pawn.adapters.strategies.rosa import RoSAAdapter
-
-        model = "adapter"
-        row = get_strategy(settings.strategy)
-        fpt = adapter_flops_per_token(backbone_config, settings.seq_len, trains_backbone=not row.uses_backbone)
-        steps = settings.epochs * settings.steps_per_epoch
-        less = "fewer epochs or steps_per_epoch in --base-config"
-        if issubclass(row.module, RoSAAdapter):  # the warm-up and mask scoring run before each trial's steps
-            rs = row.parse(settings.adapter_settings())
-            phased = int(rs.rosa_warmup_steps) + int(rs.mask_samples)
-            steps += phased
-            note = f" (each: {rs.rosa_warmup_steps:,} RoSA warm-up steps and {rs.mask_samples:,} mask-scoring batches, then the main steps)"
-            less += f", or fewer rosa_warmup_steps / mask_samples ({phased:,} of each trial's steps are RoSA warm-up and mask scoring)"
-    rate = device_rate(model, fpt, _dtype_name(settings.dtype), measure=measure)
-    flops_per_step = float(fpt) * settings.batch_size * settings.seq_len
-    est = WallTimeEstimate(trials * steps, flops_per_step, 0, None, rate)
-    advice = [f"fewer --trials ({max(1, int(DAY_S // max(steps * est.step_s, 1e-9))):,} trials fit a day here)", less]
-    hint = accelerator_hint(model, fpt, flops_per_step * trials * steps)
+    if cost is None:
+        log(f"expected wall time: {trials} trials × each trial's steps, which come from the data (steps per epoch); "
+            f"each trial's plan names its own (set steps_per_epoch in --base-config to have it here)")
+        return None
+    steps, fpt = cost.steps, cost.flops_per_token
+    rate = device_rate(cost.model, fpt, cost.dtype, measure=measure)
+    est = WallTimeEstimate(trials * steps, cost.flops_per_step, 0, None, rate)
+    advice = [f"fewer --trials ({max(1, int(DAY_S // max(steps * est.step_s, 1e-9))):,} trials fit a day here)",
+              f"{cost.shorter} in --base-config"]
+    hint = accelerator_hint(cost.model, fpt, cost.flops_per_step * trials * steps)
     if hint:
         advice.append(hint)
+    note = f" (each: {cost.note})" if cost.note else ""
     for line in est.lines(f"this sweep ({counted(trials, 'trial')} × {counted(steps, 'step')}{note}; each trial's compile, data loading and validations come on top, "
                           f"pruned trials end sooner)", advice,
                           tail="each trial's own plan follows at its start"):
