@@ -22,6 +22,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import pytest
 
+# `--remat auto` keeps its measured plan in the user's cache (pawn.train.step_plan.cache_path): the
+# tests get a folder of their own, so a plan found on this machine earlier never changes what a test sees.
+if "PAWN_PLAN_CACHE" not in os.environ:
+    import tempfile as _tempfile
+
+    os.environ["PAWN_PLAN_CACHE"] = os.path.join(_tempfile.mkdtemp(prefix="pawn-plan-cache-"), "step_plans.json")
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LICHESS_SAMPLE = REPO_ROOT / "examples" / "lichess"
 """The repository's Lichess sample: seven ``.pgn.zst`` files (7,321 games of the public Lichess database,

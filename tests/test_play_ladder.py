@@ -126,8 +126,10 @@ def test_pawn_uci_subprocess_plays_a_uci_engine_through_pawn_play(ckpt, fake_eng
                                  "--json", str(js)])
     assert r.exit_code == 0, r.output
     data = json.loads(js.read_text())
-    assert data["config"]["pawn"].startswith("PAWN toy") and {s["opponent"] for s in data["summaries"]} == {"FakeUCI"}
-    assert "PAWN toy" in r.output and "has no option Hash" in " ".join(r.output.split())
+    from pawn.play.uci_engine import uci_name
+
+    assert data["config"]["pawn"].startswith(uci_name(str(ckpt))) and {s["opponent"] for s in data["summaries"]} == {"FakeUCI"}
+    assert uci_name(str(ckpt)) in r.output and "has no option Hash" in " ".join(r.output.split())
     for g in data["games"]:
         b = chess.Board()
         for ply, mv in enumerate(g["moves"]):

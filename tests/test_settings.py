@@ -108,7 +108,7 @@ _HELP = {  # each command's help texts as they were before the fields were share
               "push_to_hub": "Push every checkpoint (adapter weights, model card) " + _PUSH},
 }
 _TAIL = {"tensorboard": " [default: False]", "wandb": " [default: False]", "wandb_mode": " One of: online, offline, disabled. [default: online]",
-         "hub_private": " [default: False]", "hub_exit_wait_s": " [default: 300.0]"}
+         "hub_private": " [default: False]", "hub_exit_wait_s": " At least 0. [default: 300.0]"}
 
 
 def test_pretrain_and_adapt_share_one_definition_of_the_sink_and_hub_fields():

@@ -159,8 +159,9 @@ def test_suite_refuses_pgn_only_in_one_line(tmp_path):
 def test_checkpoint_best_needs_exactly_one_run(tmp_path, lichess_pgns):
     pgn = next(p for p in lichess_pgns if "first32" in p.name)
     r = CliRunner().invoke(app, ["report", str(pgn), "--checkpoint", "best", "-o", str(tmp_path / "r.html")])
-    assert r.exit_code == 1 and r.output.startswith("error: --checkpoint best needs exactly one run"), r.output
-    assert r.output.count("\n") == 1 and not (tmp_path / "r.html").exists()
+    lines = r.output.splitlines()  # progress lines ("pawn report: reading 1 PGN file"), then the one error line
+    assert r.exit_code == 1 and lines[-1].startswith("error: --checkpoint best needs exactly one run"), r.output
+    assert sum(ln.startswith("error:") for ln in lines) == 1 and not (tmp_path / "r.html").exists()
 
 
 # ----------------------------------------------------------------------------- slow: a real run, the suite, the page

@@ -491,10 +491,10 @@ def test_score_cp_is_lichess_win_percentage_curve_read_backwards():
     assert prob_to_cp(1.0) == prob_to_cp(0.999) == 1876 and prob_to_cp(0.0) == -1876
 
 
-def test_the_engine_is_named_after_the_model_it_holds(shared_data, tmp_path):
+def test_the_engine_is_named_after_the_model_it_holds(tpu_backbone, tmp_path):
     from pawn.play.uci_engine import uci_name
 
-    assert uci_name(str(shared_data / "backbones" / "tiny-tpu-3k")) == "PAWN tiny/large"
+    assert uci_name(str(tpu_backbone)) == "PAWN tiny/large"
     tiny = save_checkpoint(tmp_path / "best", PAWNModel(TINY_VARIANTS["base"], jax.random.PRNGKey(0)).params(),
                            TINY_VARIANTS["base"], run_config={"supernet": None, "variant": "base",
                                                              "sliced_from": {"supernet": "tiny", "checkpoint": "x"}})
@@ -502,7 +502,7 @@ def test_the_engine_is_named_after_the_model_it_holds(shared_data, tmp_path):
     from pawn.adapters import build_adapted
     from pawn.adapters.io import load_backbone, save_adapter
 
-    bb, ref, _ = load_backbone(shared_data / "backbones" / "tiny-tpu-3k")
+    bb, ref, _ = load_backbone(tpu_backbone)
     adapter = save_adapter(tmp_path / "lora" / "best", build_adapted("lora", {}, bb, jax.random.PRNGKey(0)), ref)
     assert uci_name(str(adapter)) == "PAWN lora adapter on tiny/large"
     assert uci_name("thomas-schweich/pawn-base") == "PAWN thomas-schweich/pawn-base"

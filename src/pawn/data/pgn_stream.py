@@ -150,7 +150,7 @@ class _Opened:
         self.path = path
         self.raw: BinaryIO = open(path, "rb") if raw is None else raw
         codec = codec_of(path)
-        if codec is not None and os.fstat(self.raw.fileno()).st_size == 0:
+        if codec is not None and raw is None and os.fstat(self.raw.fileno()).st_size == 0:
             # a 0-byte file holds no frame, member or stream header: `zstd -t`, `gzip -t` and
             # `bzip2 -t` refuse it, while the decoders here would read it as no games
             self.raw.close()
