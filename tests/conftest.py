@@ -22,12 +22,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import pytest
 
-# `--remat auto` keeps its measured plan in the user's cache (pawn.train.step_plan.cache_path): the
-# tests get a folder of their own, so a plan found on this machine earlier never changes what a test sees.
-if "PAWN_PLAN_CACHE" not in os.environ:
-    import tempfile as _tempfile
-
-    os.environ["PAWN_PLAN_CACHE"] = os.path.join(_tempfile.mkdtemp(prefix="pawn-plan-cache-"), "step_plans.json")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LICHESS_SAMPLE = REPO_ROOT / "examples" / "lichess"
@@ -125,6 +119,14 @@ def tpu_backbone() -> Path:
     11 MB), too large for the repository. Skips outside CI when it is missing, fails in CI
     (:func:`shared_path`)."""
     return shared_path("backbones/tiny-tpu-3k", "the TPU-trained backbone tiny-tpu-3k")
+
+
+@pytest.fixture(autouse=True)
+def _own_plan_cache(tmp_path_factory, monkeypatch):
+    """`--remat auto` keeps its measured plan in the user's cache (pawn.train.step_plan.cache_path):
+    each test gets a cache of its own, so a plan an earlier test (or this machine) found never
+    changes what a test sees. A test that sets PAWN_PLAN_CACHE itself overrides it."""
+    monkeypatch.setenv("PAWN_PLAN_CACHE", str(tmp_path_factory.mktemp("plan-cache") / "step_plans.json"))
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ from pawn.train.walltime import cut_chunk_steps, plan_pretrain
 
 def test_the_plan_names_a_wall_time_within_2x_of_the_measured_one_on_the_tiny_supernet(tmp_path):
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["pretrain", "--supernet", "tiny", "--total-steps", "40", "--steps-per-chunk", "20",
+    r = CliRunner().invoke(app, ["pretrain", "--supernet", "tiny", "--total-steps", "60", "--steps-per-chunk", "20",
                                  "--val-games", "0", "--out", str(out)])
     assert r.exit_code == 0, r.output
     line = next(ln for ln in r.output.splitlines() if ln.startswith("expected wall time on this device: this run ≈ "))
@@ -36,8 +36,9 @@ def test_the_plan_names_a_wall_time_within_2x_of_the_measured_one_on_the_tiny_su
     measured = sum(x["chunk_wall_s"] for x in recs if x["type"] == "train")  # the memory check compiled the chunk
     ratio = wall["seconds"] / measured
     assert 0.5 <= ratio <= 2.0, (wall, measured)
-    assert wall["steps"] == 40 and wall["seconds"] == wall["step_s"] * 40
-    assert any(ln.startswith("measured: 20 steps in ") and "the plan said ≈ " in ln for ln in r.output.splitlines()), r.output
+    assert wall["steps"] == 60 and wall["seconds"] == wall["step_s"] * 60
+    # the correction comes once about 5 s of chunks have run (one chunk or two, by this machine's load)
+    assert any(re.match(r"measured: (20|40) steps in ", ln) and "the plan said ≈ " in ln for ln in r.output.splitlines()), r.output
 
 
 def test_a_run_of_years_on_this_cpu_is_warned_about_with_what_would_help_and_its_chunks_are_cut():
@@ -54,9 +55,11 @@ def test_a_run_of_years_on_this_cpu_is_warned_about_with_what_would_help_and_its
     warn = next(ln for ln in lines if ln.startswith("WARNING: this run would take"))
     assert "more than a day" in warn and "--variant small" in warn and "one TPU v5e chip: ≈ " in warn, warn
     assert "fewer steps (" in warn, warn
-    # a step alone takes longer than the 30-minute checkpoint interval here: one-step chunks
-    assert cfg.chunk_steps == 50 and k == 1 and est.chunk_steps == 1, text
-    assert "steps per chunk 50 → 1" in text, text
+    # a 50-step chunk is hours here: cut to the most steps that end within the 30-minute checkpoint
+    # interval (one step when a step alone takes longer; how many depends on this machine's load)
+    assert cfg.chunk_steps == 50 and 1 <= k < 50 and est.chunk_steps == k, text
+    assert k == 1 or k * est.step_s <= 1800, text
+    assert f"steps per chunk 50 → {k}" in text, text
 
 
 def test_cut_chunk_steps_keeps_a_divisor_that_fits_and_the_resume_boundary():
