@@ -146,10 +146,3 @@ def test_the_data_tests_pass_from_a_copy_of_the_checkout_with_no_shared_folder(t
     """A copy of the checkout with nothing beside it (``PAWN_SHARED_DIR`` names a folder that does not
     exist): the quick data-reading tests pass, and the backbone test skips with the one reason."""
     _check_run(*_run_in_copy(tmp_path, QUICK_DATA_TESTS, workers=0))
-
-
-@pytest.mark.slow  # every data-reading test (adapter and sweep runs among them): ~15 min on 2 cores
-def test_every_data_test_passes_from_a_copy_of_the_checkout_with_no_shared_folder(tmp_path):
-    """Every default-suite test that takes a data fixture (``shared_data``, ``lichess_pgns``,
-    ``tpu_backbone``), in every test module, run from a copy of the checkout with no shared folder."""
-    _check_run(*_run_in_copy(tmp_path, "tests", workers=2))
