@@ -105,7 +105,13 @@ def test_make_targets_run_the_test_script():
 
     if shutil.which("make") is None:
         pytest.fail("make is not installed (apt-get install make): `make test` is the README's test command", pytrace=False)
-    runs = {t: subprocess.run(["make", "-n", t, "PYTEST_ARGS=-k vocab"], cwd=REPO_ROOT, capture_output=True, text=True)
+    import os
+
+    # run from `make test` itself, the suite inherits MAKELEVEL/MAKEFLAGS: a nested make would then
+    # print "Entering directory" lines around the recipe
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    runs = {t: subprocess.run(["make", "-n", t, "PYTEST_ARGS=-k vocab"], cwd=REPO_ROOT, capture_output=True, text=True,
+                              env=env)
             for t in ("test", "test-all")}
     assert runs["test"].stdout.strip() == "./scripts/test -- -k vocab", runs["test"]
     assert runs["test-all"].stdout.strip() == "./scripts/test --slow -- -k vocab", runs["test-all"]
