@@ -260,7 +260,11 @@ def test_a_database_restart_is_waited_out_and_a_database_that_stays_down_is_one_
     procs = [subprocess.Popen(_machine_cmd(tmp_path, f"m{i}", n, *hb, "--seed", str(i), steps=200),
                               env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     try:
-        _wait_for(url, lambda ts: sum(t.state == TrialState.RUNNING and "run_dir" in t.user_attrs for t in ts) >= 1)
+        # both workers have opened the study (each holds a trial) and one trial is running: a worker
+        # that has not opened it yet would be refused at start, as designed, not wait the restart out
+        _wait_for(url, lambda ts: all(any(f"{os.sep}m{i}{os.sep}" in str(t.user_attrs.get("run_dir", "")) for t in ts)
+                                      for i in range(2))
+                  and any(t.state == TrialState.RUNNING and "run_dir" in t.user_attrs for t in ts))
         postgres_server.stop("fast")
         wait_until_down(postgres_server.port)
         time.sleep(4)
