@@ -84,6 +84,9 @@ class StepPlan:
     info: dict = field(default_factory=dict)
     cached_at: str = ""
 
+    def label(self) -> str:
+        return f"remat {self.remat}, accumulation {self.accumulation_steps}"
+
     def to_dict(self) -> dict[str, Any]:
         """The run summary's ``plan_search`` entry (JSON-ready)."""
         return {"source": self.source, "remat": self.remat, "accumulation_steps": self.accumulation_steps,
@@ -227,7 +230,7 @@ def choose_step_plan(program, stored_config, *, k: int, batch_size: int, seq_len
         guess = compile_s + 2 * k * estimated_run_s / total_steps
         if guess > fraction * estimated_run_s:
             log(f"step plan: search skipped: a run of ≈ {estimated_run_s:.0f} s is too short to time other plans (each costs "
-                f"≈ {guess:.0f} s, the search may take {100 * fraction:.0f}%); taking {first_label(first)} "
+                f"≈ {guess:.0f} s, the search may take {100 * fraction:.0f}%); taking {first.label()} "
                 f"(--remat and --accumulation-steps choose another)")
             return first
     n_dev = jax.device_count()
@@ -291,14 +294,20 @@ def choose_step_plan(program, stored_config, *, k: int, batch_size: int, seq_len
         if stopped:
             break
     del state
+    return _take_fastest(program, candidates, compiled, info, c0=c0, path=path, cache_key=cache_key,
+                         search_s=time.perf_counter() - t_start, log=log)
+
+
+def _take_fastest(program, candidates: list[Candidate], compiled: dict, info: dict, *, c0: Candidate, path: Path,
+                  cache_key: str, search_s: float, log: Callable[[str], None]) -> StepPlan:
+    """Set ``program`` back to the timed candidate with the most tokens/s (its kept executable),
+    note how much slower each other one was, write the choice to the cache and say so."""
     best = max((c for c in candidates if c.tokens_per_s), key=lambda c: c.tokens_per_s)
     snap, best_est = compiled[(best.remat, best.accumulation_steps)]
     program.restore(snap)
     for c in candidates:
         if c is not best and c.fits and not c.note:
             c.note = f"{best.tokens_per_s / c.tokens_per_s:.2f}× slower" if c.tokens_per_s else "not timed"
-    speedup = best.tokens_per_s / c0.tokens_per_s
-    plan = StepPlan(best.remat, best.accumulation_steps, best_est, "search", candidates, info)
     entry = {"remat": best.remat, "accumulation_steps": best.accumulation_steps, "tokens_per_s": best.tokens_per_s,
              "peak_bytes": best.peak_bytes, "measured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
              "candidates": [asdict(c) for c in candidates]}
@@ -307,13 +316,9 @@ def choose_step_plan(program, stored_config, *, k: int, batch_size: int, seq_len
         kept = f"; kept in {path} for the next run on this device, model, batch, seq_len, dtype and JAX version"
     except OSError as e:
         kept = f"; not cached ({path}: {e.strerror or e})"
-    log(f"step plan: took {best.label()} ({_fmt_rate(best.tokens_per_s)}, {speedup:.2f}× the first that fits; "
-        f"search {time.perf_counter() - t_start:.0f} s){kept}")
-    return plan
-
-
-def first_label(plan: StepPlan) -> str:
-    return f"remat {plan.remat}, accumulation {plan.accumulation_steps}"
+    log(f"step plan: took {best.label()} ({_fmt_rate(best.tokens_per_s)}, {best.tokens_per_s / c0.tokens_per_s:.2f}× the "
+        f"first that fits; search {search_s:.0f} s){kept}")
+    return StepPlan(best.remat, best.accumulation_steps, best_est, "search", candidates, info)
 
 
 def _compile_candidate(program, stored_config, remat: str, a: int, *, k: int, batch_size: int, seq_len: int,
