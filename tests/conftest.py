@@ -195,3 +195,15 @@ def postgres_server():
         except Exception:  # already stopped by a test that failed half way
             pass
         shutil.rmtree(server.home, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """A command run in-process (typer's CliRunner) may set variables for its own child processes
+    (``pawn bench`` sets ``XLA_PYTHON_CLIENT_PREALLOCATE``); in a real run the process then ends.
+    Each test leaves ``os.environ`` as it found it, so no later test sees them."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)

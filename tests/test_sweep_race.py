@@ -400,10 +400,15 @@ def test_cli_workers_each_receive_their_device_settings(tmp_path):
     import re
     import subprocess
 
+    from pawn.sweep.study import WORKER_ENV_KEYS
+
     out = tmp_path / "sw"
     r = subprocess.run(_cli(out, 1, "--seed", "1"), env=_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]  # the study holds its total: the workers below only start
-    r = subprocess.run(_cli(out, 1, "--workers", "3"), env={**_env(), "CUDA_VISIBLE_DEVICES": "3,5"},
+    # the settings of the test process itself are not the user's (an in-process `pawn bench` test sets
+    # XLA_PYTHON_CLIENT_PREALLOCATE in os.environ, and a user's own value would be kept, as designed)
+    clean = {k: v for k, v in _env().items() if k not in WORKER_ENV_KEYS}
+    r = subprocess.run(_cli(out, 1, "--workers", "3"), env={**clean, "CUDA_VISIBLE_DEVICES": "3,5"},
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "on devices 3, 5, 3" in r.stderr
