@@ -82,24 +82,6 @@ def test_settings_facts_are_field_tags_read_by_one_function():
     assert MUTABLE_ON_RESUME in schema["patience"]["facts"] and schema.get("lr", {}).get("facts") == [RECIPE]
 
 
-def test_trainer_add_hook_runs_before_the_records(tmp_path):
-    from pawn.train.run import Hook, MetricsHook, Trainer
-
-    class _Ck:
-        trainer = None
-
-    class _Logger:
-        def write(self, *a, **k):
-            return {}
-
-    metrics = MetricsHook(_Logger(), lambda r: {})
-    t = Trainer(None, _Ck(), [Hook(), metrics], total_steps=4, end_step=4)
-    seen = []
-    added = t.add_hook(lambda ctx: seen.append(ctx.step), every=3)
-    assert t.hooks[-1] is metrics and t.hooks[1] is added and added.every == 3
-    assert added.due(3) and not added.due(2)
-
-
 # ----------------------------------------------------------------------------- issue 41.3: a kill after a checkpoint
 
 _KILLED_RUN = r"""

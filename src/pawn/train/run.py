@@ -513,24 +513,6 @@ class Trainer:
         self.reason: Optional[str] = None
         checkpointer.trainer = self
 
-    def add_hook(self, hook: Any, *, every: Optional[int] = None) -> Hook:
-        """Add ``hook`` (a :class:`Hook`, or a callable ``fn(ctx)`` run after due chunks) before
-        the metrics records (so they see what it sets), due every ``every`` steps when given.
-        Returns the hook added."""
-        if not isinstance(hook, Hook):
-            fn = hook
-
-            class _FnHook(Hook):
-                def on_chunk(self, ctx: ChunkContext) -> None:
-                    fn(ctx)
-
-            hook = _FnHook()
-        if every is not None:
-            hook.every = int(every)
-        at = next((i for i, h in enumerate(self.hooks) if isinstance(h, MetricsHook)), len(self.hooks))
-        self.hooks.insert(at, hook)
-        return hook
-
     def emit(self, event: Any) -> None:
         """Pass ``event`` to every hook's ``on_event``."""
         for h in self.hooks:
