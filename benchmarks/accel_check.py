@@ -196,7 +196,8 @@ else:
 sched = build_schedule("cosine", 3e-4, 10 ** 6, 100)
 opt = make_optimizer(sched, b1=0.9, b2=0.95, weight_decay=0.01, max_grad_norm=1.0)
 dtype = None if a["dtype"] in (None, "auto") else a["dtype"]
-prog = TrainProgram(opt, sched, variants, dtype, a["remat"], make_mesh(), a["accumulation_steps"])
+prog = TrainProgram(opt, schedule=sched, variants=variants, dtype=dtype, remat=a["remat"], mesh=make_mesh(),
+                    accumulation_steps=a["accumulation_steps"])
 K, B, T = a["k"], a["batch_size"], a["seq_len"]
 host = timing_chunk(K, B, T)
 state = prog.place_state(init_state(PAWNModel(stored, jax.random.key(0)), opt))

@@ -24,7 +24,8 @@ from pawn.train.schedules import build_schedule
 def _program(accumulation_steps=1, remat="none", variants=((TOY, 1.0),)):
     sched = build_schedule("constant", 1e-3, 10**9, 0)
     opt = make_optimizer(sched, b1=0.9, b2=0.95, weight_decay=0.01, max_grad_norm=1.0)
-    return TrainProgram(opt, sched, list(variants), "float32", remat, make_mesh(), accumulation_steps)
+    return TrainProgram(opt, schedule=sched, variants=list(variants), dtype="float32", remat=remat, mesh=make_mesh(),
+                        accumulation_steps=accumulation_steps)
 
 
 def _batch(B=8, T=24, seed=3):

@@ -369,7 +369,7 @@ def test_compiled_loop_counts_past_2_pow_31_with_the_schedule_lr():
     before = np.asarray(state.model.params()["wq"]).copy()
     batches = [make_batch(EngineSource(1, 16), s, 2, 16, False) for s in range(K)]
     chunk = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
-    program = TrainProgram(opt, schedule, [(TOY, 1.0)], None, False, make_mesh(jax.devices()[:1]))
+    program = TrainProgram.of(opt, schedule, TOY, mesh=make_mesh(jax.devices()[:1]))
     state, m = program.run_chunk(program.place_state(state), program.place_chunk(chunk))
     lrs = np.asarray(m["lr"])
     expected = [schedule.value(s) for s in range(start, start + K)]

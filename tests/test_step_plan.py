@@ -15,7 +15,7 @@ import pytest
 from pawn.config import NAMED_CONFIGS
 from pawn.schedules import build_schedule
 from pawn.train import memory, step_plan
-from pawn.train.loop import TrainProgram, make_mesh, make_optimizer
+from pawn.train.loop import TrainProgram, make_optimizer
 
 TOY = NAMED_CONFIGS["toy"]
 K, B, T = 2, 8, 32
@@ -24,7 +24,7 @@ K, B, T = 2, 8, 32
 def _program(accumulation: int = 1) -> TrainProgram:
     sched = build_schedule("cosine", 1e-3, 100, 10)
     opt = make_optimizer(sched, b1=0.9, b2=0.95, weight_decay=0.0, max_grad_norm=1.0)
-    return TrainProgram(opt, sched, [(TOY, 1.0)], None, "none", make_mesh(), accumulation)
+    return TrainProgram.of(opt, sched, TOY, accumulation_steps=accumulation)
 
 
 def _choose(program, *, total_steps=10 ** 8, key="k", **kw):

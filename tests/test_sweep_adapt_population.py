@@ -91,15 +91,14 @@ def test_population_members_start_from_their_own_init_scale(tiny_backbone, share
     from pawn.adapters import build_adapted
     from pawn.checkpoint import load_model
     from pawn.sweep.population import PopulationProgram
-    from pawn.train.loop import TrainProgram, make_mesh, make_optimizer, partition_model
+    from pawn.train.loop import TrainProgram, make_optimizer, partition_model
     from pawn.schedules import build_schedule
 
     bb, _ = load_model(tiny_backbone)
     models = [build_adapted("lora", {"rank": 2, "init_scale": s}, bb, jax.random.key(0)) for s in (1.0, 0.25)]
     halves = [partition_model(m, m.trainable_filter())[0] for m in models]
     sched = build_schedule("constant", 1e-3, 10, 0)
-    prog = TrainProgram(make_optimizer(sched, b1=0.9, b2=0.999, weight_decay=0.0, max_grad_norm=1.0), sched,
-                        [(models[0].config, 1.0)], None, "none", make_mesh(), 1)
+    prog = TrainProgram.of(make_optimizer(sched, b1=0.9, b2=0.999, weight_decay=0.0, max_grad_norm=1.0), sched, models[0].config)
     state = PopulationProgram(prog, b1=0.9, b2=0.999, max_grad_norm=1.0).init(halves, [0.0, 0.0])
     A = state.model.adapter.A["wq"]
     np.testing.assert_allclose(np.asarray(A[1]), 0.25 * np.asarray(A[0]), rtol=1e-6)

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from pawn.checkpoint import MANIFEST, load_checkpoint
 from pawn.config import TOY
@@ -113,7 +114,7 @@ def test_partitioned_program_trains_only_the_trainable_leaves_and_keeps_frozen_o
     moment_names = {k for k in names if not k.endswith(".count")}
     assert moment_names and all(any(f".{n}" in k for n in TRAINABLE) for k in moment_names), sorted(moment_names)
     assert len(moment_names) == 2 * len(TRAINABLE)  # Adam mu and nu, trainable leaves only
-    program = TrainProgram(opt, schedule, [(TOY, 1.0)], None, False, make_mesh(jax.devices()[:1]))
+    program = TrainProgram.of(opt, schedule, TOY, mesh=make_mesh(jax.devices()[:1]))
     frozen = program.place_frozen(frozen)
     chunk = _chunk()
     program.compile(state, chunk, frozen)  # one executable, reused below with other frozen values
@@ -144,7 +145,7 @@ def test_full_model_filter_matches_the_unpartitioned_program_bitwise():
     for trainable in (None, lambda leaf: True):
         model = PAWNModel(TOY, jax.random.key(0))
         state, frozen = init_partitioned_state(model, opt, trainable)
-        program = TrainProgram(opt, schedule, [(TOY, 1.0)], None, False, make_mesh(jax.devices()[:1]))
+        program = TrainProgram.of(opt, schedule, TOY, mesh=make_mesh(jax.devices()[:1]))
         state, m = program.run_chunk(program.place_state(state), program.place_chunk(chunk), program.place_frozen(frozen))
         full = state.model if frozen is None else eqx.combine(state.model, frozen)
         out.append(({n: np.asarray(v) for n, v in full.params().items()}, np.asarray(m["loss"])))
@@ -168,8 +169,8 @@ def _probe_run(accumulation_steps: int, counts):
     K, B, d = 2, 4, TOY.d_model
     w = rng.normal(size=(K, B, d)).astype(np.float32)
     n = np.asarray(counts, np.int32)[:, None].repeat(B, 1)  # [K, B]: a rank-2 batch field
-    program = TrainProgram(opt, schedule, [(TOY, 1.0)], None, False, make_mesh(jax.devices()[:1]), accumulation_steps,
-                           loss_fn=_probe_loss, count_fn=lambda b: b["n"].sum())
+    program = TrainProgram.of(opt, schedule, TOY, mesh=make_mesh(jax.devices()[:1]), accumulation_steps=accumulation_steps,
+                              loss_fn=_probe_loss, count_fn=lambda b: b["n"].sum())
     f0 = np.asarray(model.final_norm).copy()
     state, m = program.run_chunk(program.place_state(state), program.place_chunk({"w": w, "n": n}),
                                  program.place_frozen(frozen))
@@ -188,6 +189,19 @@ def test_loss_hook_takes_any_batch_dict_and_drives_the_gradient_and_metrics():
     _, _, state2, m2 = _probe_run(2, counts=[0, 1])
     np.testing.assert_allclose(np.asarray(state2.model.final_norm), np.asarray(state.model.final_norm), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(m2["loss"][1], m["loss"][1], rtol=1e-5, atol=1e-6)
+
+
+def test_a_program_takes_every_field_after_the_optimizer_by_name():
+    # seven positional fields (optimizer, schedule, variants, dtype, remat, mesh, accumulation) are easy to
+    # misplace: after the optimizer they go by name, and .of fills the defaults
+    schedule = build_schedule("constant", 1e-3, 10, 0)
+    opt = make_optimizer(schedule, b1=0.9, b2=0.95, weight_decay=0.0, max_grad_norm=1.0)
+    mesh = make_mesh(jax.devices()[:1])
+    with pytest.raises(TypeError, match="positional"):
+        TrainProgram(opt, schedule, [(TOY, 1.0)], None, "none", mesh, 2)
+    named = TrainProgram(opt, schedule=schedule, variants=[(TOY, 1.0)], dtype=None, remat="full", mesh=mesh, accumulation_steps=2)
+    of = TrainProgram.of(opt, schedule, TOY, remat="full", mesh=mesh, accumulation_steps=2)
+    assert (named.variants, named.remat, named.accumulation_steps) == (of.variants, "full", 2) == (((TOY, 1.0),), "full", 2)
 
 
 def test_step_chunks_stack_the_batches_of_each_global_step():

@@ -86,7 +86,8 @@ def bench_memory(s: BenchSettings) -> MemoryResult:
                        source="XLA memory_analysis() of the compiled K-step chunk, per device"
                               + ("; CPU: a proxy for a GPU, which can use cuDNN fused attention" if backend == "cpu" else ""))
     for mode in s.remat_candidates():
-        program = TrainProgram(opt, schedule, variants, s.compute_dtype(), mode, make_mesh(), s.accumulation_steps)
+        program = TrainProgram(opt, schedule=schedule, variants=variants, dtype=s.compute_dtype(), remat=mode, mesh=make_mesh(),
+                               accumulation_steps=s.accumulation_steps)
         ATTENTION_IMPL.clear()
         t0 = time.perf_counter()
         _, est = compile_chunk(program, cfg, s.steps_per_chunk, s.batch_size, s.seq_len)

@@ -58,7 +58,8 @@ def make_setup(s: BenchSettings, model_seed: int = 0) -> StepSetup:
         raise UsageError(f"batch_size {s.batch_size} is not divisible by the {n_dev} devices it is sharded over"
                          + (f" times {s.accumulation_steps} micro-batches" if s.accumulation_steps > 1 else ""))
     opt, schedule = pretrain_optimizer()
-    program = TrainProgram(opt, schedule, variants, s.compute_dtype(), "none", make_mesh(), s.accumulation_steps)
+    program = TrainProgram(opt, schedule=schedule, variants=variants, dtype=s.compute_dtype(), remat="none", mesh=make_mesh(),
+                           accumulation_steps=s.accumulation_steps)
     mode, est, info = check_step_memory(program, cfg, k=s.steps_per_chunk, batch_size=s.batch_size, seq_len=s.seq_len,
                                         remat_candidates=s.remat_candidates(),
                                         what=f"the train step ({label}, batch {s.batch_size} × seq {s.seq_len})")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import equinox as eqx
@@ -201,6 +201,9 @@ def _tree_where(pred, new, old):
 class TrainProgram:
     """The jitted K-step chunk for one run configuration.
 
+    Every field after :attr:`optimizer` is keyword-only; :meth:`of` builds the common cases (one
+    model or a supernet's equally weighted variants) with the defaults filled in.
+
     Attributes:
         optimizer: the optax transformation.
         schedule: LR schedule (reported per step).
@@ -249,9 +252,11 @@ class TrainProgram:
 
     Raises:
         ValueError: ``accumulation_steps < 1`` or an unknown remat mode.
+        TypeError: a field after ``optimizer`` passed by position.
     """
 
     optimizer: optax.GradientTransformation
+    _: KW_ONLY  # every field after the optimizer by name
     schedule: Schedule
     variants: Sequence[tuple[ModelConfig, float]]
     dtype: Optional[str]
@@ -276,8 +281,9 @@ class TrainProgram:
             ValueError: as the class (``accumulation_steps < 1``, an unknown remat mode).
         """
         configs = [models] if isinstance(models, ModelConfig) else list(models)
-        return cls(optimizer, schedule, [(c, 1.0) for c in configs], dtype, remat, mesh if mesh is not None else make_mesh(),
-                   accumulation_steps, loss_fn=loss_fn, count_fn=count_fn, weight_decay=weight_decay)
+        return cls(optimizer, schedule=schedule, variants=[(c, 1.0) for c in configs], dtype=dtype, remat=remat,
+                   mesh=mesh if mesh is not None else make_mesh(), accumulation_steps=accumulation_steps, loss_fn=loss_fn,
+                   count_fn=count_fn, weight_decay=weight_decay)
 
     def __post_init__(self):
         self.variants = tuple(self.variants)
