@@ -29,6 +29,14 @@ def _resume_rule_copy() -> str:
     return ast.get_source_segment(src, fn).replace("def resolve_resume(", "def _reconcile_resume(").replace("mutable", "may_change")
 
 
+def _refuse_new_strategies() -> str:
+    """build_adapted refusing every strategy but those shipped now (a drop-in file is refused)."""
+    from pawn.adapters import STRATEGIES
+
+    return (f"    st = get_strategy(strategy)\n    if st.name not in {tuple(STRATEGIES)!r}:\n"
+            f"        raise AdapterConfigError(f\"unknown strategy {{strategy!r}}\")\n")
+
+
 MUTATIONS = {
     "adapter training loss ignores the legal mask and the penalty": (
         "pawn/train/adapt.py",
@@ -93,6 +101,11 @@ MUTATIONS = {
         '"completion_rate", "avg_plies_completed", "avg_pct_completion", "median_forfeit_ply", "moves_only_top1", '
         '"legal_masked_loss_all_moves", "uniform_legal_loss", "excess_nats", "excess_nats_lo", "excess_nats_hi") if k in vals}\n',
         ["tests/test_metric_rows.py::test_a_new_metric_row_shows_in_records_report_dashboard_and_card"]),
+    "build_adapted refuses any strategy but the shipped ones (a drop-in strategy file)": (
+        "pawn/adapters/adapted.py",
+        "    st = get_strategy(strategy)\n",
+        _refuse_new_strategies(),
+        ["tests/test_strategy_file.py::test_a_strategy_file_trains_for_one_chunk_through_pawn_adapt"]),
     "retro-sparse reports the norms of the LoRA it discarded": (
         "pawn/adapters/strategies/rosa.py",
         '        if self.lora is not None and self.mode == "rosa":',

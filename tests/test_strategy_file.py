@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import pawn
 
 LOGIT_BIAS = '''"""A learned bias β [V] on the output logits, zero at init (a test strategy)."""
@@ -117,4 +119,21 @@ def test_a_strategy_file_trains_for_one_chunk_through_pawn_adapt(tmp_path, share
     assert [x["step"] for x in recs if x["type"] == "train"] == [2]
     vals = {x["step"]: x for x in recs if x["type"] == "val"}
     assert set(vals) == {0, 2} and vals[2]["loss"] != vals[0]["loss"]  # the bias trained
-    assert (out / "checkpoints" / "step_00000002" / ".complete").is_file()
+    step = out / "checkpoints" / "step_00000002"
+    assert (step / ".complete").is_file()
+
+    # the saved adapter is the new module's parameter, moved off its zero init, and loads back as it
+    from safetensors.numpy import load_file
+
+    saved = load_file(str(step / "adapter.safetensors"))
+    assert list(saved) == ["adapter.beta"] and saved["adapter.beta"].shape == (config["model_config"]["vocab_size"],)
+    assert float(abs(saved["adapter.beta"]).max()) > 0
+    code = ("import sys, numpy as np; from pawn.evaluate.loading import load_adapter_checkpoint; "
+            "m = load_adapter_checkpoint(sys.argv[1]).model; b = np.asarray(m.adapter.beta); "
+            "print(type(m.adapter).__name__, b.shape[0], float(np.abs(b).max()))")
+    env = {**os.environ, "PYTHONPATH": str(root), "JAX_PLATFORMS": "cpu"}
+    loaded = subprocess.run([sys.executable, "-c", code, str(step)], capture_output=True, text=True, env=env, timeout=300)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    name, n, peak = loaded.stdout.split()
+    assert (name, int(n)) == ("LogitBias", saved["adapter.beta"].shape[0])
+    assert float(peak) == pytest.approx(float(abs(saved["adapter.beta"]).max()), rel=1e-6)
