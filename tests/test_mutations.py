@@ -106,6 +106,16 @@ MUTATIONS = {
         "    st = get_strategy(strategy)\n",
         _refuse_new_strategies(),
         ["tests/test_strategy_file.py::test_a_strategy_file_trains_for_one_chunk_through_pawn_adapt"]),
+    "the resume rule drops one tagged field (keep_checkpoints) from what a resume may change": (
+        "pawn/train/spine.py",
+        "    mutable = resume_mutable(cfg)\n",
+        '    mutable = resume_mutable(cfg) - {"keep_checkpoints"}\n',
+        ["tests/test_spine.py::test_every_field_tagged_mutable_on_resume_is_accepted_and_every_other_refused"]),
+    "the resume rule accepts any changed setting": (
+        "pawn/train/spine.py",
+        "    conflicts = sorted(k for k, v in given.items() if k not in mutable and stored.get(k) != v)\n",
+        "    conflicts = []\n",
+        ["tests/test_spine.py::test_every_field_tagged_mutable_on_resume_is_accepted_and_every_other_refused"]),
     "retro-sparse reports the norms of the LoRA it discarded": (
         "pawn/adapters/strategies/rosa.py",
         '        if self.lora is not None and self.mode == "rosa":',

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pawn.checkpoint import MANIFEST, load_checkpoint
-from pawn.settings import MUTABLE_ON_RESUME, PATH, RECIPE, PretrainConfig, fields_with
+from pawn.settings import MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, PATH, RECIPE, PretrainConfig, fields_with
 from pawn.train.metrics import read_metrics
 
 TRAIN_DIR = Path(__file__).resolve().parents[1] / "src" / "pawn" / "train"
@@ -60,26 +61,145 @@ def test_one_hook_chain_in_the_task_modules():
             assert hook not in text, f"train/{f} builds {hook[:-1]} outside spine.default_hooks"
 
 
-def test_settings_facts_are_field_tags_read_by_one_function():
-    from pawn.train.adapt_config import AdaptSettings
-    from pawn.train.spine import resume_mutable, run_identity_ignored
+# ----------------------------------------------------------------------------- the settings facts, as properties
 
-    # the sets the two RESUME_MUTABLE lists held, now read from the fields
-    assert resume_mutable(PretrainConfig) == {
-        "resume", "out", "prefetch_chunks", "corpus_dir", "pause_after_steps", "keep_checkpoints", "patience",
-        "checkpoint_every_minutes", "distributed_timeout_s", "log_every_s", "tensorboard", "wandb", "wandb_project", "wandb_mode", "remat",
-        "accumulation_steps", "push_to_hub", "hub_branch", "hub_private", "hub_exit_wait_s", "push_to_bucket"}
-    assert resume_mutable(AdaptSettings) == {
-        "resume", "out", "epochs", "patience", "keep_checkpoints", "checkpoint_every_minutes", "pause_after_steps", "log_every_s", "tensorboard",
-        "wandb", "wandb_project", "wandb_mode", "cache_dir", "backbone", "push_to_hub", "hub_branch", "hub_private",
-        "hub_exit_wait_s", "push_to_bucket"}
-    assert run_identity_ignored(AdaptSettings) == resume_mutable(AdaptSettings) | {"data_seed"}
-    assert set(fields_with(AdaptSettings, PATH)) | set(fields_with(PretrainConfig, PATH)) == {
-        "backbone", "data", "corpus_dir", "cache_dir", "init_from"}
+FACTS = (MUTABLE_ON_RESUME, NOT_RUN_IDENTITY, PATH, RECIPE)
+PGN = "lichess/lichess_db_2013-01_first100_reexported_chess.js-benchmark.pgn"
+
+
+def _settings_classes():
+    from pawn.train.adapt_config import AdaptSettings
+
+    return {"pretrain": PretrainConfig, "adapt": AdaptSettings}
+
+
+def test_the_schema_the_lab_hands_out_carries_each_fields_facts():
+    for name, model in _settings_classes().items():
+        schema = model.model_json_schema()["properties"]
+        for field in model.model_fields:
+            tags = [f for f in FACTS if field in fields_with(model, f)]
+            assert sorted(schema.get(field, {}).get("facts", [])) == sorted(tags), (name, field)
+    # the recipe a model card shows names how the model was trained (spec: training defaults)
     assert {"lr", "total_steps", "batch_size", "seed", "corpus_dir"} <= set(fields_with(PretrainConfig, RECIPE))
-    # the facts are in the JSON schema the lab hands out
-    schema = PretrainConfig.model_json_schema()["properties"]
-    assert MUTABLE_ON_RESUME in schema["patience"]["facts"] and schema.get("lr", {}).get("facts") == [RECIPE]
+
+
+def test_every_field_tagged_path_is_read_beside_its_config_file(tmp_path, monkeypatch):
+    # a relative path in a --config file that exists beside the file is read as that path seen from
+    # the working directory; a field without the tag would keep the text as given
+    monkeypatch.chdir(tmp_path)
+    required = {"pretrain": {"total_steps": 10}, "adapt": {"backbone": "some/hub-id"}}
+    tried = []
+    for name, model in _settings_classes().items():
+        for field in fields_with(model, PATH):
+            (tmp_path / "conf" / field).mkdir(parents=True, exist_ok=True)
+            f = tmp_path / "conf" / f"{name}.json"
+            f.write_text(json.dumps({**required[name], field: field}))
+            got = getattr(model.load(f), field)
+            assert str(got) == os.path.join("conf", field), (name, field, got)
+            tried.append(field)
+    assert set(tried) == set(fields_with(PretrainConfig, PATH)) | set(fields_with(_settings_classes()["adapt"], PATH))
+    assert tried  # (the tags exist)
+
+
+@pytest.fixture(scope="module")
+def paused_runs(tmp_path_factory, tiny_backbone, shared_data) -> dict:
+    """``{task: (settings class, task class, run directory)}``: a tiny run of each task paused after
+    its first chunk (a checkpoint to resume, steps left)."""
+    from pawn.train.adapt import AdaptTask, run_adapt
+    from pawn.train.adapt_config import AdaptSettings
+    from pawn.train.pretrain import PretrainTask, run_pretrain
+
+    root = tmp_path_factory.mktemp("paused")
+    quiet = dict(log=lambda m: None, progress=False, install_signal_handlers=False)
+    run_pretrain(PretrainConfig.load(variant="toy", batch_size=4, seq_len=32, val_games=4, val_every=2, checkpoint_every=2,
+                                     total_steps=4, steps_per_chunk=2, lr=1e-3, warmup_steps=1, pause_after_steps=2,
+                                     out=root / "pretrain"), **quiet)
+    run_adapt(AdaptSettings.load(backbone=str(tiny_backbone), strategy="bottleneck", bottleneck_dim=4, data=str(shared_data / PGN),
+                                 epochs=2, steps_per_epoch=2, batch_size=4, seq_len=32, val_games=8, lr=1e-2,
+                                 cache_dir=str(root / "cache"), pause_after_steps=2, out=str(root / "adapt")), **quiet)
+    return {"pretrain": (PretrainConfig, PretrainTask, root / "pretrain"), "adapt": (AdaptSettings, AdaptTask, root / "adapt")}
+
+
+def _resolve(model, task_cls, out: Path, **given):
+    """The resume rule of the task on the paused run ``out`` with ``given`` settings (None when
+    ``given`` is no valid value of the settings class)."""
+    from pawn.train import spine
+
+    try:
+        cfg = model.load(resume=str(out), out=str(out), **given)
+    except Exception:  # noqa: BLE001 - not a valid value of this field: the caller tries the next
+        return None
+    return cfg, lambda: spine.resolve_resume(cfg, task_cls(cfg, log=lambda m: None), log=lambda m: None)
+
+
+@pytest.mark.parametrize("task", ["pretrain", "adapt"])
+def test_every_field_tagged_mutable_on_resume_is_accepted_and_every_other_refused(paused_runs, task, tmp_path):
+    from _settings_values import other_values
+
+    from pawn.train import spine
+    from pawn.train.run import TrainingError
+
+    model, task_cls, out = paused_runs[task]
+    stored = json.loads((out / "config.json").read_text())
+    usable = {}  # values only a real file makes valid: the same backbone, moved
+    if "backbone" in stored:
+        usable["backbone"] = [str(shutil.copytree(stored["backbone"], tmp_path / "bb-moved"))]
+    accepted, refused, untried = [], [], []
+    for field in sorted(set(model.model_fields) - {"resume", "out"}):
+        mutable = field in spine.resume_mutable(model)
+        for v in usable.get(field, []) + other_values(model, field, stored.get(field)):
+            r = _resolve(model, task_cls, out, **{field: v})
+            if r is None:
+                continue
+            cfg, resolve = r
+            if mutable:
+                try:
+                    got, ck = resolve()
+                except TrainingError as e:
+                    assert "settings differ" not in str(e), (field, v, str(e))  # never a conflict
+                    continue  # a value this run cannot take (e.g. a pause that is no multiple of its chunk)
+                assert ck is not None and getattr(got, field) == getattr(cfg, field), (field, v)
+                accepted.append(field)
+            else:
+                with pytest.raises(TrainingError, match=rf"settings differ from the checkpoint's run \(.*\b{field}\b|--total-steps"):
+                    resolve()
+                refused.append(field)
+            break
+        else:
+            untried.append(field)
+    assert sorted(accepted) == sorted(spine.resume_mutable(model) - {"resume", "out"}), untried
+    assert len(refused) >= 10 and not set(refused) & spine.resume_mutable(model)
+
+
+@pytest.mark.parametrize("task", ["pretrain", "adapt"])
+def test_a_real_resume_takes_the_mutable_settings_it_is_given(paused_runs, task, tmp_path):
+    # pawn pretrain / pawn adapt --resume DIR with several tagged settings changed: the run goes on from
+    # its checkpoint to the end, and the settings it ran with are the new ones
+    from pawn.runs import open_run
+    from pawn.train import spine
+    from pawn.train.adapt import run_adapt
+    from pawn.train.pretrain import run_pretrain
+
+    model, _, paused = paused_runs[task]
+    out = tmp_path / task
+    shutil.copytree(paused, out)  # the module's paused run stays paused for the other tests
+    given = {"patience": 5, "keep_checkpoints": 1, "log_every_s": 7.0, "checkpoint_every_minutes": 60.0}
+    if task == "adapt":
+        shutil.copytree(json.loads((paused / "config.json").read_text())["backbone"], tmp_path / "bb-moved")
+        given |= {"epochs": 3, "backbone": str(tmp_path / "bb-moved"), "cache_dir": str(tmp_path / "cache2")}
+    else:
+        given |= {"prefetch_chunks": 3}
+    assert set(given) <= spine.resume_mutable(model)
+    cfg = model.load(resume=str(out), out=str(out), **given)
+    quiet = dict(log=lambda m: None, progress=False, install_signal_handlers=False)
+    res = (run_adapt if task == "adapt" else run_pretrain)(cfg, **quiet)
+    assert res.step == (6 if task == "adapt" else 4)  # adapt: the third epoch given on resume ran too
+    run = open_run(out)
+    ran = run.config_record.fields["run_config"]  # the resumed segment's settings
+    assert {k: ran[k] for k in given} == given
+    assert run.status.state == "complete" and run.status.step == res.step
+    if task == "adapt":
+        assert (tmp_path / "cache2").is_dir() and len(list((out / "checkpoints").glob("step_*"))) == 1
 
 
 # ----------------------------------------------------------------------------- issue 41.3: a kill after a checkpoint

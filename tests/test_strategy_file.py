@@ -101,7 +101,7 @@ def test_the_strategy_help_names_every_strategy_of_the_table():
     assert help_text.endswith(", ".join(STRATEGIES) + ".") and "ia3" in help_text
 
 
-def test_a_strategy_file_trains_for_one_chunk_through_pawn_adapt(tmp_path, shared_data, tpu_backbone):
+def test_a_strategy_file_trains_for_one_chunk_through_pawn_adapt(tmp_path, shared_data, tiny_backbone):
     # The drop-in row builds a model the run spine trains: pawn adapt with --strategy logit_bias
     # writes its records and a checkpoint, and its validation moves off the bare backbone's.
     import json
@@ -109,7 +109,7 @@ def test_a_strategy_file_trains_for_one_chunk_through_pawn_adapt(tmp_path, share
     root = _package_with(tmp_path, "logit_bias", LOGIT_BIAS)
     out = tmp_path / "run"
     pgn = shared_data / "lichess" / "lichess_db_2013-01_first100_reexported_chess.js-benchmark.pgn"
-    r = _pawn(root, "adapt", str(tpu_backbone), "--data", str(pgn), "--strategy", "logit_bias",
+    r = _pawn(root, "adapt", str(tiny_backbone), "--data", str(pgn), "--strategy", "logit_bias",
               "--epochs", "1", "--steps-per-epoch", "2", "--steps-per-chunk", "2", "--batch-size", "4", "--seq-len", "32",
               "--val-games", "8", "--lr", "0.05", "--cache-dir", str(tmp_path / "cache"), "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]

@@ -20,6 +20,7 @@ import optax
 import pytest
 
 import pawn
+from _settings_values import other_values
 from pawn.settings import PretrainConfig
 from pawn.train import spine
 from pawn.train.loop import TrainState
@@ -363,24 +364,6 @@ def test_the_copy_check_finds_a_renamed_copy(tmp_path):
 
 # ----------------------------------------------------------------------------- the resume rule reads the tags
 
-def _another_value(field: str, current):
-    """Candidate values of a PretrainConfig field other than ``current`` (the first that validates is used)."""
-    import typing
-
-    ann = PretrainConfig.model_fields[field].annotation
-    parts = (ann,) if typing.get_origin(ann) is typing.Literal else (typing.get_args(ann) or (ann,))
-    lits = [a for t in parts for a in (typing.get_args(t) if typing.get_origin(t) is typing.Literal else ())]
-    cands = [v for v in lits if v != current]
-    if isinstance(current, bool):
-        cands.append(not current)
-    elif isinstance(current, int):
-        cands += [current + 1, 1]
-    elif isinstance(current, float):
-        cands += [current * 2 if current else 1.0, 0.5]
-    cands += [True, 8, 3, 2.5, "me/some-repo", "elsewhere", str(Path("/tmp") / "pawn-elsewhere")]
-    return [v for v in cands if v != current]
-
-
 def test_every_field_tagged_mutable_on_resume_is_accepted_on_resume(tmp_path):
     out = tmp_path / "toy"
     spine.run(LeastSquaresTask(_cfg(out, pause_after_steps=4)), **QUIET)
@@ -388,7 +371,7 @@ def test_every_field_tagged_mutable_on_resume_is_accepted_on_resume(tmp_path):
                                     if k not in ("resume", "pause_after_steps")})
     tried = []
     for field in sorted(spine.resume_mutable(PretrainConfig) - {"resume", "out"}):
-        for v in _another_value(field, getattr(stored, field)):
+        for v in other_values(PretrainConfig, field, getattr(stored, field)):
             try:
                 cfg = PretrainConfig.load(resume=str(out), out=str(out), **{field: v})
             except Exception:  # noqa: BLE001 - not a valid value of this field: the next candidate
