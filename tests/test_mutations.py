@@ -150,17 +150,23 @@ def _mutant(tmp: Path, rel: str, old: str, new: str) -> Path:
     return src
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(MUTATIONS))
-def test_the_targeted_tests_fail_on_the_mutant(name, tmp_path):
-    rel, old, new, tests = MUTATIONS[name]
-    src = _mutant(tmp_path, rel, old, new)
+def _tests_on_copy(tmp: Path, entry: tuple, *pytest_args: str) -> subprocess.CompletedProcess:
+    """The entry's tests (``(file, old, new, test ids)``) run on a copy of ``src/`` with the change,
+    once the copy is checked to be the package they import."""
+    rel, old, new, tests = entry
+    src = _mutant(tmp, rel, old, new)
     env = {**os.environ, "PYTHONPATH": str(src), "JAX_PLATFORMS": "cpu"}
     check = subprocess.run([sys.executable, "-c", "import pawn, pawn._engine; print(pawn.__file__)"], env=env,
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 0 and check.stdout.strip().startswith(str(src)), (check.stdout, check.stderr[-2000:])
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "slow or not slow",
-                        "--rootdir", str(ROOT), *tests], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", *pytest_args, "-p", "no:cacheprovider", "-m", "slow or not slow",
+                           "--rootdir", str(ROOT), *tests], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_the_targeted_tests_fail_on_the_mutant(name, tmp_path):
+    r = _tests_on_copy(tmp_path, MUTATIONS[name], "-x")
     assert r.returncode == 1, f"{name}: expected the tests to FAIL on the mutant (exit 1), got {r.returncode}\n{r.stdout[-3000:]}"
     assert " failed" in r.stdout.splitlines()[-1], r.stdout[-2000:]
 
@@ -168,10 +174,6 @@ def test_the_targeted_tests_fail_on_the_mutant(name, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(LEGITIMATE))
 def test_the_targeted_tests_pass_on_a_legitimate_change(name, tmp_path):
-    rel, old, new, tests = LEGITIMATE[name]
-    src = _mutant(tmp_path, rel, old, new)
-    env = {**os.environ, "PYTHONPATH": str(src), "JAX_PLATFORMS": "cpu"}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow",
-                        "--rootdir", str(ROOT), *tests], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    r = _tests_on_copy(tmp_path, LEGITIMATE[name])
     assert r.returncode == 0, f"{name}: expected the tests to PASS on the change, got {r.returncode}\n{r.stdout[-3000:]}"
     assert " passed" in r.stdout.splitlines()[-1] and "failed" not in r.stdout.splitlines()[-1], r.stdout[-2000:]
