@@ -1,8 +1,9 @@
 """Every data file PAWN opens beside its own modules ships in the wheel.
 
 maturin (``[tool.maturin]`` of pyproject.toml, ``python-source``) packs every file under the
-package folder that git does not ignore (the folder's ``.gitignore`` rules), less what ``exclude``
-names and plus what ``include`` names. The files the code opens are read from its source: a
+package folder that git does not ignore (the ``.gitignore`` rules; a wheel built by maturin 1.16
+carried an untracked asset and left out a git-ignored one), less what ``exclude`` names and plus
+what ``include`` names. The files the code opens are read from its source: a
 ``files(...).joinpath(NAME)`` of ``importlib.resources`` and a ``Path(__file__).parent / NAME``,
 ``NAME`` a string or a module constant. A new asset opened either way, and kept out of the wheel by
 a ``.gitignore`` or an ``exclude`` pattern, fails here."""
