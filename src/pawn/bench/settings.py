@@ -142,7 +142,7 @@ class BenchSettings(_Settings):
     matmul_n: int = Field(1024, ge=1, description="Size of the CPU peak matmul.")
     pgn_files: tuple[str, ...] = Field((), description="PGN file, or a directory of .pgn files, for the parsing workload (repeatable), e.g. "
                                        "Lichess exports; default: the random games written as PGN.", json_schema_extra={"flag": "--pgn"})
-    adapt_data: Optional[str] = Field(None, description="Lichess games (PGN/parquet file or folder, Hub dataset id) of the adapt and population sections; default $PAWN_SHARED_DIR/data/lichess, else ../shared/data/lichess from the working directory; when neither exists the sections time engine random games and say so.")
+    adapt_data: Optional[str] = Field(None, description="Lichess games (PGN/parquet file or folder, Hub dataset id) of the adapt and population sections; default $PAWN_SHARED_DIR/data/lichess, else ../shared/data/lichess, else examples/lichess (the repository's sample) from the working directory; when none exists the sections time engine random games and say so.")
     adapt_strategies: tuple[str, ...] = Field(("lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze"), description="Adapter strategies the adapt section times against full fine-tuning (repeatable).")
     population_size: int = Field(4, ge=1, description="P, trials of the population section trained as one vmapped program (and one after another).")
     population_strategy: str = Field("lora", description="Adapter strategy of the population section's adapter trials (not the RoSA family).")
