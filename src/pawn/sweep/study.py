@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -122,6 +123,8 @@ def open_shared(s: SweepSettings, log: Callable[[str], None] = print) -> SharedS
         study = optuna.load_study(study_name=study.study_name, storage=storage, pruner=make_pruner(s),
                                   sampler=make_sampler(s, len(study.get_trials(deepcopy=False))))
         attrs = study.user_attrs
+        if "sweep_id" not in attrs:  # this study's identity in a bucket it syncs to (claim_bucket)
+            study.set_user_attr("sweep_id", uuid.uuid4().hex)
         if "run_type" not in attrs:
             study.set_user_attr("run_type", s.run_type)
             study.set_user_attr("space", s.space_name)
@@ -576,7 +579,8 @@ def best_config(study: optuna.Study, config_dir: Path, path_fields: Iterable[str
     into ``config_dir``: its stored config without ``out`` and ``resume`` (give ``--out`` when
     re-running), each local path of ``path_fields`` (the fields tagged :data:`pawn.settings.PATH`
     of :func:`trained_settings`) given relative (a path that exists from here) spelled relative to
-    ``config_dir`` (:func:`pawn.settings.relative_config_path`; ``--config`` resolves it back), or None."""
+    ``config_dir`` (:func:`pawn.settings.relative_config_path`; ``--config`` resolves it back), and
+    ``push_to_bucket`` as the bucket alone (``owner/name``: not the trial's folder), or None."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
     if not done:
         return None
@@ -585,7 +589,12 @@ def best_config(study: optuna.Study, config_dir: Path, path_fields: Iterable[str
     if cfg is None:
         return None
     paths = frozenset(path_fields)
-    return {k: _portable(v, config_dir) if k in paths else v for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+    out = {k: _portable(v, config_dir) if k in paths else v for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+    if out.get("push_to_bucket"):  # the bucket, not the trial's folder in it: a re-run syncs to its own folder
+        from pawn.hub.bucket import split_bucket_target
+
+        out["push_to_bucket"] = split_bucket_target(out["push_to_bucket"])[0]
+    return out
 
 
 def _portable(value: Any, config_dir: Path) -> Any:
@@ -630,6 +639,31 @@ def _plan(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None]) -> 
         return
 
 
+def claim_bucket(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None] = print) -> None:
+    """With ``push_to_bucket`` among the trials' fixed settings (``--base-config``): open the study
+    (:func:`open_shared`; its ``sweep_id`` user attribute names it) and claim its folder in the
+    bucket (:func:`pawn.hub.bucket.claim_sweep_folder`: ``<folder>/<study>/``, the folder of
+    ``owner/name/folder`` or else the sweep directory's name), then set ``runner.bucket_folder``,
+    under which each trial syncs to its ``trial_NNNN/`` (:func:`pawn.sweep.objective.trial_bucket`).
+    Nothing without ``push_to_bucket``.
+
+    Raises:
+        SweepError: the folder holds a run's or another sweep's files, or the bucket cannot be
+            reached or made (one line).
+    """
+    target = (getattr(runner, "base", None) or {}).get("push_to_bucket")
+    if not target:
+        return
+    from pawn.hub.bucket import claim_sweep_folder
+
+    study = open_shared(s, log).study
+    try:
+        runner.bucket_folder = claim_sweep_folder(target, s.out.resolve().name, study.study_name, study.user_attrs["sweep_id"],
+                                                  private=bool(runner.base.get("hub_private")), log=log)
+    except PawnError as e:
+        raise SweepError(str(e)) from None
+
+
 def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None,
               sinks: Sequence[Callable[[Path], Any]] = ()) -> SweepResult:
     """``pawn sweep``: run the study (this process, or ``s.workers`` processes), then
@@ -657,6 +691,7 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
     except RunDirError as e:
         raise SweepError(str(e)) from None
     try:
+        claim_bucket(s, runner, log)  # before any trial: a bucket folder of another run or sweep is refused
         t0 = time.perf_counter()
         if s.workers > 1:
             spawn_workers(s, log=log)
