@@ -207,7 +207,13 @@ def test_bench_engine_parses_given_pgn_files(tmp_path, lichess_pgns):
     r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(tmp_path / "nope.pgn")])
     assert r.exit_code == 2 and "no such file" in r.output
     r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(tmp_path)])
-    assert r.exit_code == 2 and "no .pgn file in directory" in r.output
+    assert r.exit_code == 2 and "no PGN file (.pgn, .pgn.zst, .pgn.gz, .pgn.bz2) in directory" in r.output
+    # the repository's sample, .pgn.zst as Lichess publishes: decompressed, not parsed as bytes (0 games)
+    sample = Path(__file__).resolve().parents[1] / "examples" / "lichess"
+    r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(sample), "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())["engine"]["threads"]
+    assert all(row["parse_pgn"]["games"] == 7321 for row in rows), rows
 
 
 # ------------------------------------------------------------------ the bench/ package (issue 12)

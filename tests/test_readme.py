@@ -44,7 +44,7 @@ def readme_commands(text: str, shell: bool = False) -> list[list[str]]:
     cmds, in_bash, pending = [], False, ""
     for line in text.splitlines():
         if line.startswith("```"):
-            in_bash = line.strip() in ("```bash", "```sh", "```console") and not in_bash
+            in_bash = line.strip() in ("```bash", "```sh", "```shell", "```console") and not in_bash
             continue
         if not in_bash:
             continue
@@ -99,8 +99,12 @@ def readme_problems(text: str) -> list[str]:
         positional, opts = _options(argv)
         line = " ".join(argv)
         reads = [_norm(v) for f in READ_FLAGS for v in opts.get(f, []) if v and not (f == "--resume" and v == "auto")]
-        if cmd in ("eval", "probe", "convert") and positional:
+        if cmd in ("eval", "probe", "convert", "adapt") and positional:
             reads.append(_norm(positional[0]))
+        if cmd == "play" and positional and not positional[0].startswith("uci:"):
+            reads.append(_norm(positional[0]))  # a checkpoint (uci:COMMAND starts an engine)
+        if cmd == "data" and positional[:1] in (["info"], ["export"]) and len(positional) > 1:
+            reads.append(_norm(positional[1]))
         outs = [_norm(v) for f in OUTPUT_FLAGS for v in opts.get(f, []) if v]
         resuming = cmd == "pretrain" and "--resume" in opts
         if resuming and opts.get("--resume") == ["auto"]:
@@ -121,10 +125,9 @@ def readme_problems(text: str) -> list[str]:
                 continue
             if not r.startswith("../") and (REPO_ROOT / r).exists() and _tracked(r):
                 continue  # a file or folder checked into the repository (examples/...)
-            if r.startswith("../shared/"):
-                # data beside the checkout (the tests' shared folder): checked where it is, or in CI
-                if (_shared_dir().is_dir() or in_ci()) and not (_shared_dir() / Path(r).relative_to("../shared")).exists():
-                    problems.append(f"`{line}` reads {r}, which is not in the shared data")
+            if r.startswith("../"):
+                # beside the checkout (e.g. the project's ../shared data folder): a fresh clone has nothing there
+                problems.append(f"`{line}` reads {r}, outside the repository (not on a fresh clone; examples/ has data)")
                 continue
             if (HUB_ID.match(r) and not r.startswith(("runs/", "./", "../")) and not Path(r).suffix
                     and not (REPO_ROOT / r.split("/")[0]).is_dir()):
