@@ -645,7 +645,8 @@ def claim_bucket(s: SweepSettings, runner: TrialRunner, log: Callable[[str], Non
     bucket (:func:`pawn.hub.bucket.claim_sweep_folder`: ``<folder>/<study>/``, the folder of
     ``owner/name/folder`` or else the sweep directory's name), then set ``runner.bucket_folder``,
     under which each trial syncs to its ``trial_NNNN/`` (:func:`pawn.sweep.objective.trial_bucket`).
-    Nothing without ``push_to_bucket``.
+    Nothing without ``push_to_bucket``; with ``--population`` one line says that its members (which
+    write no run directory) sync nothing.
 
     Raises:
         SweepError: the folder holds a run's or another sweep's files, or the bucket cannot be
@@ -653,6 +654,10 @@ def claim_bucket(s: SweepSettings, runner: TrialRunner, log: Callable[[str], Non
     """
     target = (getattr(runner, "base", None) or {}).get("push_to_bucket")
     if not target:
+        return
+    if s.population > 1:  # members write no run directory (pawn.sweep.population): nothing to sync, no folder claimed
+        log(f"hub: --population {s.population} trains members that write no run directory, so nothing is synced to "
+            f"{target}; re-run the best trial (best_config.json) to sync it")
         return
     from pawn.hub.bucket import claim_sweep_folder
 
