@@ -12,22 +12,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fake_hub import use_fake_hub
 from pawn.cli import app
-from test_hub_bucket import _read_back
+from test_hub_bucket import _read_back, hub  # noqa: F401  (hub: the fake Hub fixture, per test)
 
 BUCKET = "me/pawn-sweeps"
 BASE = ('variant = "toy"\nbatch_size = 4\nseq_len = 32\nval_games = 8\nval_every = 2\ncheckpoint_every = 2\n'
         'steps_per_chunk = 2\ntotal_steps = 2\nwarmup_steps = 0\nweight_decay = 0.0\nkeep_checkpoints = 1\n'
         f'push_to_bucket = "{BUCKET}"\n')
 SPACE = 'lr = {type = "float", low = 1e-4, high = 1e-3, log = true}\n'
-
-
-@pytest.fixture
-def hub(monkeypatch, tmp_path):
-    h = use_fake_hub(monkeypatch, tmp_path)
-    yield h
-    h.stop()
 
 
 def _sweep(tmp_path: Path, out: Path, *extra: str, trials: int = 1) -> list[str]:
