@@ -118,8 +118,9 @@ def test_a_folder_named_in_the_target_holds_the_sweep_and_bad_folders_are_refuse
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 1 and len(_errors(r.output)) == 1, r.output
     assert f"hf://buckets/{BUCKET}/exp/1/pretrain holds the trials of another sweep (study pretrain, sweep id " in r.output
-    r = CliRunner().invoke(app, _pretrain(tmp_path / "r", f"{BUCKET}/exp/1"))
-    assert r.exit_code == 1 and f"hf://buckets/{BUCKET}/exp/1 holds the trials of a sweep (study pretrain)" in r.output
+    for folder in ("exp/1", "exp/1/pretrain"):  # the sweep's folder, or its study's
+        r = CliRunner().invoke(app, _pretrain(tmp_path / "r", f"{BUCKET}/{folder}"))
+        assert r.exit_code == 1 and f"hf://buckets/{BUCKET}/{folder} holds the trials of a sweep (study pretrain)" in r.output
     assert hub.buckets[BUCKET] == before and not (tmp_path / "r").exists() and not (tmp_path / "other" / "pretrain").exists()
     r = CliRunner().invoke(app, _pretrain(tmp_path / "r", f"{BUCKET}/a/../b"))
     assert r.exit_code == 2 and "--push-to-bucket" in r.output and "owner/name/folder" in r.output, r.output

@@ -257,8 +257,9 @@ class BucketUploader(CheckpointUploader):
                 self.api.download_bucket_files(self.repo_id, [(remote, dest)], raise_on_missing_files=True)
                 theirs = run_identity(parse_bytes(dest.read_bytes())[0])
         if remote is None:
-            studies = sorted({f.path[len(folder):-len(SWEEP_FILE) - 1] for f in files
-                              if f.path.endswith("/" + SWEEP_FILE) and f.path.count("/") == folder.count("/") + 1})
+            # <folder>/<study>/sweep.json: a sweep directory's folder; <folder>/sweep.json: a study's own
+            studies = sorted({f.path[len(folder):-len(SWEEP_FILE) - 1] or self.prefix.rsplit("/", 1)[-1] for f in files
+                              if f.path.endswith("/" + SWEEP_FILE) and f.path.count("/") - folder.count("/") in (0, 1)})
             if studies:
                 return f"the trials of a sweep (study {', '.join(studies)})"
         if theirs is None or (theirs.run_id is None and theirs.started is None):
