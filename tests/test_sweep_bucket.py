@@ -112,10 +112,10 @@ def test_a_folder_named_in_the_target_holds_the_sweep_and_bad_folders_are_refuse
     back = _read_back(hub, BUCKET, tmp_path / "back")
     assert "exp/1/pretrain/sweep.json" in back and "exp/1/pretrain/trial_0000/config.json" in back
     assert not any(k.startswith("s/") for k in back)
-    # the same named folder from another sweep directory, and a run into it: refused before any work
+    # the same named folder from another sweep directory (by --push-to-bucket over the base config's bucket), and
+    # a run into it: refused before any work
     before = dict(hub.buckets[BUCKET])
-    args[args.index("--out") + 1] = str(tmp_path / "other")
-    r = CliRunner().invoke(app, args)
+    r = CliRunner().invoke(app, _sweep(tmp_path, tmp_path / "other", "--push-to-bucket", f"{BUCKET}/exp/1"))
     assert r.exit_code == 1 and len(_errors(r.output)) == 1, r.output
     assert f"hf://buckets/{BUCKET}/exp/1/pretrain holds the trials of another sweep (study pretrain, sweep id " in r.output
     for folder in ("exp/1", "exp/1/pretrain"):  # the sweep's folder, or its study's
@@ -124,3 +124,6 @@ def test_a_folder_named_in_the_target_holds_the_sweep_and_bad_folders_are_refuse
     assert hub.buckets[BUCKET] == before and not (tmp_path / "r").exists() and not (tmp_path / "other" / "pretrain").exists()
     r = CliRunner().invoke(app, _pretrain(tmp_path / "r", f"{BUCKET}/a/../b"))
     assert r.exit_code == 2 and "--push-to-bucket" in r.output and "owner/name/folder" in r.output, r.output
+    r = CliRunner().invoke(app, _sweep(tmp_path, tmp_path / "s2", "--push-to-bucket", "no-owner"))
+    assert r.exit_code == 2 and "--push-to-bucket 'no-owner': give the repository as owner/name" in r.output, r.output
+    assert not (tmp_path / "s2").exists()

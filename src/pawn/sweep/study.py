@@ -225,13 +225,16 @@ def trained_settings() -> tuple[type, ...]:
 
 
 def make_runner(s: SweepSettings, log: Callable[[str], None], sinks: Sequence[Callable[[Path], Any]] = ()) -> TrialRunner:
-    """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config``; each
-    trial's run opens the record ``sinks`` (e.g. its live ``report.html``).
+    """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config`` (and
+    ``--push-to-bucket`` over its ``push_to_bucket``); each trial's run opens the record ``sinks``
+    (e.g. its live ``report.html``).
 
     Raises:
         SweepError: a run type whose trainer is not available, or unusable base settings.
     """
     base = resolve_config_paths(read_config_file(s.base_config), s.base_config, *trained_settings()) if s.base_config is not None else {}
+    if s.push_to_bucket is not None:  # --push-to-bucket over the base config's
+        base["push_to_bucket"] = s.push_to_bucket
     try:
         if s.run_type == "pretrain":
             if s.data is not None:
@@ -640,7 +643,8 @@ def _plan(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None]) -> 
 
 
 def claim_bucket(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None] = print) -> None:
-    """With ``push_to_bucket`` among the trials' fixed settings (``--base-config``): open the study
+    """With ``push_to_bucket`` among the trials' fixed settings (``--push-to-bucket`` or
+    ``--base-config``): open the study
     (:func:`open_shared`; its ``sweep_id`` user attribute names it) and claim its folder in the
     bucket (:func:`pawn.hub.bucket.claim_sweep_folder`: ``<folder>/<study>/``, the folder of
     ``owner/name/folder`` or else the sweep directory's name), then set ``runner.bucket_folder``,
