@@ -95,7 +95,7 @@ def test_two_sweeps_and_a_run_share_one_bucket_and_a_taken_folder_is_refused_at_
     assert json.loads((a / "best_config.json").read_text())["push_to_bucket"] == BUCKET
 
 
-def test_a_folder_named_in_the_target_holds_the_sweep_and_bad_folders_are_refused(hub, tmp_path):
+def test_a_folder_named_in_the_target_holds_the_sweep_and_bad_folders_are_refused(hub, tmp_path, monkeypatch):
     from pawn.errors import UsageError
     from pawn.hub.bucket import split_bucket_target
 
@@ -127,3 +127,11 @@ def test_a_folder_named_in_the_target_holds_the_sweep_and_bad_folders_are_refuse
     r = CliRunner().invoke(app, _sweep(tmp_path, tmp_path / "s2", "--push-to-bucket", "no-owner"))
     assert r.exit_code == 2 and "--push-to-bucket 'no-owner': give the repository as owner/name" in r.output, r.output
     assert not (tmp_path / "s2").exists()
+    # offline: one line before the sweep directory is made, the Hub not asked
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    asked = len(hub.requests)
+    r = CliRunner().invoke(app, _sweep(tmp_path, tmp_path / "s3"))
+    assert r.exit_code == 1 and _errors(r.output) == [
+        f"error: --push-to-bucket {BUCKET}: HF_HUB_OFFLINE=1 is set, and pushing needs the network; unset it, or drop "
+        "the flag and upload later with `hf upload`"], r.output
+    assert not (tmp_path / "s3").exists() and len(hub.requests) == asked

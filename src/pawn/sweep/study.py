@@ -694,6 +694,14 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
     # settings every trial would fail on: one error before the sweep directory or study exists
     runner = runner or make_runner(s, log, sinks)
     space = prepare_space(s, runner, log)
+    bucket = (getattr(runner, "base", None) or {}).get("push_to_bucket")
+    if bucket and s.population == 1:  # offline, no token, the Hub unreachable: refused before --out is made
+        from pawn.hub.bucket import check_can_push_bucket
+
+        try:
+            check_can_push_bucket(bucket)
+        except PawnError as e:
+            raise SweepError(str(e)) from None
     _plan(s, runner, log)
     try:
         lock = open_sweep_dir(s.out)  # shared by this study's processes; excludes a run (pawn.train.rundir)
