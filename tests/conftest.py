@@ -12,6 +12,8 @@ cannot pass by skipping them.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -95,6 +97,28 @@ def build_test_data(root: Path) -> Path:
             raise FileNotFoundError(f"{TEST_DATA / name} is missing: the repository's test data is incomplete")
         (data / name).symlink_to(TEST_DATA / name)
     return data
+
+
+def copy_of_the_checkout(dest: Path) -> Path:
+    """The checkout's files as a fresh clone has them (git's tracked and new unignored files; nothing
+    built, no runs), plus the compiled engine where it sits in ``src/pawn`` (this checkout's way of
+    having PAWN importable; a clone gets it from ``pip install .``); returns ``dest``.
+
+    Raises:
+        pytest.fail.Exception: this checkout is not a git checkout (the copy is made of git's file list).
+    """
+    if not (REPO_ROOT / ".git").exists():
+        pytest.fail(f"{REPO_ROOT} is not a git checkout: the copy is made of git's file list", pytrace=False)
+    names = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = REPO_ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    for so in (REPO_ROOT / "src" / "pawn").glob("_engine*.so"):
+        shutil.copy2(so, dest / "src" / "pawn" / so.name)
+    return dest
 
 
 @pytest.fixture(scope="session")

@@ -73,7 +73,7 @@ def test_rule_cap_and_usage_line_agree_with_the_documented_command():
     assert a.max_extend == adapter_lr.MAX_EXTEND and a.lrs == "3e-4,1e-3,3e-3,1e-2" and a.seeds == "0,1,2" and a.top == 2
     docs = (REPO / "docs" / "adapters.md").read_text()
     assert f"at most {adapter_lr.MAX_EXTEND} times per side" in docs
-    assert "python benchmarks/adapter_lr.py ../shared/data/backbones/tiny-tpu-3k --data ../shared/data/lichess --out" in docs
+    assert "`python benchmarks/adapter_lr.py BACKBONE --data examples/lichess --out runs/lr`" in docs
 
 
 def _block(nll, hits, n):

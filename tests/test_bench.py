@@ -207,7 +207,13 @@ def test_bench_engine_parses_given_pgn_files(tmp_path, lichess_pgns):
     r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(tmp_path / "nope.pgn")])
     assert r.exit_code == 2 and "no such file" in r.output
     r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(tmp_path)])
-    assert r.exit_code == 2 and "no .pgn file in directory" in r.output
+    assert r.exit_code == 2 and "no PGN file (.pgn, .pgn.zst, .pgn.gz, .pgn.bz2) in directory" in r.output
+    # the repository's sample, .pgn.zst as Lichess publishes: decompressed, not parsed as bytes (0 games)
+    sample = Path(__file__).resolve().parents[1] / "examples" / "lichess"
+    r = CliRunner().invoke(app, ["bench", "--quick", "--only", "engine", "--pgn", str(sample), "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())["engine"]["threads"]
+    assert all(row["parse_pgn"]["games"] == 7321 for row in rows), rows
 
 
 # ------------------------------------------------------------------ the bench/ package (issue 12)
@@ -387,6 +393,26 @@ def test_adapt_data_defaults_to_the_lichess_folder_from_the_working_directory(tm
         assert (rec["data"], rec["train_games"]) == (data, games)
         assert ("adapt: timing engine random games (no --adapt-data given" in r.output) == said
         assert ("games of engine random" in r.output) == said
+
+
+def test_adapt_data_in_a_fresh_clone_is_the_repositorys_lichess_sample(tmp_path, monkeypatch):
+    """A copy of the checkout as a fresh clone has it, with no shared folder beside it and no
+    PAWN_SHARED_DIR: run from its root, the adapt section times the repository's examples/lichess
+    (7,321 games), not engine random games (it looked only for ../shared/data/lichess)."""
+    from conftest import copy_of_the_checkout
+
+    clone = copy_of_the_checkout(tmp_path / "clone")
+    monkeypatch.delenv("PAWN_SHARED_DIR", raising=False)
+    monkeypatch.chdir(clone)
+    assert not (tmp_path / "shared").exists()
+    r = CliRunner().invoke(app, ["bench", "--quick", "--only", "adapt", "--repeats", "1", "--warmup", "1",
+                                 "--steps-per-chunk", "1", "--data-chunks", "1", "--batch-size", "2",
+                                 "--adapt-strategies", "lora", "--json", str(tmp_path / "b.json")])
+    assert r.exit_code == 0, r.output
+    rec = json.loads((tmp_path / "b.json").read_text())["adapt"]
+    # every sample game but those shorter than the section's 10 plies
+    assert rec["data"] == "examples/lichess" and 7000 < rec["train_games"] <= 7321, rec
+    assert "engine random" not in r.output and "games of lichess" in r.output
 
 
 def test_estimates_rescale_to_this_runs_pace_as_sections_finish():

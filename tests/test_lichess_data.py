@@ -100,7 +100,7 @@ def test_zero_survivors_names_every_reason(two_files: Path):
     with pytest.raises(DataError) as e:
         load_corpus(two_files, LichessFilters(elo_min=3500))
     msg = str(e.value)
-    assert "\n" not in msg and "read 1099 games" in msg
+    assert "\n" not in msg and "read 1,099 games" in msg
     assert "Elo outside the band" in msg and "unsupported termination" in msg and "FEN" in msg
 
 
@@ -333,7 +333,7 @@ def test_cli_data_info_and_export(two_files: Path, tmp_path: Path):
     assert r.exit_code == 0, r.output
     assert "300 /" in r.output and "built" in r.output
     r = runner.invoke(app, ["data", "export", str(two_files), "--out", str(tmp_path / "y.parquet"), "--elo-min", "9000"])
-    assert r.exit_code == 1 and "read 1099 games" in r.output and not (tmp_path / "y.parquet").exists()
+    assert r.exit_code == 1 and "read 1,099 games" in r.output and not (tmp_path / "y.parquet").exists()
 
 
 def test_edited_source_file_invalidates_the_cache(two_files: Path):

@@ -4,8 +4,8 @@ exists and the real CLI's parser accepts every flag and argument it gives (nothi
 (--out, --pgn-out, --json, --plot, --output) is written by two commands or lies inside another
 command's output; every local path a command reads was written by an earlier command or a shell
 redirection (and, inside a pretraining run directory, names something that run writes), is a file
-checked into the repository (examples/), or is shared project data (checked where ../shared is there, and
-always in CI); `--resume` continues the run an
+checked into the repository (examples/), or a Hub id; nothing beside the checkout (../shared) is read, so a
+fresh clone runs them as written; `--resume` continues the run an
 earlier command started in the same directory. Every relative link of these pages names a file of
 the repository, and a `#anchor` a heading of it."""
 
@@ -16,12 +16,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from conftest import REPO_ROOT, _shared_dir, in_ci
+from conftest import REPO_ROOT
 
 from pawn.config import SUPERNETS
 
 OUTPUT_FLAGS = ("--out", "--pgn-out", "--json", "--plot", "--output", "-o", "--peft")
-READ_FLAGS = ("--checkpoint", "--pgn", "--config", "--resume", "--prefix", "--base-config", "--space", "--data")
+READ_FLAGS = ("--checkpoint", "--pgn", "--config", "--resume", "--prefix", "--base-config", "--space", "--data", "--init-from",
+              "--adapt-data", "--corpus-dir", "--backbone")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 DOC_PAGES = ("engine.md", "pretraining.md", "checkpoints.md", "evaluation.md", "data.md", "adapters.md", "sweeps.md",
              "cluster.md", "lab.md", "play-and-uci.md", "report.md", "measurements.md", "reference.md")
@@ -44,7 +45,7 @@ def readme_commands(text: str, shell: bool = False) -> list[list[str]]:
     cmds, in_bash, pending = [], False, ""
     for line in text.splitlines():
         if line.startswith("```"):
-            in_bash = line.strip() in ("```bash", "```sh", "```console") and not in_bash
+            in_bash = line.strip() in ("```bash", "```sh", "```shell", "```console") and not in_bash
             continue
         if not in_bash:
             continue
@@ -99,8 +100,12 @@ def readme_problems(text: str) -> list[str]:
         positional, opts = _options(argv)
         line = " ".join(argv)
         reads = [_norm(v) for f in READ_FLAGS for v in opts.get(f, []) if v and not (f == "--resume" and v == "auto")]
-        if cmd in ("eval", "probe", "convert") and positional:
+        if cmd in ("eval", "probe", "convert", "adapt") and positional:
             reads.append(_norm(positional[0]))
+        if cmd == "play" and positional and not positional[0].startswith("uci:"):
+            reads.append(_norm(positional[0]))  # a checkpoint (uci:COMMAND starts an engine)
+        if cmd == "data" and positional[:1] in (["info"], ["export"]) and len(positional) > 1:
+            reads.append(_norm(positional[1]))
         outs = [_norm(v) for f in OUTPUT_FLAGS for v in opts.get(f, []) if v]
         resuming = cmd == "pretrain" and "--resume" in opts
         if resuming and opts.get("--resume") == ["auto"]:
@@ -121,10 +126,9 @@ def readme_problems(text: str) -> list[str]:
                 continue
             if not r.startswith("../") and (REPO_ROOT / r).exists() and _tracked(r):
                 continue  # a file or folder checked into the repository (examples/...)
-            if r.startswith("../shared/"):
-                # data beside the checkout (the tests' shared folder): checked where it is, or in CI
-                if (_shared_dir().is_dir() or in_ci()) and not (_shared_dir() / Path(r).relative_to("../shared")).exists():
-                    problems.append(f"`{line}` reads {r}, which is not in the shared data")
+            if r.startswith("../"):
+                # beside the checkout (e.g. the project's ../shared data folder): a fresh clone has nothing there
+                problems.append(f"`{line}` reads {r}, outside the repository (not on a fresh clone; examples/ has data)")
                 continue
             if (HUB_ID.match(r) and not r.startswith(("runs/", "./", "../")) and not Path(r).suffix
                     and not (REPO_ROOT / r.split("/")[0]).is_dir()):
@@ -312,25 +316,33 @@ def test_the_lichess_bot_example_is_the_engine_section_the_docs_show():
     assert exec_line == "exec /path/to/venv/bin/pawn uci /path/to/checkpoint" and exec_line in doc
 
 
-def test_the_check_reads_data_paths_from_the_repository_and_shared_data_only_where_it_is(tmp_path, monkeypatch):
-    """``--data`` is a read: a folder of the repository (the README's Lichess sample) passes, a missing one
-    does not pass for a Hub id; ``../shared/...`` is checked where the shared folder is, and in CI."""
+def test_the_check_reads_paths_a_fresh_clone_has_and_nothing_beside_the_checkout():
+    """``--data`` and the positional inputs of ``adapt``, ``play`` and ``data info``/``export`` are reads: a
+    folder of the repository (the README's Lichess sample) or an earlier command's output passes; a missing
+    path does not, unless it is a Hub id; ``../shared/...`` (beside the checkout, which a fresh clone lacks) is
+    a problem wherever the check runs. A ```shell block counts as bash."""
     text = "\n".join([
-        "```bash",
+        "```shell",
         "pawn pretrain --supernet tiny --total-steps 300 --out runs/tiny",
         "pawn adapt runs/tiny/variants/large --data examples/lichess --out runs/a",
         "pawn adapt runs/tiny/variants/large --data examples/no-such-sample --out runs/b",
         "pawn adapt runs/tiny/variants/large --data someone/lichess-games --out runs/c",
         "pawn adapt runs/tiny/variants/large --data ../shared/data/lichess --out runs/d",
+        "pawn adapt runs/tiny/variants/huge --data examples/lichess --out runs/e",
+        "pawn data info ../shared/data/lichess",
+        "pawn data export examples/lichess --out games.parquet",
+        "pawn data info games.parquet",
+        "pawn play runs/other/best --vs uci:stockfish",
         "```",
     ])
-    module = sys.modules[__name__]
-    monkeypatch.setattr(module, "_shared_dir", lambda: tmp_path / "no-shared")
-    monkeypatch.delenv("CI", raising=False)
     assert readme_problems(text) == [
         "`pawn adapt runs/tiny/variants/large --data examples/no-such-sample --out runs/b` reads examples/no-such-sample, "
-        "which no earlier command writes (not on a fresh clone)"]
-    monkeypatch.setenv("CI", "true")
-    assert readme_problems(text)[1:] == [
+        "which no earlier command writes (not on a fresh clone)",
         "`pawn adapt runs/tiny/variants/large --data ../shared/data/lichess --out runs/d` reads ../shared/data/lichess, "
-        "which is not in the shared data"]
+        "outside the repository (not on a fresh clone; examples/ has data)",
+        "`pawn adapt runs/tiny/variants/huge --data examples/lichess --out runs/e` reads runs/tiny/variants/huge, which "
+        "`pawn pretrain --supernet tiny --total-steps 300 --out runs/tiny` does not write",
+        "`pawn data info ../shared/data/lichess` reads ../shared/data/lichess, outside the repository (not on a fresh "
+        "clone; examples/ has data)",
+        "`pawn play runs/other/best --vs uci:stockfish` reads runs/other/best, which no earlier command writes (not on a "
+        "fresh clone)"]

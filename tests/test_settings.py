@@ -91,8 +91,10 @@ _COMMON_HELP = {
     "hub_private": "Create the --push-to-hub repo and the --push-to-bucket bucket private (existing ones keep their visibility).",
     "hub_exit_wait_s": "At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); "
                        "the rest are reported as not pushed.",
-    "push_to_bucket": "Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created "
-                      "if missing) under <run directory name>/ (refused at start when that folder holds another run's files), in the background and once more at exit; outcomes are hub records "
+    "push_to_bucket": "Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name, created "
+                      "if missing; owner/name/folder names the folder in it) under <run directory name>/ by default (refused at start "
+                      "when that folder holds another run's or a sweep's files; a sweep gives each trial <sweep directory name>/<study>/"
+                      "trial_NNNN/), in the background and once more at exit; outcomes are hub records "
                       "in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.",
 }
 _HELP = {  # each command's help texts as they were before the fields were shared

@@ -7,14 +7,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import LICHESS_SAMPLE, REPO_ROOT, TEST_DATA, lichess_sample_files, shared_path
+from conftest import LICHESS_SAMPLE, REPO_ROOT, TEST_DATA, copy_of_the_checkout, lichess_sample_files, shared_path
 
 ONE_DATA_TEST = "tests/test_vocab.py::test_export_move_vocabulary_matches_file"
 ONE_BACKBONE_TEST = "tests/test_eval.py::test_eval_on_the_shared_backbone_prints_legal_masked_top1_within_its_ceiling"
@@ -85,24 +84,6 @@ def test_in_ci_the_backbone_test_fails_naming_the_folder(tmp_path):
     assert "ERROR at setup of test_eval_on_the_shared_backbone" in out and "Traceback" not in out
 
 
-def _copy_of_the_checkout(dest: Path) -> Path:
-    """The checkout's files as a fresh clone has them (git's tracked and new unignored files; nothing
-    built, no runs), plus the compiled engine where it sits in ``src/pawn`` (this checkout's way of
-    having PAWN importable; a clone gets it from ``pip install .``)."""
-    if not (REPO_ROOT / ".git").exists():
-        pytest.fail(f"{REPO_ROOT} is not a git checkout: the copy is made of git's file list", pytrace=False)
-    names = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, names):
-        src = REPO_ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    for so in (REPO_ROOT / "src" / "pawn").glob("_engine*.so"):
-        shutil.copy2(so, dest / "src" / "pawn" / so.name)
-    return dest
-
-
 def _subset_plugin(folder: Path) -> Path:
     """A pytest plugin that keeps only the tests taking one of the data fixtures."""
     folder.mkdir()
@@ -120,7 +101,7 @@ the backbone test, run from the copy by the default suite; the slow test runs ev
 
 
 def _run_in_copy(tmp_path: Path, tests: str, workers: int) -> tuple[subprocess.CompletedProcess, Path]:
-    clone = _copy_of_the_checkout(tmp_path / "clone")
+    clone = copy_of_the_checkout(tmp_path / "clone")
     plugin = _subset_plugin(tmp_path / "plugin")
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
     nowhere = tmp_path / "no-shared"

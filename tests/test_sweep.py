@@ -544,3 +544,16 @@ def test_a_ctrl_c_python_drops_in_a_callback_still_stops_the_next_chunk():
     # population test next and was interrupted by the stale latch) is not stopped by it
     assert not CTRL_C.is_set()
     PrunerHook(None, lambda m: m["loss"]).on_chunk(None)
+
+
+def test_opening_a_study_storage_prints_no_optuna_experimental_warning(tmp_path):
+    """Every ``pawn sweep`` printed Optuna's ``ExperimentalWarning`` about its heartbeat callback (a
+    ``storage.py:425:`` line a user reads as a fault); the storage opens without one."""
+    import warnings
+
+    from pawn.sweep.storage import open_storage
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_s=60, grace_s=900, retry_s=0)
+    assert [str(w.message) for w in seen if issubclass(w.category, optuna.exceptions.ExperimentalWarning)] == []

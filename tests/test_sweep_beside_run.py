@@ -81,3 +81,25 @@ def test_a_run_and_a_sweep_started_at_one_instant_on_one_out_exactly_one_runs(tm
     else:
         assert "another pawn process (pid " in errors[0] or "holds a run" in errors[0], errors[0]
         assert [x.path for x in discover_runs(d)] == [d] and not (d / "study.db").exists()
+
+
+def test_a_sweep_on_another_sweeps_folder_of_trials_is_refused_and_a_run_on_a_trial_too(tmp_path):
+    """``pawn sweep --out D/pretrain`` (the study's folder of trials of the sweep in D) started a second
+    sweep inside the first, whose trials then sat beside D's; refused before anything is written, as a
+    run there is. ``pawn sweep --out D`` again continues D's study."""
+    d = tmp_path / "d"
+    r = CliRunner().invoke(app, _sweep(tmp_path, d))
+    assert r.exit_code == 0, r.output
+    before = sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if "jax-cache" not in p.parts)
+    r = CliRunner().invoke(app, _sweep(tmp_path, d / "pretrain"))
+    assert r.exit_code == 1, r.output
+    assert _errors(r.output) == [f"error: --out {d / 'pretrain'} holds the trials (trial_*) of the sweep in {d}; a sweep "
+                                 "needs a directory of its own: choose another --out (or give that sweep's --out to "
+                                 "continue it)"], r.output
+    r = CliRunner().invoke(app, _sweep(tmp_path, d / "pretrain" / "trial_0000"))
+    assert r.exit_code == 1 and _errors(r.output) == [
+        f"error: --out {d / 'pretrain' / 'trial_0000'} holds a run (checkpoints up to step 2); a sweep needs a directory "
+        "of its own: choose another --out"], r.output
+    assert sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if "jax-cache" not in p.parts) == before
+    r = CliRunner().invoke(app, [*_sweep(tmp_path, d)[:-3], "2", "--out", str(d)])
+    assert r.exit_code == 0 and (d / "pretrain" / "trial_0001" / "config.json").exists(), r.output

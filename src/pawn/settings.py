@@ -255,7 +255,8 @@ class RunOutputSettings(_Settings):
     help text where it differs from the one here.
 
     Raises (on construction):
-        UsageError: ``push_to_hub`` or ``push_to_bucket`` is not ``owner/name`` (:func:`pawn.hub.push.check_repo_id`).
+        UsageError: ``push_to_hub`` is not ``owner/name`` (:func:`pawn.hub.push.check_repo_id`), or
+            ``push_to_bucket`` not ``owner/name[/folder]`` (:func:`pawn.hub.bucket.split_bucket_target`).
         pydantic.ValidationError: ``hub_exit_wait_s`` < 0 or not a number.
     """
 
@@ -272,7 +273,7 @@ class RunOutputSettings(_Settings):
     hub_branch: Optional[str] = Field(None, description="Branch for --push-to-hub (created if missing); default run/<run directory name>.", json_schema_extra=facts(MUTABLE_ON_RESUME))
     hub_private: bool = Field(False, description="Create the --push-to-hub repo and the --push-to-bucket bucket private (existing ones keep their visibility).", json_schema_extra=facts(MUTABLE_ON_RESUME))
     hub_exit_wait_s: float = Field(300.0, ge=0, description="At exit, wait at most this many seconds for pending pushes (for each of --push-to-hub and --push-to-bucket); the rest are reported as not pushed.", json_schema_extra=facts(MUTABLE_ON_RESUME))
-    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name; created if missing) under <run directory name>/ (refused at start when that folder holds another run's files), in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.", json_schema_extra=facts(MUTABLE_ON_RESUME))
+    push_to_bucket: Optional[str] = Field(None, description="Sync every checkpoint, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name, created if missing; owner/name/folder names the folder in it) under <run directory name>/ by default (refused at start when that folder holds another run's or a sweep's files; a sweep gives each trial <sweep directory name>/<study>/trial_NNNN/), in the background and once more at exit; outcomes are hub records in metrics.jsonl. Needs hf_xet. Refused at start with HF_HUB_OFFLINE=1.", json_schema_extra=facts(MUTABLE_ON_RESUME))
 
     @model_validator(mode="after")
     def _push_repo_id(self):
@@ -283,7 +284,9 @@ class RunOutputSettings(_Settings):
         if self.push_to_hub is not None:
             check_repo_id(self.push_to_hub)
         if self.push_to_bucket is not None:
-            check_repo_id(self.push_to_bucket, "--push-to-bucket")
+            from pawn.hub.bucket import split_bucket_target
+
+            split_bucket_target(self.push_to_bucket)
         return self
 
 

@@ -95,18 +95,24 @@ LICHESS_FOLDER = Path("..") / "shared" / "data" / "lichess"
 """The Lichess PGN folder ``--adapt-data`` defaults to, from the working directory (after
 ``$PAWN_SHARED_DIR/data/lichess``): games of the public Lichess database, database.lichess.org."""
 
-RANDOM_GAMES = "engine random games (no --adapt-data given, and no Lichess folder at $PAWN_SHARED_DIR/data/lichess or ../shared/data/lichess)"
+EXAMPLES_FOLDER = Path("examples") / "lichess"
+"""The repository's Lichess sample (7,321 games of the public Lichess database, CC0, as
+``.pgn.zst``), from the working directory: ``--adapt-data``'s default in a checkout with no
+shared data folder beside it (a fresh clone run from its root)."""
+
+RANDOM_GAMES = ("engine random games (no --adapt-data given, and no Lichess folder at $PAWN_SHARED_DIR/data/lichess, "
+                "../shared/data/lichess or examples/lichess)")
 """The ``data`` of a record timed on engine random games written as PGN, as printed."""
 
 
 def default_adapt_data() -> Optional[str]:
     """The Lichess PGN folder of ``--adapt-data``'s default: ``$PAWN_SHARED_DIR/data/lichess``,
-    else :data:`LICHESS_FOLDER` from the working directory (not from where the package is
-    installed), or None when neither is a folder."""
+    else :data:`LICHESS_FOLDER`, else :data:`EXAMPLES_FOLDER` (both from the working directory,
+    not from where the package is installed), or None when none is a folder."""
     candidates = []
     if os.environ.get("PAWN_SHARED_DIR"):
         candidates.append(Path(os.environ["PAWN_SHARED_DIR"]) / "data" / "lichess")
-    candidates.append(LICHESS_FOLDER)
+    candidates += [LICHESS_FOLDER, EXAMPLES_FOLDER]
     return next((str(c) for c in candidates if c.is_dir()), None)
 
 

@@ -9,7 +9,7 @@ warm-up: :data:`MEMBERS`). Two run types, each with two rows:
   engine random games;
 - ``adapt``: ``--population-strategy`` adapter trials on the same shape as the backbone (random
   weights written to a temporary checkpoint), fed the adapt section's games (``--adapt-data``,
-  else ``../shared/data/lichess`` from the working directory, else engine random games written as
+  else ``../shared/data/lichess``, else ``examples/lichess`` from the working directory, else engine random games written as
   PGN, said so).
 
 Rows:

@@ -64,17 +64,20 @@ def concurrency_first(sections: Sequence[str], s: "BenchSettings") -> tuple[list
 
 
 def resolve_pgn_files(paths: Sequence[Path]) -> tuple[str, ...]:
-    """``--pgn`` values (files, or directories of ``*.pgn``) → the files, in order.
+    """``--pgn`` values (files, or directories of PGN files: ``.pgn`` or compressed as
+    :data:`pawn.data.pgn_stream.PGN_SUFFIXES` lists, e.g. ``.pgn.zst``) → the files, in order.
 
     Raises:
-        UsageError: a path that does not exist, or a directory with no ``.pgn`` file.
+        UsageError: a path that does not exist, or a directory with no PGN file.
     """
+    from pawn.data.pgn_stream import pgn_files_in
+
     files: list[Path] = []
     for f in paths:
         if f.is_dir():
-            found = sorted(f.glob("*.pgn"))
+            found = pgn_files_in(f)
             if not found:
-                raise UsageError(f"--pgn: no .pgn file in directory {f}")
+                raise UsageError(f"--pgn: no PGN file (.pgn, .pgn.zst, .pgn.gz, .pgn.bz2) in directory {f}")
             files.extend(found)
         elif f.is_file():
             files.append(f)
@@ -140,9 +143,9 @@ class BenchSettings(_Settings):
     decode_long_len: int = Field(257, ge=2, le=MAX_SEQ_LEN, description="Sequence length of the long decode workload.")
     eval_games: int = Field(64, ge=1, description="Games scored by the teacher-forced evaluation.")
     matmul_n: int = Field(1024, ge=1, description="Size of the CPU peak matmul.")
-    pgn_files: tuple[str, ...] = Field((), description="PGN file, or a directory of .pgn files, for the parsing workload (repeatable), e.g. "
+    pgn_files: tuple[str, ...] = Field((), description="PGN file (.pgn, or compressed: .pgn.zst, .pgn.gz, .pgn.bz2), or a directory of them, for the parsing workload (repeatable), e.g. "
                                        "Lichess exports; default: the random games written as PGN.", json_schema_extra={"flag": "--pgn"})
-    adapt_data: Optional[str] = Field(None, description="Lichess games (PGN/parquet file or folder, Hub dataset id) of the adapt and population sections; default $PAWN_SHARED_DIR/data/lichess, else ../shared/data/lichess from the working directory; when neither exists the sections time engine random games and say so.")
+    adapt_data: Optional[str] = Field(None, description="Lichess games (PGN/parquet file or folder, Hub dataset id) of the adapt and population sections; default $PAWN_SHARED_DIR/data/lichess, else ../shared/data/lichess, else examples/lichess (the repository's sample) from the working directory; when none exists the sections time engine random games and say so.")
     adapt_strategies: tuple[str, ...] = Field(("lora", "film", "bottleneck", "hybrid", "sparse", "unfreeze"), description="Adapter strategies the adapt section times against full fine-tuning (repeatable).")
     population_size: int = Field(4, ge=1, description="P, trials of the population section trained as one vmapped program (and one after another).")
     population_strategy: str = Field("lora", description="Adapter strategy of the population section's adapter trials (not the RoSA family).")

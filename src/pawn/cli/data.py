@@ -31,7 +31,7 @@ def export_cmd(src: Annotated[str, typer.Argument(help="PGN file or folder of .p
     from pawn.data.lichess_export import export_parquet
 
     stats = export_parquet(src, out, _filters(elo_min, elo_max, min_ply, max_games))
-    typer.echo(f"wrote {out}: {stats.kept} games ({stats.explain()})")
+    typer.echo(f"wrote {out}: {stats.kept:,} games ({stats.explain()})")
 
 
 @data_app.command("info", help="Games read, kept and dropped by reason, Elo and ply ranges, the train/val split "

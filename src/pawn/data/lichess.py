@@ -310,8 +310,8 @@ class ScanStats:
 
     def explain(self) -> str:
         """One line: games read and each drop reason with its count."""
-        parts = [f"{n} {DROP_REASONS.get(r, r)}" for r, n in sorted(self.dropped.items(), key=lambda kv: -kv[1])]
-        return f"read {self.read} games; dropped " + ("; ".join(parts) if parts else "none")
+        parts = [f"{n:,} {DROP_REASONS.get(r, r)}" for r, n in sorted(self.dropped.items(), key=lambda kv: -kv[1])]
+        return f"read {self.read:,} games; dropped " + ("; ".join(parts) if parts else "none")
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ paths in one ``/batch`` call. :class:`BucketUploader` is a
 of checkpoint files, the retry policy, the stop on permanent errors and the bounded exit wait are
 the ones of ``--push-to-hub`` (see :mod:`pawn.hub.push`).
 
-Layout in the bucket, under ``<prefix>/`` (default: the run directory's name, so one bucket holds
-many runs; a folder that holds another run's files is refused at start, before the run writes:
+Layout in the bucket, under ``<prefix>/`` (the folder of ``--push-to-bucket owner/name/folder``,
+default: the run directory's name, so one bucket holds many runs; a folder that holds another run's files is refused at start, before the run writes:
 its ``metrics.jsonl`` names another run id (:data:`pawn.runs.RUN_ID_FIELD`), or it holds files
 without one; a resumed run continues its own folder): ``checkpoints/<name>/`` (every file of each complete checkpoint, its ``.complete``
 manifest included; staged by hard links in ``<checkpoints>/.bucket-staging/`` until sent),
@@ -41,6 +41,9 @@ from pawn.hub.push import (
 
 FLAG = "--push-to-bucket"
 CONFIG_FILE = "config.json"
+SWEEP_FILE = "sweep.json"
+"""The file that claims a sweep study's folder in a bucket (:func:`claim_sweep_folder`): its
+study name and sweep id."""
 STAGING_DIR = ".bucket-staging"
 """The bucket uploader's staging folder inside the checkpoints folder (``--push-to-hub`` has its own)."""
 
@@ -48,6 +51,29 @@ STAGING_DIR = ".bucket-staging"
 @dataclass
 class _LogsJob(_Job):
     """Only ``metrics.jsonl`` and ``config.json`` (the sync when the uploader closes)."""
+
+
+def split_bucket_target(target: str, flag: str = FLAG) -> tuple[str, Optional[str]]:
+    """``owner/name`` or ``owner/name/folder[/...]`` (a folder inside the bucket) → ``(bucket id,
+    folder or None)``.
+
+    Raises:
+        UsageError: the bucket id is not ``owner/name`` (huggingface_hub's rules), or a folder part
+            is empty, ``.`` or ``..`` (one line naming ``flag``).
+    """
+    from pawn.errors import UsageError
+    from pawn.hub.push import check_repo_id
+
+    parts = target.split("/")
+    if len(parts) < 2:
+        check_repo_id(target, flag)  # its one line: give the repository as owner/name
+    bucket_id, folder = "/".join(parts[:2]), parts[2:]
+    check_repo_id(bucket_id, flag)
+    if folder and folder[-1] == "":
+        folder = folder[:-1]  # owner/name/folder/ as owner/name/folder
+    if any(p in ("", ".", "..") or "\\" in p for p in folder):
+        raise UsageError(f"{flag} {target!r}: give a folder inside the bucket as owner/name/folder (no empty, '.' or '..' parts)")
+    return bucket_id, "/".join(folder) or None
 
 
 def check_bucket_support() -> None:
@@ -71,14 +97,15 @@ def check_bucket_support() -> None:
                            "pip install 'pawn[bucket]' (or hf-xet)") from None
 
 
-def check_can_push_bucket(bucket_id: str, *, network: bool = True) -> None:
-    """Before any work: :func:`pawn.hub.push.check_can_push` for ``bucket_id`` (``owner/name``,
-    not offline, a token, the Hub answers) and :func:`check_bucket_support`.
+def check_can_push_bucket(target: str, *, network: bool = True) -> None:
+    """Before any work: :func:`pawn.hub.push.check_can_push` for the bucket of ``target``
+    (``owner/name[/folder]``, :func:`split_bucket_target`; not offline, a token, the Hub answers)
+    and :func:`check_bucket_support`.
 
     Raises:
-        UsageError: not ``owner/name``. HubPushError: see both checks (one line).
+        UsageError: not ``owner/name[/folder]``. HubPushError: see both checks (one line).
     """
-    check_can_push(bucket_id, FLAG, network=network)
+    check_can_push(split_bucket_target(target)[0], FLAG, network=network)
     check_bucket_support()
 
 
@@ -120,9 +147,10 @@ class BucketUploader(CheckpointUploader):
     docstring; the queue, retries and exit wait are :class:`~pawn.hub.push.CheckpointUploader`'s).
 
     Args:
-        bucket_id: ``owner/name`` of the bucket (created if missing, private when ``private``).
+        bucket_id: ``owner/name`` of the bucket (created if missing, private when ``private``), or
+            ``owner/name/folder`` (:func:`split_bucket_target`): the folder in the bucket.
         run_dir: the run directory (its ``metrics.jsonl`` and ``config.json`` are sent).
-        prefix: folder in the bucket (default: the run directory's name).
+        prefix: folder in the bucket (default: the folder of ``bucket_id``, else the run directory's name).
         private: create the bucket private (an existing bucket keeps its visibility).
         run_id: the run's id (:data:`pawn.runs.RUN_ID_FIELD`); :meth:`start` refuses a folder
             whose ``metrics.jsonl`` is another run's (None: compared by the first config
@@ -138,7 +166,9 @@ class BucketUploader(CheckpointUploader):
 
     def __init__(self, bucket_id: str, *, run_dir: Path, prefix: Optional[str] = None, private: bool = False,
                  run_id: Optional[str] = None, **uploader_kwargs: Any):
+        bucket_id, folder = split_bucket_target(bucket_id)
         check_can_push(bucket_id, FLAG, network=False)
+        prefix = prefix if prefix is not None else folder
         super().__init__(bucket_id, branch="", private=private, metrics_path=Path(run_dir) / METRICS_FILE, card=None,
                          **uploader_kwargs)
         self.run_dir = Path(run_dir)
@@ -193,8 +223,8 @@ class BucketUploader(CheckpointUploader):
             raise HubPushError(f"{FLAG} {self.repo_id}: cannot read {self.target}: {one_line(e)}") from None
         if other is not None:
             raise HubPushError(f"{FLAG} {self.repo_id}: {self.target} holds {other}, and this run would mix its files "
-                               f"into it; push to another bucket, or give this run an --out folder of another name "
-                               f"(the folder in the bucket is named after it)")
+                               f"into it; name another folder ({FLAG} {self.repo_id}/FOLDER), push to another bucket, or "
+                               f"give this run an --out folder of another name (the default folder in the bucket is named after it)")
         self._thread = threading.Thread(target=self._work, name=f"bucket-push {self.repo_id}", daemon=True)
         self._thread.start()
         self.log(f"hub: syncing checkpoints and metrics.jsonl to {self.target} in the background")
@@ -226,6 +256,12 @@ class BucketUploader(CheckpointUploader):
                 dest = Path(tmp) / METRICS_FILE
                 self.api.download_bucket_files(self.repo_id, [(remote, dest)], raise_on_missing_files=True)
                 theirs = run_identity(parse_bytes(dest.read_bytes())[0])
+        if remote is None:
+            # <folder>/<study>/sweep.json: a sweep directory's folder; <folder>/sweep.json: a study's own
+            studies = sorted({f.path[len(folder):-len(SWEEP_FILE) - 1] or self.prefix.rsplit("/", 1)[-1] for f in files
+                              if f.path.endswith("/" + SWEEP_FILE) and f.path.count("/") - folder.count("/") in (0, 1)})
+            if studies:
+                return f"the trials of a sweep (study {', '.join(studies)})"
         if theirs is None or (theirs.run_id is None and theirs.started is None):
             return f"{len(files)} file{'s' if len(files) != 1 else ''} not written by a PAWN run (no readable {METRICS_FILE})"
         ours = run_identity(read_records(self.metrics_path)[0]) if self.metrics_path is not None and self.metrics_path.is_file() else None
@@ -274,6 +310,94 @@ class BucketUploader(CheckpointUploader):
             self._queue.put(_LogsJob(next(self._seq), self._last_step, self.metrics_path, self.metrics_path,
                                      f"{self.prefix}/{METRICS_FILE}", owns_staged=False))
         return super().close(wait_s)
+
+
+def claim_sweep_folder(target: str, folder: str, study_name: str, sweep_id: str, *, private: bool = False,
+                       api: Any = None, log: Callable[[str], None] = print) -> str:
+    """Before a sweep's first trial: make the bucket of ``target`` (``owner/name[/folder]``; its
+    folder, when given, replaces ``folder``) unless it exists, and claim
+    ``<folder>/<study_name>/`` for the sweep ``sweep_id`` by writing :data:`SWEEP_FILE` there;
+    returns ``owner/name/<folder>/<study_name>``, under which each trial syncs to its own
+    ``trial_NNNN/`` (each trial is a run, refused as usual when its folder holds another run).
+
+    The same sweep (its study re-opened: the same ``sweep_id``) continues its folder. Refused: a
+    ``<folder>/`` that is a run's (its ``metrics.jsonl``), a ``<folder>/<study_name>/`` claimed by
+    another sweep or holding files without :data:`SWEEP_FILE`, and a claim that another sweep
+    overwrote at the same instant (read back after writing).
+
+    Args:
+        folder: the default folder (the sweep directory's name). ``api``: a
+            ``huggingface_hub.HfApi`` (default: ``HF_ENDPOINT`` and the configured token).
+        log: the one line saying where the trials sync.
+
+    Raises:
+        UsageError: ``target`` is not ``owner/name[/folder]``.
+        HubPushError: offline, no token, the Hub unreachable, no bucket support, the bucket cannot
+            be made or read, or the folder belongs to another run or sweep (one line each).
+    """
+    import json
+    import tempfile
+
+    from pawn.runs import parse_bytes, run_identity
+
+    check_can_push_bucket(target)
+    bucket_id, given = split_bucket_target(target)
+    folder = (given or folder).strip("/")
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
+    where = f"hf://buckets/{bucket_id}/{folder}"
+    try:
+        ensure_bucket(api, bucket_id, private=private)
+    except Exception as e:
+        raise HubPushError(f"{FLAG} {bucket_id}: cannot create the bucket: {one_line(e)}") from None
+
+    def read(remote: Any) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="pawn-bucket-") as tmp:
+            dest = Path(tmp) / "f"
+            api.download_bucket_files(bucket_id, [(remote, dest)], raise_on_missing_files=True)
+            return dest.read_bytes()
+
+    def claim() -> Optional[dict]:
+        """The claim of ``<folder>/<study>/`` (None: nothing there), or raise for a folder that is not a sweep's."""
+        files = {f.path: f for f in api.list_bucket_tree(bucket_id, prefix=folder + "/", recursive=True)
+                 if getattr(f, "type", "file") == "file" and f.path.startswith(folder + "/")}
+        if f"{folder}/{METRICS_FILE}" in files:
+            ident = run_identity(parse_bytes(read(files[f"{folder}/{METRICS_FILE}"]))[0])
+            said = f" (run id {ident.run_id})" if ident is not None and ident.run_id else ""
+            raise HubPushError(f"{FLAG} {bucket_id}: {where} holds a run's files{said}, and this sweep would mix its "
+                               f"trials into it; name another folder ({FLAG} {bucket_id}/FOLDER in --base-config), "
+                               "or give the sweep an --out folder of another name")
+        mine = [p for p in files if p.startswith(f"{folder}/{study_name}/")]
+        if not mine:
+            return None
+        if f"{folder}/{study_name}/{SWEEP_FILE}" not in files:
+            raise HubPushError(f"{FLAG} {bucket_id}: {where}/{study_name} holds {len(mine)} file{'s' if len(mine) != 1 else ''} "
+                               f"not written by a PAWN sweep, and this sweep would mix its trials into it; name another "
+                               f"folder ({FLAG} {bucket_id}/FOLDER in --base-config) or give the study another --study-name")
+        return json.loads(read(files[f"{folder}/{study_name}/{SWEEP_FILE}"]))
+
+    def check(found: Optional[dict]) -> None:
+        if found is not None and found.get("sweep_id") != sweep_id:
+            raise HubPushError(f"{FLAG} {bucket_id}: {where}/{study_name} holds the trials of another sweep (study "
+                               f"{found.get('study_name')}, sweep id {found.get('sweep_id')}), and this sweep would mix "
+                               f"its trials into them; name another folder ({FLAG} {bucket_id}/FOLDER in --base-config), "
+                               "give the study another --study-name, or the sweep an --out folder of another name")
+
+    try:
+        found = claim()
+        check(found)
+        if found is None:
+            body = json.dumps({"study_name": study_name, "sweep_id": sweep_id}, sort_keys=True).encode() + b"\n"
+            api.batch_bucket_files(bucket_id, add=[(body, f"{folder}/{study_name}/{SWEEP_FILE}")])
+            check(claim())  # another sweep that claimed it at the same instant: the last writer keeps it
+    except HubPushError:
+        raise
+    except Exception as e:
+        raise HubPushError(f"{FLAG} {bucket_id}: cannot read or claim {where}/{study_name}: {one_line(e)}") from None
+    log(f"hub: each trial syncs to {where}/{study_name}/trial_NNNN ({'continuing this sweep' if found else 'claimed for this sweep'})")
+    return f"{bucket_id}/{folder}/{study_name}"
 
 
 def open_bucket_push(bucket_id: str, run_dir: Path, *, private: bool = False, write: Optional[Callable[..., Any]] = None,

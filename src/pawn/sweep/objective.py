@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
@@ -56,6 +57,17 @@ def trial_data_seed(config: dict, seed: Optional[int], number: int) -> dict:
     return {**config, "data_seed": int(np.random.SeedSequence([seed, 1, number]).generate_state(1)[0] >> 1)}
 
 
+def trial_bucket(config: dict, runner: TrialRunner, trial_dir: Path) -> dict:
+    """``config`` with ``push_to_bucket`` set to the sweep's claimed folder in the bucket plus the
+    trial directory's name (``owner/name/<folder>/<study>/trial_NNNN``), once the sweep has claimed
+    it (``runner.bucket_folder``, :func:`pawn.sweep.study.claim_bucket`), so no two trials of one
+    bucket share a folder; unchanged otherwise."""
+    folder = getattr(runner, "bucket_folder", None)
+    if folder is None or not config.get("push_to_bucket"):
+        return config
+    return {**config, "push_to_bucket": f"{folder}/{trial_dir.name}"}
+
+
 def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Callable[[str], None]):
     """The Optuna objective: sample → the trial's settings → run in process with a
     :class:`PrunerHook` → best val loss. Pruned → ``TrialPruned``; a refused config, an error
@@ -68,7 +80,7 @@ def make_objective(s: SweepSettings, runner: TrialRunner, space: Space, log: Cal
             return _duplicate(trial, same, log)
         trial_dir = s.out / s.resolved_study_name / f"trial_{trial.number:04d}"
         try:
-            config = trial_data_seed(runner.config(params, trial_dir), s.seed, trial.number)
+            config = trial_bucket(trial_data_seed(runner.config(params, trial_dir), s.seed, trial.number), runner, trial_dir)
         except ValidationError as e:
             return _fail(trial, f"settings refused: {format_validation_error(e)}", log)
         except PawnError as e:

@@ -39,7 +39,7 @@ from pawn.errors import PawnError
 from pawn.model import PAWNModel
 from pawn.settings import PretrainConfig
 from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, finish_trial, log_stale, make_objective,
-                                  n_counted, trial_data_seed)
+                                  n_counted, trial_bucket, trial_data_seed)
 from pawn.sweep.space import derive, suggest
 from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, raise_if_interrupted
 from pawn.train.adapt import AdaptTask, adapter_val_due, load_backbone_for
@@ -468,7 +468,7 @@ def run_population_worker(s, shared, runner, space, remaining: int, log: Callabl
             trial_dir = s.out / s.resolved_study_name / f"trial_{t.number:04d}"
             try:
                 # every member shares the leader's data order (one batch stream feeds the population)
-                cfg = trial_data_seed(runner.config(params, trial_dir), s.seed, members[0][0].number)
+                cfg = trial_bucket(trial_data_seed(runner.config(params, trial_dir), s.seed, members[0][0].number), runner, trial_dir)
             except Exception as e:  # a refused combination fails that member only
                 t.set_user_attr("fail_reason", f"settings refused: {' '.join(str(e).split())[:300]}")
                 study.tell(t, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)

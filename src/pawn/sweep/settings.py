@@ -47,11 +47,16 @@ class SweepSettings(CommandSettings):
     compilation_cache: Optional[str] = Field(None, description="JAX persistent compilation cache directory shared by the workers and re-runs of this sweep (trials that differ only in lr, weight decay or warm-up reuse one compiled program); default OUT/jax-cache; 'none' disables it.")
     out: Path = Field(..., description="Sweep directory: the default SQLite storage, one run directory per trial, best_config.json.")
     json_out: Optional[Path] = Field(None, description="Write every trial (state, value, params, reason) to this JSON file.", json_schema_extra={"flag": "--json"})
+    push_to_bucket: Optional[str] = Field(None, description="Sync each trial's checkpoints, metrics.jsonl and config.json to this Hugging Face storage bucket (owner/name, or owner/name/folder) under <folder, default the --out directory's name>/<study>/trial_NNNN/ (as push_to_bucket in --base-config, which this overrides); a folder holding another sweep's or a run's files is refused at start. Needs hf_xet.")
 
     @model_validator(mode="after")
     def _check(self) -> "SweepSettings":
         if self.run_type == "adapter" and (self.strategy is None or self.checkpoint is None or self.data is None):
             raise ValueError("an adapter sweep needs --strategy, --checkpoint and --data (or use --run-type pretrain)")
+        if self.push_to_bucket is not None:
+            from pawn.hub.bucket import split_bucket_target
+
+            split_bucket_target(self.push_to_bucket)
         if self.grace_s <= self.heartbeat_s:
             raise ValueError(f"grace_s ({self.grace_s}) must exceed heartbeat_s ({self.heartbeat_s})")
         return self

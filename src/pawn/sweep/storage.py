@@ -420,9 +420,11 @@ def open_storage(url: str, *, heartbeat_s: Optional[int] = 60, grace_s: int = 90
         kwargs: dict = {"connect_args": {"timeout": 120}} if not server else {"pool_pre_ping": True}
         if url.split("://", 1)[0].startswith("postgresql"):
             kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
-        hb = {} if heartbeat_s is None else {
-            "heartbeat_interval": heartbeat_s, "grace_period": grace_s,
-            "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=1)}
+        with warnings.catch_warnings():  # "experimental" in Optuna's wording only: no warning line in the user's output
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            hb = {} if heartbeat_s is None else {
+                "heartbeat_interval": heartbeat_s, "grace_period": grace_s,
+                "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=1)}
         for attempt in range(SCHEMA_RETRIES + 1):
             try:
                 with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna's wording only

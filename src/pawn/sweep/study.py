@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -122,6 +123,8 @@ def open_shared(s: SweepSettings, log: Callable[[str], None] = print) -> SharedS
         study = optuna.load_study(study_name=study.study_name, storage=storage, pruner=make_pruner(s),
                                   sampler=make_sampler(s, len(study.get_trials(deepcopy=False))))
         attrs = study.user_attrs
+        if "sweep_id" not in attrs:  # this study's identity in a bucket it syncs to (claim_bucket)
+            study.set_user_attr("sweep_id", uuid.uuid4().hex)
         if "run_type" not in attrs:
             study.set_user_attr("run_type", s.run_type)
             study.set_user_attr("space", s.space_name)
@@ -222,13 +225,16 @@ def trained_settings() -> tuple[type, ...]:
 
 
 def make_runner(s: SweepSettings, log: Callable[[str], None], sinks: Sequence[Callable[[Path], Any]] = ()) -> TrialRunner:
-    """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config``; each
-    trial's run opens the record ``sinks`` (e.g. its live ``report.html``).
+    """The trial runner of ``s.run_type``, with the fixed settings of ``--base-config`` (and
+    ``--push-to-bucket`` over its ``push_to_bucket``); each trial's run opens the record ``sinks``
+    (e.g. its live ``report.html``).
 
     Raises:
         SweepError: a run type whose trainer is not available, or unusable base settings.
     """
     base = resolve_config_paths(read_config_file(s.base_config), s.base_config, *trained_settings()) if s.base_config is not None else {}
+    if s.push_to_bucket is not None:  # --push-to-bucket over the base config's
+        base["push_to_bucket"] = s.push_to_bucket
     try:
         if s.run_type == "pretrain":
             if s.data is not None:
@@ -576,7 +582,8 @@ def best_config(study: optuna.Study, config_dir: Path, path_fields: Iterable[str
     into ``config_dir``: its stored config without ``out`` and ``resume`` (give ``--out`` when
     re-running), each local path of ``path_fields`` (the fields tagged :data:`pawn.settings.PATH`
     of :func:`trained_settings`) given relative (a path that exists from here) spelled relative to
-    ``config_dir`` (:func:`pawn.settings.relative_config_path`; ``--config`` resolves it back), or None."""
+    ``config_dir`` (:func:`pawn.settings.relative_config_path`; ``--config`` resolves it back), and
+    ``push_to_bucket`` as the bucket alone (``owner/name``: not the trial's folder), or None."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
     if not done:
         return None
@@ -585,7 +592,12 @@ def best_config(study: optuna.Study, config_dir: Path, path_fields: Iterable[str
     if cfg is None:
         return None
     paths = frozenset(path_fields)
-    return {k: _portable(v, config_dir) if k in paths else v for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+    out = {k: _portable(v, config_dir) if k in paths else v for k, v in cfg.items() if k not in ("out", "resume") and v is not None}
+    if out.get("push_to_bucket"):  # the bucket, not the trial's folder in it: a re-run syncs to its own folder
+        from pawn.hub.bucket import split_bucket_target
+
+        out["push_to_bucket"] = split_bucket_target(out["push_to_bucket"])[0]
+    return out
 
 
 def _portable(value: Any, config_dir: Path) -> Any:
@@ -630,6 +642,37 @@ def _plan(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None]) -> 
         return
 
 
+def claim_bucket(s: SweepSettings, runner: TrialRunner, log: Callable[[str], None] = print) -> None:
+    """With ``push_to_bucket`` among the trials' fixed settings (``--push-to-bucket`` or
+    ``--base-config``): open the study
+    (:func:`open_shared`; its ``sweep_id`` user attribute names it) and claim its folder in the
+    bucket (:func:`pawn.hub.bucket.claim_sweep_folder`: ``<folder>/<study>/``, the folder of
+    ``owner/name/folder`` or else the sweep directory's name), then set ``runner.bucket_folder``,
+    under which each trial syncs to its ``trial_NNNN/`` (:func:`pawn.sweep.objective.trial_bucket`).
+    Nothing without ``push_to_bucket``; with ``--population`` one line says that its members (which
+    write no run directory) sync nothing.
+
+    Raises:
+        SweepError: the folder holds a run's or another sweep's files, or the bucket cannot be
+            reached or made (one line).
+    """
+    target = (getattr(runner, "base", None) or {}).get("push_to_bucket")
+    if not target:
+        return
+    if s.population > 1:  # members write no run directory (pawn.sweep.population): nothing to sync, no folder claimed
+        log(f"hub: --population {s.population} trains members that write no run directory, so nothing is synced to "
+            f"{target}; re-run the best trial (best_config.json) to sync it")
+        return
+    from pawn.hub.bucket import claim_sweep_folder
+
+    study = open_shared(s, log).study
+    try:
+        runner.bucket_folder = claim_sweep_folder(target, s.out.resolve().name, study.study_name, study.user_attrs["sweep_id"],
+                                                  private=bool(runner.base.get("hub_private")), log=log)
+    except PawnError as e:
+        raise SweepError(str(e)) from None
+
+
 def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: Optional[TrialRunner] = None,
               sinks: Sequence[Callable[[Path], Any]] = ()) -> SweepResult:
     """``pawn sweep``: run the study (this process, or ``s.workers`` processes), then
@@ -651,12 +694,21 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
     # settings every trial would fail on: one error before the sweep directory or study exists
     runner = runner or make_runner(s, log, sinks)
     space = prepare_space(s, runner, log)
+    bucket = (getattr(runner, "base", None) or {}).get("push_to_bucket")
+    if bucket and s.population == 1:  # offline, no token, the Hub unreachable: refused before --out is made
+        from pawn.hub.bucket import check_can_push_bucket
+
+        try:
+            check_can_push_bucket(bucket)
+        except PawnError as e:
+            raise SweepError(str(e)) from None
     _plan(s, runner, log)
     try:
         lock = open_sweep_dir(s.out)  # shared by this study's processes; excludes a run (pawn.train.rundir)
     except RunDirError as e:
         raise SweepError(str(e)) from None
     try:
+        claim_bucket(s, runner, log)  # before any trial: a bucket folder of another run or sweep is refused
         t0 = time.perf_counter()
         if s.workers > 1:
             spawn_workers(s, log=log)

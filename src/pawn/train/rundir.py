@@ -353,15 +353,19 @@ def _lock_holder(fd: int) -> tuple[Optional[int], Optional[str]]:
 
 
 def check_sweep_dir(out: Path) -> None:
-    """A sweep may use ``out``: it holds no run (:func:`run_markers`); one study, the sweep's own
-    or one it continues, is fine.
+    """A sweep may use ``out``: it holds no run (:func:`run_markers`) and is not the ``<study>/``
+    folder of another sweep's trials (``trial_NNNN`` runs directly in it; a sweep writes them one
+    level down, in ``out/<study>/``); one study, the sweep's own or one it continues, is fine.
 
     Raises:
         RunDirError: ``out`` holds a run (one line naming it, its newest checkpoint and, when it is
-            being written now, the process writing it).
+            being written now, the process writing it), or another sweep's trials.
     """
     markers = run_markers(out)
     if not markers:
+        if "trial_*" in sweep_markers(out):
+            raise RunDirError(f"--out {out} holds the trials (trial_*) of the sweep in {out.parent}; a sweep needs a "
+                              "directory of its own: choose another --out (or give that sweep's --out to continue it)")
         return
     step = _newest_step(out)
     what = f"checkpoints up to step {step}" if step is not None else ", ".join(markers)
