@@ -103,6 +103,28 @@ def test_report_of_runs_written_before_schema_2_has_every_trace(tmp_path):
     assert tiny["summary"]["kind"] == "pretrain" and lora["summary"]["kind"] == "adapt"
 
 
+def test_an_eval_card_leads_with_the_excess_over_the_uniform_player_and_its_interval(tiny_backbone, tmp_path):
+    """``pawn eval --json`` then ``pawn report`` of that file: the card's legal-masked block has the
+    model's legal-masked loss, its excess over a player uniform over the legal moves with the 95 %
+    interval over games the eval wrote, and that player's own row (E[ln N_legal] on the same move
+    decisions, top-1 E[1/N_legal]); a report written before the excess existed has no such block."""
+    js, out = tmp_path / "eval.json", tmp_path / "r.html"
+    _invoke(["eval", tiny_backbone, "--games", 8, "--max-ply", 32, "--json", js])
+    _invoke(["report", js, V1_RUNS / "tiny" / "eval.json", "-o", out])
+    evals = {Path(e["path"]).parent.name: e for e in embedded(out)["evals"]}
+    assert evals["tiny"].get("legal_masked") == []  # an older file: no excess, no block
+    (block,) = evals[tmp_path.name]["legal_masked"]
+    rg = json.loads(js.read_text())["models"][0]["random_games"]
+    model, uniform = block["rows"]
+    assert (model["games"], uniform["player"]) == ("random games", "uniform over the legal moves")
+    assert model["loss"] == rg["legal_masked/loss_all_moves"] and model["top1"] == rg["legal_masked/top1_all_moves"]
+    e, lo, hi = (rg[f"legal_masked/excess_nats_{k}"] for k in ("all_moves", "lo", "hi"))
+    assert lo < e < hi and e == pytest.approx(model["loss"] - uniform["loss"], abs=1e-12)
+    assert model["excess"] == f"{e:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+    assert uniform["loss"] == rg["legal_masked/uniform_loss_all_moves"] and uniform["top1"] == rg["ceiling/moves_only"]
+    assert model["n_games"] == 8 and model["n_positions"] == rg["counts/n_move_positions"] == uniform["n_positions"]
+
+
 def test_report_labels_runs_whose_figures_count_different_positions(tmp_path):
     """An adapter run written before record schema 3 counted each game's end-of-game slot (a
     certain hit under the legal mask) in its loss and top-1; the same run's records in the current
