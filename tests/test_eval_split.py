@@ -10,6 +10,7 @@ of a changed source, the duplicate count and the flag checks run by default."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -363,3 +364,16 @@ def test_eval_pgn_on_an_adapter_shows_its_backbone_alone_as_pawn_eval_scores_the
     for k in ("loss_legal_masked_all_moves", "excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi", "uniform_loss_all_moves"):
         assert band_a["backbone"][k] == pytest.approx(band_b[k], rel=1e-5), k
     assert band_a["uniform_loss_all_moves"] == band_b["uniform_loss_all_moves"]
+    # pawn report of the adapter's file: the band's rows lead its card, the backbone alone beside the adapter
+    if importlib.util.find_spec("plotly") is not None:
+        from _report_page import embedded
+
+        r = CliRunner().invoke(app, ["report", str(ja), "-o", str(tmp_path / "r.html")])
+        assert r.exit_code == 0, r.output
+        (block,) = embedded(tmp_path / "r.html")["evals"][0]["legal_masked"]
+        rows = {row["player"]: row for row in block["rows"]}
+        assert {row["games"] for row in block["rows"]} == {"Lichess elo_0_3000"}
+        assert set(rows) == {block["name"], "backbone alone", "uniform over the legal moves"}
+        bb = band_a["backbone"]
+        assert rows["backbone alone"]["excess"] == f"{bb['excess_nats_all_moves']:+.4f} [{bb['excess_nats_lo']:+.4f}, {bb['excess_nats_hi']:+.4f}]"
+        assert rows["uniform over the legal moves"]["loss"] == band_a["uniform_loss_all_moves"]
