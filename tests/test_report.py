@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _report_page import browser_page, embedded
+from _report_page import browser_page, embedded, rendered_text
 from pawn.cli import app
 from pawn.report.games import unpack_boards
 from pawn.runs import discover_runs, open_run
@@ -123,6 +123,11 @@ def test_an_eval_card_leads_with_the_excess_over_the_uniform_player_and_its_inte
     assert model["excess"] == f"{e:+.4f} [{lo:+.4f}, {hi:+.4f}]"
     assert uniform["loss"] == rg["legal_masked/uniform_loss_all_moves"] and uniform["top1"] == rg["ceiling/moves_only"]
     assert model["n_games"] == 8 and model["n_positions"] == rg["counts/n_move_positions"] == uniform["n_positions"]
+    # the page draws it: the card's first table, the model's row and the uniform player's
+    text = rendered_text(out, "evals")
+    card = text[text.index(f"{block['name']}: legal-masked (every move decision)"):]
+    assert f" | random games | {block['name']} | 8 | {model['n_positions']:,} | {model['loss']:.4f} | {model['excess']} | " in card
+    assert f" | random games | uniform over the legal moves | 8 | {uniform['n_positions']:,} | {uniform['loss']:.4f} | +0 (the reference) | " in card
 
 
 def test_report_labels_runs_whose_figures_count_different_positions(tmp_path):
