@@ -314,7 +314,7 @@ def test_the_report_of_an_adapter_run_shows_its_held_out_excess_beside_the_backb
     games (loss, excess with its interval over games, top-1: what the eval wrote) and the paired
     adapter − backbone differences; the page does not carry the per-game sums."""
     pytest.importorskip("plotly", reason="the report extra: pip install 'pawn[report]'")
-    from _report_page import embedded
+    from _report_page import embedded, rendered_text
     from pawn.cli import app
 
     out = tmp_path / "run"
@@ -341,6 +341,9 @@ def test_the_report_of_an_adapter_run_shows_its_held_out_excess_beside_the_backb
     d, t = h["vs_backbone"]["loss_legal_masked_all_moves"], h["vs_backbone"]["top1_legal_masked_all_moves"]
     assert rows["adapter − backbone"]["loss"] == f"{d['estimate']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
     assert rows["adapter − backbone"]["top1"] == f"{100 * t['estimate']:+.2f} [{100 * t['lo']:+.2f}, {100 * t['hi']:+.2f}] pp"
+    text = rendered_text(page, "evals")  # the page draws the four rows in that order
+    at = [text.index(f" | test games | {who} | ") for who in rows]
+    assert at == sorted(at) and f" | {rows['backbone alone']['excess']} | " in text
 
 
 @pytest.mark.slow
