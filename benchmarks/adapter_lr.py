@@ -27,8 +27,10 @@ Three stages per strategy:
    difference A − B with a verdict on each split (:func:`pawn.stats.compare`).
 
 Printed: per strategy the trainable (and movable) parameters, optimizer steps spent, the chosen rate,
-val and test loss and top-1 with their intervals, and the stage-1 val loss per learning rate; the
-backbone alone and a player uniform over the legal moves on the same games; the comparisons.
+val and test loss and top-1 and the test excess over a player uniform over the legal moves (loss −
+E[ln N_legal] on the same move decisions, nats) with their intervals, and the stage-1 val loss per
+learning rate; the backbone alone (its excess with the interval over games) and that uniform player
+on the same games; the comparisons. ``--json FILE`` writes all of it, without the per-game sums.
 """
 
 from __future__ import annotations
@@ -193,11 +195,20 @@ def per_game(blocks: list[dict]):
 
 
 def figures(blocks: list[dict]) -> dict:
-    """Loss and top-1 (legal-masked, every move decision) of one arm over seeds and games."""
+    """Loss, top-1 and the excess over the uniform-over-legal player (legal-masked, every move
+    decision; the excess is loss − E[ln N_legal] on the same positions, nats) of one arm over seeds
+    and games, each a :meth:`pawn.stats.Interval.to_dict` (the excess only when the blocks carry
+    ``per_game.ln_n_legal``)."""
+    import numpy as np
+
     from pawn.stats import seeds_and_games
 
     nll, hits, n = per_game(blocks)
-    return {"loss": seeds_and_games(nll, n).to_dict(), "top1": seeds_and_games(hits, n).to_dict()}
+    out = {"loss": seeds_and_games(nll, n).to_dict(), "top1": seeds_and_games(hits, n).to_dict()}
+    if all("ln_n_legal" in b["per_game"] for b in blocks):
+        ln_n = np.array([b["per_game"]["ln_n_legal"] for b in blocks], float)
+        out["excess"] = seeds_and_games(nll - ln_n, n).to_dict()
+    return out
 
 
 def sweep(a, strategy: str) -> dict:
@@ -243,17 +254,19 @@ def _iv(d: dict, scale: float = 1.0, fmt: str = ".3f") -> str:
 def table(recs: list[dict]) -> str:
     """The results as a Markdown table (95 % intervals over seeds and games in brackets)."""
     lines = ["| strategy | trainable (movable) | optimizer steps (gradient batches) | lr | val loss | val top-1 % | test loss | "
-             "test top-1 % | stage-1 val loss by lr (seed 0) |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "test top-1 % | test excess over uniform (nats) | stage-1 val loss by lr (seed 0) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in recs:
         if r["lr"] is None:
-            lines.append(f"| {r['strategy']} | | | every run failed | | | | | |")
+            lines.append(f"| {r['strategy']} | | | every run failed | | | | | | |")
             continue
         h = r["held_out"]
         params = f"{r['trainable']:,}" + (f" ({r['movable']:,})" if r["movable"] != r["trainable"] else "")
         s1 = ", ".join(f"{k}: {v:.3f}" if math.isfinite(v) else f"{k}: diverged" for k, v in r["stage1"].items())
+        ex = _iv(h["test"]["excess"], 1, "+.3f") if "excess" in h["test"] else "—"
         lines.append(f"| {r['strategy']} | {params} | {r['optimizer_steps']} ({r['gradient_batches']}) | {lr_name(r['lr'])} | "
                      f"{_iv(h['val']['loss'])} | {_iv(h['val']['top1'], 100, '.2f')} | {_iv(h['test']['loss'])} | "
-                     f"{_iv(h['test']['top1'], 100, '.2f')} | {s1} |")
+                     f"{_iv(h['test']['top1'], 100, '.2f')} | {ex} | {s1} |")
     return "\n".join(lines)
 
 
@@ -269,19 +282,35 @@ def comparison_table(comps: dict) -> str:
     return "\n".join(lines)
 
 
-def references(recs: list[dict]) -> list[str]:
-    """The backbone alone and the uniform-over-legal player on the held-out games (from the first
-    strategy's evaluations: every run scores the same games)."""
+def references(recs: list[dict]) -> dict:
+    """The backbone alone and the uniform-over-legal player on each split's held-out games (from the
+    first strategy's evaluations: every run scores the same games, and neither reference depends on
+    a seed, so the backbone's excess carries the bootstrap interval over games ``pawn eval`` wrote):
+    ``{split: {n_games, n_positions, backbone: {loss, top1, excess: {estimate, lo, hi}}, uniform: {loss, top1}}}``."""
     first = next((r for r in recs if r.get("held_out")), None)
     if first is None:
-        return []
-    out = []
+        return {}
+    out = {}
     for split in ("val", "test"):
         b = first["held_out"][split]["blocks"][0]
         bb = b.get("backbone") or {}
-        out.append(f"{split} ({b['n_games']} games, {b['n_positions']:,} move decisions): backbone alone loss "
-                   f"{bb.get('loss_legal_masked_all_moves', math.nan):.3f}, top-1 {100 * bb.get('top1_legal_masked_all_moves', math.nan):.2f} %; "
-                   f"uniform over the legal moves loss {b['uniform_loss_all_moves']:.3f}, top-1 {100 * b['uniform_top1_all_moves']:.2f} %")
+        out[split] = {"n_games": b["n_games"], "n_positions": b["n_positions"],
+                      "backbone": {"loss": bb.get("loss_legal_masked_all_moves", math.nan),
+                                   "top1": bb.get("top1_legal_masked_all_moves", math.nan),
+                                   "excess": {"estimate": bb.get("excess_nats_all_moves", math.nan),
+                                              "lo": bb.get("excess_nats_lo", math.nan), "hi": bb.get("excess_nats_hi", math.nan)}},
+                      "uniform": {"loss": b["uniform_loss_all_moves"], "top1": b["uniform_top1_all_moves"]}}
+    return out
+
+
+def reference_lines(refs: dict) -> list[str]:
+    """One printed line per split of :func:`references`."""
+    out = []
+    for split, f in refs.items():
+        bb, u = f["backbone"], f["uniform"]
+        out.append(f"{split} ({f['n_games']} games, {f['n_positions']:,} move decisions): backbone alone loss {bb['loss']:.3f}, "
+                   f"top-1 {100 * bb['top1']:.2f} %, excess over uniform {_iv(bb['excess'], 1, '+.3f')} nats; "
+                   f"uniform over the legal moves loss {u['loss']:.3f}, top-1 {100 * u['top1']:.2f} %")
     return out
 
 
@@ -326,7 +355,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         x, y = pair.split(":")
         if x in by and y in by:
             comps[f"{x} − {y}"] = {split: compare_pair(by[x], by[y], split) for split in ("val", "test")}
-    for line in references(recs):
+    refs = references(recs)
+    for line in reference_lines(refs):
         print(line)
     print(table(recs))
     if comps:
@@ -336,7 +366,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         slim = [{k: v for k, v in r.items() if k != "held_out"} | ({"held_out": {sp: {k: v for k, v in h.items() if k != "blocks"}
                                                                               for sp, h in r["held_out"].items()}}
                                                                    if r.get("held_out") else {}) for r in recs]
-        write_json(a.json, {"strategies": slim, "comparisons": comps, "references": references(recs)})
+        write_json(a.json, {"strategies": slim, "comparisons": comps, "references": refs})
     return 0
 
 

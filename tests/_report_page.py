@@ -7,6 +7,7 @@ import contextlib
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,16 @@ def browser_page(width: int = 1440, height: int = 1000):
             yield page, errors
         finally:
             browser.close()
+
+
+def rendered_text(html_path: Path, page: str) -> str:
+    """The text of a report page's ``#page`` tab as Debian's Chromium draws it (headless, its DOM
+    dumped after the script ran; tags dropped, cells joined by `` | ``). Fails (not skips) when the
+    chromium binary is missing: `.ci/run` installs it."""
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.fail("Debian's chromium is not installed (apt-get install chromium); .ci/run installs it", pytrace=False)
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom",
+                        f"{Path(html_path).resolve().as_uri()}#{page}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return re.sub(r"\s*(<[^>]+>\s*)+", " | ", r.stdout)

@@ -96,3 +96,27 @@ def test_pairs_compare_per_seed_on_the_same_games_and_refuse_other_games():
     assert row.startswith("| bottleneck − lora | test | -0.100 [-0.100, -0.100]") and "| bottleneck better |" in row
     with pytest.raises(ValueError, match="held-out games differ"):
         adapter_lr.per_game([_block([1.0], [0], [5]), _block([1.0], [0], [6])])
+
+
+def test_an_arms_excess_over_uniform_is_its_loss_less_e_ln_n_legal_over_seeds_and_games():
+    """Three seeds on two games: each seed's excess is Σ(nll − ln N_legal) / Σ moves, the arm's the
+    mean over seeds (0.25 here), inside the seeds-and-games interval; the table's test-excess column
+    and the reference line (the backbone's excess with the interval its eval wrote) print them."""
+    n, ln_n = [10, 30], [20.0, 50.0]
+    blocks = [{"per_game": {"legal_nll": [20.0 + 2 * s, 60.0 + 2 * s], "legal_hits": [2, 9], "n_moves": n, "ln_n_legal": ln_n},
+               "n_games": 2, "n_positions": 40, "uniform_loss_all_moves": 70 / 40, "uniform_top1_all_moves": 0.2,
+               "backbone": {"loss_legal_masked_all_moves": 2.0, "top1_legal_masked_all_moves": 0.1,
+                            "excess_nats_all_moves": 0.25, "excess_nats_lo": 0.2, "excess_nats_hi": 0.3}} for s in range(3)]
+    f = adapter_lr.figures(blocks)
+    per_seed = [(80 + 4 * s - 70) / 40 for s in range(3)]  # 0.25, 0.35, 0.45
+    assert f["excess"]["estimate"] == pytest.approx(sum(per_seed) / 3)
+    assert f["excess"]["estimate"] == pytest.approx(f["loss"]["estimate"] - 70 / 40)
+    assert f["excess"]["lo"] < f["excess"]["estimate"] < f["excess"]["hi"] and f["excess"]["method"] == "seeds and games"
+    rec = {"strategy": "lora", "lr": 1e-2, "trainable": 8, "movable": 8, "optimizer_steps": 100, "gradient_batches": 100,
+           "stage1": {"1e-02": 3.0}, "held_out": {sp: {**f, "blocks": blocks} for sp in ("val", "test")}}
+    row = adapter_lr.table([rec]).splitlines()[-1].split(" | ")
+    assert row[8] == f"+{f['excess']['estimate']:.3f} [{f['excess']['lo']:+.3f}, {f['excess']['hi']:+.3f}]"
+    refs = adapter_lr.references([rec])
+    assert refs["test"]["backbone"]["excess"] == {"estimate": 0.25, "lo": 0.2, "hi": 0.3}
+    assert refs["test"]["uniform"] == {"loss": 1.75, "top1": 0.2}
+    assert "excess over uniform +0.250 [+0.200, +0.300] nats" in adapter_lr.reference_lines(refs)[1]

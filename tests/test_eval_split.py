@@ -10,6 +10,7 @@ of a changed source, the duplicate count and the flag checks run by default."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -307,6 +308,45 @@ def test_eval_split_sets_the_adapter_beside_the_backbone_alone_and_the_uniform_p
 
 
 @pytest.mark.slow
+def test_the_report_of_an_adapter_run_shows_its_held_out_excess_beside_the_backbone_and_the_uniform_player(adapted, tmp_path):
+    """``pawn eval RUN/best --split test --json RUN/eval_test.json`` then ``pawn report RUN``: the run's
+    eval card leads with the adapter, its backbone alone and the uniform-over-legal player on the test
+    games (loss, excess with its interval over games, top-1: what the eval wrote) and the paired
+    adapter − backbone differences; the page does not carry the per-game sums."""
+    pytest.importorskip("plotly", reason="the report extra: pip install 'pawn[report]'")
+    from _report_page import embedded, rendered_text
+    from pawn.cli import app
+
+    out = tmp_path / "run"
+    shutil.copytree(adapted[0], out, symlinks=True)
+    js, page = out / "eval_test.json", tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "test", "--pgn-only", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["report", str(out), "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    (entry,) = [e for e in embedded(page)["runs"][0]["evals"] if Path(e["path"]).name == "eval_test.json"]
+    assert "per_game" not in json.dumps(entry["report"])
+    h = json.loads(js.read_text())["models"][0]["held_out"]
+    assert len(h["per_game"]["n_moves"]) == TEST  # the file keeps them
+    (block,) = entry["legal_masked"]
+    rows = {row["player"]: row for row in block["rows"]}
+    assert list(rows) == ["adapter", "backbone alone", "uniform over the legal moves", "adapter − backbone"]
+    assert {row["games"] for row in rows.values()} == {"test games"}
+    for who, f in (("adapter", h), ("backbone alone", h["backbone"])):
+        row = rows[who]
+        assert (row["loss"], row["top1"]) == (f["loss_legal_masked_all_moves"], f["top1_legal_masked_all_moves"])
+        assert row["excess"] == f"{f['excess_nats_all_moves']:+.4f} [{f['excess_nats_lo']:+.4f}, {f['excess_nats_hi']:+.4f}]"
+        assert row["n_games"] == TEST and row["n_positions"] == h["n_positions"]
+    assert rows["uniform over the legal moves"]["loss"] == h["uniform_loss_all_moves"]
+    d, t = h["vs_backbone"]["loss_legal_masked_all_moves"], h["vs_backbone"]["top1_legal_masked_all_moves"]
+    assert rows["adapter − backbone"]["loss"] == f"{d['estimate']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
+    assert rows["adapter − backbone"]["top1"] == f"{100 * t['estimate']:+.2f} [{100 * t['lo']:+.2f}, {100 * t['hi']:+.2f}] pp"
+    text = rendered_text(page, "evals")  # the page draws the four rows in that order
+    at = [text.index(f" | test games | {who} | ") for who in rows]
+    assert at == sorted(at) and f" | {rows['backbone alone']['excess']} | " in text
+
+
+@pytest.mark.slow
 def test_eval_pgn_on_an_adapter_shows_its_backbone_alone_as_pawn_eval_scores_the_backbone(adapted, tiny_backbone, shared_data, tmp_path):
     """Round trip: the backbone-alone figures beside an adapter's Elo band are what ``pawn eval`` of the
     backbone itself writes for the same file and band (the same games, the same positions)."""
@@ -327,3 +367,16 @@ def test_eval_pgn_on_an_adapter_shows_its_backbone_alone_as_pawn_eval_scores_the
     for k in ("loss_legal_masked_all_moves", "excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi", "uniform_loss_all_moves"):
         assert band_a["backbone"][k] == pytest.approx(band_b[k], rel=1e-5), k
     assert band_a["uniform_loss_all_moves"] == band_b["uniform_loss_all_moves"]
+    # pawn report of the adapter's file: the band's rows lead its card, the backbone alone beside the adapter
+    if importlib.util.find_spec("plotly") is not None:
+        from _report_page import embedded
+
+        r = CliRunner().invoke(app, ["report", str(ja), "-o", str(tmp_path / "r.html")])
+        assert r.exit_code == 0, r.output
+        (block,) = embedded(tmp_path / "r.html")["evals"][0]["legal_masked"]
+        rows = {row["player"]: row for row in block["rows"]}
+        assert {row["games"] for row in block["rows"]} == {"Lichess elo_0_3000"}
+        assert set(rows) == {block["name"], "backbone alone", "uniform over the legal moves"}
+        bb = band_a["backbone"]
+        assert rows["backbone alone"]["excess"] == f"{bb['excess_nats_all_moves']:+.4f} [{bb['excess_nats_lo']:+.4f}, {bb['excess_nats_hi']:+.4f}]"
+        assert rows["uniform over the legal moves"]["loss"] == band_a["uniform_loss_all_moves"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _report_page import browser_page, embedded
+from _report_page import browser_page, embedded, rendered_text
 from pawn.cli import app
 from pawn.report.games import unpack_boards
 from pawn.runs import discover_runs, open_run
@@ -101,6 +101,33 @@ def test_report_of_runs_written_before_schema_2_has_every_trace(tmp_path):
     assert [m["name"] for m in json.loads((V1_RUNS / "tiny" / "eval.json").read_text())["models"]] == ["d64_L2_F256"]
     assert tiny["summary"]["top1_over_ceiling"] is None and tiny["summary"]["top1_over_ceiling_from"] is None
     assert tiny["summary"]["kind"] == "pretrain" and lora["summary"]["kind"] == "adapt"
+
+
+def test_an_eval_card_leads_with_the_excess_over_the_uniform_player_and_its_interval(tiny_backbone, tmp_path):
+    """``pawn eval --json`` then ``pawn report`` of that file: the card's legal-masked block has the
+    model's legal-masked loss, its excess over a player uniform over the legal moves with the 95 %
+    interval over games the eval wrote, and that player's own row (E[ln N_legal] on the same move
+    decisions, top-1 E[1/N_legal]); a report written before the excess existed has no such block."""
+    js, out = tmp_path / "eval.json", tmp_path / "r.html"
+    _invoke(["eval", tiny_backbone, "--games", 8, "--max-ply", 32, "--json", js])
+    _invoke(["report", js, V1_RUNS / "tiny" / "eval.json", "-o", out])
+    evals = {Path(e["path"]).parent.name: e for e in embedded(out)["evals"]}
+    assert evals["tiny"].get("legal_masked") == []  # an older file: no excess, no block
+    (block,) = evals[tmp_path.name]["legal_masked"]
+    rg = json.loads(js.read_text())["models"][0]["random_games"]
+    model, uniform = block["rows"]
+    assert (model["games"], uniform["player"]) == ("random games", "uniform over the legal moves")
+    assert model["loss"] == rg["legal_masked/loss_all_moves"] and model["top1"] == rg["legal_masked/top1_all_moves"]
+    e, lo, hi = (rg[f"legal_masked/excess_nats_{k}"] for k in ("all_moves", "lo", "hi"))
+    assert lo < e < hi and e == pytest.approx(model["loss"] - uniform["loss"], abs=1e-12)
+    assert model["excess"] == f"{e:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+    assert uniform["loss"] == rg["legal_masked/uniform_loss_all_moves"] and uniform["top1"] == rg["ceiling/moves_only"]
+    assert model["n_games"] == 8 and model["n_positions"] == rg["counts/n_move_positions"] == uniform["n_positions"]
+    # the page draws it: the card's first table, the model's row and the uniform player's
+    text = rendered_text(out, "evals")
+    card = text[text.index(f"{block['name']}: legal-masked (every move decision)"):]
+    assert f" | random games | {block['name']} | 8 | {model['n_positions']:,} | {model['loss']:.4f} | {model['excess']} | " in card
+    assert f" | random games | uniform over the legal moves | 8 | {uniform['n_positions']:,} | {uniform['loss']:.4f} | +0 (the reference) | " in card
 
 
 def test_report_labels_runs_whose_figures_count_different_positions(tmp_path):

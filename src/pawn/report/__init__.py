@@ -84,7 +84,7 @@ def report_fields(kind: str, d: dict[str, Any]) -> dict[str, Any]:
     lists; a suite's ``kind``, ``suite_version``, ``checkpoint``, ``hub`` and ``settings`` (its
     models are drawn from :func:`pawn.report.suite.suite_view`)."""
     if kind == "eval":
-        models = [{k: m[k] for k in _EVAL_MODEL_FIELDS if k in m} for m in d.get("models") or [] if isinstance(m, dict)]
+        models = [{k: _without_per_game(m[k]) for k in _EVAL_MODEL_FIELDS if k in m} for m in d.get("models") or [] if isinstance(m, dict)]
         return {**{k: d[k] for k in ("checkpoint", "hub", "settings") if k in d}, "models": models}
     if kind == "bench":
         names = [x for x in d.get("sections") or [] if isinstance(x, str) and x not in _BENCH_FIELDS]
@@ -92,6 +92,11 @@ def report_fields(kind: str, d: dict[str, Any]) -> dict[str, Any]:
     if kind == "suite":
         return {k: d[k] for k in ("kind", "suite_version", "checkpoint", "hub", "settings") if k in d}
     return {}
+
+
+def _without_per_game(v: Any) -> Any:
+    """A held-out block (``{…, "per_game": {…}}``) without its per-game lists; anything else as it is."""
+    return {k: x for k, x in v.items() if k != "per_game"} if isinstance(v, dict) and "per_game" in v else v
 
 
 def report_entry(path: Path, d: Any) -> Optional[dict[str, Any]]:

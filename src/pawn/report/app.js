@@ -395,6 +395,16 @@ function evalCard(e) {
   const card = el('div', {class: 'card eval-report'});
   const r = e.report;
   card.append(el('h3', {}, e.path));
+  for (const b of e.legal_masked || []) {
+    card.append(el('h3', {}, `${b.name}: legal-masked (every move decision), against a player uniform over the legal moves`),
+      el('div', {class: 'muted'}, 'Excess = loss − E[ln N_legal] on the same positions (nats; ≤ 0 beats a player that knows only the rules), 95% interval over games.'),
+      table([{label: 'games', key: 'games', cell: x => x.games}, {label: 'player', key: 'player', cell: x => x.player},
+        {label: 'games (n)', key: 'n_games', num: true, cell: x => fmt(x.n_games, 'int')},
+        {label: 'move decisions', key: 'n_positions', num: true, cell: x => fmt(x.n_positions, 'int')},
+        {label: 'loss (nats)', key: 'loss', num: true, cell: x => fmt(x.loss, 'loss')},
+        {label: 'excess over uniform (nats), 95% interval', key: 'excess', num: true, cell: x => fmt(x.excess)},
+        {label: 'top-1', key: 'top1', num: true, cell: x => fmt(x.top1, 'pct')}], b.rows, {}));
+  }
   if (r.models) {
     const rows = r.models.map(m => Object.assign({name: m.name}, flat(m.random_games || {})));
     const keys = [...new Set(rows.flatMap(x => Object.keys(x)))].filter(k => k !== 'name');

@@ -34,13 +34,79 @@ def _num(v: Any) -> Optional[float]:
     return float(v) if math.isfinite(float(v)) else None
 
 
+def interval_text(estimate: Any, lo: Any, hi: Any, fmt: str = "+.4f", scale: float = 1.0) -> Optional[str]:
+    """``"+0.4392 [+0.4303, +0.4480]"``: an estimate and its interval, each times ``scale`` in ``fmt``
+    (an end that is missing or not finite reads ``—``), or None when the estimate is missing."""
+    e, lo, hi = _num(estimate), _num(lo), _num(hi)
+    if e is None:
+        return None
+    end = lambda x: "—" if x is None else format(x * scale, fmt)  # noqa: E731
+    return f"{format(e * scale, fmt)} [{end(lo)}, {end(hi)}]"
+
+
 def excess_text(random_games: dict[str, Any]) -> Optional[str]:
     """``"+0.4392 [+0.4303, +0.4480]"``: the excess over the uniform-over-legal player (nats) with its
     95 % interval over games from a ``random_games`` block, or None when the block has none (older files)."""
-    e, lo, hi = (_num(random_games.get(f"legal_masked/{k}")) for k in ("excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi"))
-    if e is None:
-        return None
-    return f"{e:+.4f} [{'—' if lo is None else f'{lo:+.4f}'}, {'—' if hi is None else f'{hi:+.4f}'}]"
+    return interval_text(*(random_games.get(f"legal_masked/{k}") for k in ("excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi")))
+
+
+_UNIFORM = "uniform over the legal moves"
+
+
+def _figures_rows(games: str, f: dict[str, Any], player: str, *, uniform: bool = True) -> list[dict[str, Any]]:
+    """The rows of one block of :func:`pawn.evaluate.accuracy.held_out_figures` (a held-out split or
+    a Lichess Elo band): ``player``, its ``backbone`` alone when the block has one, and the uniform
+    player on the same move decisions."""
+    def row(who: str, g: dict[str, Any]) -> dict[str, Any]:
+        return {"games": games, "player": who, "n_games": f.get("n_games"), "n_positions": f.get("n_positions"),
+                "loss": _num(g.get("loss_legal_masked_all_moves")),
+                "excess": interval_text(g.get("excess_nats_all_moves"), g.get("excess_nats_lo"), g.get("excess_nats_hi")),
+                "top1": _num(g.get("top1_legal_masked_all_moves"))}
+
+    rows = [row(player, f)]
+    if isinstance(f.get("backbone"), dict):
+        rows.append(row("backbone alone", f["backbone"]))
+    if uniform:
+        rows.append({**row(_UNIFORM, {}), "loss": _num(f.get("uniform_loss_all_moves")), "excess": "+0 (the reference)",
+                     "top1": _num(f.get("uniform_top1_all_moves"))})
+    return rows
+
+
+def legal_masked_rows(model: dict[str, Any]) -> list[dict[str, Any]]:
+    """The legal-masked block of one model of a ``pawn eval --json`` report, as its card leads with
+    it: ``[{games, player, n_games, n_positions, loss, excess, top1}]`` over every move decision —
+    the legal-masked loss (nats), the excess over a player uniform over the legal moves (model −
+    E[ln N_legal] on the same positions, nats; ≤ 0 beats a player that knows only the rules) with its
+    95 % interval over games as text, and the legal-masked top-1. Rows: the random games (the model
+    and the uniform player), the run's held-out split (an adapter, its backbone alone, the uniform
+    player, then ``adapter − backbone``: the paired differences of loss and top-1 with their 95 %
+    intervals over games, as text), and each Lichess Elo band (likewise). Empty for a report written
+    before these figures (no excess)."""
+    rows: list[dict[str, Any]] = []
+    rg = model.get("random_games")
+    if isinstance(rg, dict) and excess_text(rg) is not None:
+        n = {"n_games": rg.get("counts/n_games"), "n_positions": rg.get("counts/n_move_positions")}
+        rows.append({"games": "random games", "player": str(model.get("name", "model")), **n,
+                     "loss": _num(rg.get("legal_masked/loss_all_moves")), "excess": excess_text(rg),
+                     "top1": _num(rg.get("legal_masked/top1_all_moves"))})
+        rows.append({"games": "random games", "player": _UNIFORM, **n, "loss": _num(rg.get("legal_masked/uniform_loss_all_moves")),
+                     "excess": "+0 (the reference)", "top1": _num(rg.get("ceiling/moves_only"))})
+    h = model.get("held_out")
+    if isinstance(h, dict) and h.get("excess_nats_all_moves") is not None:
+        games = f"{h.get('split', 'held-out')} games"
+        rows += _figures_rows(games, h, "adapter" if isinstance(h.get("backbone"), dict) else str(model.get("name", "model")))
+        v = h.get("vs_backbone") or {}
+        lo, t1 = v.get("loss_legal_masked_all_moves"), v.get("top1_legal_masked_all_moves")
+        if isinstance(lo, dict) and isinstance(t1, dict):
+            top1 = interval_text(t1.get("estimate"), t1.get("lo"), t1.get("hi"), "+.2f", 100)
+            rows.append({"games": games, "player": "adapter − backbone", "n_games": h.get("n_games"), "n_positions": h.get("n_positions"),
+                         "loss": interval_text(lo.get("estimate"), lo.get("lo"), lo.get("hi")), "excess": None,
+                         "top1": None if top1 is None else f"{top1} pp"})
+    li = model.get("lichess")
+    for band, b in ((li or {}).get("bands") or {}).items() if isinstance(li, dict) else ():
+        if isinstance(b, dict) and b.get("excess_nats_all_moves") is not None:
+            rows += _figures_rows(f"Lichess {band}", b, str(model.get("name", "model")))
+    return rows
 
 
 def accuracy_rows(random_games: dict[str, Any]) -> list[dict[str, Any]]:
@@ -171,12 +237,19 @@ def suite_view(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def annotate(entry: dict[str, Any]) -> dict[str, Any]:
-    """An eval-report entry of the page (``{"path", "report", …}``) with ``suite`` (its
-    :func:`suite_view`) when the report is a suite file."""
+    """An eval-report entry of the page (``{"path", "kind", "report", …}``) with ``suite`` (its
+    :func:`suite_view`) when the report is a suite file, and for a ``pawn eval --json`` report
+    ``legal_masked``: ``[{name, rows}]``, each model's :func:`legal_masked_rows` (models without
+    them left out), which its card leads with."""
     if is_suite(entry.get("report")):
         entry["kind"] = "suite"
         entry["suite"] = suite_view(entry["report"])
+    elif entry.get("kind") == "eval":
+        models = [m for m in entry["report"].get("models") or [] if isinstance(m, dict)]
+        blocks = [{"name": m.get("name", "?"), "rows": legal_masked_rows(m)} for m in models]
+        entry["legal_masked"] = [b for b in blocks if b["rows"]]
     return entry
 
 
-__all__ = ["SUITE_KIND", "is_suite", "accuracy_rows", "probe_rows", "probe_figures", "diagnostics_view", "suite_view", "annotate"]
+__all__ = ["SUITE_KIND", "is_suite", "accuracy_rows", "probe_rows", "probe_figures", "diagnostics_view", "suite_view", "annotate",
+           "interval_text", "excess_text", "legal_masked_rows"]
