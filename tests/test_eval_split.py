@@ -380,3 +380,36 @@ def test_eval_pgn_on_an_adapter_shows_its_backbone_alone_as_pawn_eval_scores_the
         bb = band_a["backbone"]
         assert rows["backbone alone"]["excess"] == f"{bb['excess_nats_all_moves']:+.4f} [{bb['excess_nats_lo']:+.4f}, {bb['excess_nats_hi']:+.4f}]"
         assert rows["uniform over the legal moves"]["loss"] == band_a["uniform_loss_all_moves"]
+
+
+@pytest.mark.slow
+def test_the_model_card_of_an_adapter_run_gives_its_held_out_excess_beside_the_backbone_and_the_uniform_player(adapted, tmp_path):
+    """The card a pushed run carries (:func:`pawn.hub.push.run_card`) reads the run's newest
+    ``pawn eval --json``: for an adapter's test split, the adapter, its backbone alone and the uniform
+    player with loss, excess and its interval over games, and top-1, as the eval wrote them, then the
+    paired adapter − backbone differences."""
+    from pawn.cli import app
+    from pawn.hub.push import run_card
+
+    out = tmp_path / "run"
+    shutil.copytree(adapted[0], out, symlinks=True)
+    js = out / "eval_test.json"
+    r = CliRunner().invoke(app, ["eval", str(out / "best"), "--split", "test", "--pgn-only", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    h = json.loads(js.read_text())["models"][0]["held_out"]
+    card = run_card(out, "someone/film", "main")((out / "best").resolve(), 2, (out / "metrics.jsonl").read_bytes())
+    lines = card.splitlines()
+    b = h["backbone"]
+
+    def row(who, f):
+        return (f"| {who} | {f['loss_legal_masked_all_moves']:.4f} | {f['excess_nats_all_moves']:+.4f} "
+                f"[{f['excess_nats_lo']:+.4f}, {f['excess_nats_hi']:+.4f}] | {100 * f['top1_legal_masked_all_moves']:.2f} % |")
+
+    (adapter,) = [ln for ln in lines if ln.startswith("| ") and "(adapter) |" in ln]
+    assert adapter.endswith(row("", h)[3:]) and row("backbone alone", b) in lines
+    assert f"| uniform over the legal moves | {h['uniform_loss_all_moves']:.4f} | +0 (the reference) | {100 * h['uniform_top1_all_moves']:.2f} % |" in lines
+    assert lines.index(adapter) < lines.index(row("backbone alone", b))
+    assert f"Held-out test games ({TEST} games, {h['n_positions']} move decisions;" in card
+    d = h["vs_backbone"]["loss_legal_masked_all_moves"]
+    assert f"Adapter − backbone on the same games: loss {d['estimate']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] nats" in card
+    assert "(the report holds no random-game results)" not in card

@@ -11,6 +11,7 @@ latest validation record of the run and the latest ``pawn eval --json`` report w
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 from urllib.parse import quote
@@ -88,14 +89,64 @@ def _eval_section(report: Mapping[str, Any], source: str) -> list[str]:
         out.append("| model | " + " | ".join(METRICS[k].label for k in keys) + " |")
         out.append("|---|" + "---|" * len(keys))
         out += [f"| {name} | " + " | ".join(vals) + " |" for name, vals in rows]
-    else:
+    held = [(m.get("name", "?"), m["held_out"]) for m in models if isinstance(m, dict) and isinstance(m.get("held_out"), dict)]
+    held_lines = [line for name, h in held for line in _held_out_lines(name, h)]
+    if not rows and not held_lines:
         out.append("(the report holds no random-game results)")
     for m in models:
         rg = m.get("random_games") if isinstance(m, dict) else None
         line = _excess_line(m.get("name", "?"), rg) if isinstance(rg, dict) else None
         if line:
             out += ["", line]
-    return out + [""]
+    if held_lines:
+        out += ["" if rows else None, *held_lines]
+    return [x for x in out if x is not None] + [""]
+
+
+def _interval(block: Mapping[str, Any], key: str, lo: str, hi: str, scale: float = 1.0, fmt: str = "+.4f") -> str:
+    """``"-0.2078 [-0.2197, -0.1950]"`` from three numbers of ``block`` (times ``scale``), or ``—``."""
+    v = [block.get(k) for k in (key, lo, hi)]
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in v):
+        return "—"
+    return f"{v[0] * scale:{fmt}} [{v[1] * scale:{fmt}}, {v[2] * scale:{fmt}}]"
+
+
+def _held_out_lines(name: str, h: Mapping[str, Any]) -> list[str]:
+    """Markdown lines of a ``held_out`` block of ``pawn eval RUN --split val|test --json`` (an
+    adapter's or a model's own held-out Lichess games): legal-masked loss (nats), the excess over a
+    player uniform over the legal moves (loss − E[ln N_legal] on the same move decisions, nats) with
+    its 95 % interval over games, and legal-masked top-1, for the model, its backbone alone when the
+    block has one, and the uniform player; then the adapter − backbone paired differences with their
+    intervals. Empty for a block written before these figures."""
+    if not isinstance(h.get("excess_nats_all_moves"), (int, float)):
+        return []
+
+    def pct(x: Any) -> str:
+        return f"{100 * x:.2f} %" if isinstance(x, (int, float)) and math.isfinite(x) else "—"
+
+    def row(who: str, b: Mapping[str, Any]) -> str:
+        loss = b.get("loss_legal_masked_all_moves")
+        loss_text = f"{loss:.4f}" if isinstance(loss, (int, float)) else "—"
+        excess = _interval(b, "excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi")
+        return f"| {who} | {loss_text} | {excess} | {pct(b.get('top1_legal_masked_all_moves'))} |"
+
+    split = h.get("split", "held-out")
+    bb = h.get("backbone") if isinstance(h.get("backbone"), dict) else None
+    lines = [f"Held-out {split} games ({h.get('n_games', '?')} games, {h.get('n_positions', '?')} move decisions; "
+             "legal-masked, over every move decision; brackets: 95 % interval over games):", "",
+             "| player | loss (nats) | excess over uniform (nats) | top-1 |", "|---|---|---|---|",
+             row(f"{name} (adapter)" if bb else name, h)]
+    if bb:
+        lines.append(row("backbone alone", bb))
+    uni = h.get("uniform_loss_all_moves")
+    lines.append(f"| uniform over the legal moves | {uni:.4f} | +0 (the reference) | {pct(h.get('uniform_top1_all_moves'))} |"
+                 if isinstance(uni, (int, float)) else "| uniform over the legal moves | — | +0 (the reference) | — |")
+    vs = h.get("vs_backbone") if isinstance(h.get("vs_backbone"), dict) else {}
+    lo, t1 = vs.get("loss_legal_masked_all_moves"), vs.get("top1_legal_masked_all_moves")
+    if isinstance(lo, dict) and isinstance(t1, dict):
+        lines += ["", f"Adapter − backbone on the same games: loss {_interval(lo, 'estimate', 'lo', 'hi')} nats, "
+                      f"top-1 {_interval(t1, 'estimate', 'lo', 'hi', 100, '+.2f')} pp ({lo.get('method', 'bootstrap over games')})."]
+    return lines
 
 
 def _excess_line(name: str, rg: Mapping[str, Any]) -> Optional[str]:
