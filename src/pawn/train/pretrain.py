@@ -358,15 +358,20 @@ class PretrainTask(Task):
         self.dtype = None if cfg.dtype == "auto" else cfg.dtype
         self.k, self.n_proc = cfg.chunk_steps, jax.process_count()
 
-    def cost(self, **context: Any) -> TaskCost:
-        """One run's cost: the supernet's variants trained jointly, ``total_steps`` steps."""
+    def cost(self, *, start_step: int = 0, end_step: Optional[int] = None, **context: Any) -> TaskCost:
+        """The cost of steps ``[start_step, end_step)`` (the whole run, ``total_steps``, by
+        default): the supernet's variants trained jointly (:func:`pawn.config.flops_per_token`
+        summed); the advice names ``--variant small`` unless the model is already small."""
         from pawn.config import flops_per_token
 
-        self.shape()
         cfg = self.cfg
-        return TaskCost(_model_label(cfg), sum(flops_per_token(c, cfg.seq_len) for _, c in self.variants),
-                        cfg.batch_size * cfg.seq_len, cfg.total_steps, jnp.dtype(resolve_dtype(self.dtype)).name,
-                        shorter="a smaller --total-steps")
+        variants = _variant_list(cfg)[1]
+        dtype = None if cfg.dtype == "auto" else cfg.dtype
+        steps = max(0, (cfg.total_steps if end_step is None else end_step) - start_step)
+        small = cfg.variant in ("small", "toy") or cfg.supernet == "tiny"
+        return TaskCost(_model_label(cfg), sum(flops_per_token(c, cfg.seq_len) for _, c in variants),
+                        cfg.batch_size * cfg.seq_len, steps, jnp.dtype(resolve_dtype(dtype)).name,
+                        shorter="a smaller --total-steps", advice=() if small else ("--variant small",))
 
     # ---- the resume rule
     def load_candidate(self, d: Path) -> Checkpoint:
@@ -417,7 +422,7 @@ class PretrainTask(Task):
         self.start = int(ck.training_state["step"]) if ck is not None else 0
         self.resume_dir = ck.path if ck is not None else None
         wall_lines: list[str] = []  # printed under the plan line (or here, for a reused program)
-        self.k, self.wall = plan_pretrain(cfg, self.variants, dtype=jnp.dtype(resolve_dtype(self.dtype)).name,
+        self.k, self.wall = plan_pretrain(cfg, self.cost(start_step=self.start, end_step=self.end_step()),
                                           start_step=self.start, end_step=self.end_step(), k=cfg.chunk_steps,
                                           cut="steps_per_chunk" not in cfg.user_set_fields, log=wall_lines.append)
 
