@@ -95,7 +95,7 @@ class AdaptTrialRunner:
             (the loaded backbone, the compiled train chunk and validation).
     """
 
-    command = "adapt"
+    command = AdaptTask.name
     task = AdaptTask  # the task its trials run (its cost, its population trainer)
     objective_key = "loss"  # pawn.metrics key of the val record
 

@@ -215,7 +215,7 @@ class PretrainTrialRunner:
         log: one-line messages.
     """
 
-    command = "pretrain"
+    command = PretrainTask.name
     task = PretrainTask  # the task its trials run (its cost, its population trainer)
 
     def __init__(self, base: dict[str, Any], log: Callable[[str], None] = print, sinks: Sequence[Callable[[Path], Any]] = ()):
