@@ -31,7 +31,6 @@ import optuna
 from pawn.adapters.strategies import rosa
 from pawn.adapters.io import save_adapter
 from pawn.errors import PawnError
-from pawn.model import PAWNModel
 from pawn.settings import PretrainConfig
 from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, finish_trial, log_stale, make_objective,
                                   n_counted, trial_data_seed)
@@ -40,7 +39,7 @@ from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, raise_if_int
 from pawn.train.adapt import AdaptReuse, AdaptTask
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
-from pawn.train.loop import TrainProgram, TrainState, make_optimizer, partition_model
+from pawn.train.loop import TrainProgram, TrainState, partition_model
 from pawn.train.memory import release_free_heap
 from pawn.train.pretrain import PretrainTask
 from pawn.train.run import ValidationEvent, to_host
@@ -212,14 +211,11 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     base = cfgs[0]
     task = PretrainTask(base, log=log)  # the data, validation rule and validation of pawn pretrain
     task.shape()
-    dtype = task.dtype
-    sched = base.schedule()
-    program = TrainProgram.of(make_optimizer(sched, **base.optimizer_kwargs()), sched, [c for _, c in task.variants], dtype=dtype,
+    sched, optimizer = task.setup_optimizer()
+    program = TrainProgram.of(optimizer, sched, [c for _, c in task.variants], dtype=task.dtype,
                               remat="none" if base.remat == "auto" else base.remat, accumulation_steps=base.accumulation_steps)
-    pop = PopulationProgram(program, **shared_optimizer_kwargs(base.optimizer_kwargs()))
-    seed = base.model_seed if base.model_seed is not None else base.seed
-    state = eqx.filter_shard(pop.init(PAWNModel(task.stored_cfg, jax.random.key(seed)), [c.weight_decay for c in cfgs]),
-                             program.replicated)
+    pop = PopulationProgram(program, **shared_optimizer_kwargs(task.optimizer_kwargs))
+    state = eqx.filter_shard(pop.init(task.fresh_model(), [c.optimizer_kwargs()["weight_decay"] for c in cfgs]), program.replicated)
     T = base.total_steps
     table = lr_table([c.schedule() for c in cfgs], T)
     task.open_data()

@@ -416,9 +416,8 @@ class PretrainTask(Task):
         if cfg.batch_size % self.n_dev:
             raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {self.n_dev} devices it is sharded over")
         self.shape()  # the settings after the resume rule
-        self.schedule = cfg.schedule()
+        self.setup_optimizer()
         self.init_ck = _load_init_from(cfg, self.stored_cfg)  # before the compile: a wrong checkpoint fails at once
-        self.optimizer = make_optimizer(self.schedule, **cfg.optimizer_kwargs())
         self.start = int(ck.training_state["step"]) if ck is not None else 0
         self.resume_dir = ck.path if ck is not None else None
         wall_lines: list[str] = []  # printed under the plan line (or here, for a reused program)
@@ -436,6 +435,21 @@ class PretrainTask(Task):
             cfg, self.stored_cfg, self.variants, self.optimizer, self.schedule, self.dtype, self.k, self.n_dev, self.reuse,
             log, say_wall_time, run_s=self.wall.total_s)
         say_wall_time()
+
+    def setup_optimizer(self) -> tuple[Any, Any]:
+        """``(schedule, optimizer)``: the learning-rate schedule of these settings (step → lr) and
+        the AdamW chain over it (:func:`pawn.train.loop.make_optimizer` with
+        :meth:`~pawn.settings.PretrainConfig.optimizer_kwargs`, kept as :attr:`optimizer_kwargs`);
+        kept as :attr:`schedule` and :attr:`optimizer`. Part of :meth:`build`; the population
+        trainer (:func:`pawn.sweep.population.run_pretrain_population`) takes its optimizer so."""
+        self.optimizer_kwargs = self.cfg.optimizer_kwargs()
+        self.schedule = self.cfg.schedule()
+        self.optimizer = make_optimizer(self.schedule, **self.optimizer_kwargs)
+        return self.schedule, self.optimizer
+
+    def fresh_model(self) -> PAWNModel:
+        """A new run's model (:func:`fresh_model`; after :meth:`shape`)."""
+        return fresh_model(self.cfg, self.stored_cfg)
 
     def plan(self, start: int, end: int) -> dict:
         """The run summary of steps ``[start, end)`` with the wall-time plan."""
@@ -608,6 +622,12 @@ def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Ch
     return ck
 
 
+def fresh_model(cfg: PretrainConfig, stored_cfg: ModelConfig) -> PAWNModel:
+    """A new run's model of ``stored_cfg`` (the supernet or variant), initialised from
+    ``model_seed`` (``seed`` when it is None)."""
+    return PAWNModel(stored_cfg, jax.random.key(cfg.model_seed if cfg.model_seed is not None else cfg.seed))
+
+
 def _initial_state(cfg: PretrainConfig, stored_cfg: ModelConfig, optimizer, resume_ck: Optional[Checkpoint],
                    log: Callable[[str], None], init_ck: Optional[Checkpoint] = None) -> spine.InitialState:
     """The run's model — fresh from ``model_seed``, the ``--init-from`` checkpoint's weights
@@ -623,7 +643,7 @@ def _initial_state(cfg: PretrainConfig, stored_cfg: ModelConfig, optimizer, resu
     elif init_ck is not None:  # --init-from: the weights only, a fresh optimizer and step 0
         model = PAWNModel(init_ck.config, params=init_ck.params)
     else:
-        model = PAWNModel(stored_cfg, jax.random.key(cfg.model_seed if cfg.model_seed is not None else cfg.seed))
+        model = fresh_model(cfg, stored_cfg)
     return spine.initial_state(model, optimizer, patience=cfg.patience, resume=resume_ck, init_from=init_ck, log=log)
 
 
