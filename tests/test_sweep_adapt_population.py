@@ -153,3 +153,54 @@ def test_adapter_population_sweep_tells_each_member_to_the_study(tiny_backbone, 
     assert r.exit_code == 0, r.output
     h = json.loads(js.read_text())["models"][0]["held_out"]
     assert h["split"] == "val" and h["n_games"] == 32 and h["run"] == str(member.resolve())
+
+
+def test_a_population_builds_the_data_validation_and_optimizer_of_a_pawn_adapt_run(tiny_backbone, shared_data, tmp_path):
+    """What an adapter population trains on is what `pawn adapt` with a member's settings builds,
+    compared from what both really build: the same validation games (every batch, legal sets
+    included), the same training chunks, the same validation steps, the same learning rate at every
+    step, the same optimizer settings and the same step-0 validation of the member's starting weights."""
+    import jax
+    import jax.numpy as jnp
+
+    from pawn.sweep.population import build_adapt_population, member
+    from pawn.train import spine
+    from pawn.train.adapt import AdaptTask
+
+    configs = _configs(tiny_backbone, shared_data, tmp_path, MEMBERS[:2], test_games=16, illegal_penalty=0.5,
+                       disable_legal_mask=True, beta2=0.98, max_grad_norm=0.5, eval_interval=2)
+    pp = build_adapt_population(configs, log=lambda m: None)
+    for i, c in enumerate(configs):
+        task = AdaptTask(AdaptSettings.load(**{**c, "out": str(tmp_path / f"run{i}")}), log=lambda m: None)
+        spine.run(task, log=lambda m: None, progress=False, install_signal_handlers=False)  # what run_adapt runs
+        mine, theirs = pp.lead.data, task.data
+        assert (len(mine.corpus.train), len(mine.corpus.val), mine.n_test) == (len(theirs.corpus.train), len(theirs.corpus.val),
+                                                                              theirs.n_test) and theirs.n_test == 16
+        val_mine, val_theirs = list(mine.val_batches), list(theirs.val_batches)
+        assert len(val_mine) == len(val_theirs) == 4 and all(set(a) == set(b) for a, b in zip(val_mine, val_theirs))
+        for a, b in zip(val_mine, val_theirs):
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k], err_msg=f"validation batch {k}")
+        chunks_mine, chunks_theirs = pp.chunks(), task.chunks(0, theirs.total)
+        try:
+            pairs = list(zip(chunks_mine, chunks_theirs))
+        finally:
+            chunks_mine.close()
+            chunks_theirs.close()
+        assert [s for s, _ in pairs[0]] == [0, 0] and len(pairs) == 2
+        for (s0, a), (_, b) in pairs:
+            assert set(a) == set(b) and "legal" in a  # the penalty needs the legal sets, as the run's loss does
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k], err_msg=f"training chunk at step {s0}: {k}")
+        steps = range(1, theirs.total + 1)
+        assert [s for s in steps if pp.val_due(s)] == [s for s in steps if task.val_due(s)] == [2, 4]
+        lrs = np.asarray([float(task.schedule(jnp.float32(s))) for s in range(theirs.total)], np.float32)
+        np.testing.assert_allclose(np.asarray(pp.table[i]), lrs, rtol=1e-6)
+        opt = task.prog.optimizer_kwargs
+        assert pp.pop.optimizer_kwargs == {k: opt[k] for k in ("b1", "b2", "max_grad_norm")} and opt["b2"] == 0.98
+        assert float(pp.state.opt_state.hyperparams["weight_decay"][i]) == pytest.approx(opt["weight_decay"])
+        start = pp.validate(member(pp.state, i), 0)
+        assert start["loss"] == pytest.approx(task.baseline["loss"], rel=1e-5)
+        assert start["top1"] == pytest.approx(task.baseline["top1"], abs=1e-6)
+        assert jax.tree_util.tree_structure(start["weights"]) == jax.tree_util.tree_structure(task.baseline["weights"])
+    assert pp.table.shape == (2, 4) and not np.allclose(pp.table[0], pp.table[1])

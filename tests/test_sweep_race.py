@@ -438,7 +438,7 @@ def test_best_config_paths_are_relative_to_the_file_and_move_with_it(tmp_path, m
     (root / "runs" / "base").mkdir(parents=True)
     s = SweepSettings.load(run_type="pretrain", trials=1, pruner="none", out="runs/sw", compilation_cache="none")
     run_worker(s, log=lambda m: None, runner=WithPaths(), space=dict(SPACE))
-    res = summarize(s, *open_study(s))
+    res = summarize(s, *open_study(s), command=WithPaths.command)
     cfg = json.loads(res.best_config.read_text())
     assert cfg["cache_dir"] == "../../cache" and cfg["backbone"] == "../base"
     assert cfg["data"] == "owner/games"  # not a local path: a Hub id, left as it is

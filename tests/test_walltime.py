@@ -20,7 +20,7 @@ from pawn.cli import app
 from pawn.progress import ProgressReporter
 from pawn.settings import PretrainConfig
 from pawn.train.metrics import read_metrics
-from pawn.train.pretrain import run_pretrain
+from pawn.train.pretrain import PretrainTask, run_pretrain
 from pawn.train.walltime import cut_chunk_steps, plan_pretrain
 
 
@@ -46,8 +46,7 @@ def test_a_run_of_years_on_this_cpu_is_warned_about_with_what_would_help_and_its
     ≈ 31 h a 50-step chunk and ≈ 14 years in all; the plan said only its FLOPs."""
     cfg = PretrainConfig.load(supernet="large", total_steps=200_000, accumulation_steps=2)
     lines: list[str] = []
-    stored, variants = cfg.model_configs()
-    k, est = plan_pretrain(cfg, list(variants.items()), dtype="float32", start_step=0, end_step=200_000, k=cfg.chunk_steps,
+    k, est = plan_pretrain(cfg, PretrainTask(cfg).cost(start_step=0, end_step=200_000), start_step=0, end_step=200_000, k=cfg.chunk_steps,
                            cut=True, log=lines.append)
     text = "\n".join(lines)
     assert est.too_long and est.total_s > 365 * 86400, text  # years here, whatever the load

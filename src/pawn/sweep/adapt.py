@@ -19,7 +19,7 @@ from pawn.adapters import get_strategy
 from pawn.adapters.registry import STRATEGIES
 from pawn.checkpoint import is_hub_id
 from pawn.errors import PawnError
-from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, _one_line
+from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, error_line
 from pawn.train.adapt import AdaptReuse, AdaptTask, run_adapt
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.run import Hook, TrainingError
@@ -95,7 +95,7 @@ class AdaptTrialRunner:
             (the loaded backbone, the compiled train chunk and validation).
     """
 
-    command = "adapt"
+    command = AdaptTask.name
     task = AdaptTask  # the task its trials run (its cost, its population trainer)
     objective_key = "loss"  # pawn.metrics key of the val record
 
@@ -173,6 +173,6 @@ class AdaptTrialRunner:
             res = run_adapt(cfg, log=self.log, progress=False, install_signal_handlers=False, hooks=hooks,
                             reuse=self.reuse, sinks=self.sinks)
         except PawnError as e:
-            return TrialOutcome(best(), "exception", 0, Path(cfg.out), config, reported(), _one_line(e))
+            return TrialOutcome(best(), "exception", 0, Path(cfg.out), config, reported(), error_line(e))
         err = "validation loss was not finite" if res.reason == "nonfinite_val" else None
         return TrialOutcome(best(), res.reason, res.step, res.run_dir, _resolved(config, res.run_dir), reported(), err)

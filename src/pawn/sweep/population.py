@@ -15,10 +15,9 @@ the sequential run with its settings, up to float rounding.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -29,27 +28,21 @@ import numpy as np
 import optax
 import optuna
 
-from pawn.adapters import build_adapted, get_strategy
 from pawn.adapters.strategies import rosa
 from pawn.adapters.io import save_adapter
-from pawn.data import split as split_record
-from pawn.data.lichess import LichessFilters, load_corpus
-from pawn.data.lichess_batches import GameBatches, ValidationBatches
 from pawn.errors import PawnError
-from pawn.model import PAWNModel
 from pawn.settings import PretrainConfig
 from pawn.sweep.objective import (INTERRUPTED, ask_quietly, failed_elsewhere, finish_trial, log_stale, make_objective,
                                   n_counted, trial_bucket, trial_data_seed)
 from pawn.sweep.space import derive, suggest
 from pawn.sweep.trials import PrunerHook, SweepError, TrialOutcome, raise_if_interrupted
-from pawn.train.adapt import AdaptTask, adapter_val_due, load_backbone_for
-from pawn.train.adapter_step import BATCH_KEYS, BatchChunks, make_adapter_count, make_adapter_loss, make_validator
+from pawn.train.adapt import AdaptReuse, AdaptTask
 from pawn.train.adapt_config import AdaptSettings
 from pawn.train.lifecycle import EarlyStopping
-from pawn.train.loop import TrainProgram, TrainState, make_optimizer, partition_model
+from pawn.train.loop import TrainProgram, TrainState, partition_model
 from pawn.train.memory import release_free_heap
 from pawn.train.pretrain import PretrainTask
-from pawn.train.run import TrainingError, ValidationEvent, to_host
+from pawn.train.run import ValidationEvent, to_host
 from pawn.progress import counted
 
 ARRAY_FIELDS = frozenset({"lr", "weight_decay", "warmup_steps", "warmup_frac", "init_scale"})
@@ -91,6 +84,8 @@ class PopulationProgram:
 
     def __init__(self, program: TrainProgram, *, b1: float, b2: float, max_grad_norm: float):
         self.program = program
+        self.optimizer_kwargs = {"b1": b1, "b2": b2, "max_grad_norm": max_grad_norm}
+        """The shared optimizer settings (:func:`pawn.train.loop.make_optimizer`'s, weight decay per member)."""
         self.optimizer = optax.inject_hyperparams(_adamw_factory(b1, b2, max_grad_norm))(learning_rate=0.0, weight_decay=0.0)
         self._jit = jax.jit(self._chunk, donate_argnums=(0,))
 
@@ -164,6 +159,12 @@ class PopulationProgram:
         return self._jit(state, chunk, frozen, lr_table)
 
 
+def shared_optimizer_kwargs(optimizer_kwargs: dict) -> dict:
+    """The members' shared optimizer settings of a run's :func:`pawn.train.loop.make_optimizer`
+    keyword arguments (``b1``, ``b2``, ``max_grad_norm``; the weight decay is each member's own)."""
+    return {k: v for k, v in optimizer_kwargs.items() if k != "weight_decay"}
+
+
 def member(state: PopState, p: int):
     """Member ``p``'s trainable half (host arrays) from a :class:`PopState`."""
     return jax.tree_util.tree_map(lambda x: np.asarray(x[p]) if eqx.is_array(x) else x, to_host(state.model))
@@ -210,14 +211,11 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
     base = cfgs[0]
     task = PretrainTask(base, log=log)  # the data, validation rule and validation of pawn pretrain
     task.shape()
-    dtype = task.dtype
-    sched = base.schedule()
-    program = TrainProgram.of(make_optimizer(sched, **base.optimizer_kwargs()), sched, [c for _, c in task.variants], dtype=dtype,
+    sched, optimizer = task.setup_optimizer()
+    program = TrainProgram.of(optimizer, sched, [c for _, c in task.variants], dtype=task.dtype,
                               remat="none" if base.remat == "auto" else base.remat, accumulation_steps=base.accumulation_steps)
-    pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
-    seed = base.model_seed if base.model_seed is not None else base.seed
-    state = eqx.filter_shard(pop.init(PAWNModel(task.stored_cfg, jax.random.key(seed)), [c.weight_decay for c in cfgs]),
-                             program.replicated)
+    pop = PopulationProgram(program, **shared_optimizer_kwargs(task.optimizer_kwargs))
+    state = eqx.filter_shard(pop.init(task.fresh_model(), [c.optimizer_kwargs()["weight_decay"] for c in cfgs]), program.replicated)
     T = base.total_steps
     table = lr_table([c.schedule() for c in cfgs], T)
     task.open_data()
@@ -226,20 +224,20 @@ def run_pretrain_population(configs: Sequence[dict], reporters: Sequence[PrunerH
         return _train_population(
             pop, state, stream, program.place_chunk, table, None, T, configs, reporters,
             val_due=task.val_due if task.validates else (lambda s: False),
-            validate=lambda m: task.validate(TrainState(jax.device_put(m), None, None), T))
+            validate=lambda m, step: task.validate(TrainState(jax.device_put(m), None, None), step))
     finally:
         stream.close()
 
 
 def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Callable, table, frozen, total: int,
                       configs: Sequence[dict], reporters: Sequence[PrunerHook], *, val_due: Callable[[int], bool],
-                      validate: Callable[[Any], dict], patience: Optional[int] = None,
+                      validate: Callable[[Any, int], dict], patience: Optional[int] = None,
                       completed_reason: str = "completed",
                       on_best: Optional[Callable[[int, Any, int, dict], Optional[Path]]] = None) -> list[TrialOutcome]:
     """The population loop shared by pretraining and adapter populations: run every chunk
     ``(s0, {name: [K, ...]})`` of ``chunks`` for all members, fail a member whose train loss
     becomes non-finite, and at each step where ``val_due(step)`` validate every live member
-    (``validate(member trainable half) -> fields``), report the fields to its reporter
+    (``validate(member trainable half, step) -> fields``), report the fields to its reporter
     (:class:`PrunerHook`, ``ValidationEvent(step, fields)``) and apply its pruning verdict and,
     with ``patience`` set, its early stopping on ``val_loss`` (reason ``"patience"``, as
     :class:`~pawn.train.run.EarlyStoppingHook`). ``on_best(p, member trainable half, step,
@@ -276,7 +274,7 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
                 if status[p] is not None:
                     continue
                 weights = member(state, p)
-                fields = validate(weights)
+                fields = validate(weights, step)
                 v = fields.get("loss")
                 if on_best is not None and v is not None and math.isfinite(v) and v < best[p]:
                     best[p] = v
@@ -300,27 +298,62 @@ def _train_population(pop: PopulationProgram, state: PopState, chunks, place: Ca
     return out
 
 
-def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook], *,
-                         log: Callable[[str], None] = print) -> list[TrialOutcome]:
-    """Train the ``pawn adapt`` configs ``configs`` (:class:`~pawn.train.adapt_config.AdaptSettings`
-    dicts differing only in :data:`ARRAY_FIELDS`: ``lr``, ``weight_decay``, ``warmup_frac`` /
-    ``warmup_steps``, ``init_scale``) as
-    one vmapped population: the adapter weights and Adam state of every member are stacked on a
-    leading axis P, the frozen backbone is passed once (unbatched), every member sees the same
-    :class:`~pawn.data.lichess_batches.GameBatches` steps (the shared ``data_seed``; a random one
-    when none is set, written into each outcome's config) and is trained on
-    :func:`pawn.train.adapter_step.make_adapter_loss` and validated with
-    :func:`pawn.train.adapter_step.make_validator` at the steps ``run_adapt`` validates (``eval_interval``
-    or every ``val_every`` epochs, and the last step), so member p follows ``run_adapt`` with its
-    config up to float rounding. Pruning and patience act per member as in
-    :func:`_train_population`. Each member with an ``out`` keeps its adapter at its lowest val
-    loss in ``out/best`` (an adapter checkpoint: ``pawn eval OUT/best``) and the games it trained,
-    validated and tested on in ``out/split.json`` (as ``pawn adapt``); there are no step
-    checkpoints or metrics files (re-run the best with ``pawn adapt --config`` for those).
+@dataclass
+class AdapterPopulation:
+    """An adapter population ready to train (:func:`build_adapt_population`), every part asked of
+    the members' :class:`~pawn.train.adapt.AdaptTask` (the same methods a ``pawn adapt`` run builds
+    with): each member's model, the lead member's data, validation rule, validator and optimizer
+    settings, and each member's learning-rate schedule.
 
-    Returns:
-        One :class:`TrialOutcome` per member (reason ``"step_limit"`` when it ran to the end, as
-        ``run_adapt``).
+    Attributes:
+        configs: the member configs (dicts), holding the shared ``data_seed``.
+        tasks: one :class:`~pawn.train.adapt.AdaptTask` per member, its model built
+            (:meth:`~pawn.train.adapt.AdaptTask.setup_model`); ``tasks[0]`` (:attr:`lead`) also holds
+            the data (:meth:`~pawn.train.adapt.AdaptTask.setup_data`), the program
+            (:meth:`~pawn.train.adapt.AdaptTask.setup_program`) and the placed frozen half.
+        pop: the vmapped :class:`PopulationProgram`. state: the stacked :class:`PopState`.
+        table: float32 ``[P, total_steps]``, member p's learning rate at each step.
+        halves: each member's ``(trainable half, frozen half)`` as built (host arrays).
+    """
+
+    configs: list
+    tasks: list
+    pop: "PopulationProgram"
+    state: "PopState"
+    table: Any
+    halves: list
+
+    @property
+    def lead(self) -> AdaptTask:
+        """Member 0's task: the data, validation and program every member shares."""
+        return self.tasks[0]
+
+    @property
+    def total(self) -> int:
+        """The members' run length in optimizer steps."""
+        return self.lead.data.total
+
+    def val_due(self, step: int) -> bool:
+        """Validation after ``step``, as ``pawn adapt`` (:meth:`pawn.train.adapt.AdaptTask.val_due`)."""
+        return self.lead.val_due(step)
+
+    def validate(self, weights: Any, step: int) -> dict:
+        """The ``val`` fields of one member's trainable half ``weights`` at ``step``, as ``pawn
+        adapt`` records them (:meth:`pawn.train.adapt.AdaptTask.validate`: the same games and validator)."""
+        return self.lead.validate(TrainState(jax.device_put(weights), None, None), step)
+
+    def chunks(self):
+        """The shared training chunks ``(first step, {name: [K, B, ...]})`` of the whole run (closable),
+        as ``pawn adapt`` draws them (:meth:`pawn.train.adapt.AdaptTask.chunks`)."""
+        return self.lead.chunks(0, self.total)
+
+
+def build_adapt_population(configs: Sequence[dict], *, log: Callable[[str], None] = print) -> AdapterPopulation:
+    """Build the adapter population of ``configs`` (:class:`~pawn.train.adapt_config.AdaptSettings`
+    dicts differing only in :data:`ARRAY_FIELDS`) from the members' tasks: the data seed decided as
+    ``pawn adapt`` decides it (:meth:`~pawn.train.adapt.AdaptTask.settle`: the shared ``data_seed``,
+    a random one when none is set), each member's model on one loaded backbone, the lead member's
+    data and program, and each member's schedule over the run.
 
     Raises:
         PopulationError: configs that cannot share a population, a resume, ``pause_after_steps``
@@ -328,51 +361,65 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
         pawn.train.run.TrainingError: bad backbone or sizing (as ``run_adapt``).
     """
     check_population(configs)
-    cfgs = [AdaptSettings.load(**c) for c in configs]
-    base, P = cfgs[0], len(cfgs)
+    base = AdaptSettings.load(**configs[0])
     if base.resume is not None or base.pause_after_steps is not None:
         raise PopulationError("an adapter population trains fresh runs to the end (no --resume, no pause_after_steps)")
-    st = get_strategy(base.strategy)
-    bb, ref, bb_run = load_backbone_for(base)
-    if bb_run and bb_run.get("prepend_outcome"):
-        raise TrainingError(f"backbone {base.backbone} was trained with the outcome prefix; adapters train on pure moves")
-    models = [build_adapted(st.name, c.adapter_settings(), bb, jax.random.key(base.seed)) for c in cfgs]
-    model = models[0]
-    if rosa.is_phased(model):
-        raise PopulationError(f"strategy {st.name} changes its trainable set mid-run; its trials run one at a time")
-    data_seed = base.data_seed if base.data_seed is not None else secrets.randbelow(2**31)
-    configs = [{**c, "data_seed": data_seed} for c in configs]
-    corpus = load_corpus(base.data, LichessFilters(base.elo_min, base.elo_max, base.min_ply, base.max_games),
-                         split=base.split, val_games=base.val_games, cache_dir=base.cache_dir,
-                         warn=lambda m: log(f"WARNING: {m}"), test_games=base.test_games)  # never trains on test games
-    need_legal = (not base.disable_legal_mask) or base.illegal_penalty > 0
-    train = GameBatches(corpus.train, base.layout, base.seq_len, base.batch_size, data_seed,
-                        steps_per_epoch=base.steps_per_epoch, legal_mask=need_legal)
-    spe = train.steps_per_epoch
-    total, K = base.epochs * spe, base.chunk_steps(spe)
-    for name, v in (("steps_per_epoch", spe), ("eval_interval", base.eval_interval)):
-        if v is not None and v % K:
-            raise TrainingError(f"{name} ({v}) must be a multiple of steps_per_chunk ({K})")
-    try:
-        schedules = [c.schedule(total) for c in cfgs]
-    except ValueError as e:
-        raise TrainingError(f"learning-rate schedule over {total} steps: {e}") from None
-    # token arrays only; each batch's legal sets are built when it is validated (O(one batch))
-    val_batches = ValidationBatches(corpus.val, base.layout, base.seq_len, base.batch_size, BATCH_KEYS)
-    dtype = None if base.dtype == "auto" else base.dtype
-    loss_kw = dict(legal_mask=not base.disable_legal_mask, illegal_penalty=base.illegal_penalty, dtype=dtype)
-    program = TrainProgram.of(make_optimizer(schedules[0], **base.optimizer_kwargs()), schedules[0], model.config, dtype=dtype,
-                              loss_fn=make_adapter_loss(**loss_kw), count_fn=make_adapter_count(legal_mask=loss_kw["legal_mask"]))
-    validator = make_validator(**loss_kw)
-    pop = PopulationProgram(program, b1=base.beta1, b2=base.beta2, max_grad_norm=base.max_grad_norm)
-    halves = [partition_model(m, m.trainable_filter()) for m in models]
-    frozen = halves[0][1]
-    state = eqx.filter_shard(pop.init([h for h, _ in halves], [c.weight_decay for c in cfgs]), program.replicated)
-    frozen = program.place_frozen(frozen)
-    val_due = lambda s: adapter_val_due(base, s, steps_per_epoch=spe, total=total)  # noqa: E731  (as pawn adapt)
-    log(f"adapter population of {P} ({st.name}): {counted(spe, 'step')} per epoch x {counted(base.epochs, 'epoch')} = {counted(total, 'step')}; "
-        f"data seed {data_seed}")
-    _record_member_splits(corpus, base, configs)
+    seeded = AdaptTask(base, log=log)
+    seeded.settle(None)  # one data order feeds every member
+    configs = [{**c, "data_seed": seeded.data_seed} for c in configs]
+    reuse = AdaptReuse()  # the backbone is loaded once for all members
+    tasks = [AdaptTask(AdaptSettings.load(**c), reuse=reuse, log=log if p == 0 else (lambda m: None))
+             for p, c in enumerate(configs)]
+    for t in tasks:
+        t.settle(None)
+        t.setup_model()
+    lead = tasks[0]
+    if rosa.is_phased(lead.mb.model):
+        raise PopulationError(f"strategy {lead.mb.st.name} changes its trainable set mid-run; its trials run one at a time")
+    data = lead.setup_data()
+    prog = lead.setup_program()
+    schedules = [t.lr_schedule(data.total) for t in tasks]
+    pop = PopulationProgram(prog.program, **shared_optimizer_kwargs(prog.optimizer_kwargs))
+    halves = [partition_model(t.mb.model, t.mb.model.trainable_filter()) for t in tasks]
+    state = eqx.filter_shard(pop.init([h for h, _ in halves], [t.cfg.optimizer_kwargs()["weight_decay"] for t in tasks]),
+                             prog.program.replicated)
+    lead.frozen = prog.program.place_frozen(halves[0][1])
+    return AdapterPopulation(configs, tasks, pop, state, lr_table(schedules, data.total), halves)
+
+
+def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook], *,
+                         log: Callable[[str], None] = print) -> list[TrialOutcome]:
+    """Train the ``pawn adapt`` configs ``configs`` (:class:`~pawn.train.adapt_config.AdaptSettings`
+    dicts differing only in :data:`ARRAY_FIELDS`: ``lr``, ``weight_decay``, ``warmup_frac`` /
+    ``warmup_steps``, ``init_scale``) as
+    one vmapped population (:func:`build_adapt_population`): the adapter weights and Adam state of
+    every member are stacked on a leading axis P, the frozen backbone is passed once (unbatched),
+    every member sees the same :class:`~pawn.data.lichess_batches.GameBatches` steps (the shared
+    ``data_seed``; a random one when none is set, written into each outcome's config) and is
+    trained on the loss of ``pawn adapt``'s program and validated by its validator at the steps it
+    validates (``eval_interval`` or every ``val_every`` epochs, and the last step), all asked of
+    :class:`~pawn.train.adapt.AdaptTask`, so member p follows ``run_adapt`` with its config up to
+    float rounding. Pruning and patience act per member as in :func:`_train_population`. Each member
+    with an ``out`` keeps its adapter at its lowest val loss in ``out/best`` (an adapter checkpoint:
+    ``pawn eval OUT/best``) and the games it trained, validated and tested on in ``out/split.json``
+    (as ``pawn adapt``); there are no step checkpoints or metrics files (re-run the best with
+    ``pawn adapt --config`` for those).
+
+    Returns:
+        One :class:`TrialOutcome` per member (reason ``"step_limit"`` when it ran to the end, as
+        ``run_adapt``).
+
+    Raises:
+        PopulationError / pawn.train.run.TrainingError: as :func:`build_adapt_population`; a split
+            record that cannot be written.
+    """
+    pp = build_adapt_population(configs, log=log)
+    lead, configs, data = pp.lead, pp.configs, pp.lead.data
+    log(f"adapter population of {len(configs)} ({lead.mb.st.name}): {counted(data.spe, 'step')} per epoch x "
+        f"{counted(lead.cfg.epochs, 'epoch')} = {counted(data.total, 'step')}; data seed {data.data_seed}")
+    for c in configs:  # the games each member trained, validated and tested on, as pawn adapt records them
+        if c.get("out") is not None:
+            lead.record_split(Path(c["out"]))
 
     def save_best(p: int, weights, step: int, fields: dict) -> Optional[Path]:
         """Member p's adapter at its lowest val loss so far → ``OUT/best`` (an adapter checkpoint
@@ -380,42 +427,19 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
         load it; a sequential trial's run directory has the same ``best``."""
         if configs[p].get("out") is None:
             return None
-        own = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(halves[p][0]), jax.tree_util.tree_leaves(weights))
+        own_half, frozen_half = pp.halves[p]
+        own = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(own_half), jax.tree_util.tree_leaves(weights))
         run_dir = Path(configs[p]["out"])
-        save_adapter(run_dir / "best", eqx.combine(own, halves[p][1]), ref, run_config=configs[p])
+        save_adapter(run_dir / "best", eqx.combine(own, frozen_half), pp.tasks[p].mb.ref, run_config=configs[p])
         return run_dir
 
-    chunks = BatchChunks(train, start=0, end=total, k=K, keys=(*BATCH_KEYS, "legal") if need_legal else BATCH_KEYS)
+    chunks = pp.chunks()
     try:
-        return _train_population(pop, state, chunks, program.place_chunk, lr_table(schedules, total), frozen, total,
-                                 configs, reporters, val_due=val_due, patience=base.patience, completed_reason="step_limit",
-                                 validate=lambda m: validator(eqx.combine(jax.device_put(m), frozen), val_batches),
-                                 on_best=save_best)
+        return _train_population(pp.pop, pp.state, chunks, lead.program.place_chunk, pp.table, lead.frozen, pp.total,
+                                 configs, reporters, val_due=pp.val_due, patience=lead.cfg.patience,
+                                 completed_reason=lead.completed_reason, validate=pp.validate, on_best=save_best)
     finally:
         chunks.close()
-
-
-def _record_member_splits(corpus, base, configs: Sequence[dict]) -> None:
-    """Write ``split.json`` (and its game ids, :mod:`pawn.data.split`) into each member's ``out``, the
-    directory that holds its ``best``: the source fingerprint, filters and train/val/test rule all
-    members share, as ``pawn adapt`` records them, so ``pawn eval OUT/best --split val|test`` and the
-    ``--pgn`` overlap check work on a member's adapter too.
-
-    Raises:
-        pawn.train.run.TrainingError: a record cannot be written (one line naming the file).
-    """
-    rec = None
-    for c in configs:
-        if c.get("out") is None:
-            continue
-        path = Path(c["out"]) / split_record.SPLIT_FILE
-        rec = (split_record.record_of(corpus, base.data, val_games=base.val_games, test_games=base.test_games, path=path)
-               if rec is None else dataclasses.replace(rec, path=path))
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            split_record.write(rec)
-        except (OSError, PawnError) as e:
-            raise TrainingError(f"{path}: cannot write the split record ({e})") from None
 
 
 def run_population_worker(s, shared, runner, space, remaining: int, log: Callable[[str], None]) -> None:

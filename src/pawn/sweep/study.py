@@ -608,9 +608,10 @@ def _portable(value: Any, config_dir: Path) -> Any:
     return value
 
 
-def summarize(s: SweepSettings, study: optuna.Study, url: str, *, write_best: bool = True) -> SweepResult:
+def summarize(s: SweepSettings, study: optuna.Study, url: str, *, command: str, write_best: bool = True) -> SweepResult:
     """Collect every trial and, with ``write_best``, write ``<out>/best_config.json``
-    (atomically) for the best one (``SweepResult.best_config`` is None otherwise)."""
+    (atomically) for the best one (``SweepResult.best_config`` is None otherwise); ``command``: the
+    trial command the file feeds (the runner's :attr:`~pawn.sweep.trials.TrialRunner.command`)."""
     frozen = study.get_trials(deepcopy=False)
     retried_as = {retry_parent(t): t.number for t in frozen if retry_parent(t) is not None}
     trials = [trial_record(t, retried_as.get(t.number)) for t in frozen]
@@ -622,7 +623,6 @@ def summarize(s: SweepSettings, study: optuna.Study, url: str, *, write_best: bo
     if cfg is not None:
         path = s.out / BEST_CONFIG
         write_json(path, cfg, what="best config")
-    command = "pretrain" if s.run_type == "pretrain" else "adapt"
     return SweepResult(study, url, trials, best, path, command)
 
 
@@ -718,6 +718,6 @@ def run_sweep(s: SweepSettings, *, log: Callable[[str], None] = print, runner: O
             url = storage_url(s.storage, s.out)
         log(f"sweep took {time.perf_counter() - t0:.1f} s")
         # a worker spawned by --workers leaves best_config.json to its parent, which writes it once all have ended
-        return summarize(s, study, url, write_best="PAWN_SWEEP_WORKER" not in os.environ)
+        return summarize(s, study, url, command=runner.command, write_best="PAWN_SWEEP_WORKER" not in os.environ)
     finally:
         lock.release()

@@ -197,7 +197,9 @@ class PrunerHook(Hook):
             ctx.request_stop(self._stop, by="sweep")
 
 
-def _one_line(e: BaseException) -> str:
+def error_line(e: BaseException) -> str:
+    """A trial's error ``e`` as its outcome records it: one line, at most 300 characters (the
+    exception's type name when its message is empty)."""
     return " ".join(str(e).split())[:300] or type(e).__name__
 
 
@@ -215,7 +217,7 @@ class PretrainTrialRunner:
         log: one-line messages.
     """
 
-    command = "pretrain"
+    command = PretrainTask.name
     task = PretrainTask  # the task its trials run (its cost, its population trainer)
 
     def __init__(self, base: dict[str, Any], log: Callable[[str], None] = print, sinks: Sequence[Callable[[Path], Any]] = ()):
@@ -252,7 +254,7 @@ class PretrainTrialRunner:
                                reuse=self.reuse, sinks=self.sinks)
         except PawnError as e:
             return TrialOutcome(pruner.best if pruner else float("nan"), "exception", 0, Path(cfg.out), config,
-                                dict(pruner.reported) if pruner else {}, _one_line(e))
+                                dict(pruner.reported) if pruner else {}, error_line(e))
         best = pruner.best if pruner else float("nan")
         err = "validation loss was not finite" if res.reason == "nonfinite_val" else None
         return TrialOutcome(best, res.reason, res.step, res.run_dir, config, dict(pruner.reported) if pruner else {}, err)

@@ -203,6 +203,7 @@ def _record_split(corpus, cfg: AdaptSettings, run_dir: Path, *, is_main: bool):
         return old
     if is_main:
         try:
+            rec.path.parent.mkdir(parents=True, exist_ok=True)
             split_record.write(rec)
         except (OSError, PawnError) as e:
             raise TrainingError(f"{rec.path}: cannot write the split record ({e})") from None
@@ -278,10 +279,11 @@ def step0_label(strategy: str, init_from: bool) -> str:
 
 
 @dataclass
-class _ModelSetup:
-    """The adapted model of a run (:func:`_build_model`): the strategy row, the model, its
+class AdaptModel:
+    """The adapted model of a run (:meth:`AdaptTask.setup_model`): the strategy row, the model, its
     backbone reference (None for a from-scratch strategy), the backbone's run config, the RoSA
-    warm-up resume point ``(warm-up step, optimizer arrays)`` and the parameter counts."""
+    warm-up resume point ``(warm-up step, optimizer arrays)``, the parameter counts and the
+    ``--init-from`` checkpoint (None without one)."""
 
     st: Any
     model: Any
@@ -317,7 +319,7 @@ def _init_adapter(cfg: AdaptSettings, resolve: Optional[Callable[[str], str]], l
 
 
 def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Optional[AdaptReuse],
-                 log: Callable[[str], None]) -> _ModelSetup:
+                 log: Callable[[str], None]) -> AdaptModel:
     """The backbone and adapter: the resumed checkpoint's, the ``--init-from`` checkpoint's
     (:func:`_init_adapter`), or ``cfg.backbone`` loaded (through ``reuse`` when given) and the
     strategy built on it (``build_model`` in place of the strategy's builder). Logs the
@@ -365,10 +367,10 @@ def _build_model(cfg: AdaptSettings, resume_la, build_model, resolve, reuse: Opt
     unused = cfg.unused_strategy_fields()
     if unused:
         log(f"WARNING: strategy {st.name} does not use {', '.join('--' + f.replace('_', '-') for f in unused)} (ignored)")
-    return _ModelSetup(st, model, ref, bb_run, rosa_resume, n_trainable, n_backbone, n_movable, init)
+    return AdaptModel(st, model, ref, bb_run, rosa_resume, n_trainable, n_backbone, n_movable, init)
 
 
-def _spent(mb: _ModelSetup, main_steps: int, warmup_done: Optional[int] = None) -> dict:
+def _spent(mb: AdaptModel, main_steps: int, warmup_done: Optional[int] = None) -> dict:
     """What a run spent over all its segments (the ``end`` record's ``compute``, so runs can be
     compared at equal compute from their records): ``main_steps`` (the main phase's optimizer
     steps: the global step), ``warmup_steps`` (the RoSA family's LoRA warm-up steps, spec §4.6, not
@@ -395,7 +397,7 @@ def _spent(mb: _ModelSetup, main_steps: int, warmup_done: Optional[int] = None) 
             "trainable_params": int(mb.n_trainable), "movable_params": int(mb.n_movable)}
 
 
-def _fit_seq_len(cfg: AdaptSettings, mb: _ModelSetup, resume_la, log: Callable[[str], None]) -> AdaptSettings:
+def _fit_seq_len(cfg: AdaptSettings, mb: AdaptModel, resume_la, log: Callable[[str], None]) -> AdaptSettings:
     """``cfg`` with ``seq_len`` = the backbone's trained context when no ``--seq-len`` was given
     (a fresh run; recorded in config.json); warns about a ``seq_len`` past that context."""
     trained_len = (mb.bb_run or {}).get("seq_len") if mb.st.uses_backbone else None
@@ -410,10 +412,12 @@ def _fit_seq_len(cfg: AdaptSettings, mb: _ModelSetup, resume_la, log: Callable[[
 
 
 @dataclass
-class _DataSetup:
-    """The run's data and sizing (:func:`_build_data`): the resolved data seed, the corpus, the
-    training batches, whether batches carry legal sets, steps per epoch, total steps, K (steps
-    per chunk), the test-game count, the LR schedule and the validation batches."""
+class AdaptData:
+    """The run's data and sizing (:meth:`AdaptTask.setup_data`): the resolved data seed, the corpus
+    (:class:`pawn.data.lichess.Corpus`), the training batches
+    (:class:`~pawn.data.lichess_batches.GameBatches`), whether batches carry legal sets, steps per
+    epoch, total steps, K (steps per chunk), the test-game count, the LR schedule (step → lr) and
+    the validation batches (:class:`~pawn.data.lichess_batches.ValidationBatches`)."""
 
     data_seed: int
     corpus: Any
@@ -432,7 +436,7 @@ class _DataSetup:
         return (*BATCH_KEYS, "legal") if self.need_legal else BATCH_KEYS
 
 
-def _build_data(cfg: AdaptSettings, resume_la, data_seed: int, log: Callable[[str], None]) -> _DataSetup:
+def _build_data(cfg: AdaptSettings, resume_la, data_seed: int, log: Callable[[str], None]) -> AdaptData:
     """Load the corpus (filtered, cached, split), size the run and build the LR schedule (spec §5–§6).
 
     Raises:
@@ -466,33 +470,47 @@ def _build_data(cfg: AdaptSettings, resume_la, data_seed: int, log: Callable[[st
         line = info.stats.skipped_summary()
         if line:
             log(f"data: {line} (pawn data info {cfg.data} lists them)")
-    try:
-        schedule = cfg.schedule(total)
-    except ValueError as e:
-        raise TrainingError(f"learning-rate schedule over {total} steps: {e}") from None
+    schedule = lr_schedule(cfg, total)
     # token arrays only; each batch's legal sets are built when it is validated (O(one batch))
     val_batches = ValidationBatches(corpus.val, cfg.layout, cfg.seq_len, cfg.batch_size, BATCH_KEYS)
-    return _DataSetup(data_seed, corpus, train, need_legal, spe, total, K, n_test, schedule, val_batches)
+    return AdaptData(data_seed, corpus, train, need_legal, spe, total, K, n_test, schedule, val_batches)
+
+
+def lr_schedule(cfg: AdaptSettings, total: int):
+    """The learning-rate schedule (step → lr) of an adapter run of ``cfg`` over ``total`` steps
+    (:meth:`~pawn.train.adapt_config.AdaptSettings.schedule`).
+
+    Raises:
+        TrainingError: a schedule that does not fit ``total`` (one line).
+    """
+    try:
+        return cfg.schedule(total)
+    except ValueError as e:
+        raise TrainingError(f"learning-rate schedule over {total} steps: {e}") from None
 
 
 @dataclass
-class _ProgramSetup:
-    """The optimizer, the loss, the compiled program, the validator and the graph key they are
-    shared under (:func:`_build_program`)."""
+class AdaptProgram:
+    """The optimizer, the loss, the compiled program, the validator, the graph key they are
+    shared under and the optimizer's settings besides the schedule (``b1``, ``b2``,
+    ``weight_decay``, ``max_grad_norm``: :func:`pawn.train.loop.make_optimizer`'s keyword
+    arguments) (:meth:`AdaptTask.setup_program`)."""
 
     optimizer: Any
     loss_fn: Callable
     program: TrainProgram
     validator: Callable
     graph_key: tuple
+    optimizer_kwargs: dict = field(default_factory=dict)
 
 
-def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReuse]) -> _ProgramSetup:
+def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReuse]) -> AdaptProgram:
     """The AdamW optimizer over ``schedule``, the legal-masked loss (spec §5), the
     :class:`~pawn.train.loop.TrainProgram` and the validator; with ``reuse``, the program and
     validator of an earlier run with the same graph key (lr and weight decay as data, issue 15)."""
     dtype = None if cfg.dtype == "auto" else cfg.dtype
-    optimizer = make_optimizer(schedule, **cfg.optimizer_kwargs())
+    opt_kw = cfg.optimizer_kwargs()
+    optimizer = make_optimizer(schedule, **opt_kw)
     loss_kw = dict(legal_mask=not cfg.disable_legal_mask, illegal_penalty=cfg.illegal_penalty, dtype=dtype)
     loss_fn = make_adapter_loss(**loss_kw)
     graph_key = (tuple(sorted(loss_kw.items())), cfg.beta1, cfg.beta2, cfg.max_grad_norm, cfg.weight_decay == 0.0,
@@ -514,10 +532,10 @@ def _build_program(cfg: AdaptSettings, model, schedule, reuse: Optional[AdaptReu
         validator = make_validator(**loss_kw)
         if reuse is not None:
             reuse.validators[graph_key[0]] = validator
-    return _ProgramSetup(optimizer, loss_fn, program, validator, graph_key)
+    return AdaptProgram(optimizer, loss_fn, program, validator, graph_key, opt_kw)
 
 
-def _adapter_state(cfg: AdaptSettings, model, optimizer, resume_la, rosa_resume, data: _DataSetup,
+def _adapter_state(cfg: AdaptSettings, model, optimizer, resume_la, rosa_resume, data: AdaptData,
                    log: Callable[[str], None], init_la: Any = None) -> spine.InitialState:
     """:func:`pawn.train.spine.initial_state` over the adapter's trainable half: fresh at step 0
     (also for a resume inside the RoSA warm-up, which keeps the elapsed time and writes no
@@ -572,28 +590,39 @@ class AdaptTask(Task):
         self.baseline: Optional[dict] = None
         self.data_seed: Optional[int] = None
 
-    def cost(self, *, backbone_config: Any = None, **context: Any) -> Optional[TaskCost]:
-        """One run's cost on the backbone of ``backbone_config`` (its
-        :class:`~pawn.config.ModelConfig`): ``epochs × steps_per_epoch`` steps, the RoSA family's
-        warm-up steps and mask-scoring batches included; None without ``steps_per_epoch`` (the
-        data decides it) or a backbone config."""
+    def cost(self, *, backbone_config: Any = None, steps_per_epoch: Optional[int] = None, start_step: int = 0,
+             end_step: Optional[int] = None, phase_steps: Optional[tuple[int, int]] = None, **context: Any) -> Optional[TaskCost]:
+        """The cost on the backbone of ``backbone_config`` (its :class:`~pawn.config.ModelConfig`;
+        :func:`pawn.train.walltime.adapter_flops_per_token`: 6·N when the strategy trains the
+        backbone, else 4·N) of the main steps ``[start_step, end_step)`` (the whole run, ``epochs ×
+        steps_per_epoch``, by default; ``steps_per_epoch``: the data's, else the setting's) and the
+        RoSA family's ``phase_steps`` (warm-up steps, mask-scoring batches still to run; by default a
+        fresh run's, from the strategy settings), each counted as one step's work. None without a
+        backbone config or steps per epoch (the data decides it)."""
         from pawn.train.walltime import adapter_flops_per_token
 
         cfg = self.cfg
-        if backbone_config is None or cfg.steps_per_epoch is None:
+        spe = steps_per_epoch if steps_per_epoch is not None else cfg.steps_per_epoch
+        if backbone_config is None or spe is None:
             return None
         row = get_strategy(cfg.strategy)
         fpt = adapter_flops_per_token(backbone_config, cfg.seq_len, trains_backbone=not row.uses_backbone)
-        steps, note, shorter = cfg.epochs * cfg.steps_per_epoch, "", "fewer epochs or steps_per_epoch"
-        if issubclass(row.module, rosa.RoSAAdapter):  # the warm-up and mask scoring run before the main steps
-            rs = row.parse(cfg.adapter_settings())
-            phased = int(rs.rosa_warmup_steps) + int(rs.mask_samples)
-            steps += phased
-            note = f"{rs.rosa_warmup_steps:,} RoSA warm-up steps and {rs.mask_samples:,} mask-scoring batches, then the main steps"
-            shorter += (f", or fewer rosa_warmup_steps / mask_samples ({phased:,} of each run's steps are RoSA warm-up and "
-                        "mask scoring)")
+        main = max(0, (cfg.epochs * spe if end_step is None else end_step) - start_step)
+        note, shorter = "", "fewer epochs or steps_per_epoch"
+        if phase_steps is None:
+            phase_steps = (0, 0)
+            if issubclass(row.module, rosa.RoSAAdapter):  # the warm-up and mask scoring run before the main steps
+                rs = row.parse(cfg.adapter_settings())
+                phase_steps = (int(rs.rosa_warmup_steps), int(rs.mask_samples))
+                note = (f"{rs.rosa_warmup_steps:,} RoSA warm-up steps and {rs.mask_samples:,} mask-scoring batches, "
+                        "then the main steps")
+                shorter += (f", or fewer rosa_warmup_steps / mask_samples ({sum(phase_steps):,} of each run's steps are "
+                            "RoSA warm-up and mask scoring)")
+        warm, masks = (max(0, int(x)) for x in phase_steps)
         dtype = jax.numpy.dtype(resolve_dtype(None if cfg.dtype == "auto" else cfg.dtype)).name
-        return TaskCost("adapter", fpt, cfg.batch_size * cfg.seq_len, steps, dtype, note=note, shorter=shorter)
+        return TaskCost("adapter", fpt, cfg.batch_size * cfg.seq_len, main + warm + masks, dtype, note=note, shorter=shorter,
+                        advice=("fewer --epochs or --steps-per-epoch", "a smaller --batch-size or --seq-len"),
+                        phase_steps=(warm, masks), phase_advice="fewer --rosa-warmup-steps or --mask-samples" if warm or masks else "")
 
     # ---- the resume rule
     def load_candidate(self, d: Path):
@@ -624,28 +653,78 @@ class AdaptTask(Task):
 
     # ---- the build
     def build(self, ck, stop: Any) -> None:
-        """The backbone and adapter (:func:`_build_model`), ``seq_len`` (:func:`_fit_seq_len`),
-        the data (:func:`_build_data`), the wall-time plan and the program (:func:`_build_program`).
+        """The backbone and adapter (:meth:`setup_model`), the data (:meth:`setup_data`), the
+        wall-time plan and the program (:meth:`setup_program`).
 
         Raises:
-            TrainingError / AdapterConfigError / pawn.errors.DataError: as those functions.
+            TrainingError / AdapterConfigError / pawn.errors.DataError: as those methods.
         """
-        cfg, log = self.cfg, self.log
-        self.mb = mb = _build_model(cfg, ck, self.build_model, self.resolve, self.reuse, log)
-        self.cfg = cfg = _fit_seq_len(cfg, mb, ck, log)
-        self.data = data = _build_data(cfg, ck, self.data_seed, log)
+        log = self.log
+        mb = self.setup_model(ck)
+        data = self.setup_data(ck)
+        cfg = self.cfg
         start = int((ck.training_state or {}).get("step", 0)) if ck is not None else 0
         phase = (0, 0)
         if self.in_warmup:  # warm-up and masks still to run
             s = mb.model.settings
             done = mb.rosa_resume[0] if mb.rosa_resume is not None else 0
             phase = (max(0, int(s.rosa_warmup_steps) - done), int(s.mask_samples))
-        data.k, self.wall = plan_adapt(cfg, mb.model, trains_backbone=not mb.st.uses_backbone, steps_per_epoch=data.spe,
-                                       start_step=start, end_step=self.end_step(), k=data.k,
-                                       cut="steps_per_chunk" not in cfg.user_set_fields, log=log, phase_batches=phase)
+        cost = self.cost(backbone_config=mb.model.config, steps_per_epoch=data.spe, start_step=start, end_step=self.end_step(),
+                         phase_steps=phase)
+        data.k, self.wall = plan_adapt(cfg, cost, steps_per_epoch=data.spe, start_step=start, end_step=self.end_step(), k=data.k,
+                                       cut="steps_per_chunk" not in cfg.user_set_fields, log=log)
         self.setup_messages(stop, start, self.end_step(), mb.n_trainable)
-        self.schedule = data.schedule
-        self.prog = _build_program(cfg, mb.model, data.schedule, self.reuse)
+        self.setup_program()
+
+    def setup_model(self, ck=None) -> AdaptModel:
+        """The backbone and adapter (:func:`_build_model`: the resumed checkpoint ``ck``'s, the
+        ``--init-from`` one's, or the strategy built on the backbone, loaded through ``reuse``), and
+        ``seq_len`` fitted to the backbone's trained context (:func:`_fit_seq_len`); kept as
+        :attr:`mb` (and :attr:`cfg` updated). The first step of :meth:`build`; the population
+        trainer (:func:`pawn.sweep.population.run_adapt_population`) builds each member so.
+
+        Raises:
+            TrainingError / AdapterConfigError: as :func:`_build_model`.
+        """
+        self.mb = _build_model(self.cfg, ck, self.build_model, self.resolve, self.reuse, self.log)
+        self.cfg = _fit_seq_len(self.cfg, self.mb, ck, self.log)
+        return self.mb
+
+    def setup_data(self, ck=None) -> AdaptData:
+        """The corpus, batches, sizing, LR schedule and validation games of this run
+        (:func:`_build_data`, data seed :attr:`data_seed`: :meth:`settle` first); kept as
+        :attr:`data` and :attr:`schedule`.
+
+        Raises:
+            TrainingError / pawn.errors.DataError: as :func:`_build_data`.
+        """
+        if self.data_seed is None:
+            raise TrainingError("the data seed is decided by settle() before the data is built")
+        self.data = _build_data(self.cfg, ck, self.data_seed, self.log)
+        self.schedule = self.data.schedule
+        return self.data
+
+    def setup_program(self) -> AdaptProgram:
+        """The optimizer, loss, program and validator of :attr:`mb`'s model over :attr:`data`'s
+        schedule (:func:`_build_program`, shared through ``reuse``); kept as :attr:`prog`."""
+        self.prog = _build_program(self.cfg, self.mb.model, self.data.schedule, self.reuse)
+        return self.prog
+
+    def lr_schedule(self, total: int):
+        """This run's learning-rate schedule over ``total`` steps (:func:`lr_schedule`).
+
+        Raises:
+            TrainingError: a schedule that does not fit ``total``.
+        """
+        return lr_schedule(self.cfg, total)
+
+    def record_split(self, run_dir: Path, *, is_main: bool = True):
+        """Write (or, resumed, check) ``run_dir/split.json`` of :attr:`data`'s corpus (:func:`_record_split`).
+
+        Raises:
+            TrainingError: the recorded split differs from the games now read, or it cannot be written.
+        """
+        return _record_split(self.data.corpus, self.cfg, run_dir, is_main=is_main)
 
     @property
     def in_warmup(self) -> bool:
@@ -684,7 +763,7 @@ class AdaptTask(Task):
             TrainingError: the split record differs or cannot be written; the metrics log cannot be written.
         """
         run, mb, data, corpus, log = self.run, self.mb, self.data, self.data.corpus, self.log
-        self.split_rec = _record_split(corpus, self.cfg, run.run_dir, is_main=run.is_main)
+        self.split_rec = self.record_split(run.run_dir, is_main=run.is_main)
         spine.write_record(run, "config", run_config=self.snapshot(), strategy=mb.st.name,
                            adapter_settings=mb.model.settings.model_dump(mode="json"),
                            trainable_params=mb.n_trainable, movable_params=mb.n_movable, backbone_params=mb.n_backbone,
@@ -821,4 +900,5 @@ def _rosa_warmup(t: AdaptTask, stop: StopFlag, hooks: Sequence[Hook]) -> Optiona
                      training_state={**t.training_state(0), "rosa": {"phase": rosa.PHASE_TRAIN}})
     return None
 
-__all__ = ["AdaptReuse", "AdaptResult", "AdaptSettings", "AdaptTask", "adapter_val_due", "load_backbone_for", "link_best", "run_adapt", "step0_label"]
+__all__ = ["AdaptData", "AdaptModel", "AdaptProgram", "AdaptReuse", "AdaptResult", "AdaptSettings", "AdaptTask", "adapter_val_due",
+           "load_backbone_for", "link_best", "lr_schedule", "run_adapt", "step0_label"]

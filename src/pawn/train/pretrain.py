@@ -358,15 +358,20 @@ class PretrainTask(Task):
         self.dtype = None if cfg.dtype == "auto" else cfg.dtype
         self.k, self.n_proc = cfg.chunk_steps, jax.process_count()
 
-    def cost(self, **context: Any) -> TaskCost:
-        """One run's cost: the supernet's variants trained jointly, ``total_steps`` steps."""
+    def cost(self, *, start_step: int = 0, end_step: Optional[int] = None, **context: Any) -> TaskCost:
+        """The cost of steps ``[start_step, end_step)`` (the whole run, ``total_steps``, by
+        default): the supernet's variants trained jointly (:func:`pawn.config.flops_per_token`
+        summed); the advice names ``--variant small`` unless the model is already small."""
         from pawn.config import flops_per_token
 
-        self.shape()
         cfg = self.cfg
-        return TaskCost(_model_label(cfg), sum(flops_per_token(c, cfg.seq_len) for _, c in self.variants),
-                        cfg.batch_size * cfg.seq_len, cfg.total_steps, jnp.dtype(resolve_dtype(self.dtype)).name,
-                        shorter="a smaller --total-steps")
+        variants = _variant_list(cfg)[1]
+        dtype = None if cfg.dtype == "auto" else cfg.dtype
+        steps = max(0, (cfg.total_steps if end_step is None else end_step) - start_step)
+        small = cfg.variant in ("small", "toy") or cfg.supernet == "tiny"
+        return TaskCost(_model_label(cfg), sum(flops_per_token(c, cfg.seq_len) for _, c in variants),
+                        cfg.batch_size * cfg.seq_len, steps, jnp.dtype(resolve_dtype(dtype)).name,
+                        shorter="a smaller --total-steps", advice=() if small else ("--variant small",))
 
     # ---- the resume rule
     def load_candidate(self, d: Path) -> Checkpoint:
@@ -411,13 +416,12 @@ class PretrainTask(Task):
         if cfg.batch_size % self.n_dev:
             raise TrainingError(f"batch_size {cfg.batch_size} is not divisible by the {self.n_dev} devices it is sharded over")
         self.shape()  # the settings after the resume rule
-        self.schedule = cfg.schedule()
+        self.setup_optimizer()
         self.init_ck = _load_init_from(cfg, self.stored_cfg)  # before the compile: a wrong checkpoint fails at once
-        self.optimizer = make_optimizer(self.schedule, **cfg.optimizer_kwargs())
         self.start = int(ck.training_state["step"]) if ck is not None else 0
         self.resume_dir = ck.path if ck is not None else None
         wall_lines: list[str] = []  # printed under the plan line (or here, for a reused program)
-        self.k, self.wall = plan_pretrain(cfg, self.variants, dtype=jnp.dtype(resolve_dtype(self.dtype)).name,
+        self.k, self.wall = plan_pretrain(cfg, self.cost(start_step=self.start, end_step=self.end_step()),
                                           start_step=self.start, end_step=self.end_step(), k=cfg.chunk_steps,
                                           cut="steps_per_chunk" not in cfg.user_set_fields, log=wall_lines.append)
 
@@ -431,6 +435,21 @@ class PretrainTask(Task):
             cfg, self.stored_cfg, self.variants, self.optimizer, self.schedule, self.dtype, self.k, self.n_dev, self.reuse,
             log, say_wall_time, run_s=self.wall.total_s)
         say_wall_time()
+
+    def setup_optimizer(self) -> tuple[Any, Any]:
+        """``(schedule, optimizer)``: the learning-rate schedule of these settings (step → lr) and
+        the AdamW chain over it (:func:`pawn.train.loop.make_optimizer` with
+        :meth:`~pawn.settings.PretrainConfig.optimizer_kwargs`, kept as :attr:`optimizer_kwargs`);
+        kept as :attr:`schedule` and :attr:`optimizer`. Part of :meth:`build`; the population
+        trainer (:func:`pawn.sweep.population.run_pretrain_population`) takes its optimizer so."""
+        self.optimizer_kwargs = self.cfg.optimizer_kwargs()
+        self.schedule = self.cfg.schedule()
+        self.optimizer = make_optimizer(self.schedule, **self.optimizer_kwargs)
+        return self.schedule, self.optimizer
+
+    def fresh_model(self) -> PAWNModel:
+        """A new run's model (:func:`fresh_model`; after :meth:`shape`)."""
+        return fresh_model(self.cfg, self.stored_cfg)
 
     def plan(self, start: int, end: int) -> dict:
         """The run summary of steps ``[start, end)`` with the wall-time plan."""
@@ -603,6 +622,12 @@ def _load_init_from(cfg: PretrainConfig, stored_cfg: ModelConfig) -> Optional[Ch
     return ck
 
 
+def fresh_model(cfg: PretrainConfig, stored_cfg: ModelConfig) -> PAWNModel:
+    """A new run's model of ``stored_cfg`` (the supernet or variant), initialised from
+    ``model_seed`` (``seed`` when it is None)."""
+    return PAWNModel(stored_cfg, jax.random.key(cfg.model_seed if cfg.model_seed is not None else cfg.seed))
+
+
 def _initial_state(cfg: PretrainConfig, stored_cfg: ModelConfig, optimizer, resume_ck: Optional[Checkpoint],
                    log: Callable[[str], None], init_ck: Optional[Checkpoint] = None) -> spine.InitialState:
     """The run's model — fresh from ``model_seed``, the ``--init-from`` checkpoint's weights
@@ -618,7 +643,7 @@ def _initial_state(cfg: PretrainConfig, stored_cfg: ModelConfig, optimizer, resu
     elif init_ck is not None:  # --init-from: the weights only, a fresh optimizer and step 0
         model = PAWNModel(init_ck.config, params=init_ck.params)
     else:
-        model = PAWNModel(stored_cfg, jax.random.key(cfg.model_seed if cfg.model_seed is not None else cfg.seed))
+        model = fresh_model(cfg, stored_cfg)
     return spine.initial_state(model, optimizer, patience=cfg.patience, resume=resume_ck, init_from=init_ck, log=log)
 
 

@@ -53,7 +53,11 @@ class TaskCost:
         tokens_per_step: batch size × sequence length.
         steps: the run's steps (for the RoSA family: warm-up steps and mask-scoring batches included).
         dtype: the compute dtype's name. note: what the steps are made of (empty: plain steps).
-        shorter: how to make a run shorter, as the plan's advice names it.
+        shorter: how to make a run shorter, as a sweep plan's advice names it (in ``--base-config``).
+        advice: what a run's own plan names as help when it is too long (flags), before the
+            accelerator (:func:`pawn.train.walltime.accelerator_hint`).
+        phase_steps: ``(RoSA warm-up steps, mask-scoring batches)`` counted in ``steps`` (spec §4.6).
+        phase_advice: the run plan's help about those phases, named after the accelerator (empty: none).
     """
 
     model: str
@@ -63,6 +67,9 @@ class TaskCost:
     dtype: str
     note: str = ""
     shorter: str = ""
+    advice: tuple[str, ...] = ()
+    phase_steps: tuple[int, int] = (0, 0)
+    phase_advice: str = ""
 
     @property
     def flops_per_step(self) -> float:
@@ -144,7 +151,10 @@ class Task:
 
     def cost(self, **context: Any) -> Optional[TaskCost]:
         """What one run of these settings costs (None when it is not known before the data is
-        loaded); ``context``: what a task needs besides its settings (an adapter's backbone config)."""
+        loaded): a whole run, for a sweep's plan (:func:`pawn.train.walltime.plan_sweep`), or with
+        ``start_step`` / ``end_step`` the steps of this invocation, for the run's own plan
+        (:func:`pawn.train.walltime.plan_pretrain`, :func:`~pawn.train.walltime.plan_adapt`);
+        ``context``: what a task needs besides its settings (an adapter's backbone config)."""
         return None
 
     def snapshot(self) -> dict:

@@ -347,7 +347,7 @@ def _chunk_by_the_clock(cfg, k: int, flops_per_step: float, rate, start_step: in
     return every_s, step_s, new_k
 
 
-def plan_pretrain(cfg, variants, *, dtype: str, start_step: int, end_step: int, k: int, cut: bool,
+def plan_pretrain(cfg, cost: "TaskCost", *, start_step: int, end_step: int, k: int, cut: bool,
                   log: Callable[[str], None], measure: Callable[[str], float] = measure_matmul_rate) -> tuple[int, WallTimeEstimate]:
     """``(steps per chunk, estimate)`` of a pretraining run before it compiles: the rate
     (:func:`device_rate`), the chunk cut to ``cfg.checkpoint_every_minutes`` when ``cut`` (K not
@@ -355,28 +355,17 @@ def plan_pretrain(cfg, variants, *, dtype: str, start_step: int, end_step: int, 
     (:meth:`WallTimeEstimate.lines`), advice included.
 
     Args:
-        cfg: the :class:`~pawn.settings.PretrainConfig`. variants: ``[(name, ModelConfig)]`` trained
-            jointly. dtype: compute dtype name. start_step, end_step: this invocation's steps.
-        k: the configured steps per chunk.
+        cfg: the :class:`~pawn.settings.PretrainConfig` (its checkpoint interval and clock).
+        cost: the task's cost of steps ``[start_step, end_step)``
+            (:meth:`pawn.train.pretrain.PretrainTask.cost`: FLOPs a step, steps, model label, dtype, advice).
+        start_step, end_step: this invocation's steps. k: the configured steps per chunk.
     """
-    from pawn.config import flops_per_token
-
-    model = f"variant {cfg.variant}" if cfg.variant else f"supernet {cfg.supernet or 'large'}"
-    fpt = sum(flops_per_token(c, cfg.seq_len) for _, c in variants)
-    rate = device_rate(model, fpt, dtype, measure=measure)
-    flops_per_step = float(fpt) * cfg.batch_size * cfg.seq_len
-    every_s, step_s, new_k = _chunk_by_the_clock(cfg, k, flops_per_step, rate, start_step, cut, log)
-    steps = max(0, end_step - start_step)
+    rate = device_rate(cost.model, cost.flops_per_token, cost.dtype, measure=measure)
+    every_s, step_s, new_k = _chunk_by_the_clock(cfg, k, cost.flops_per_step, rate, start_step, cut, log)
     first = first_checkpoint_steps(start_step, end_step, every_steps=cfg.checkpoint_every, every_s=every_s, step_s=step_s,
                                    chunk_steps=new_k)
-    est = WallTimeEstimate(steps, flops_per_step, new_k, first, rate)
-    advice = []
-    if cfg.variant not in ("small", "toy") and cfg.supernet != "tiny":
-        advice.append("--variant small")
-    hint = accelerator_hint(model, fpt, flops_per_step * steps)
-    if hint:
-        advice.append(hint)
-    for line in est.lines("this run", advice):
+    est = WallTimeEstimate(cost.steps, cost.flops_per_step, new_k, first, rate)
+    for line in est.lines("this run", _advice(cost)):
         log(line)
     if new_k * step_s > max(every_s, 0) and every_s > 0:
         log(f"WARNING: one step takes ≈ {format_span(step_s)} here, so a checkpoint (and a stop) comes no sooner than "
@@ -384,51 +373,38 @@ def plan_pretrain(cfg, variants, *, dtype: str, start_step: int, end_step: int, 
     return new_k, est
 
 
-def plan_adapt(cfg, model, *, trains_backbone: bool, steps_per_epoch: int, start_step: int, end_step: int, k: int, cut: bool,
-               log: Callable[[str], None], measure: Callable[[str], float] = measure_matmul_rate,
-               phase_batches: tuple[int, int] = (0, 0)) -> tuple[int, WallTimeEstimate]:
+def plan_adapt(cfg, cost: "TaskCost", *, steps_per_epoch: int, start_step: int, end_step: int, k: int, cut: bool,
+               log: Callable[[str], None], measure: Callable[[str], float] = measure_matmul_rate) -> tuple[int, WallTimeEstimate]:
     """:func:`plan_pretrain` for ``pawn adapt``: ``(steps per chunk, estimate)`` of an adapter run
-    of ``model`` (the adapted model; its ``config`` is the backbone's) whose step costs
-    :func:`adapter_flops_per_token` (``trains_backbone``: 6·N, else 4·N), checkpoints every
-    validation (every ``eval_interval`` steps, else every ``val_every`` epochs of ``steps_per_epoch``),
-    every ``cfg.checkpoint_interval`` steps or by the clock, chunks cut to ``cfg.checkpoint_every_minutes``
-    when ``cut``; the plan's lines logged. ``phase_batches``: the RoSA family's warm-up steps and
-    mask-scoring batches still to run before the main steps, each counted as one step's work (a
-    forward and backward pass over a batch) in the total and named in the plan line."""
-    mcfg = model.config
-    fpt = adapter_flops_per_token(mcfg, cfg.seq_len, trains_backbone=trains_backbone)
-    rate = device_rate(f"adapter on {mcfg.name}", fpt, _dtype_name(cfg.dtype), measure=measure)
-    flops_per_step = float(fpt) * cfg.batch_size * cfg.seq_len
-    every_s, step_s, new_k = _chunk_by_the_clock(cfg, k, flops_per_step, rate, start_step, cut, log)
-    steps = max(0, end_step - start_step)
+    whose cost (:meth:`pawn.train.adapt.AdaptTask.cost`: :func:`adapter_flops_per_token` a token, the
+    main steps of ``[start_step, end_step)`` and the RoSA family's warm-up steps and mask-scoring
+    batches still to run, each counted as one step's work and named in the plan line) is ``cost``;
+    it checkpoints every validation (every ``eval_interval`` steps, else every ``val_every`` epochs
+    of ``steps_per_epoch``), every ``cfg.checkpoint_interval`` steps or by the clock, its chunks cut
+    to ``cfg.checkpoint_every_minutes`` when ``cut``; the plan's lines logged."""
+    rate = device_rate(cost.model, cost.flops_per_token, cost.dtype, measure=measure)
+    every_s, step_s, new_k = _chunk_by_the_clock(cfg, k, cost.flops_per_step, rate, start_step, cut, log)
     firsts = [first_checkpoint_steps(start_step, end_step, every_steps=n, every_s=every_s, step_s=step_s, chunk_steps=new_k)
               for n in (cfg.checkpoint_interval, cfg.eval_interval or steps_per_epoch * cfg.val_every)]
-    warm, masks = (max(0, int(x)) for x in phase_batches)
-    est = WallTimeEstimate(steps + warm + masks, flops_per_step, new_k, min((f for f in firsts if f is not None), default=None), rate)
-    advice = ["fewer --epochs or --steps-per-epoch", "a smaller --batch-size or --seq-len"]
-    hint = accelerator_hint("adapter", fpt, flops_per_step * (steps + warm + masks))
-    if hint:
-        advice.append(hint)
+    est = WallTimeEstimate(cost.steps, cost.flops_per_step, new_k, min((f for f in firsts if f is not None), default=None), rate)
+    warm, masks = cost.phase_steps
     if warm or masks:
         from pawn.progress import counted
 
-        advice.append("fewer --rosa-warmup-steps or --mask-samples")
-        what = (f"this run ({counted(steps, 'main step')} + {counted(warm, 'RoSA warm-up step')} + "
+        what = (f"this run ({counted(cost.steps - warm - masks, 'main step')} + {counted(warm, 'RoSA warm-up step')} + "
                 f"{counted(masks, 'mask-scoring batch', 'mask-scoring batches')}; compile and validation not counted)")
     else:
         what = "this run (compile and validation not counted)"
-    for line in est.lines(what, advice):
+    for line in est.lines(what, _advice(cost)):
         log(line)
     return new_k, est
 
 
-def _dtype_name(dtype: str) -> str:
-    """The compute dtype's name for a ``dtype`` setting (``auto``: fp32 on CPU, bf16 elsewhere)."""
-    import jax.numpy as jnp
-
-    from pawn.model import resolve_dtype
-
-    return jnp.dtype(resolve_dtype(None if dtype == "auto" else dtype)).name
+def _advice(cost: "TaskCost") -> list[str]:
+    """What a run's plan names as help: the task's advice, the accelerator (on a CPU:
+    :func:`accelerator_hint`), then the task's advice about its phases."""
+    hint = accelerator_hint(cost.model, cost.flops_per_token, cost.flops_per_step * cost.steps)
+    return [*cost.advice, *([hint] if hint else []), *([cost.phase_advice] if cost.phase_advice else [])]
 
 
 def plan_sweep(trials: int, cost: "Optional[TaskCost]", *, log: Callable[[str], None],
