@@ -103,6 +103,44 @@ def test_a_403_stops_syncing_with_one_message_and_training_ends_normally(hub, tm
     assert all("pushing stopped" in r["error"] for r in recs[1:])
 
 
+def test_checkpoints_after_a_stop_are_reported_in_the_order_they_were_taken(hub, tmp_path):
+    # A checkpoint taken after syncing stopped (403) was reported at once, while the one queued before
+    # the stop waited for the worker: hub records 2, 6, 4 under load. The worker's stop message is
+    # held here until the next checkpoint has been handed over, the instant that ordering needs.
+    import threading
+
+    from pawn.hub.bucket import BucketUploader
+
+    hub.bucket_faults = [403]
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("")
+    ckpts = []
+    for step in (2, 4, 6):
+        d = run / "checkpoints" / f"step_{step:08d}"
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(bytes([step]) * 64)
+        (d / ".complete").write_text("")
+        ckpts.append((d, step))
+    stopped, handed = threading.Event(), threading.Event()
+
+    def log(msg: str) -> None:
+        if msg.startswith("ERROR: hub"):  # in the worker, just after the stop
+            stopped.set()
+            assert handed.wait(30)
+
+    up = BucketUploader(BUCKET, run_dir=run, log=log, backoff_s=0.01).start()
+    up.submit(*ckpts[0])
+    up.submit(*ckpts[1])  # queued while step 2 is in flight (or waiting)
+    assert stopped.wait(60)
+    up.submit(*ckpts[2])  # after the stop, before the worker has looked at step 4
+    handed.set()
+    out = up.close(30)
+    assert [(o.step, o.status) for o in out if "/checkpoints/" in o.path_in_repo] == [(2, "failed"), (4, "not_pushed"), (6, "not_pushed")]
+    assert all("pushing stopped" in (o.error or "") for o in out[1:])
+    assert ckpts[2][0].is_dir() and (ckpts[2][0] / "model.safetensors").read_bytes() == bytes([6]) * 64  # never staged, never removed
+
+
 def test_no_permission_to_create_the_bucket_refuses_before_the_run_writes(hub, tmp_path):
     hub.bucket_create_status = 403
     with pytest.raises(TrainingError, match=r"--push-to-bucket me/pawn-runs: cannot create the bucket: HTTP 403.*hf auth login") as e:

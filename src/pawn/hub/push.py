@@ -326,7 +326,12 @@ class CheckpointUploader:
         if self._closed:
             raise RuntimeError("submit() after close()")
         if self._stopped_reason is not None:
-            self._done.put(PushOutcome(step, checkpoint, "not_pushed", path_in_repo, error=f"pushing stopped: {self._stopped_reason}"))
+            if self._thread is not None and self._thread.is_alive():
+                # through the queue, so its outcome follows those of the checkpoints queued before it
+                # (the worker reports each as not pushed, in order); nothing is staged
+                self._queue.put(_Job(seq, int(step), checkpoint, checkpoint, path_in_repo, owns_staged=False))
+            else:
+                self._done.put(PushOutcome(step, checkpoint, "not_pushed", path_in_repo, error=f"pushing stopped: {self._stopped_reason}"))
             return
         try:
             if root not in self._staging_roots:
