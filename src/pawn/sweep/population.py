@@ -416,7 +416,7 @@ def run_adapt_population(configs: Sequence[dict], reporters: Sequence[PrunerHook
     pp = build_adapt_population(configs, log=log)
     lead, configs, data = pp.lead, pp.configs, pp.lead.data
     log(f"adapter population of {len(configs)} ({lead.mb.st.name}): {counted(data.spe, 'step')} per epoch x "
-        f"{counted(lead.cfg.epochs, 'epoch')} = {counted(data.total, 'step')}; data seed {data.data_seed}")
+        f"{counted(lead.cfg.epochs, 'epoch')} = {counted(data.total, 'step')}, one data stream (the data line above)")
     for c in configs:  # the games each member trained, validated and tested on, as pawn adapt records them
         if c.get("out") is not None:
             lead.record_split(Path(c["out"]))
