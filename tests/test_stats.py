@@ -132,3 +132,12 @@ def test_seeds_and_games_of_one_arm_is_its_seed_mean_with_both_spreads():
     half = 0.95 / math.sqrt(2 * 0.975 * 0.025) * 0.1 / math.sqrt(3)
     assert (iv.estimate, iv.lo, iv.hi) == pytest.approx((0.3, 0.3 - half, 0.3 + half))
     assert iv.method == "seeds and games" and iv.n == 3
+
+
+def test_interval_text_scales_formats_and_marks_missing_ends():
+    from pawn.stats import interval_text
+
+    assert interval_text(0.0027, -0.0022, 0.0077, "+.2f", 100) == "+0.27 [-0.22, +0.77]"
+    assert interval_text(-0.2078, -0.2197, float("nan")) == "-0.2078 [-0.2197, —]"
+    assert interval_text(None, 0.1, 0.2) is None and interval_text(float("inf"), 0, 1) is None
+    assert interval_text(True, 0, 1) is None  # a bool is not a figure

@@ -340,3 +340,20 @@ def format_interval(iv: Optional[Interval], fmt: str = "+.3f", scale: float = 1.
         return "—"
     e, lo, hi = (format(x * scale, fmt) for x in (iv.estimate, iv.lo, iv.hi))
     return f"{e} [{lo}, {hi}]"
+
+
+def interval_text(estimate: Any, lo: Any, hi: Any, fmt: str = "+.4f", scale: float = 1.0) -> Optional[str]:
+    """``"+0.4392 [+0.4303, +0.4480]"``: an estimate and its interval as one string, each number times
+    ``scale`` (e.g. 100 for percentage points) in the format spec ``fmt``; an end that is missing, not a
+    number or not finite reads ``—``. Returns None when the estimate itself is missing or not finite.
+    Used by every table that prints an interval (the report's eval cards, the model card)."""
+    def num(v: Any) -> Optional[float]:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+            return None
+        return float(v)
+
+    e, a, b = num(estimate), num(lo), num(hi)
+    if e is None:
+        return None
+    end = lambda x: "—" if x is None else format(x * scale, fmt)  # noqa: E731
+    return f"{format(e * scale, fmt)} [{end(a)}, {end(b)}]"

@@ -20,6 +20,7 @@ from pawn.checkpoint import CONFIG_FILE, CheckpointError, read_model_config
 from pawn.config import ModelConfig, param_count
 from pawn.metrics import METRICS, ViewKeys, eval_values
 from pawn.runs import POSITIONS, parse_record, positions_of
+from pawn.stats import interval_text
 
 CARD_FILE = "README.md"
 LIBRARY_NAME = "pawn"
@@ -103,14 +104,6 @@ def _eval_section(report: Mapping[str, Any], source: str) -> list[str]:
     return [x for x in out if x is not None] + [""]
 
 
-def _interval(block: Mapping[str, Any], key: str, lo: str, hi: str, scale: float = 1.0, fmt: str = "+.4f") -> str:
-    """``"-0.2078 [-0.2197, -0.1950]"`` from three numbers of ``block`` (times ``scale``), or ``—``."""
-    v = [block.get(k) for k in (key, lo, hi)]
-    if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in v):
-        return "—"
-    return f"{v[0] * scale:{fmt}} [{v[1] * scale:{fmt}}, {v[2] * scale:{fmt}}]"
-
-
 def _held_out_lines(name: str, h: Mapping[str, Any]) -> list[str]:
     """Markdown lines of a ``held_out`` block of ``pawn eval RUN --split val|test --json`` (an
     adapter's or a model's own held-out Lichess games): legal-masked loss (nats), the excess over a
@@ -127,7 +120,7 @@ def _held_out_lines(name: str, h: Mapping[str, Any]) -> list[str]:
     def row(who: str, b: Mapping[str, Any]) -> str:
         loss = b.get("loss_legal_masked_all_moves")
         loss_text = f"{loss:.4f}" if isinstance(loss, (int, float)) else "—"
-        excess = _interval(b, "excess_nats_all_moves", "excess_nats_lo", "excess_nats_hi")
+        excess = interval_text(b.get("excess_nats_all_moves"), b.get("excess_nats_lo"), b.get("excess_nats_hi")) or "—"
         return f"| {who} | {loss_text} | {excess} | {pct(b.get('top1_legal_masked_all_moves'))} |"
 
     split = h.get("split", "held-out")
@@ -144,8 +137,8 @@ def _held_out_lines(name: str, h: Mapping[str, Any]) -> list[str]:
     vs = h.get("vs_backbone") if isinstance(h.get("vs_backbone"), dict) else {}
     lo, t1 = vs.get("loss_legal_masked_all_moves"), vs.get("top1_legal_masked_all_moves")
     if isinstance(lo, dict) and isinstance(t1, dict):
-        lines += ["", f"Adapter − backbone on the same games: loss {_interval(lo, 'estimate', 'lo', 'hi')} nats, "
-                      f"top-1 {_interval(t1, 'estimate', 'lo', 'hi', 100, '+.2f')} pp ({lo.get('method', 'bootstrap over games')})."]
+        lines += ["", f"Adapter − backbone on the same games: loss {interval_text(lo.get('estimate'), lo.get('lo'), lo.get('hi')) or '—'} nats, "
+                      f"top-1 {interval_text(t1.get('estimate'), t1.get('lo'), t1.get('hi'), '+.2f', 100) or '—'} pp ({lo.get('method', 'bootstrap over games')})."]
     return lines
 
 

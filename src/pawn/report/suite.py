@@ -14,6 +14,7 @@ import math
 from typing import Any, Optional
 
 from pawn.metrics import EDGE_LABELS, EVAL_TABLE, METRICS, PROBE_LABELS
+from pawn.stats import interval_text
 
 SUITE_KIND = "pawn-eval-suite"
 """The ``kind`` of a suite JSON file (the same string as :data:`pawn.evaluate.runs.SUITE_KIND`,
@@ -32,16 +33,6 @@ def _num(v: Any) -> Optional[float]:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v) if math.isfinite(float(v)) else None
-
-
-def interval_text(estimate: Any, lo: Any, hi: Any, fmt: str = "+.4f", scale: float = 1.0) -> Optional[str]:
-    """``"+0.4392 [+0.4303, +0.4480]"``: an estimate and its interval, each times ``scale`` in ``fmt``
-    (an end that is missing or not finite reads ``—``), or None when the estimate is missing."""
-    e, lo, hi = _num(estimate), _num(lo), _num(hi)
-    if e is None:
-        return None
-    end = lambda x: "—" if x is None else format(x * scale, fmt)  # noqa: E731
-    return f"{format(e * scale, fmt)} [{end(lo)}, {end(hi)}]"
 
 
 def excess_text(random_games: dict[str, Any]) -> Optional[str]:
